@@ -1,0 +1,51 @@
+# mcpfleet developer tasks. `make run` and `make test` are the README's two commands.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MCPFLEET := $(VENV)/bin/mcpfleet
+NODE_TOOLS := tools/node/node_modules/.package-lock.json
+PYTEST_ARGS ?=
+
+.PHONY: venv node-tools system-deps cluster-binaries run test bench lint crds clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip uv
+	$(VENV)/bin/uv pip install --python $(PY) -e '.[dev]'
+	touch $@
+
+node-tools: $(NODE_TOOLS)
+
+$(NODE_TOOLS): tools/node/package.json
+	cd tools/node && npm install --no-audit --no-fund
+	touch $@
+
+# Debian packages the tests need (PostgreSQL for the registry suite, git for git sources).
+system-deps:
+	bash scripts/system-deps.sh
+
+# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries.
+cluster-binaries: venv
+	$(MCPFLEET) dev-cluster build
+
+crds: venv
+	$(MCPFLEET) crds --output deploy/crds
+
+run: venv node-tools
+	$(MCPFLEET) up examples/quickstart
+
+test: venv node-tools system-deps cluster-binaries
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: venv node-tools system-deps
+	$(PY) bench/run_all.py
+
+lint: venv
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) tools/node/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite needs, only when one is missing.
+set -euo pipefail
+packages=(postgresql git)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system-deps: all present (${packages[*]})"
+  exit 0
+fi
+echo "system-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,1 @@
+"""Resource models of the mcpfleet.dev/v1alpha1 API: one module per kind, shared by both platforms."""

@@ -1,0 +1,152 @@
+"""Spec fragments used by several kinds: resources, env, secrets, OIDC, header forwarding."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from mcpfleet.api.meta import ApiModel, ConfigMapKeyRef, Rule, RuleModel, SecretKeyRef
+
+QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+
+
+class ResourceList(ApiModel):
+    """CPU and memory quantities."""
+
+    cpu: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+    """CPU, e.g. 100m or 1."""
+    memory: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+    """Memory, e.g. 128Mi."""
+
+
+class ResourceRequirements(ApiModel):
+    """Compute resources of the MCP server container."""
+
+    limits: ResourceList | None = None
+    """Upper bounds."""
+    requests: ResourceList | None = None
+    """What the scheduler reserves."""
+
+
+class EnvVar(ApiModel):
+    """A plain environment variable. Secret values go in `secrets`, never here."""
+
+    name: str = Field(min_length=1, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+    """Variable name."""
+    value: str
+    """Variable value."""
+
+
+class SecretRef(ApiModel):
+    """A Secret key exposed to the MCP server as an environment variable."""
+
+    name: str = Field(min_length=1)
+    """Name of the Secret."""
+    key: str = Field(min_length=1)
+    """Key inside the Secret."""
+    target_env_name: str | None = Field(default=None, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+    """Environment variable to set; defaults to the key."""
+
+
+class InlineOIDCConfig(ApiModel):
+    """OIDC settings written in the manifest."""
+
+    issuer: str = Field(pattern=r"^https?://")
+    """Issuer URL; tokens must carry it as `iss`."""
+    audience: str | None = None
+    """Expected `aud` of tokens."""
+    jwks_url: str | None = Field(default=None, pattern=r"^https?://")
+    """Where signing keys are fetched; discovered from the issuer when unset."""
+    client_id: str | None = None
+    """OAuth client id, for introspection."""
+    client_secret_ref: SecretKeyRef | None = None
+    """Secret holding the OAuth client secret."""
+    introspection_url: str | None = Field(default=None, pattern=r"^https?://")
+    """Token introspection endpoint (RFC 7662) for opaque tokens."""
+    scopes: list[str] | None = None
+    """Scopes advertised to clients."""
+    insecure_allow_http: bool = Field(default=False, alias="insecureAllowHTTP")
+    """Allow an http:// issuer (development only)."""
+
+
+class KubernetesOIDCConfig(ApiModel):
+    """Validate Kubernetes service-account tokens."""
+
+    audience: str = "mcpfleet"
+    """Expected audience of the service-account token."""
+    issuer: str = "https://kubernetes.default.svc"
+    """Issuer of service-account tokens."""
+    namespace: str | None = None
+    """Only accept tokens of this namespace."""
+    service_account: str | None = None
+    """Only accept tokens of this service account."""
+
+
+class OIDCConfig(RuleModel):
+    """Where OIDC settings come from: exactly the block named by `type`."""
+
+    rules = (
+        Rule(
+            cel="self.type == 'inline' ? has(self.inline) : !has(self.inline)",
+            message="inline must be set exactly when type is inline",
+            field_path=".inline",
+            check=lambda s: (s.type == "inline") == (s.inline is not None),
+        ),
+        Rule(
+            cel="self.type == 'configMap' ? has(self.configMap) : !has(self.configMap)",
+            message="configMap must be set exactly when type is configMap",
+            field_path=".configMap",
+            check=lambda s: (s.type == "configMap") == (s.config_map is not None),
+        ),
+        Rule(
+            cel="self.type == 'kubernetes' || !has(self.kubernetes)",
+            message="kubernetes may only be set when type is kubernetes",
+            field_path=".kubernetes",
+            check=lambda s: s.type == "kubernetes" or s.kubernetes is None,
+        ),
+    )
+
+    type: Literal["kubernetes", "configMap", "inline"] = "kubernetes"
+    """kubernetes (service-account tokens), configMap (settings in a ConfigMap) or inline."""
+    inline: InlineOIDCConfig | None = None
+    """Settings written here."""
+    config_map: ConfigMapKeyRef | None = None
+    """A ConfigMap key holding the settings as JSON."""
+    kubernetes: KubernetesOIDCConfig | None = None
+    """Service-account token settings."""
+    resource_url: str | None = None
+    """The protected resource URL advertised to clients (RFC 9728)."""
+
+
+class OIDCConfigRef(ApiModel):
+    """A reference to OIDC settings held in a ConfigMap, with the audience this workload expects."""
+
+    name: str = Field(min_length=1)
+    """Name of the ConfigMap holding the OIDC settings (key oidc.json)."""
+    audience: str = Field(min_length=1)
+    """Expected audience for this workload."""
+    scopes: list[str] | None = None
+    """Scopes advertised to clients."""
+
+
+class HeaderFromSecret(ApiModel):
+    """A header whose value comes from a Secret."""
+
+    header_name: str = Field(min_length=1, max_length=255)
+    """Header to add."""
+    value_secret_ref: SecretKeyRef
+    """Secret key holding the header value."""
+
+
+class HeaderForward(ApiModel):
+    """Headers added to every request forwarded to the remote server."""
+
+    add_plaintext_headers: dict[str, str] | None = None
+    """Non-secret headers, name to value."""
+    add_headers_from_secret: list[HeaderFromSecret] | None = None
+    """Headers whose values come from Secrets."""
+
+
+Transport = Literal["stdio", "streamable-http", "sse"]
+HttpTransport = Literal["streamable-http", "sse"]

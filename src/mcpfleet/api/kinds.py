@@ -1,0 +1,88 @@
+"""The list of mcpfleet kinds and parsing of manifests into their models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.api.mcpgroup import MCPGroup
+from mcpfleet.api.mcpregistry import MCPRegistry
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.mcptoolconfig import MCPToolConfig
+from mcpfleet.api.meta import API_VERSION
+from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
+
+ALL_KINDS: tuple[type[Resource], ...] = (
+    MCPServer,
+    MCPGroup,
+    MCPRegistry,
+    VirtualMCPServer,
+    MCPToolConfig,
+    MCPExternalAuthConfig,
+    MCPRemoteProxy,
+)
+KIND_BY_NAME: dict[str, type[Resource]] = {k.info.kind: k for k in ALL_KINDS}
+KIND_BY_PLURAL: dict[str, type[Resource]] = {k.info.plural: k for k in ALL_KINDS}
+
+
+class ManifestError(ValueError):
+    """A manifest that is not a valid mcpfleet object; `problems` are (field path, reason) pairs."""
+
+    def __init__(self, kind: str, name: str, problems: list[tuple[str, str]]) -> None:
+        self.kind = kind
+        self.name = name
+        self.problems = problems
+        detail = "; ".join(f"{path}: {reason}" if path else reason for path, reason in problems)
+        super().__init__(f"{kind}/{name}: {detail}")
+
+
+def lookup_kind(name: str) -> type[Resource] | None:
+    """Find a kind by kind name, plural, singular or short name (case-insensitive)."""
+    wanted = name.lower()
+    for kind in ALL_KINDS:
+        info = kind.info
+        if wanted in {info.kind.lower(), info.plural, info.singular, *info.short_names}:
+            return kind
+    return None
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in {"function-after", "function-before"} or "[" in str(part):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def parse_manifest(document: dict[str, Any]) -> Resource:
+    """Validate one YAML document as an mcpfleet object, raising ManifestError naming each bad field."""
+    kind_name = str(document.get("kind", ""))
+    name = str((document.get("metadata") or {}).get("name", "<unnamed>"))
+    if document.get("apiVersion") != API_VERSION:
+        raise ManifestError(kind_name or "?", name, [("apiVersion", f"must be {API_VERSION}")])
+    kind = KIND_BY_NAME.get(kind_name)
+    if kind is None:
+        known = ", ".join(KIND_BY_NAME)
+        raise ManifestError(kind_name or "?", name, [("kind", f"unknown kind {kind_name!r}; known: {known}")])
+    try:
+        # Manifests must use the wire (camelCase) names; snake_case is for Python callers only.
+        return kind.model_validate(document, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            message = str(error["msg"]).removeprefix("Value error, ")
+            path = _location(tuple(error["loc"]))
+            # Cross-field rules carry their own field path in the message ("'.replicas: …'").
+            if message.startswith(".") and ": " in message:
+                sub, message = message.split(": ", 1)
+                path = f"{path}{sub}"
+            problems.append((path, message))
+        raise ManifestError(kind_name, name, problems) from exc

@@ -1,0 +1,216 @@
+"""MCPRegistry: a registry server that serves a catalogue of MCP servers from synced sources."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from mcpfleet.api.meta import (
+    DURATION_PATTERN,
+    ApiModel,
+    Condition,
+    ConfigMapKeyRef,
+    KindInfo,
+    Rule,
+    RuleModel,
+    SecretKeyRef,
+)
+from mcpfleet.api.resource import Resource
+
+SOURCE_FIELDS = ("configMapRef", "git", "api", "url", "kubernetes")
+
+
+class GitAuth(ApiModel):
+    """Credentials for a private git repository."""
+
+    username: str = Field(min_length=1)
+    """User name."""
+    password_secret_ref: SecretKeyRef
+    """Secret key holding the password or token."""
+
+
+class GitSource(RuleModel):
+    """A registry file in a git repository, at a branch, tag or commit."""
+
+    rules = (
+        Rule(
+            cel="(has(self.branch) ? 1 : 0) + (has(self.tag) ? 1 : 0) + (has(self.commit) ? 1 : 0) <= 1",
+            message="set at most one of branch, tag and commit",
+            field_path="",
+            check=lambda s: sum(x is not None for x in (s.branch, s.tag, s.commit)) <= 1,
+        ),
+    )
+
+    repository: str = Field(min_length=1, pattern=r"^(file:///|https?://|git@|ssh://|git://).*")
+    """Repository URL."""
+    branch: str | None = Field(default=None, min_length=1)
+    """Branch to follow (the default branch when none of branch/tag/commit is set)."""
+    tag: str | None = Field(default=None, min_length=1)
+    """Tag to check out."""
+    commit: str | None = Field(default=None, min_length=1)
+    """Commit to check out."""
+    path: str = Field(default="registry.json", pattern=r"^.*\.json$")
+    """Path of the registry file inside the repository."""
+    auth: GitAuth | None = None
+    """Credentials for a private repository."""
+
+
+class APISource(ApiModel):
+    """Another registry that speaks the upstream MCP registry API (federation)."""
+
+    endpoint: str = Field(min_length=1, pattern=r"^https?://.*")
+    """Base URL of the registry, e.g. https://registry.example.com."""
+
+
+class URLSource(ApiModel):
+    """A registry file fetched over HTTP(S)."""
+
+    endpoint: str = Field(min_length=1, pattern=r"^https?://.*")
+    """URL of the registry file."""
+
+
+class KubernetesSource(ApiModel):
+    """Discover MCPServer, VirtualMCPServer and MCPRemoteProxy objects labelled
+    `mcpfleet.dev/registry: <registry name>`."""
+
+    namespaces: list[str] | None = None
+    """Namespaces to look in; the registry's own namespace when unset."""
+
+
+class GlobFilter(ApiModel):
+    """Include / exclude glob patterns."""
+
+    include: list[str] | None = None
+    """Keep only entries that match one of these globs."""
+    exclude: list[str] | None = None
+    """Drop entries that match one of these globs."""
+
+
+class RegistryFilter(ApiModel):
+    """Which entries of a source are served."""
+
+    names: GlobFilter | None = None
+    """Globs on server names."""
+    tags: GlobFilter | None = None
+    """Globs on tags."""
+
+
+class SyncPolicy(ApiModel):
+    """When a source is synced."""
+
+    interval: str = Field(pattern=DURATION_PATTERN)
+    """How often to sync, e.g. 30m."""
+
+
+class RegistrySource(RuleModel):
+    """One source of the catalogue: exactly one of configMapRef, git, api, url, kubernetes."""
+
+    rules = (
+        Rule(
+            cel=" + ".join(f"(has(self.{f}) ? 1 : 0)" for f in SOURCE_FIELDS) + " == 1",
+            message="exactly one registry source must be set: " + ", ".join(SOURCE_FIELDS),
+            field_path="",
+            check=lambda s: (
+                sum(x is not None for x in (s.config_map_ref, s.git, s.api, s.url, s.kubernetes)) == 1
+            ),
+        ),
+    )
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Name of the source, unique within the registry."""
+    format: Literal["toolhive", "upstream"] = "toolhive"
+    """Format of the data: toolhive (legacy ToolHive registry file) or upstream (server.json)."""
+    config_map_ref: ConfigMapKeyRef | None = None
+    """A ConfigMap key holding the registry file."""
+    git: GitSource | None = None
+    """A git repository holding the registry file."""
+    api: APISource | None = None
+    """An upstream-compatible registry API."""
+    url: URLSource | None = None
+    """A registry file over HTTP(S)."""
+    kubernetes: KubernetesSource | None = None
+    """Label-based discovery of workloads in the cluster."""
+    sync_policy: SyncPolicy | None = None
+    """Periodic sync; without it the source is synced at start and when it changes."""
+    filter: RegistryFilter | None = None
+    """Which entries are served."""
+
+
+class DatabaseConfig(ApiModel):
+    """PostgreSQL instead of the embedded SQLite store."""
+
+    host: str = Field(default="postgres", min_length=1)
+    """Database host."""
+    port: int = Field(default=5432, ge=1, le=65535)
+    """Database port."""
+    database: str = Field(default="registry", min_length=1)
+    """Database name."""
+    user: str = Field(default="db_app", min_length=1)
+    """User the registry connects as."""
+    db_app_user_password_secret_ref: SecretKeyRef
+    """Secret key holding that user's password."""
+    ssl_mode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
+    """TLS mode toward the database."""
+
+
+class MCPRegistrySpec(RuleModel):
+    """Desired state of a registry."""
+
+    rules = (
+        Rule(
+            cel="!has(self.replicas) || self.replicas <= 1 || has(self.databaseConfig)",
+            message="more than one replica needs databaseConfig (SQLite is local to one pod)",
+            field_path=".replicas",
+            check=lambda s: s.replicas is None or s.replicas <= 1 or s.database_config is not None,
+        ),
+    )
+
+    display_name: str | None = Field(default=None, max_length=256)
+    """Human-readable name."""
+    registries: list[RegistrySource] = Field(
+        min_length=1,
+        max_length=32,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Sources, merged in order: on a name conflict the first listed wins."""
+    database_config: DatabaseConfig | None = None
+    """PostgreSQL settings; SQLite inside the pod when unset."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Replicas of the registry server; needs databaseConfig above 1."""
+
+    @model_validator(mode="after")
+    def _unique_source_names(self) -> MCPRegistrySpec:
+        # The API server enforces this through x-kubernetes-list-type: map; this is the local twin.
+        seen: set[str] = set()
+        for index, source in enumerate(self.registries):
+            if source.name in seen:
+                raise ValueError(f".registries[{index}].name: duplicate source name {source.name!r}")
+            seen.add(source.name)
+        return self
+
+
+class MCPRegistryStatus(ApiModel):
+    """Flat status: phase, Ready condition, readyReplicas, url. Sync state belongs to the server."""
+
+    phase: Literal["Pending", "Running", "Failed", "Terminating"] | None = None
+    """Pending, Running, Failed or Terminating."""
+    message: str | None = None
+    """Why the registry is in this phase."""
+    url: str | None = None
+    """In-cluster URL of the registry API; set only while Running."""
+    ready_replicas: int | None = Field(default=None, ge=0)
+    """Ready replicas of the registry server."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Conditions, among them Ready."""
+
+
+class MCPRegistry(Resource):
+    """A catalogue of MCP servers served over the upstream registry API."""
+
+    info: ClassVar[KindInfo] = KindInfo("MCPRegistry", "mcpregistries", ("mcpreg", "registry"))
+    kind: Literal["MCPRegistry"] = "MCPRegistry"
+    spec: MCPRegistrySpec
+    status: MCPRegistryStatus = Field(default_factory=MCPRegistryStatus)

@@ -1,0 +1,68 @@
+"""MCPRemoteProxy: a proxy in front of an MCP server that runs elsewhere (remoteURL)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from mcpfleet.api.common import HeaderForward, HttpTransport, OIDCConfig, OIDCConfigRef, ResourceRequirements
+from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.resource import Resource
+
+
+class MCPRemoteProxySpec(RuleModel):
+    """Desired state of a proxy toward a remote MCP server."""
+
+    rules = (
+        Rule(
+            cel="!(has(self.oidcConfig) && has(self.oidcConfigRef))",
+            message="set at most one of oidcConfig and oidcConfigRef",
+            field_path=".oidcConfigRef",
+            check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
+        ),
+    )
+
+    remote_url: str = Field(alias="remoteURL", pattern=r"^https?://[^\s]+$", max_length=2048)
+    """URL of the remote MCP server."""
+    transport: HttpTransport = "streamable-http"
+    """Transport of the remote server: streamable-http or sse."""
+    proxy_port: int = Field(default=8080, ge=1, le=65535)
+    """Port of the proxy (and of the Service)."""
+    group_ref: str | None = Field(default=None, min_length=1)
+    """Name of the MCPGroup this proxy belongs to."""
+    tool_config_ref: LocalObjectReference | None = None
+    """MCPToolConfig that filters and renames the remote tools."""
+    external_auth_config_ref: LocalObjectReference | None = None
+    """MCPExternalAuthConfig used toward the remote server."""
+    header_forward: HeaderForward | None = None
+    """Headers added to every forwarded request."""
+    resources: ResourceRequirements | None = None
+    """CPU and memory of the proxy container."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Number of proxy replicas; 0 stops it."""
+    service_account: str | None = None
+    """Existing ServiceAccount to run as."""
+    oidc_config: OIDCConfig | None = None
+    """Incoming OIDC authentication settings."""
+    oidc_config_ref: OIDCConfigRef | None = None
+    """Reference to shared OIDC settings."""
+    endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")
+    """Path prefix the proxy is published under behind an ingress."""
+    session_affinity: Literal["ClientIP", "None"] = "ClientIP"
+    """Service session affinity."""
+    trust_proxy_headers: bool = False
+    """Trust X-Forwarded-* headers from an ingress."""
+
+    @property
+    def effective_replicas(self) -> int:
+        return 1 if self.replicas is None else self.replicas
+
+
+class MCPRemoteProxy(Resource):
+    """A proxy that publishes a remote MCP server inside the fleet."""
+
+    info: ClassVar[KindInfo] = KindInfo("MCPRemoteProxy", "mcpremoteproxies", ("rp", "mcprp"))
+    kind: Literal["MCPRemoteProxy"] = "MCPRemoteProxy"
+    spec: MCPRemoteProxySpec
+    status: WorkloadStatus = Field(default_factory=WorkloadStatus)

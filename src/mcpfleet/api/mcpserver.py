@@ -1,0 +1,111 @@
+"""MCPServer: one MCP server workload (a package run by the runner, or a container image)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from mcpfleet.api.common import (
+    EnvVar,
+    HttpTransport,
+    OIDCConfig,
+    OIDCConfigRef,
+    ResourceRequirements,
+    SecretRef,
+    Transport,
+)
+from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.resource import Resource
+
+IMAGE_PATTERN = (
+    r"^((uvx|npx)://[^\s@]+(@[^\s@]+)?|[^\s:/]+(:[0-9]+)?(/[^\s]+)*(:[^\s]+)?(@sha256:[a-f0-9]{64})?)$"
+)
+
+
+class MCPServerSpec(RuleModel):
+    """Desired state of an MCP server."""
+
+    rules = (
+        Rule(
+            cel="self.transport != 'stdio' || !has(self.replicas) || self.replicas <= 1",
+            message="stdio servers have at most 1 replica (one process owns the stdio stream)",
+            field_path=".replicas",
+            check=lambda s: s.transport != "stdio" or s.replicas is None or s.replicas <= 1,
+        ),
+        Rule(
+            cel="!(has(self.oidcConfig) && has(self.oidcConfigRef))",
+            message="set at most one of oidcConfig and oidcConfigRef",
+            field_path=".oidcConfigRef",
+            check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
+        ),
+        Rule(
+            cel="self.transport == 'stdio' || !self.image.startsWith('uvx://') && !self.image.startsWith('npx://')"
+            " || has(self.mcpPort)",
+            message="an http transport with a uvx:// or npx:// package needs mcpPort (the port the package listens on)",
+            field_path=".mcpPort",
+            check=lambda s: (
+                s.transport == "stdio"
+                or not (s.image.startswith("uvx://") or s.image.startswith("npx://"))
+                or s.mcp_port is not None
+            ),
+        ),
+    )
+
+    image: str = Field(min_length=1, pattern=IMAGE_PATTERN)
+    """What to run: `uvx://PACKAGE[@VERSION]` (PyPI, run with uv), `npx://PACKAGE[@VERSION]` (npm),
+    or a container image reference (Kubernetes only)."""
+    transport: Transport = "stdio"
+    """How the server speaks MCP: stdio, streamable-http or sse."""
+    proxy_mode: HttpTransport = "streamable-http"
+    """How clients reach a stdio server through the proxy: streamable-http or sse."""
+    proxy_port: int = Field(default=8080, ge=1, le=65535)
+    """Port of the proxy (and of the Service) on Kubernetes."""
+    mcp_port: int | None = Field(default=None, ge=1, le=65535)
+    """Port the MCP server itself listens on (http transports)."""
+    args: list[str] | None = None
+    """Arguments passed to the server."""
+    env: list[EnvVar] | None = None
+    """Plain environment variables."""
+    secrets: list[SecretRef] | None = None
+    """Secret keys exposed as environment variables."""
+    resources: ResourceRequirements | None = None
+    """CPU and memory of the server container."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Number of replicas; 0 stops the server. stdio servers run at most 1."""
+    group_ref: str | None = Field(default=None, min_length=1)
+    """Name of the MCPGroup this server belongs to."""
+    tool_config_ref: LocalObjectReference | None = None
+    """MCPToolConfig that filters and renames this server's tools."""
+    external_auth_config_ref: LocalObjectReference | None = None
+    """MCPExternalAuthConfig used toward this server's upstream."""
+    service_account: str | None = None
+    """Existing ServiceAccount to run as; one is created when unset."""
+    oidc_config: OIDCConfig | None = None
+    """Incoming OIDC authentication settings."""
+    oidc_config_ref: OIDCConfigRef | None = None
+    """Reference to shared OIDC settings."""
+    endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")
+    """Path prefix the server is published under behind an ingress."""
+    session_affinity: Literal["ClientIP", "None"] = "ClientIP"
+    """Service session affinity."""
+    trust_proxy_headers: bool = False
+    """Trust X-Forwarded-* headers from an ingress."""
+
+    @property
+    def is_package(self) -> bool:
+        return self.image.startswith(("uvx://", "npx://"))
+
+    @property
+    def effective_replicas(self) -> int:
+        replicas = 1 if self.replicas is None else self.replicas
+        return min(replicas, 1) if self.transport == "stdio" else replicas
+
+
+class MCPServer(Resource):
+    """An MCP server run by mcpfleet."""
+
+    info: ClassVar[KindInfo] = KindInfo("MCPServer", "mcpservers", ("mcps", "mcpserver"))
+    kind: Literal["MCPServer"] = "MCPServer"
+    spec: MCPServerSpec
+    status: WorkloadStatus = Field(default_factory=WorkloadStatus)

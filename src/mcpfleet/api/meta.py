@@ -1,0 +1,287 @@
+"""Shared building blocks of every mcpfleet resource: API group, base model, metadata, conditions, status.
+
+Every kind in `mcpfleet.api` is a pydantic model whose field names are the camelCase names users write
+in YAML. The same models validate manifests on the local platform and generate the CRD schemas
+(`mcpfleet.api.crdgen`), so a rule lives in exactly one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+GROUP = "mcpfleet.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CATEGORY = "mcpfleet"
+
+# Labels and annotations owned by mcpfleet.
+LABEL_REGISTRY = f"{GROUP}/registry"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+ANNOTATION_CONFIG_CHECKSUM = f"{GROUP}/config-checksum"
+
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class ApiModel(BaseModel):
+    """Base of every spec/status model: camelCase on the wire, unknown fields refused, docstrings as docs."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_assignment=False,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """The wire form: camelCase keys, unset optional fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-field constraint written once: as CEL for the API server and as Python for local validation.
+
+    `check` receives the model instance and returns True when the object is valid.
+    """
+
+    cel: str
+    message: str
+    field_path: str
+    check: Callable[[Any], bool]
+    reason: str = "FieldValueInvalid"
+
+    def as_cel(self) -> dict[str, str]:
+        rule = {"rule": self.cel, "message": self.message}
+        if self.field_path:
+            rule["fieldPath"] = self.field_path
+        if self.reason != "FieldValueInvalid":
+            rule["reason"] = self.reason
+        return rule
+
+
+class RuleModel(ApiModel):
+    """A model carrying cross-field `Rule`s; they run after field validation and are emitted as CEL."""
+
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> RuleModel:
+        for rule in self.rules:
+            if not rule.check(self):
+                location = f"{rule.field_path}: " if rule.field_path else ""
+                raise ValueError(f"{location}{rule.message}")
+        return self
+
+
+class LocalObjectReference(ApiModel):
+    """A reference to another object in the same namespace."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the referenced object."""
+
+
+class SecretKeyRef(ApiModel):
+    """A key of a Secret in the object's namespace: the only way mcpfleet takes secret values."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the Secret."""
+    key: str = Field(min_length=1)
+    """Key inside the Secret."""
+
+
+class ConfigMapKeyRef(ApiModel):
+    """A key of a ConfigMap in the object's namespace."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the ConfigMap."""
+    key: str = Field(min_length=1)
+    """Key inside the ConfigMap."""
+
+
+class ObjectMeta(BaseModel):
+    """The parts of Kubernetes object metadata that mcpfleet reads; anything else is kept as is."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_LABEL_PATTERN)
+    namespace: str = "default"
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    generation: int = 1
+    uid: str | None = None
+    resource_version: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(ApiModel):
+    """A standard Kubernetes condition (metav1.Condition)."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+    )
+    """Type of the condition, e.g. Ready."""
+    status: ConditionStatus
+    """True, False or Unknown."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation the condition was computed from."""
+    last_transition_time: str
+    """When the status last changed (RFC 3339)."""
+    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    """A CamelCase machine-readable reason."""
+    message: str = Field(default="", max_length=32768)
+    """A human-readable explanation."""
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(
+    conditions: list[Condition],
+    *,
+    type: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    observed_generation: int | None,
+    now: str | None = None,
+) -> list[Condition]:
+    """Return `conditions` with `type` set, keeping lastTransitionTime when the status did not change.
+
+    Keeping the transition time stable is what makes an unchanged status compare equal, so a
+    resync writes nothing.
+    """
+    result: list[Condition] = []
+    replaced = False
+    for condition in conditions:
+        if condition.type != type:
+            result.append(condition)
+            continue
+        replaced = True
+        transition = condition.last_transition_time if condition.status == status else (now or now_rfc3339())
+        result.append(
+            Condition(
+                type=type,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=observed_generation,
+                last_transition_time=transition,
+            )
+        )
+    if not replaced:
+        result.append(
+            Condition(
+                type=type,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=observed_generation,
+                last_transition_time=now or now_rfc3339(),
+            )
+        )
+    return result
+
+
+def find_condition(conditions: list[Condition], type: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type), None)
+
+
+WorkloadPhase = Literal["Pending", "Running", "Failed", "Terminating", "Stopped"]
+
+
+class WorkloadStatus(ApiModel):
+    """The flat status every workload kind shares, on Kubernetes and on the local platform."""
+
+    phase: WorkloadPhase | None = None
+    """Pending, Running, Failed, Terminating or Stopped (replicas 0)."""
+    message: str | None = None
+    """Why the workload is in this phase, for people."""
+    url: str | None = None
+    """Where clients reach the workload; set only while it is Running."""
+    ready_replicas: int | None = Field(default=None, ge=0)
+    """Replicas that pass their readiness check."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Conditions, among them Ready."""
+
+
+class ConfigStatus(ApiModel):
+    """Status of a configuration kind (MCPToolConfig, MCPExternalAuthConfig)."""
+
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status describes."""
+    config_hash: str | None = None
+    """sha256 of the validated spec; workloads that use it roll when it changes."""
+    referencing_workloads: list[WorkloadReference] = Field(default_factory=list)
+    """Workloads that reference this configuration."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Conditions, among them Valid."""
+
+
+class WorkloadReference(ApiModel):
+    """A workload that references a configuration object."""
+
+    kind: Literal["MCPServer", "VirtualMCPServer", "MCPRemoteProxy"]
+    """Kind of the referencing workload."""
+    name: str = Field(min_length=1)
+    """Name of the referencing workload."""
+
+
+ConfigStatus.model_rebuild()
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    name: str
+    json_path: str
+    type: str = "string"
+    description: str = ""
+    priority: int = 0
+
+
+WORKLOAD_COLUMNS: tuple[PrinterColumn, ...] = (
+    PrinterColumn("Status", ".status.phase", description="Phase of the workload"),
+    PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition"),
+    PrinterColumn("Replicas", ".status.readyReplicas", "integer", "Ready replicas"),
+    PrinterColumn("URL", ".status.url", description="Where clients reach it"),
+    PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+)
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """How a kind is named and shown by the API server."""
+
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    columns: tuple[PrinterColumn, ...] = WORKLOAD_COLUMNS
+    workload: bool = True
+    categories: tuple[str, ...] = field(default=(CATEGORY,))
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{GROUP}"

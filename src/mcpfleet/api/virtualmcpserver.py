@@ -1,0 +1,368 @@
+"""VirtualMCPServer: one MCP endpoint (the vMCP gateway) aggregating the servers of an MCPGroup.
+
+`spec.config` is the gateway's configuration as users write it; the reconcilers render it, with the
+discovered backends, into the vMCP config file (`mcpfleet.vmcp.config`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef
+from mcpfleet.api.mcptoolconfig import ToolOverride
+from mcpfleet.api.meta import (
+    DURATION_PATTERN,
+    WORKLOAD_COLUMNS,
+    ApiModel,
+    Condition,
+    KindInfo,
+    LocalObjectReference,
+    PrinterColumn,
+    Rule,
+    RuleModel,
+)
+from mcpfleet.api.resource import Resource
+
+FREE_FORM: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
+
+
+class ConflictResolutionConfig(ApiModel):
+    """Settings of the conflict resolution strategies."""
+
+    prefix_format: str = Field(default="{workload}_", pattern=r".*\{workload\}.*")
+    """Prefix for tool names under the prefix strategy (and for unlisted backends under priority)."""
+    priority_order: list[str] | None = None
+    """Backends in order of precedence, for the priority strategy."""
+
+
+class WorkloadToolConfig(ApiModel):
+    """Tool filtering and renaming for one backend, as in MCPToolConfig."""
+
+    workload: str = Field(min_length=1)
+    """Backend (MCPServer or MCPRemoteProxy name) these settings apply to."""
+    filter: list[str] | None = None
+    """Original tool names to keep; all when unset."""
+    overrides: dict[str, ToolOverride] | None = Field(default=None, max_length=200)
+    """New names / descriptions keyed by original tool name."""
+    exclude_all: bool = False
+    """Hide every tool of this backend from clients (composite tools can still call them)."""
+    tool_config_ref: LocalObjectReference | None = None
+    """MCPToolConfig to apply to this backend."""
+
+
+class Aggregation(RuleModel):
+    """How the backends' capabilities are merged into one list."""
+
+    rules = (
+        Rule(
+            cel="self.conflictResolution != 'priority' || (has(self.conflictResolutionConfig) && "
+            "has(self.conflictResolutionConfig.priorityOrder) && size(self.conflictResolutionConfig.priorityOrder) > 0)",
+            message="the priority strategy needs conflictResolutionConfig.priorityOrder",
+            field_path=".conflictResolutionConfig",
+            check=lambda s: (
+                s.conflict_resolution != "priority"
+                or bool(s.conflict_resolution_config and s.conflict_resolution_config.priority_order)
+            ),
+        ),
+    )
+
+    conflict_resolution: Literal["prefix", "priority", "manual"] = "prefix"
+    """prefix: every tool gets its backend's prefix; priority: the first backend in priorityOrder keeps
+    the name; manual: every conflict must be resolved by an override."""
+    conflict_resolution_config: ConflictResolutionConfig | None = None
+    """Settings of the chosen strategy."""
+    exclude_all_tools: bool = False
+    """Advertise no backend tools (only composite tools)."""
+    tools: list[WorkloadToolConfig] | None = Field(default=None, max_length=100)
+    """Per-backend filters and overrides."""
+
+
+class StaticBackend(ApiModel):
+    """A backend given by URL rather than discovered from the group."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
+    """Backend name (used in prefixes and routing)."""
+    url: str = Field(pattern=r"^https?://")
+    """MCP endpoint of the backend."""
+    transport: HttpTransport = "streamable-http"
+    """streamable-http or sse."""
+
+
+class StepOnError(ApiModel):
+    """What a failing step does."""
+
+    action: Literal["abort", "continue", "retry"] = "abort"
+    """abort the tool, continue with the other steps, or retry the step."""
+    retry_count: int | None = Field(default=None, ge=0, le=10)
+    """Retries for action retry."""
+    retry_delay: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    """Delay between retries."""
+
+
+class WorkflowStep(ApiModel):
+    """One step of a composite tool: a call to a backend tool."""
+
+    id: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Step id, unique in the tool; later steps read its output as {{.steps.ID.output}}."""
+    type: Literal["tool"] = "tool"
+    """Step type; only tool calls are supported."""
+    tool: str = Field(min_length=1)
+    """Tool to call, as the aggregated name (backend prefix included) or `backend.tool`."""
+    arguments: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """Arguments; strings may hold templates such as {{.params.x}} and {{.steps.id.output.text}}."""
+    depends_on: list[Annotated[str, Field(max_length=63)]] | None = Field(default=None, max_length=10)
+    """Steps that must finish first; steps without a dependency between them run in parallel."""
+    condition: str | None = None
+    """A template; the step runs only when it renders to a true value."""
+    on_error: StepOnError | None = None
+    """What to do when the step fails."""
+    timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    """Time limit of the step."""
+
+
+class CompositeTool(RuleModel):
+    """A tool whose steps call backend tools."""
+
+    rules = (
+        Rule(
+            cel="self.steps.all(s, !has(s.dependsOn) || s.dependsOn.all(d, self.steps.exists(t, t.id == d)))",
+            message="dependsOn names a step that does not exist",
+            field_path=".steps",
+            check=lambda s: all(d in {t.id for t in s.steps} for st in s.steps for d in st.depends_on or ()),
+        ),
+    )
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Name clients call."""
+    description: str | None = None
+    """Description clients see."""
+    parameters: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """JSON Schema of the tool's input."""
+    steps: list[WorkflowStep] = Field(
+        min_length=1,
+        max_length=20,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
+    )
+    """Steps, forming a DAG through dependsOn."""
+    timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    """Time limit of the whole tool."""
+
+    @model_validator(mode="after")
+    def _acyclic(self) -> CompositeTool:
+        ids = [s.id for s in self.steps]
+        if len(ids) != len(set(ids)):
+            raise ValueError(".steps: step ids must be unique")
+        deps = {s.id: set(s.depends_on or ()) for s in self.steps}
+        done: set[str] = set()
+        while len(done) < len(deps):
+            ready = {k for k, v in deps.items() if k not in done and v <= done}
+            if not ready:
+                cycle = sorted(set(deps) - done)
+                raise ValueError(f".steps: dependsOn forms a cycle among {', '.join(cycle)}")
+            done |= ready
+        return self
+
+
+class CircuitBreaker(ApiModel):
+    """Stop calling a failing backend for a while."""
+
+    enabled: bool = False
+    """Turn the circuit breaker on."""
+    failure_threshold: int = Field(default=5, ge=1)
+    """Consecutive failures that open the circuit."""
+    timeout: str = Field(default="60s", pattern=DURATION_PATTERN)
+    """How long the circuit stays open before a trial call."""
+
+
+class FailureHandling(ApiModel):
+    """Backend health checking and failure policy."""
+
+    health_check_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    """Time between health checks of each backend."""
+    health_check_timeout: str = Field(default="10s", pattern=DURATION_PATTERN)
+    """Time limit of one health check."""
+    unhealthy_threshold: int = Field(default=3, ge=1)
+    """Consecutive failed checks before a backend is unhealthy."""
+    partial_failure_mode: Literal["fail", "best_effort"] = "fail"
+    """fail: an unhealthy backend makes the gateway not ready; best_effort: serve the healthy ones."""
+    status_reporting_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    """How often the gateway reports its backends into the VirtualMCPServer status."""
+    circuit_breaker: CircuitBreaker | None = None
+    """Circuit breaker settings."""
+
+
+class Timeouts(ApiModel):
+    """Time limits of backend calls."""
+
+    default: str = Field(default="30s", pattern=DURATION_PATTERN)
+    """Default time limit of one backend call."""
+    per_workload: dict[str, str] | None = None
+    """Per-backend overrides of the default."""
+
+
+class Operational(ApiModel):
+    """Run-time behaviour of the gateway."""
+
+    failure_handling: FailureHandling | None = None
+    """Health checks and failure policy."""
+    timeouts: Timeouts | None = None
+    """Backend call time limits."""
+    log_level: Literal["debug", "info", "warning", "error"] | None = None
+    """Log level of the gateway."""
+
+
+class VirtualMCPConfig(ApiModel):
+    """The gateway configuration written in the manifest."""
+
+    group_ref: str = Field(min_length=1)
+    """MCPGroup whose servers and remote proxies are the backends."""
+    aggregation: Aggregation | None = None
+    """How capabilities are merged."""
+    backends: list[StaticBackend] | None = Field(default=None, max_length=100)
+    """Extra backends given by URL."""
+    composite_tools: list[CompositeTool] | None = Field(
+        default=None,
+        max_length=50,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Tools made of steps that call backend tools."""
+    operational: Operational | None = None
+    """Health checks, failure policy, timeouts."""
+
+
+class IncomingAuth(RuleModel):
+    """How clients authenticate to the gateway."""
+
+    rules = (
+        Rule(
+            cel="self.type != 'oidc' || (has(self.oidcConfig) != has(self.oidcConfigRef))",
+            message="type oidc needs exactly one of oidcConfig (inline settings) and oidcConfigRef",
+            field_path=".oidcConfig",
+            check=lambda s: s.type != "oidc" or ((s.oidc_config is None) != (s.oidc_config_ref is None)),
+        ),
+        Rule(
+            cel="self.type == 'oidc' || (!has(self.oidcConfig) && !has(self.oidcConfigRef))",
+            message="oidcConfig and oidcConfigRef are only allowed with type oidc",
+            field_path=".type",
+            check=lambda s: s.type == "oidc" or (s.oidc_config is None and s.oidc_config_ref is None),
+        ),
+    )
+
+    type: Literal["anonymous", "oidc"]
+    """anonymous or oidc."""
+    oidc_config: OIDCConfig | None = None
+    """Inline OIDC settings."""
+    oidc_config_ref: OIDCConfigRef | None = None
+    """Reference to shared OIDC settings."""
+
+
+class BackendAuth(RuleModel):
+    """Outgoing authentication toward one backend."""
+
+    rules = (
+        Rule(
+            cel="self.type != 'external_auth_config_ref' || has(self.externalAuthConfigRef)",
+            message="type external_auth_config_ref needs externalAuthConfigRef",
+            field_path=".externalAuthConfigRef",
+            check=lambda s: s.type != "external_auth_config_ref" or s.external_auth_config_ref is not None,
+        ),
+    )
+
+    type: Literal["discovered", "external_auth_config_ref", "unauthenticated"]
+    """discovered (the backend's own externalAuthConfigRef), external_auth_config_ref, or unauthenticated."""
+    external_auth_config_ref: LocalObjectReference | None = None
+    """MCPExternalAuthConfig to use."""
+
+
+class OutgoingAuth(ApiModel):
+    """How the gateway authenticates to its backends."""
+
+    source: Literal["discovered", "inline"] = "discovered"
+    """discovered: from each backend's externalAuthConfigRef; inline: from default / backends here."""
+    default: BackendAuth | None = None
+    """Authentication for backends not listed in `backends`."""
+    backends: dict[str, BackendAuth] | None = Field(default=None, max_length=100)
+    """Per-backend authentication, keyed by backend name."""
+
+
+class VirtualMCPServerSpec(ApiModel):
+    """Desired state of a gateway."""
+
+    config: VirtualMCPConfig
+    """Gateway configuration: group, aggregation, composite tools, operational settings."""
+    incoming_auth: IncomingAuth
+    """How clients authenticate."""
+    outgoing_auth: OutgoingAuth | None = None
+    """How the gateway authenticates to backends."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Replicas of the gateway."""
+    service_account: str | None = None
+    """Existing ServiceAccount to run as; one is created when unset."""
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    """Type of the gateway's Service."""
+
+
+class DiscoveredBackend(ApiModel):
+    """A backend as the running gateway sees it."""
+
+    name: str
+    """Backend name."""
+    url: str | None = None
+    """Backend URL."""
+    status: str | None = None
+    """healthy, unhealthy or unknown."""
+    last_health_check: str | None = None
+    """Time of the last health check (RFC 3339)."""
+    message: str | None = None
+    """Last error, if any."""
+    circuit_breaker_state: Literal["closed", "open", "half-open"] | None = None
+    """State of the backend's circuit breaker."""
+    consecutive_failures: int | None = None
+    """Failed health checks in a row."""
+
+
+class VirtualMCPServerStatus(ApiModel):
+    """Flat workload status plus what the running gateway reports."""
+
+    phase: Literal["Pending", "Ready", "Degraded", "Failed"] | None = None
+    """Pending, Ready, Degraded (some backends unhealthy) or Failed."""
+    message: str | None = None
+    """Why the gateway is in this phase."""
+    url: str | None = None
+    """In-cluster URL of the MCP endpoint; set only while serving."""
+    ready_replicas: int | None = Field(default=None, ge=0)
+    """Ready replicas of the gateway."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Conditions, among them Ready."""
+    discovered_backends: list[DiscoveredBackend] = Field(default_factory=list)
+    """Backends and their health, as reported by the running gateway (or as discovered before it runs)."""
+    backend_count: int | None = None
+    """Number of backends."""
+    tool_count: int | None = None
+    """Tools advertised, as reported by the running gateway."""
+    resource_count: int | None = None
+    """Resources advertised, as reported by the running gateway."""
+    prompt_count: int | None = None
+    """Prompts advertised, as reported by the running gateway."""
+
+
+class VirtualMCPServer(Resource):
+    """A gateway aggregating a group of MCP servers behind one endpoint."""
+
+    info: ClassVar[KindInfo] = KindInfo(
+        "VirtualMCPServer",
+        "virtualmcpservers",
+        ("vmcp", "virtualmcp"),
+        columns=(
+            *WORKLOAD_COLUMNS[:4],
+            PrinterColumn("Backends", ".status.backendCount", "integer"),
+            WORKLOAD_COLUMNS[4],
+        ),
+    )
+    kind: Literal["VirtualMCPServer"] = "VirtualMCPServer"
+    spec: VirtualMCPServerSpec
+    status: VirtualMCPServerStatus = Field(default_factory=VirtualMCPServerStatus)

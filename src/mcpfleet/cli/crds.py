@@ -1,0 +1,23 @@
+"""`mcpfleet crds`: write the CRDs and the field reference generated from the resource models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def crds(
+    output: Path = typer.Option(
+        Path("deploy/crds"), "--output", "-o", help="Directory for the CRD YAML files."
+    ),
+    reference: Path | None = typer.Option(
+        Path("docs/reference/api.md"), "--reference", help="Markdown field reference to write ('' to skip)."
+    ),
+) -> None:
+    """Generate the CustomResourceDefinitions (and docs field reference) from the pydantic models."""
+    from mcpfleet.api.crdgen import write_crds
+
+    target = reference if reference and str(reference) else None
+    for path in write_crds(output, target):
+        typer.echo(f"wrote {path}")

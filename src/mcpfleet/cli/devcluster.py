@@ -1,0 +1,131 @@
+"""`mcpfleet dev-cluster`: build, start, stop and inspect the local Kubernetes control plane.
+
+Heavy imports (cryptography, httpx, the devcluster package) stay inside the command bodies so that
+`mcpfleet --help` remains fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    help="A real Kubernetes control plane on 127.0.0.1 (etcd, apiserver, controllers, scheduler, kwok).",
+    no_args_is_help=True,
+)
+
+StateDirOption = typer.Option(
+    None,
+    "--state-dir",
+    help="State dir (kubeconfig, certificates, etcd data, pid and log files). "
+    "Default: ~/.cache/mcpfleet/dev-cluster.",
+)
+
+
+def _state_dir(value: Path | None) -> Path:
+    from mcpfleet.devcluster.cluster import default_state_dir
+
+    return value if value is not None else default_state_dir()
+
+
+def _progress(message: str) -> None:
+    # Progress goes to stderr: stdout carries only the result (kubeconfig path, env lines).
+    typer.echo(message, err=True)
+
+
+@app.command()
+def build(
+    jobs: int | None = typer.Option(None, "--jobs", "-p", help="go build -p: packages built in parallel."),
+) -> None:
+    """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once)."""
+    from mcpfleet.devcluster.build import BuildError, BuildLayout, build_all, default_cache_root
+
+    layout = BuildLayout(default_cache_root())
+    try:
+        asyncio.run(build_all(layout, _progress, jobs))
+    except BuildError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(str(layout.kube_bin))
+
+
+@app.command()
+def up(
+    state_dir: Path | None = StateDirOption,
+    nodes: int = typer.Option(3, "--nodes", "-n", min=1, max=500, help="Number of fake (kwok) nodes."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for each readiness step."),
+) -> None:
+    """Start the cluster (building binaries the first time); prints the kubeconfig path."""
+    from mcpfleet.devcluster.build import BuildError
+    from mcpfleet.devcluster.cluster import ClusterError, DevCluster
+
+    cluster = DevCluster(_state_dir(state_dir))
+    try:
+        info = asyncio.run(cluster.up(nodes=nodes, progress=_progress, ready_timeout=timeout))
+    except (ClusterError, BuildError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(str(info.kubeconfig))
+
+
+@app.command()
+def down(
+    state_dir: Path | None = StateDirOption,
+    purge: bool = typer.Option(False, "--purge", help="Also delete etcd data, certificates and logs."),
+) -> None:
+    """Stop every process `up` started (by pid); keep the data unless --purge."""
+    from mcpfleet.devcluster.cluster import ClusterError, DevCluster
+
+    cluster = DevCluster(_state_dir(state_dir))
+    try:
+        stopped = asyncio.run(cluster.down(purge=purge))
+    except ClusterError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+    if purge:
+        typer.echo(f"purged: {cluster.state_dir}")
+
+
+@app.command()
+def status(state_dir: Path | None = StateDirOption) -> None:
+    """Say which components run, whether the apiserver is ready and how many nodes are Ready.
+
+    Exit status 0 when every component runs and /readyz answers, 1 otherwise.
+    """
+    from mcpfleet.devcluster.cluster import DevCluster
+
+    cluster = DevCluster(_state_dir(state_dir))
+    st = asyncio.run(cluster.status())
+    typer.echo(f"state dir:  {st.state_dir}")
+    for c in st.components:
+        state = f"running (pid {c.pid})" if c.running else "stopped"
+        typer.echo(f"  {c.name:<24} {state:<22} log {c.log}")
+    typer.echo(f"apiserver:  {st.server or '-'} ({st.ready_detail})")
+    if st.ports:
+        typer.echo("ports:      " + ", ".join(f"{k}={v}" for k, v in st.ports.items()))
+    typer.echo(f"nodes:      {st.nodes_ready} Ready")
+    typer.echo(f"kubeconfig: {st.kubeconfig or '-'}")
+    if not (st.all_running and st.ready):
+        raise typer.Exit(1)
+
+
+@app.command()
+def env(state_dir: Path | None = StateDirOption) -> None:
+    """Print shell lines exporting KUBECONFIG and putting the built kubectl first on PATH.
+
+    Use: eval "$(mcpfleet dev-cluster env)"
+    """
+    from mcpfleet.devcluster.build import BuildLayout, default_cache_root
+    from mcpfleet.devcluster.cluster import DevCluster
+
+    cluster = DevCluster(_state_dir(state_dir))
+    layout = BuildLayout(default_cache_root())
+    if not cluster.kubeconfig.exists():
+        typer.echo(f"# no kubeconfig yet in {cluster.state_dir}: run `mcpfleet dev-cluster up`", err=True)
+    sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}\n")
+    sys.stdout.write(f'export PATH={shlex.quote(str(layout.kube_bin))}:"$PATH"\n')

@@ -1,0 +1,112 @@
+"""`mcpfleet up`, `down`, `get`, `logs`: the local platform from the command line.
+
+Only option parsing lives here; the work is in `mcpfleet.platform.local.commands`, imported inside
+each command so `mcpfleet --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+STATE_DIR_HELP = (
+    "State folder (SQLite state, logs, rendered configs). Default: $MCPFLEET_STATE_DIR or ./.mcpfleet"
+)
+
+
+def _port_range(value: str) -> tuple[int, int]:
+    low, sep, high = value.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        return int(low), int(high)
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected LOW-HIGH, e.g. 20000-29999, got {value!r}", param_hint="--port-range"
+        ) from None
+
+
+def up(
+    directory: Path = typer.Argument(
+        ..., help="Folder (or file) of manifests, the same YAML as for Kubernetes."
+    ),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
+    port_range: str = typer.Option(
+        "20000-29999", "--port-range", help="Ports given to local workloads (LOW-HIGH)."
+    ),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Live progress table on a terminal."
+    ),
+    log_level: str = typer.Option("warning", "--log-level", help="Log level of mcpfleet up itself."),
+) -> None:
+    """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C."""
+    import asyncio
+    import logging
+
+    from rich.console import Console
+
+    from mcpfleet.platform.local.commands import run_up
+    from mcpfleet.platform.local.views import resolve_state_dir
+
+    if not directory.exists():
+        raise typer.BadParameter(f"{directory} does not exist", param_hint="DIRECTORY")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    low_high = _port_range(port_range)
+    code = asyncio.run(
+        run_up(
+            directory,
+            resolve_state_dir(state_dir),
+            console=Console(soft_wrap=True),
+            port_range=low_high,
+            progress=progress,
+        )
+    )
+    raise typer.Exit(code)
+
+
+def down(state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP)) -> None:
+    """Stop everything `mcpfleet up` started for this state folder (by pid)."""
+    import asyncio
+
+    from rich.console import Console
+
+    from mcpfleet.platform.local.commands import run_down
+    from mcpfleet.platform.local.views import resolve_state_dir
+
+    raise typer.Exit(asyncio.run(run_down(resolve_state_dir(state_dir), Console())))
+
+
+def get(
+    kind: str = typer.Argument(
+        ..., help="Kind, plural or short name (mcpservers, mcps, vmcp, mcpg…), or all."
+    ),
+    name: str | None = typer.Argument(None, help="Only this object."),
+    output: str | None = typer.Option(None, "--output", "-o", help="yaml, json, wide or name."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
+) -> None:
+    """List local objects with the columns of `kubectl get` (or one object with -o yaml)."""
+    from rich.console import Console
+
+    from mcpfleet.platform.local.views import resolve_state_dir, run_get
+
+    console = Console(width=400) if output not in ("yaml", "json") else Console(width=10_000)
+    raise typer.Exit(run_get(resolve_state_dir(state_dir), kind, name, output, console))
+
+
+def logs(
+    name: str = typer.Argument(..., help="Workload name (MCPServer, VirtualMCPServer, MCPRegistry…)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+    tail: int | None = typer.Option(None, "--tail", help="Only the last N lines."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
+) -> None:
+    """Print the log (stdout and stderr) of a local workload's process."""
+    from rich.console import Console
+
+    from mcpfleet.platform.local.views import resolve_state_dir, run_logs
+
+    try:
+        code = run_logs(resolve_state_dir(state_dir), name, follow, tail, Console(width=10_000))
+    except KeyboardInterrupt:
+        code = 0
+    raise typer.Exit(code)

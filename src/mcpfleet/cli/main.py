@@ -1,0 +1,53 @@
+"""Entry point of the `mcpfleet` command: assembles the command groups.
+
+Each command module keeps its heavy imports inside the command functions so that
+`mcpfleet --help` and `mcpfleet --version` start fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from mcpfleet import __version__
+from mcpfleet.cli import crds, devcluster, local, proxy, registry, vmcp
+from mcpfleet.cli import operator
+
+app = typer.Typer(
+    name="mcpfleet",
+    help="Run, register and aggregate fleets of MCP servers, on Kubernetes or on one machine.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"mcpfleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
+) -> None:
+    """mcpfleet: a control plane for MCP servers."""
+
+
+app.command("crds")(crds.crds)
+app.add_typer(devcluster.app, name="dev-cluster")
+app.add_typer(operator.app, name="operator")
+app.add_typer(registry.app, name="registry")
+app.add_typer(vmcp.app, name="vmcp")
+for _name in ("up", "down", "get", "logs"):
+    app.command(_name)(getattr(local, _name))
+app.command("proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(proxy.proxy)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""`mcpfleet proxy`: serve a stdio MCP server (or a remote one) over streamable HTTP / SSE."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise typer.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint=flag)
+        out[name] = value
+    return out
+
+
+def proxy(
+    ctx: typer.Context,
+    transport: str = typer.Option(
+        "streamable-http", "--transport", help="streamable-http (/mcp) or sse (/sse + /messages/, plus /mcp)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(
+        8080, "--port", help="Port to listen on (0 = any free port; the URL is printed)."
+    ),
+    remote: str | None = typer.Option(
+        None, "--remote", help="Forward to this remote MCP URL instead of a command."
+    ),
+    header_from_env: list[str] = typer.Option(
+        [],
+        "--header-from-env",
+        help="HEADER=ENV_VAR: add a header to remote requests, value from the environment.",
+    ),
+    attach: str | None = typer.Option(
+        None,
+        "--attach",
+        help="NAMESPACE/POD or NAMESPACE/POD/CONTAINER: use a container's stdio via the Kubernetes attach API.",
+    ),
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", help="Kubeconfig for --attach (default: the pod's service account)."
+    ),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context for --attach."),
+    isolation: str = typer.Option(
+        "shared",
+        "--isolation",
+        help="shared: one server process for all handshake-era sessions; session: one per session.",
+    ),
+    allowed_host: list[str] = typer.Option(
+        [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."
+    ),
+    log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Serve a stdio MCP server over HTTP: COMMAND ARGS... after `--`, a container (--attach), or --remote URL.
+
+    Example: mcpfleet proxy --port 8080 -- uvx mcp-server-time
+    """
+    from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
+    from mcpfleet.proxy.remote import RemoteProxyApp, headers_from_env
+    from mcpfleet.proxy.serve import build_stdio_app, run
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    command = list(ctx.args)
+    app: object
+    try:
+        if sum((remote is not None, attach is not None, bool(command))) > 1:
+            raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")
+        if attach is not None:
+            target = AttachTarget.parse(attach)
+            conn = load_kubeconfig(kubeconfig, context) if kubeconfig else in_cluster_connection()
+            factory = attach_factory(conn, target)
+            app = build_stdio_app(
+                [], host=host, transport=transport, allowed_hosts=allowed_host, factory=factory
+            )
+        elif remote is not None:
+            if command:
+                raise typer.BadParameter(
+                    "give either --remote or a command after --, not both", param_hint="--remote"
+                )
+            app = RemoteProxyApp(remote, headers_from_env(_pairs(header_from_env, "--header-from-env")))
+        else:
+            if not command:
+                raise typer.BadParameter("give the stdio server command after `--`", param_hint="COMMAND")
+            if header_from_env:
+                raise typer.BadParameter("only used with --remote", param_hint="--header-from-env")
+            app = build_stdio_app(
+                command, host=host, transport=transport, allowed_hosts=allowed_host, isolation=isolation
+            )
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    try:
+        run(app, host, port, log_level)
+    except KeyboardInterrupt:
+        pass

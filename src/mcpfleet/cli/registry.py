@@ -1,0 +1,50 @@
+"""`mcpfleet registry …`: run the registry server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    help="The MCP registry server (upstream registry API over synced sources).", no_args_is_help=True
+)
+
+
+@app.command()
+def serve(
+    config: Path = typer.Option(..., "--config", "-c", help="Registry config file (YAML or JSON)."),
+    host: str | None = typer.Option(
+        None, "--host", help="Address to bind (default: server.host, 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(None, "--port", help="Port to bind (default: server.port, 8080)."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Serve the registry API, syncing the configured sources in the background."""
+    import logging
+
+    import uvicorn
+
+    from mcpfleet.registry.app import create_app
+    from mcpfleet.registry.config import ConfigError, load_config
+    from mcpfleet.registry.service import RegistryService
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_level.lower() != "debug":
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter at every start
+    service = RegistryService(cfg, config.resolve().parent)
+    uvicorn.run(
+        create_app(service),
+        host=host or cfg.server.host,
+        port=cfg.server.port if port is None else port,
+        loop="uvloop",
+        http="httptools",
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+    )

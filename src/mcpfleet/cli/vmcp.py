@@ -1,0 +1,68 @@
+"""`mcpfleet vmcp`: run the virtual MCP gateway (the data plane behind VirtualMCPServer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    help="Virtual MCP gateway: one MCP endpoint in front of a group of servers.", no_args_is_help=True
+)
+
+
+@app.command()
+def serve(
+    config: Path = typer.Option(..., "--config", "-c", help="vMCP config file (YAML or JSON)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+    port: int = typer.Option(4483, "--port", help="Port to bind."),
+    status_file: Path | None = typer.Option(
+        None, "--status-file", help="Write the /status document to this file."
+    ),
+    status_resource: str | None = typer.Option(
+        None, "--status-resource", help="Patch the status of this VirtualMCPServer (Kubernetes)."
+    ),
+    allowed_host: list[str] | None = typer.Option(
+        None,
+        "--allowed-host",
+        help="Host header values to accept (glob, e.g. 'vmcp.example.com:*'). Default: "
+        "loopback names when bound to loopback, anything otherwise.",
+    ),
+    public_url: str | None = typer.Option(
+        None, "--public-url", help="External base URL (OAuth resource metadata)."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+) -> None:
+    """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics."""
+    import logging
+
+    import uvicorn
+
+    from mcpfleet.vmcp.config import ConfigError, load_config
+    from mcpfleet.vmcp.server import ServeOptions, build_app
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = load_config(config)
+        opts = ServeOptions(
+            host=host,
+            port=port,
+            status_file=str(status_file) if status_file else None,
+            status_resource=status_resource,
+            allowed_hosts=allowed_host or None,
+            public_url=public_url,
+        )
+        asgi = build_app(cfg, opts)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    uvicorn.run(
+        asgi,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+    )

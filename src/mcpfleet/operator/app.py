@@ -1,0 +1,269 @@
+"""kopf wiring: watch every mcpfleet kind and every managed child, feed the controller, serve /metrics.
+
+kopf does the watching (list + watch per resource and namespace, reconnects, namespace globs, login
+from a kubeconfig or the pod's service account). Only raw event handlers are registered, so kopf
+writes nothing to the objects (no progress annotations, no finalizers): the controller decides every
+write. Handlers are registered on a registry built here, never on kopf's global one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+import kopf
+from aiohttp import web
+
+from mcpfleet.api.kinds import ALL_KINDS
+from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY, VERSION
+from mcpfleet.operator.controller import Controller
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.store import Store
+from mcpfleet.platform.kubernetes.api import KubeApi
+from mcpfleet.reconcile.common import MANAGED_BY
+
+log = logging.getLogger("mcpfleet.operator")
+
+CHILD_RESOURCES: tuple[tuple[str, str, str], ...] = (
+    ("apps", "v1", "deployments"),
+    ("", "v1", "services"),
+    ("", "v1", "configmaps"),
+    ("", "v1", "serviceaccounts"),
+    ("rbac.authorization.k8s.io", "v1", "roles"),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings"),
+)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(settings: OperatorSettings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+    # kopf is chatty at INFO about every watch stream; keep it one level quieter than ours.
+    logging.getLogger("kopf").setLevel(max(logging.WARNING, root.level))
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def build_registry(controller: Controller, settings: OperatorSettings) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    async def on_object(event: kopf.RawEvent, **_: Any) -> None:
+        raw = event["object"]
+        controller.on_object(event.get("type"), dict(raw))
+
+    async def on_child(event: kopf.RawEvent, **_: Any) -> None:
+        controller.on_child(event.get("type"), dict(event["object"]))
+
+    for kind in ALL_KINDS:
+        kopf.on.event(GROUP, VERSION, kind.info.plural, registry=registry, id=f"watch-{kind.info.plural}")(
+            on_object
+        )
+    for group, version, plural in CHILD_RESOURCES:
+        kopf.on.event(
+            group,
+            version,
+            plural,
+            labels={LABEL_MANAGED_BY: MANAGED_BY},
+            registry=registry,
+            id=f"watch-{plural}",
+        )(on_child)
+
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        if settings.kubeconfig:
+            return kopf.login_with_kubeconfig(**kwargs)
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    kopf.on.login(registry=registry)(login)
+    return registry
+
+
+def kopf_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # The controller posts its own events; kopf must not turn log lines into Event writes.
+    settings.posting.enabled = False
+    settings.batching.batch_window = 0.05
+    settings.watching.server_timeout = 600
+    settings.watching.client_timeout = 660
+    settings.networking.request_timeout = 60
+    return settings
+
+
+def metrics_text(controller: Controller) -> str:
+    lines = [
+        "# HELP mcpfleet_operator_api_requests_total API requests made by the operator's client.",
+        "# TYPE mcpfleet_operator_api_requests_total counter",
+    ]
+    for (verb, kind), count in sorted(controller.api.requests.items()):
+        lines.append(f'mcpfleet_operator_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
+    lines += [
+        "# HELP mcpfleet_operator_reconciles_total Reconcile passes by kind.",
+        "# TYPE mcpfleet_operator_reconciles_total counter",
+    ]
+    for kind, count in sorted(controller.stats.reconciles_by_kind.items()):
+        lines.append(f'mcpfleet_operator_reconciles_total{{kind="{kind}"}} {count}')
+    lines += [
+        "# HELP mcpfleet_operator_queue_depth Keys waiting or being reconciled.",
+        "# TYPE mcpfleet_operator_queue_depth gauge",
+        f"mcpfleet_operator_queue_depth {len(controller.queue)}",
+        "# TYPE mcpfleet_operator_reconcile_errors_total counter",
+        f"mcpfleet_operator_reconcile_errors_total {controller.stats.errors}",
+        "# TYPE mcpfleet_operator_conflicts_total counter",
+        f"mcpfleet_operator_conflicts_total {controller.stats.conflicts}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def stats_document(controller: Controller) -> dict[str, Any]:
+    """JSON for tests and the benchmark: request counts, reconciles per object, queue state."""
+    return {
+        "requests": {f"{verb} {kind}": n for (verb, kind), n in sorted(controller.api.requests.items())},
+        "writes": controller.api.writes,
+        "total": controller.api.total,
+        "reconciles": {"/".join(key): n for key, n in sorted(controller.stats.reconciles.items())},
+        "reconcilesByKind": dict(controller.stats.reconciles_by_kind),
+        "errors": controller.stats.errors,
+        "conflicts": controller.stats.conflicts,
+        "queue": len(controller.queue),
+        "idle": controller.queue.idle,
+        "synced": controller.synced.is_set(),
+        "objects": len(controller.store.keys()),
+        "pid": os.getpid(),
+    }
+
+
+async def serve_http(controller: Controller, host: str, port: int) -> web.AppRunner:
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=metrics_text(controller), content_type="text/plain")
+
+    async def stats(_: web.Request) -> web.Response:
+        return web.json_response(stats_document(controller))
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")  # alive: the event loop answers
+
+    async def readyz(_: web.Request) -> web.Response:
+        if controller.synced.is_set():
+            return web.Response(text="ok")
+        return web.Response(text="starting", status=503)
+
+    async def resync(_: web.Request) -> web.Response:
+        controller.resync()
+        return web.json_response({"queued": len(controller.queue)})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/stats", stats)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_post("/resync", resync)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server: Any = site._server
+    for sock in server.sockets if server is not None else ():
+        bound = sock.getsockname()[1]
+        # Printed so a test or a script that asked for port 0 learns where to look.
+        print(f"mcpfleet operator: metrics on http://{host}:{bound}/metrics", file=sys.stderr, flush=True)
+    return runner
+
+
+def make_client(settings: OperatorSettings) -> Any:
+    from lightkube import AsyncClient, KubeConfig
+
+    config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
+    import httpx2
+
+    # HTTP/2: every request of the many concurrent passes shares one connection (one TLS handshake)
+    # instead of churning through a small keep-alive pool.
+    return AsyncClient(config=config, field_manager="mcpfleet", timeout=httpx2.Timeout(30.0), http2=True)
+
+
+async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = None) -> None:
+    """Run until `stop` is set (or forever): kopf watches, controller workers, the HTTP endpoint."""
+    if settings.kubeconfig:
+        # kopf's own login reads KUBECONFIG; the flag wins over whatever the environment had.
+        os.environ["KUBECONFIG"] = settings.kubeconfig
+    client = make_client(settings)
+    api = KubeApi(client)
+    controller = Controller(api, Store(), settings)
+    registry = build_registry(controller, settings)
+    ready = asyncio.Event()
+    stop_flag = asyncio.Event()
+    runner = None
+    if settings.metrics_port is not None:
+        runner = await serve_http(controller, settings.metrics_host, settings.metrics_port)
+    kopf_task = asyncio.create_task(
+        kopf.operator(
+            registry=registry,
+            settings=kopf_settings(),
+            standalone=True,
+            clusterwide=settings.clusterwide,
+            namespaces=settings.namespaces,
+            ready_flag=ready,
+            stop_flag=stop_flag,
+        ),
+        name="kopf",
+    )
+    controller_task = asyncio.create_task(controller.run(), name="controller")
+
+    async def mark_synced() -> None:
+        await ready.wait()
+        # kopf is ready once its watchers started; give the initial listings a moment to land.
+        while True:
+            before = len(controller.store.keys()) + len(controller.store.children)
+            await asyncio.sleep(0.5)
+            if len(controller.store.keys()) + len(controller.store.children) == before:
+                break
+        controller.synced.set()
+        log.info(
+            "operator synced: %d objects, %d children",
+            len(controller.store.keys()),
+            len(controller.store.children),
+        )
+
+    sync_task = asyncio.create_task(mark_synced(), name="synced")
+    waiters: list[asyncio.Task[Any]] = [kopf_task, controller_task]
+    stop_task: asyncio.Task[Any] | None = asyncio.create_task(stop.wait()) if stop is not None else None
+    if stop_task is not None:
+        waiters.append(stop_task)
+    try:
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stop_task and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop_flag.set()
+        for pending in (controller_task, sync_task, stop_task):
+            if pending is not None:
+                pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
+            await asyncio.wait_for(kopf_task, timeout=10)
+        await asyncio.gather(controller_task, sync_task, return_exceptions=True)
+        if runner is not None:
+            await runner.cleanup()
+        await client.close()

@@ -1,0 +1,503 @@
+"""The level-triggered reconcile loop of every kind, behind a de-duplicating work queue.
+
+Watch events (fed by kopf, see `operator.app`) only update the `Store` and enqueue keys: the object
+itself and the objects whose result depends on it (a server's group, the VirtualMCPServers of that
+group, the configuration objects it references). A worker then reconciles one key at a time:
+
+1. read the world from the store (no GET),
+2. compute the plan with the platform-neutral rules (`mcpfleet.reconcile.<kind>`),
+3. apply only the children that differ (`platform.kubernetes.apply`),
+4. observe the Deployment / Service and compute the status,
+5. patch the status only when it differs from what the object holds, conditioned on the object's
+   resourceVersion: a 409 means someone wrote newer data, so the object is re-read and the key
+   reconciled again (never overwritten).
+
+A periodic resync enqueues everything again; an idle pass makes no API request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lightkube import ApiError
+
+from mcpfleet.api.meta import API_VERSION, ApiModel, ConfigStatus, WorkloadStatus
+from mcpfleet.api.resource import Resource
+from mcpfleet.operator.queue import WorkQueue
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.store import Entry, ObjKey, Store
+from mcpfleet.platform.kubernetes.api import KubeApi
+from mcpfleet.platform.kubernetes.apply import apply_children
+from mcpfleet.platform.kubernetes.observe import observe
+from mcpfleet.platform.kubernetes.render import Owner, render
+from mcpfleet.reconcile import (
+    configkinds,
+    mcpexternalauthconfig,
+    mcpgroup,
+    mcpregistry,
+    mcpremoteproxy,
+    mcpserver,
+    mcptoolconfig,
+    virtualmcpserver,
+)
+from mcpfleet.reconcile.common import child_name
+from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
+from mcpfleet.reconcile.status import workload_status
+
+log = logging.getLogger("mcpfleet.operator")
+
+WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
+CONFIG_KINDS = ("MCPToolConfig", "MCPExternalAuthConfig")
+MEMBER_KINDS = ("MCPServer", "MCPRemoteProxy")
+MAX_BACKOFF = 60.0
+
+
+@dataclass
+class Stats:
+    """What the operator did, for /metrics, /stats and the tests."""
+
+    reconciles: collections.Counter[ObjKey]
+    reconciles_by_kind: collections.Counter[str]
+    errors: int = 0
+    conflicts: int = 0
+
+
+def _relevant(entry: Entry | None) -> dict[str, Any]:
+    """The parts of an object other objects' results depend on (spec, identity, deletion, url)."""
+    if entry is None:
+        return {}
+    meta = entry.raw.get("metadata", {})
+    return {
+        "uid": meta.get("uid"),
+        "spec": entry.raw.get("spec"),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "url": (entry.raw.get("status") or {}).get("url"),
+    }
+
+
+def _group_ref(entry: Entry | None) -> str | None:
+    if entry is None:
+        return None
+    spec = entry.raw.get("spec") or {}
+    if entry.raw.get("kind") == "VirtualMCPServer":
+        return ((spec.get("config") or {}).get("groupRef")) or None
+    return spec.get("groupRef") or None
+
+
+def _refs(entry: Entry | None) -> set[tuple[str, str]]:
+    """(kind, name) of the configuration objects an object's spec names."""
+    if entry is None:
+        return set()
+    spec = entry.raw.get("spec") or {}
+    found: set[tuple[str, str]] = set()
+    if (spec.get("toolConfigRef") or {}).get("name"):
+        found.add(("MCPToolConfig", spec["toolConfigRef"]["name"]))
+    if (spec.get("externalAuthConfigRef") or {}).get("name"):
+        found.add(("MCPExternalAuthConfig", spec["externalAuthConfigRef"]["name"]))
+    if entry.raw.get("kind") == "VirtualMCPServer":
+        aggregation = (spec.get("config") or {}).get("aggregation") or {}
+        for tool in aggregation.get("tools") or ():
+            if (tool.get("toolConfigRef") or {}).get("name"):
+                found.add(("MCPToolConfig", tool["toolConfigRef"]["name"]))
+        outgoing = spec.get("outgoingAuth") or {}
+        for auth in [outgoing.get("default") or {}, *(outgoing.get("backends") or {}).values()]:
+            if (auth.get("externalAuthConfigRef") or {}).get("name"):
+                found.add(("MCPExternalAuthConfig", auth["externalAuthConfigRef"]["name"]))
+    return found
+
+
+class Controller:
+    """Owns the queue, the workers and the per-kind reconcile passes."""
+
+    def __init__(
+        self, api: KubeApi, store: Store, settings: OperatorSettings, now: Callable[[], str] | None = None
+    ) -> None:
+        self.api = api
+        self.store = store
+        self.settings = settings
+        self.queue: WorkQueue[ObjKey] = WorkQueue()
+        self.stats = Stats(collections.Counter(), collections.Counter())
+        self._failures: collections.Counter[ObjKey] = collections.Counter()
+        self._now = now
+        self._background: set[asyncio.Task[None]] = set()
+        self.synced = asyncio.Event()
+        """Set once kopf delivered the initial listing (the operator is ready)."""
+
+    # -- event intake ---------------------------------------------------------------------------
+    def on_object(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        kind = raw["kind"]
+        meta = raw["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        key = (kind, namespace, name)
+        if event_type == "DELETED":
+            previous, current = self.store.remove(kind, namespace, name), None
+        else:
+            previous, current = self.store.put(raw)
+            if previous is current:
+                return  # an older version than the one already held
+        status_only = (
+            previous is not None
+            and current is not None
+            and _relevant(previous) == _relevant(current)
+            and previous.raw["metadata"].get("finalizers") == current.raw["metadata"].get("finalizers")
+        )
+        if current is not None and (not status_only or kind == "VirtualMCPServer" or previous is None):
+            # A VirtualMCPServer's status carries what the gateway reports (backend health): re-derive
+            # the phase from it. Other kinds' status is the operator's own output.
+            self.queue.add(key)
+        if status_only and _relevant(previous).get("url") == _relevant(current).get("url"):
+            return
+        self._enqueue_dependents(kind, namespace, name, previous, current)
+
+    def _enqueue_dependents(
+        self, kind: str, namespace: str, name: str, previous: Entry | None, current: Entry | None
+    ) -> None:
+        if kind in MEMBER_KINDS:
+            groups = {g for g in (_group_ref(previous), _group_ref(current)) if g}
+            membership_changed = (
+                previous is None or current is None or _group_ref(previous) != _group_ref(current)
+            )
+            for group in groups:
+                if membership_changed:
+                    self.queue.add(("MCPGroup", namespace, group))
+                for vmcp in self.store.entries("VirtualMCPServer", namespace):
+                    if _group_ref(vmcp) == group:
+                        self.queue.add(("VirtualMCPServer", namespace, vmcp.raw["metadata"]["name"]))
+            old_refs, new_refs = _refs(previous), _refs(current)
+            if membership_changed or old_refs != new_refs:
+                for ref_kind, ref_name in old_refs | new_refs:
+                    self.queue.add((ref_kind, namespace, ref_name))
+        elif kind == "MCPGroup":
+            created_or_deleted = previous is None or current is None
+            if created_or_deleted:
+                for member_kind in (*MEMBER_KINDS, "VirtualMCPServer"):
+                    for entry in self.store.entries(member_kind, namespace):
+                        if _group_ref(entry) == name:
+                            self.queue.add((member_kind, namespace, entry.raw["metadata"]["name"]))
+        elif kind in CONFIG_KINDS:
+            for workload_kind in (*MEMBER_KINDS, "VirtualMCPServer"):
+                for entry in self.store.entries(workload_kind, namespace):
+                    if (kind, name) in _refs(entry):
+                        self.queue.add((workload_kind, namespace, entry.raw["metadata"]["name"]))
+            # A VirtualMCPServer resolves its members' externalAuthConfigRef too.
+            if kind == "MCPExternalAuthConfig":
+                for entry in self.store.entries("VirtualMCPServer", namespace):
+                    self.queue.add(("VirtualMCPServer", namespace, entry.raw["metadata"]["name"]))
+        elif kind == "VirtualMCPServer":
+            for ref_kind, ref_name in _refs(previous) | _refs(current):
+                self.queue.add((ref_kind, namespace, ref_name))
+
+    def on_child(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            owner, changed = self.store.remove_child(raw), True
+        else:
+            owner, changed = self.store.put_child(raw)
+        if changed and owner is not None and self.store.get(owner) is not None:
+            self.queue.add(owner)
+
+    # -- workers --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run the workers and the periodic resync until cancelled."""
+        workers = [
+            asyncio.create_task(self._worker(), name=f"reconcile-{i}") for i in range(self.settings.workers)
+        ]
+        try:
+            while True:
+                await asyncio.sleep(self.settings.resync_seconds)
+                self.resync()
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            self.queue.close()
+
+    def resync(self) -> None:
+        """Enqueue every object: level-triggered repair of anything a lost event left behind."""
+        for key in self.store.keys():
+            self.queue.add(key)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.reconcile(key)
+                self._failures.pop(key, None)
+            except ApiError as exc:
+                if exc.status.code == 409:
+                    self.stats.conflicts += 1
+                    await self._reread(key)
+                    self.queue.add(key)
+                else:
+                    await self._failed(key, f"API error {exc.status.code}: {exc.status.message}")
+            except Exception as exc:  # a bug or an unreachable API server: retry with backoff
+                log.exception("reconcile of %s/%s/%s failed", *key)
+                await self._failed(key, f"{type(exc).__name__}: {exc}")
+            finally:
+                self.queue.done(key)
+
+    async def _failed(self, key: ObjKey, message: str) -> None:
+        self.stats.errors += 1
+        self._failures[key] += 1
+        failures = self._failures[key]
+        delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
+        log.warning(
+            "reconcile of %s %s/%s failed (attempt %d, retry in %.1fs): %s", *key, failures, delay, message
+        )
+        entry = self.store.get(key)
+        if failures == 1 and entry is not None:
+            # One event per failure streak: a retry loop must not flood the namespace with events.
+            await self._event(entry, "ReconcileFailed", message, "Warning")
+        self.queue.add_after(key, delay)
+
+    async def _reread(self, key: ObjKey) -> None:
+        kind, namespace, name = key
+        fresh = await self.api.get(API_VERSION, kind, namespace, name)
+        if fresh is None:
+            self.store.remove(kind, namespace, name)
+        else:
+            fresh.setdefault("kind", kind)
+            fresh.setdefault("apiVersion", API_VERSION)
+            self.on_object("MODIFIED", fresh)
+
+    async def _event(self, entry: Entry, reason: str, message: str, type_: str = "Normal") -> None:
+        """Post an event in the background: events are best effort and must not slow a pass down."""
+
+        async def post() -> None:
+            try:
+                await self.api.event(entry.raw, reason=reason, message=message, type_=type_)
+            except Exception as exc:  # never fail or retry a reconcile over an event
+                log.debug("event %s for %s not posted: %s", reason, entry.raw["metadata"]["name"], exc)
+
+        task = asyncio.create_task(post())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- reconcile ------------------------------------------------------------------------------
+    async def reconcile(self, key: ObjKey) -> None:
+        entry = self.store.get(key)
+        if entry is None:
+            return  # deleted: garbage collection removes the children through owner references
+        self.stats.reconciles[key] += 1
+        self.stats.reconciles_by_kind[key[0]] += 1
+        kind = key[0]
+        if kind in WORKLOAD_KINDS:
+            await self._reconcile_workload(key, entry)
+        elif kind in CONFIG_KINDS:
+            await self._reconcile_config(key, entry)
+        elif kind == "MCPGroup":
+            await self._reconcile_group(key, entry)
+
+    def world(self, kind: str, namespace: str, model: Resource | None) -> World:
+        """What the rules may know, read from the store (never from the API server)."""
+        store = self.store
+        groups = {m.name: m for m in store.models("MCPGroup", namespace)}
+        tool_configs = {m.name: m for m in store.models("MCPToolConfig", namespace)}
+        auths = {m.name: m for m in store.models("MCPExternalAuthConfig", namespace)}
+        base = World(
+            platform="kubernetes",
+            namespace=namespace,
+            images=self.settings.images,
+            groups=groups,
+            tool_configs=tool_configs,
+            external_auth_configs=auths,
+        )
+        if kind in ("MCPServer", "MCPRemoteProxy", "MCPRegistry"):
+            return base
+        if kind == "VirtualMCPServer":
+            group = _group_ref(store.get((kind, namespace, model.name))) if model is not None else None
+            servers = tuple(
+                e.model for e in store.entries("MCPServer", namespace) if e.model and _group_ref(e) == group
+            )
+            proxies = tuple(
+                e.model
+                for e in store.entries("MCPRemoteProxy", namespace)
+                if e.model and _group_ref(e) == group
+            )
+            urls = {}
+            for member in (
+                *store.entries("MCPServer", namespace),
+                *store.entries("MCPRemoteProxy", namespace),
+            ):
+                url = (member.raw.get("status") or {}).get("url")
+                if url and _group_ref(member) == group:
+                    urls[member.raw["metadata"]["name"]] = url
+            return replace(base, servers=servers, remote_proxies=proxies, backend_urls=urls)  # type: ignore[arg-type]
+        return replace(
+            base,
+            servers=tuple(store.models("MCPServer", namespace)),
+            remote_proxies=tuple(store.models("MCPRemoteProxy", namespace)),
+            virtual_servers=tuple(store.models("VirtualMCPServer", namespace)),
+        )
+
+    def _plan(self, kind: str, model: Any, world: World) -> WorkloadPlan:
+        if kind == "MCPServer":
+            return mcpserver.plan(model, world)
+        if kind == "MCPRemoteProxy":
+            return mcpremoteproxy.plan(model, world)
+        if kind == "VirtualMCPServer":
+            return virtualmcpserver.plan(model, world)
+        return mcpregistry.plan(model, world)
+
+    def _status(
+        self, kind: str, model: Any, plan: WorkloadPlan, observation: WorkloadObservation, world: World
+    ) -> ApiModel:
+        now = self._now() if self._now else None
+        if kind == "VirtualMCPServer":
+            return virtualmcpserver.status(model.status, model, plan, observation, world, now=now)
+        if kind == "MCPRegistry":
+            return mcpregistry.status(model.status, model, plan, observation, now=now)
+        return workload_status(model.status, plan, observation, model.generation, now=now)
+
+    async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
+        kind, namespace, name = key
+        if entry.model is None:
+            await self._invalid_workload(entry)
+            return
+        model = entry.model
+        world = self.world(kind, namespace, model)
+        plan = self._plan(kind, model, world)
+        if not plan.problems and not entry.deleting:
+            owner = Owner(kind, name, namespace, entry.uid)
+            desired = render(plan, owner, self.settings.images)
+            try:
+                result = await apply_children(
+                    self.api, desired, self.store.child, self.store.owned(key, entry.uid)
+                )
+            except ApiError as exc:
+                if exc.status.code != 409:
+                    await self._event(
+                        entry, "ApplyFailed", f"applying children failed: {exc.status.message}", "Warning"
+                    )
+                raise
+            for applied in result.applied.values():
+                applied.setdefault("apiVersion", applied.get("apiVersion"))
+                self.store.put_child(applied)
+            for gone in set(self.store.owned(key, entry.uid)) - {
+                (m["apiVersion"], m["kind"], namespace, m["metadata"]["name"]) for m in desired
+            }:
+                child = self.store.child(gone)
+                if child is not None:
+                    self.store.remove_child(child)
+            if result.created:
+                await self._event(entry, "Created", "created " + ", ".join(result.created))
+            if result.updated:
+                await self._event(entry, "Updated", "updated " + ", ".join(result.updated))
+            if result.deleted:
+                await self._event(entry, "Deleted", "deleted " + ", ".join(result.deleted))
+        workload = child_name(kind, name)
+        deployment = self.store.child(("apps/v1", "Deployment", namespace, workload))
+        service = self.store.child(("v1", "Service", namespace, workload))
+        observation = observe(plan, deployment, service, terminating=entry.deleting)
+        status = self._status(kind, model, plan, observation, world)
+        written = await self._write_status(entry, status)
+        if (
+            written
+            and plan.problems
+            and (entry.raw.get("status") or {}).get("message") != "; ".join(plan.problems)
+        ):
+            await self._event(entry, "InvalidSpec", "; ".join(plan.problems), "Warning")
+        elif written and getattr(status, "phase", None) == "Failed" and observation.failure_message:
+            await self._event(entry, "WorkloadFailed", observation.failure_message, "Warning")
+
+    async def _invalid_workload(self, entry: Entry) -> None:
+        """A spec the models refuse (the CRD schema let it through): Failed, naming the field."""
+        message = entry.error or "invalid spec"
+        from mcpfleet.api.meta import set_condition
+
+        raw_status = entry.raw.get("status") or {}
+        try:
+            previous = WorkloadStatus.model_validate(raw_status)
+        except ValueError:
+            previous = WorkloadStatus()
+        conditions = set_condition(
+            list(previous.conditions),
+            type="Ready",
+            status="False",
+            reason="InvalidSpec",
+            message=message,
+            observed_generation=entry.generation,
+            now=self._now() if self._now else None,
+        )
+        status = WorkloadStatus(
+            phase="Failed",
+            message=message,
+            url=None,
+            ready_replicas=previous.ready_replicas or 0,
+            observed_generation=entry.generation,
+            conditions=conditions,
+        )
+        if await self._write_status(entry, status):
+            await self._event(entry, "InvalidSpec", message, "Warning")
+
+    async def _reconcile_group(self, key: ObjKey, entry: Entry) -> None:
+        if entry.model is None:
+            return
+        world = self.world(key[0], key[1], entry.model)
+        group: Any = entry.model
+        status = mcpgroup.status(group.status, group, world, now=self._now() if self._now else None)
+        await self._write_status(entry, status)
+
+    async def _reconcile_config(self, key: ObjKey, entry: Entry) -> None:
+        kind, namespace, _name = key
+        now = self._now() if self._now else None
+        if entry.model is None:
+            try:
+                previous = ConfigStatus.model_validate(entry.raw.get("status") or {})
+            except ValueError:
+                previous = ConfigStatus()
+            status = configkinds.invalid_config_status(
+                previous, generation=entry.generation, message=entry.error or "invalid spec", now=now
+            )
+            if await self._write_status(entry, status):
+                await self._event(entry, "InvalidSpec", entry.error or "invalid spec", "Warning")
+            return
+        world = self.world(kind, namespace, entry.model)
+        rules = mcptoolconfig if kind == "MCPToolConfig" else mcpexternalauthconfig
+        config: Any = entry.model
+        status = rules.status(config.status, config, world, deleting=entry.deleting, now=now)
+        refs = status.referencing_workloads
+        finalizers = list(entry.raw["metadata"].get("finalizers") or [])
+        held = configkinds.FINALIZER in finalizers
+        if configkinds.needs_finalizer(refs) and not held and not entry.deleting:
+            await self._set_finalizers(entry, [*finalizers, configkinds.FINALIZER])
+            entry = self.store.get(key) or entry
+        if await self._write_status(entry, status) and entry.deleting and refs:
+            await self._event(
+                entry, "DeletionBlocked", f"still referenced by {configkinds.describe(refs)}", "Warning"
+            )
+        entry = self.store.get(key) or entry
+        if held and not configkinds.needs_finalizer(refs):
+            await self._set_finalizers(entry, [f for f in finalizers if f != configkinds.FINALIZER])
+
+    async def _set_finalizers(self, entry: Entry, finalizers: list[str]) -> None:
+        meta = entry.raw["metadata"]
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+        fresh = await self.api.patch(API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], body)
+        fresh.setdefault("kind", entry.raw["kind"])
+        fresh.setdefault("apiVersion", API_VERSION)
+        self.on_object("MODIFIED", fresh)
+
+    async def _write_status(self, entry: Entry, status: ApiModel) -> bool:
+        """Patch the status subresource when it differs; conditioned on resourceVersion (409 = re-read)."""
+        current = entry.raw.get("status") or {}
+        wanted = status.dump()
+        if wanted == current:
+            return False
+        body: dict[str, Any] = {k: v for k, v in wanted.items()}
+        for stale in current.keys() - wanted.keys():
+            body[stale] = None  # merge patch: null removes a field we no longer set (e.g. url)
+        meta = entry.raw["metadata"]
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": body}
+        fresh = await self.api.patch(
+            API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], patch, subresource="status"
+        )
+        fresh.setdefault("kind", entry.raw["kind"])
+        fresh.setdefault("apiVersion", API_VERSION)
+        # Through the event intake: a changed url must reach the VirtualMCPServers of the group.
+        self.on_object("MODIFIED", fresh)
+        return True

@@ -1,0 +1,1 @@
+"""Platforms that apply reconcile results: Kubernetes objects or local processes."""

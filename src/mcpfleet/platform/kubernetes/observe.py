@@ -1,0 +1,56 @@
+"""Read a workload's Deployment and Service back into a WorkloadObservation (no API calls: the
+caller hands over the objects it already holds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpfleet.platform.kubernetes.render import url_of
+from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan
+
+
+def _condition(deployment: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for condition in (deployment.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == type_:
+            return dict(condition)
+    return None
+
+
+def observe(
+    plan: WorkloadPlan,
+    deployment: dict[str, Any] | None,
+    service: dict[str, Any] | None,
+    *,
+    terminating: bool = False,
+) -> WorkloadObservation:
+    """Ready replicas count only pods of the current template (a rollout is not Running until done)."""
+    if deployment is None:
+        return WorkloadObservation(
+            desired_replicas=plan.replicas, ready_replicas=0, url=None, terminating=terminating
+        )
+    status = deployment.get("status") or {}
+    generation = (deployment.get("metadata") or {}).get("generation")
+    current = status.get("observedGeneration") == generation
+    ready = int(status.get("readyReplicas") or 0)
+    updated = int(status.get("updatedReplicas") or 0)
+    ready_current = min(ready, updated) if current else 0
+    failed = False
+    message: str | None = None
+    progressing = _condition(deployment, "Progressing")
+    if (
+        progressing
+        and progressing.get("status") == "False"
+        and progressing.get("reason") == "ProgressDeadlineExceeded"
+    ):
+        failed, message = True, f"Deployment: {progressing.get('message') or 'progress deadline exceeded'}"
+    replica_failure = _condition(deployment, "ReplicaFailure")
+    if replica_failure and replica_failure.get("status") == "True":
+        failed, message = True, f"Deployment: {replica_failure.get('message') or 'replica failure'}"
+    return WorkloadObservation(
+        desired_replicas=plan.replicas,
+        ready_replicas=ready_current,
+        url=url_of(plan) if service is not None else None,
+        failed=failed,
+        failure_message=message,
+        terminating=terminating,
+    )

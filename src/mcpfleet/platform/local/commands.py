@@ -1,0 +1,226 @@
+"""The bodies of `mcpfleet up` and `down` (the typer module only parses options; `get` and `logs`
+are in `views`, which loads less).
+
+`up` owns the process tree: it records its pid in the state, starts the runner, shows progress
+until every workload settled, prints the URLs, then reports changes until Ctrl-C / SIGTERM /
+`mcpfleet down`, and stops every child on the way out. `down` signals that `up` (by pid) and
+then stops anything recorded that is still alive, checking each pid really belongs to this
+state dir first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from mcpfleet.platform.local.display import SETTLED, progress_table, short
+from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
+from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
+from mcpfleet.platform.local.state import State
+from mcpfleet.platform.local.supervisor import owned_by, signal_group
+from mcpfleet.platform.local.views import pid_alive
+
+META_UP_PID = "up_pid"
+META_MANIFESTS = "manifests"
+
+
+PROGRESS_LIMIT_SECONDS = 300.0
+"""The progress view gives up waiting after this (a cold npx download can be slow) and prints the summary."""
+
+
+def _settled(objects: list[StoredObject]) -> bool:
+    """Every workload reached a phase that will not change by itself, for its current generation.
+
+    A gateway Degraded because a backend is still starting is not settled; one Degraded because a
+    backend Failed is.
+    """
+    workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
+    any_failed = any(o.status.get("phase") == "Failed" for o in workloads)
+    for obj in workloads:
+        phase = obj.status.get("phase")
+        if phase not in SETTLED or obj.status.get("observedGeneration") != obj.generation:
+            return False
+        if phase == "Degraded" and not any_failed:
+            return False
+    return True
+
+
+# -- up ---------------------------------------------------------------------------------------
+
+
+async def run_up(
+    manifests: Path,
+    state_dir: Path,
+    *,
+    console: Console,
+    port_range: tuple[int, int] | None = None,
+    progress: bool = True,
+) -> int:
+    state = await State.open(state_dir)
+    try:
+        other = await state.get_meta(META_UP_PID)
+        if other is not None and int(other) != os.getpid() and pid_alive(int(other)):
+            console.print(
+                f"[red]error:[/] mcpfleet up is already running for {state_dir} (pid {other}); "
+                "run `mcpfleet down` first or use another --state-dir"
+            )
+            return 1
+        await state.set_meta(META_UP_PID, str(os.getpid()))
+        await state.set_meta(META_MANIFESTS, str(manifests))
+        return await _up(manifests, state, console, port_range, progress)
+    finally:
+        with contextlib.suppress(Exception):
+            await state.set_meta(META_UP_PID, None)
+        await state.close()
+
+
+async def _up(
+    manifests: Path, state: State, console: Console, port_range: tuple[int, int] | None, progress: bool
+) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    reporter = _Reporter(console)
+    runner = Runner(manifests, state, port_range=port_range, on_status=reporter.on_status)
+    leftovers = await runner.stop_leftovers()
+    if leftovers:
+        console.print(f"stopped {leftovers} process(es) left behind by an earlier `mcpfleet up`")
+    started = time.monotonic()
+    loop_task = asyncio.create_task(runner.run(stop), name="reconcile")
+    try:
+        await _show_progress(runner, state, console, stop, progress)
+        if not stop.is_set():
+            objects = await state.objects()
+            _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir)
+            reporter.live = True
+        shown_errors = [str(e) for e in runner.load_errors]
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+            errors = [str(e) for e in runner.load_errors]
+            if errors != shown_errors:
+                for error in errors:
+                    if error not in shown_errors:
+                        console.print(f"[red]invalid manifest[/] {error}")
+                shown_errors = errors
+    finally:
+        console.print("stopping…")
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop_task
+        await runner.shutdown()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        console.print("stopped every process started by `mcpfleet up`")
+    return 0
+
+
+class _Reporter:
+    """After the first summary, prints one line per phase / URL change (and removals)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live = False
+        self._last: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def on_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        key = (kind, namespace, name)
+        now = (status.get("phase"), status.get("url"))
+        before = self._last.get(key)
+        self._last[key] = now
+        if not self.live or before == now:
+            return
+        stamp = time.strftime("%H:%M:%S")
+        if not status:
+            self.console.print(f"{stamp} {kind}/{name} removed")
+        elif kind in WORKLOAD_ORDER:
+            detail = status.get("url") or short(status.get("message"), 200)
+            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}")
+
+
+async def _show_progress(
+    runner: Runner, state: State, console: Console, stop: asyncio.Event, progress: bool
+) -> None:
+    """Until every workload settled (or Ctrl-C): a live table on a terminal, nothing otherwise."""
+    frame = 0
+    use_live = progress and console.is_terminal
+    live = Live(console=console, refresh_per_second=8, transient=True) if use_live else None
+    deadline = time.monotonic() + PROGRESS_LIMIT_SECONDS
+    with live if live is not None else contextlib.nullcontext():
+        while not stop.is_set() and time.monotonic() < deadline:
+            objects = await state.objects()
+            if live is not None:
+                workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
+                live.update(progress_table(workloads, runner.load_errors, frame))
+            if runner.passes and not runner.reload_pending and _settled(objects):
+                return
+            frame += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.125)
+
+
+def _print_summary(
+    console: Console, objects: list[StoredObject], runner: Runner, seconds: float, state_dir: Path
+) -> None:
+    workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
+    console.print(progress_table(workloads, runner.load_errors))
+    for error in runner.load_errors:
+        console.print(f"[red]invalid manifest[/] {error}")
+    running = sum(1 for o in workloads if o.status.get("phase") in ("Running", "Ready", "Degraded"))
+    console.print(f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {state_dir})")
+    for obj in workloads:
+        if obj.kind == "VirtualMCPServer" and obj.status.get("url"):
+            console.print(f"[bold]vMCP {obj.name}:[/] {obj.status['url']}")
+        if obj.kind == "MCPRegistry" and obj.status.get("url"):
+            console.print(f"[bold]registry {obj.name}:[/] {obj.status['url']}/v0.1/servers")
+    console.print(f"watching {runner.manifests} for changes; Ctrl-C or `mcpfleet down` stops everything")
+
+
+# -- down -------------------------------------------------------------------------------------
+
+
+async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0) -> int:
+    if not (state_dir / DB_FILENAME).exists():
+        console.print(f"nothing to stop: no state in {state_dir}")
+        return 0
+    state = await State.open(state_dir)
+    try:
+        up_pid = await state.get_meta(META_UP_PID)
+        if up_pid is not None and pid_alive(int(up_pid)):
+            os.kill(int(up_pid), signal.SIGTERM)
+            console.print(f"asked mcpfleet up (pid {up_pid}) to stop")
+            deadline = time.monotonic() + wait_seconds
+            while pid_alive(int(up_pid)) and time.monotonic() < deadline:  # noqa: ASYNC110 - a foreign pid has no event
+                await asyncio.sleep(0.1)
+        # Whatever is still recorded outlived `up` (it was killed with SIGKILL, or did not answer).
+        leftover = [
+            r.pid for r in await state.processes() if r.pid is not None and owned_by(r.pid, state_dir)
+        ]
+        for pid in leftover:
+            signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        while any(pid_alive(p) for p in leftover) and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        for pid in leftover:
+            if pid_alive(pid):
+                signal_group(pid, signal.SIGKILL)
+        for row in await state.processes():
+            await state.forget_process(row.key)
+        stopped = len(leftover)
+        await state.set_meta(META_UP_PID, None)
+        console.print(
+            "down: every process started by `mcpfleet up` is stopped"
+            + (f" ({stopped} killed)" if stopped else "")
+        )
+        return 0
+    finally:
+        await state.close()

@@ -1,0 +1,159 @@
+"""Entry point of the vMCP and registry processes on the local platform.
+
+`python -m mcpfleet.platform.local.dataplane vmcp|registry --state-dir S -- ARGS` runs the same
+server as `mcpfleet vmcp serve ARGS` / `mcpfleet registry serve ARGS`, built through the services'
+own assembly functions, with discovery swapped for the local one: the vMCP follows its group in the
+local state (`LocalBackendSource`) and writes its status report to a file the reconcile loop reads;
+the registry's `kubernetes` sources list the locally running labelled workloads (`LocalWorkloads`)
+and re-sync as soon as they change. This is to the local platform what the ServiceAccount and RBAC
+rules are on Kubernetes: how the workload reaches the platform's state, not what it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from pathlib import Path
+
+from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads, is_member_backend
+
+log = logging.getLogger("mcpfleet.local.dataplane")
+FOLLOW_INTERVAL = 0.5
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcpfleet-local-dataplane")
+    parser.add_argument("service", choices=("vmcp", "registry"))
+    parser.add_argument("--state-dir", type=Path, required=True)
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--config", "-c", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--status-file", type=Path, default=None)
+    parser.add_argument("--log-level", default="info")
+    return parser
+
+
+async def _serve(app: object, host: str, port: int) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        loop="none",
+        http="httptools",
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=3,
+    )
+    await uvicorn.Server(config).serve()
+
+
+async def run_vmcp(args: argparse.Namespace) -> int:
+    from mcpfleet.vmcp.backends import BackendSource, CombinedBackendSource
+    from mcpfleet.vmcp.config import ConfigError, load_config
+    from mcpfleet.vmcp.server import ServeOptions, build_app, static_specs
+    from mcpfleet.vmcp.status import FileStatusWriter, NoopStatusWriter, StatusWriter
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    source: BackendSource
+    static = static_specs(config)
+    if config.group_ref:
+        # Members were rendered with the URLs of that moment; the live source replaces them.
+        static = [s for s in static if not is_member_backend({"metadata": dict(s.metadata)})]
+        namespace = config.namespace or args.namespace
+        local = LocalBackendSource(args.state_dir, config.group_ref, namespace)
+        source = CombinedBackendSource(static, local) if static else local
+    else:
+        from mcpfleet.vmcp.backends import StaticBackendSource
+
+        source = StaticBackendSource(static)
+    writer: StatusWriter = FileStatusWriter(args.status_file) if args.status_file else NoopStatusWriter()
+    options = ServeOptions(host=args.host, port=args.port)
+    app = build_app(config, options, source=source, status_writer=writer)
+    print(f"mcpfleet vmcp listening on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+    await _serve(app, args.host, args.port)
+    return 0
+
+
+async def run_registry(args: argparse.Namespace) -> int:
+    from mcpfleet.registry.app import create_app
+    from mcpfleet.registry.config import ConfigError, load_config
+    from mcpfleet.registry.service import RegistryService
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    namespaces = sorted({ns for s in config.sources if s.kubernetes for ns in s.kubernetes.namespaces})
+    service = RegistryService(
+        config,
+        args.config.resolve().parent,
+        workloads=LocalWorkloads(args.state_dir, config.registryName, namespaces),
+    )
+    await service.start()
+    follower = asyncio.create_task(
+        _follow_workloads(service, args.state_dir, config.registryName, namespaces)
+    )
+    print(f"mcpfleet registry listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    try:
+        await _serve(create_app(service, manage_lifespan=False), args.host, args.port)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+        await service.stop()
+    return 0
+
+
+async def _follow_workloads(service: object, state_dir: Path, registry: str, namespaces: list[str]) -> None:
+    """Re-sync the registry's kubernetes sources as soon as the labelled local workloads change."""
+    from mcpfleet.registry.service import RegistryService
+
+    assert isinstance(service, RegistryService)
+    watcher = LocalWorkloads(state_dir, registry, namespaces)
+    sources = [s.name for s in service.config.sources if s.kubernetes is not None]
+    last: str | None = None
+    try:
+        while True:
+            await asyncio.sleep(FOLLOW_INTERVAL)
+            try:
+                current = await watcher.fingerprint()
+            except Exception as exc:
+                log.debug("reading the local state failed: %s", exc)
+                continue
+            if current != last:
+                # Also on the first read: workloads may have changed since the initial sync round.
+                for name in sources:
+                    await service.syncer.sync_source(name)
+                last = current
+    finally:
+        await watcher.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    runner = run_vmcp if args.service == "vmcp" else run_registry
+    try:
+        import uvloop
+
+        return uvloop.run(runner(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

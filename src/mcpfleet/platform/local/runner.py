@@ -1,0 +1,501 @@
+"""The local reconcile loop: manifests folder in, supervised processes and statuses out.
+
+Level-triggered like the operator: every pass reads the whole desired state (the manifests) and the
+whole observed state (the supervisor), asks the shared rules in `mcpfleet.reconcile` what should run
+(`plan(obj, world)`), applies the difference (start, restart on change, stop) and writes each status
+through the same status rules as Kubernetes. A pass runs when a manifest changes (watchfiles), when a
+process changes state, and once a second to pick up what only polling shows (the vMCP's report).
+
+How a plan becomes processes (what the platform, not the rule, decides):
+* each container with a port gets one from `ports` per replica; `{port}` and `{config_dir}` are
+  substituted; config files are written to `STATE/config/<kind>/<namespace>/<name>/`;
+* `--host 0.0.0.0` (all interfaces of a pod) becomes `--host 127.0.0.1`: nothing is exposed
+  beyond this machine;
+* `mcpfleet vmcp serve` / `mcpfleet registry serve` run through `platform.local.dataplane`, which
+  gives them local discovery instead of the Kubernetes API (the local twin of their RBAC);
+* a Secret key is read from `$MCPFLEET_SECRET_<NAME>_<KEY>` or `STATE/secrets/<name>/<key>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.mcptoolconfig import MCPToolConfig
+from mcpfleet.api.meta import ConfigStatus
+from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
+from mcpfleet.platform.local import rules
+from mcpfleet.platform.local.discovery import is_member_backend
+from mcpfleet.platform.local.loader import Loaded, LoadError, load_dir
+from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator
+from mcpfleet.platform.local.snapshot import WORKLOAD_KINDS, StoredObject
+from mcpfleet.platform.local.state import State
+from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
+from mcpfleet.reconcile.model import Container, SecretEnv, WorkloadObservation, WorkloadPlan, World
+
+log = logging.getLogger(__name__)
+
+WORKLOAD_ORDER = WORKLOAD_KINDS
+RESYNC_SECONDS = 1.0
+LOOPBACK = "127.0.0.1"
+
+Key = tuple[str, str, str]
+StatusCallback = Callable[[str, str, str, dict[str, Any]], None]
+
+
+@dataclass
+class Desired:
+    """The processes one workload should have, by replica, and where it serves."""
+
+    plan: WorkloadPlan
+    keys: dict[int, list[str]] = field(default_factory=dict)
+    serving_port: int | None = None
+    problem: str | None = None
+
+
+def workload_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+def mcpfleet_argv() -> list[str]:
+    """How to run `mcpfleet` itself: the script beside this interpreter, else `python -m`."""
+    script = Path(sys.executable).parent / "mcpfleet"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mcpfleet.cli.main"]
+
+
+def _secret_env_name(name: str, key: str) -> str:
+    return "MCPFLEET_SECRET_" + re.sub(r"[^A-Za-z0-9]", "_", f"{name}_{key}").upper()
+
+
+class Runner:
+    """Converges one manifests folder into running processes; `run()` until the stop event is set."""
+
+    def __init__(
+        self,
+        manifests: Path,
+        state: State,
+        *,
+        port_range: tuple[int, int] | None = None,
+        on_status: StatusCallback | None = None,
+    ) -> None:
+        self.manifests = manifests
+        self.state = state
+        self.state_dir = state.state_dir
+        self.on_status = on_status
+        self.load_errors: list[LoadError] = []
+        self._loaded: dict[Key, Loaded] = {}
+        self._reload = True
+        self.passes = 0
+        """Completed passes: the progress display waits for the first one."""
+        self._dirty = asyncio.Event()
+        self._ports = PortAllocator(
+            state.ports,
+            state.save_port,
+            state.release_port,
+            port_range=port_range or DEFAULT_RANGE,
+        )
+        self.supervisor = Supervisor(self.state_dir / "logs", self._mark_dirty, self._on_spawn, self._on_exit)
+        self._written: dict[Path, str] = {}
+        self._base_env = self._child_base_env()
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _mark_dirty(self) -> None:
+        self._dirty.set()
+
+    def manifests_changed(self) -> None:
+        self._reload = True
+        self._dirty.set()
+
+    async def _on_spawn(self, spec: ProcessSpec, pid: int, restarts: int) -> None:
+        await self.state.record_process(
+            spec.key,
+            spec.kind,
+            spec.name,
+            pid,
+            spec.port,
+            str(self.state_dir / "logs" / f"{spec.log_name}.log"),
+            restarts,
+        )
+
+    async def _on_exit(self, spec: ProcessSpec) -> None:
+        await self.state.forget_process(spec.key)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def stop_leftovers(self) -> int:
+        """Stop processes a previous `up` of this state dir left behind (it was killed): returns how many."""
+        stopped = 0
+        for row in await self.state.processes():
+            if row.pid is not None and owned_by(row.pid, self.state_dir):
+                signal_group(row.pid, 15)
+                stopped += 1
+            await self.state.forget_process(row.key)
+        return stopped
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Reconcile until `stop` is set, re-running on manifest changes and process events."""
+        watcher = asyncio.create_task(self._watch(stop), name="watch manifests")
+        try:
+            while not stop.is_set():
+                self._dirty.clear()
+                try:
+                    await self.reconcile()
+                except Exception:  # one bad pass must not end `up`: log it and converge on the next
+                    log.exception("reconcile pass failed")
+                waiter = asyncio.create_task(self._dirty.wait())
+                stopper = asyncio.create_task(stop.wait())
+                await asyncio.wait(
+                    {waiter, stopper}, timeout=RESYNC_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in (waiter, stopper):
+                    task.cancel()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        from watchfiles import awatch
+
+        root = self.manifests if self.manifests.is_dir() else self.manifests.parent
+        async for _changes in awatch(root, stop_event=stop, debounce=300, step=50, recursive=True):
+            self.manifests_changed()
+
+    async def shutdown(self) -> None:
+        """Stop every process `up` started (children of children included), then mark the workloads."""
+        await self.supervisor.stop_all()
+        for obj in await self.state.objects():
+            if obj.kind in WORKLOAD_ORDER and obj.status:
+                status = dict(obj.status)
+                status.pop("url", None)
+                status["phase"] = "Stopped" if obj.kind in ("MCPServer", "MCPRemoteProxy") else "Pending"
+                status["readyReplicas"] = 0
+                status["message"] = "mcpfleet up is not running"
+                await self.state.set_status(obj.kind, obj.namespace, obj.name, status)
+
+    # -- one pass -----------------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        if self._reload:
+            self._reload = False
+            await self._load()
+        stored = {(o.kind, o.namespace, o.name): o for o in await self.state.objects()}
+        resources: list[Resource] = []
+        for key, loaded in self._loaded.items():
+            obj = stored.get(key)
+            if obj is None:
+                continue
+            # The local generation plays metadata.generation: the rules stamp it into observedGeneration.
+            loaded.resource.metadata.generation = obj.generation
+            loaded.resource.metadata.creation_timestamp = obj.created
+            resources.append(loaded.resource)
+        wanted: set[str] = set()
+        for namespace in sorted({r.namespace for r in resources}):
+            in_ns = [r for r in resources if r.namespace == namespace]
+            world = self._world(namespace, in_ns, stored)
+            for kind in WORKLOAD_ORDER:
+                for resource in (r for r in in_ns if r.kind == kind):
+                    try:
+                        wanted |= await self._reconcile_workload(
+                            resource, world, stored[(kind, namespace, resource.name)]
+                        )
+                    except Exception:
+                        # One object's bug must not stall the others, nor stop what already runs for it.
+                        log.exception("reconciling %s/%s failed", kind, resource.name)
+                        prefix = workload_key(kind, namespace, resource.name) + "/"
+                        wanted |= {k for k in self.supervisor.keys() if k.startswith(prefix)}
+            for resource in in_ns:
+                try:
+                    await self._reconcile_other(
+                        resource, world, stored[(resource.kind, namespace, resource.name)]
+                    )
+                except Exception:
+                    log.exception("reconciling %s/%s failed", resource.kind, resource.name)
+        for process in self.supervisor.keys() - wanted:
+            await self.supervisor.stop(process)
+            await self._ports.release(process)
+        self.passes += 1
+
+    @property
+    def reload_pending(self) -> bool:
+        return self._reload
+
+    async def _load(self) -> None:
+        result = await asyncio.to_thread(load_dir, self.manifests)
+        previous = self._loaded
+        loaded = {item.key: item for item in result.objects}
+        for error in result.errors:
+            # Like a rejected `kubectl apply`: an object whose new version is invalid keeps running as it was.
+            for key, item in previous.items():
+                if (key[0], key[2]) == (error.kind, error.name) and key not in loaded:
+                    loaded[key] = item
+        self.load_errors = result.errors
+        for error in result.errors:
+            log.info("invalid manifest: %s", error)
+        for key, item in loaded.items():
+            await self.state.upsert_object(*key, item.manifest, item.source)
+        for obj in await self.state.objects():
+            if (obj.kind, obj.namespace, obj.name) not in loaded:
+                await self.state.delete_object(obj.kind, obj.namespace, obj.name)
+                if self.on_status is not None:
+                    self.on_status(obj.kind, obj.namespace, obj.name, {})
+        self._loaded = loaded
+
+    def _world(self, namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
+        def of(kind: type[Any]) -> list[Any]:
+            return [r for r in resources if isinstance(r, kind)]
+
+        urls: dict[str, str] = {}
+        for resource in of(MCPServer) + of(MCPRemoteProxy):
+            url = stored[(resource.kind, namespace, resource.name)].status.get("url")
+            if isinstance(url, str):
+                urls[resource.name] = url
+        return World(
+            platform="local",
+            namespace=namespace,
+            groups={g.name: g for g in of(MCPGroup)},
+            servers=tuple(of(MCPServer)),
+            remote_proxies=tuple(of(MCPRemoteProxy)),
+            tool_configs={t.name: t for t in of(MCPToolConfig)},
+            external_auth_configs={e.name: e for e in of(MCPExternalAuthConfig)},
+            backend_urls=urls,
+            virtual_servers=tuple(of(VirtualMCPServer)),
+        )
+
+    # -- workloads ----------------------------------------------------------------------------
+
+    async def _reconcile_workload(self, resource: Resource, world: World, stored: StoredObject) -> set[str]:
+        plan = rules.plan(resource, world)
+        desired = Desired(plan)
+        if not plan.problems:
+            try:
+                await self._apply(resource, desired)
+            except LocalRunError as exc:
+                desired.problem = str(exc)
+        observation = self._observe(desired)
+        report = self._vmcp_report(resource) if isinstance(resource, VirtualMCPServer) else None
+        status = rules.status(resource, stored.status, plan, observation, world, report)
+        if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
+            if self.on_status is not None:
+                self.on_status(resource.kind, resource.namespace, resource.name, status)
+        return {key for keys in desired.keys.values() for key in keys}
+
+    def config_dir(self, kind: str, namespace: str, name: str) -> Path:
+        return self.state_dir / "config" / kind.lower() / namespace / name
+
+    def status_file(self, namespace: str, name: str) -> Path:
+        return self.config_dir("VirtualMCPServer", namespace, name) / "status.json"
+
+    async def _apply(self, resource: Resource, desired: Desired) -> None:
+        plan = desired.plan
+        config_dir = self.config_dir(plan.kind, plan.namespace, plan.name)
+        for config in plan.config_files:
+            self._write(config_dir / config.filename, config.content)
+        data_dir = self.state_dir / "data" / plan.kind.lower() / plan.namespace / plan.name
+        if plan.data_dir:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        base = workload_key(plan.kind, plan.namespace, plan.name)
+        single = len(plan.containers) == 1 and plan.replicas <= 1
+        for replica in range(plan.replicas):
+            keys: list[str] = []
+            for container in plan.containers:
+                key = f"{base}/{container.name}/{replica}"
+                port = await self._port(key, container)
+                argv = self._argv(container, plan, port, config_dir, data_dir)
+                env = self._env(container)
+                serving = container.name == plan.serving_container
+                health = probe = None
+                if serving and port is not None:
+                    health = (
+                        f"http://{LOOPBACK}:{port}{plan.health_path}"
+                        if plan.health_path
+                        else f"tcp://{LOOPBACK}:{port}"
+                    )
+                    if replica == 0:
+                        desired.serving_port = port
+                    if plan.kind == "MCPServer" and plan.health_path == "/health":
+                        # A stdio server behind `mcpfleet proxy`: Running means it answers MCP.
+                        probe = f"http://{LOOPBACK}:{port}/mcp"
+                log_name = plan.name if single else f"{plan.name}-{container.name}-{replica}"
+                if plan.kind != "MCPServer":
+                    log_name = f"{plan.kind.lower()}-{log_name}"
+                fingerprint = hashlib.sha256(
+                    json.dumps([argv, sorted(env.items()), restart_checksum(plan)]).encode()
+                ).hexdigest()
+                await self.supervisor.ensure(
+                    ProcessSpec(
+                        key=key,
+                        kind=plan.kind,
+                        name=plan.name,
+                        log_name=log_name,
+                        argv=tuple(argv),
+                        env={**self._base_env, **env},
+                        cwd=config_dir,
+                        port=port,
+                        health_url=health,
+                        fingerprint=fingerprint,
+                        mcp_probe_url=probe,
+                    )
+                )
+                keys.append(key)
+            desired.keys[replica] = keys
+
+    def _write(self, path: Path, content: str) -> None:
+        if self._written.get(path) == content:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != content:
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(content)
+            os.replace(tmp, path)
+        self._written[path] = content
+
+    async def _port(self, key: str, container: Container) -> int | None:
+        if container.port is None:
+            return None
+        if container.fixed_port and not any("{port}" in part for part in container.command):
+            return container.port  # the server binds it itself; nothing to choose
+        return await self._ports.allocate(key, self.supervisor.ports_in_use())
+
+    def _argv(
+        self, container: Container, plan: WorkloadPlan, port: int | None, config_dir: Path, data_dir: Path
+    ) -> list[str]:
+        if not container.command:
+            raise LocalRunError(f"container {container.name}: a container image cannot run locally")
+        values = {"{port}": str(port), "{config_dir}": str(config_dir), "{data_dir}": str(data_dir)}
+        argv = []
+        for part in container.command:
+            for placeholder, value in values.items():
+                part = part.replace(placeholder, value)
+            argv.append(part)
+        if plan.data_dir:
+            argv = [
+                part.replace(plan.data_dir, str(data_dir)) if part.startswith(plan.data_dir) else part
+                for part in argv
+            ]
+        for index in range(len(argv) - 1):
+            if argv[index] == "--host" and argv[index + 1] in ("0.0.0.0", "::"):
+                argv[index + 1] = LOOPBACK
+        if argv[0] != "mcpfleet":
+            return argv
+        if argv[1:3] in (["vmcp", "serve"], ["registry", "serve"]):
+            extra = ["--state-dir", str(self.state_dir), "--namespace", plan.namespace]
+            if argv[1] == "vmcp":
+                extra += ["--status-file", str(self.status_file(plan.namespace, plan.name))]
+            return [sys.executable, "-m", "mcpfleet.platform.local.dataplane", argv[1], *extra, *argv[3:]]
+        return [*mcpfleet_argv(), *argv[1:]]
+
+    def _env(self, container: Container) -> dict[str, str]:
+        env = dict(container.env)
+        for secret in container.secret_env:
+            env[secret.env_name] = self._secret(secret)
+        return env
+
+    def _secret(self, secret: SecretEnv) -> str:
+        name, key = secret.secret.name, secret.secret.key
+        variable = _secret_env_name(name, key)
+        if variable in os.environ:
+            return os.environ[variable]
+        path = self.state_dir / "secrets" / name / key
+        if path.is_file():
+            return path.read_text().rstrip("\n")
+        raise LocalRunError(f"secret {name} key {key}: not found locally; set ${variable} or write {path}")
+
+    def _child_base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # uvx and mcpfleet live beside this interpreter (the venv); children find them first.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env[STATE_ENV] = str(self.state_dir.resolve())
+        env["PYTHONUNBUFFERED"] = "1"
+        for name in [n for n in env if n.startswith("MCPFLEET_SECRET_")]:
+            del env[name]  # secrets reach only the workloads that reference them
+        return env
+
+    def _observe(self, desired: Desired) -> WorkloadObservation:
+        plan = desired.plan
+        if desired.problem is not None:
+            return WorkloadObservation(plan.replicas, 0, None, failed=True, failure_message=desired.problem)
+        ready = 0
+        failures: list[str] = []
+        for keys in desired.keys.values():
+            states = [self.supervisor.state(k) for k in keys]
+            if states and all(s is not None and s.ready for s in states):
+                ready += 1
+            failures += [s.failure_message or "failed" for s in states if s is not None and s.failed]
+        url = None
+        if ready and desired.serving_port is not None:
+            url = f"http://{LOOPBACK}:{desired.serving_port}{plan.url_path}"
+        return WorkloadObservation(
+            desired_replicas=plan.replicas,
+            ready_replicas=ready,
+            url=url,
+            failed=bool(failures) and ready == 0,
+            failure_message=failures[0] if failures else None,
+        )
+
+    def _vmcp_report(self, resource: Resource) -> dict[str, Any] | None:
+        path = self.status_file(resource.namespace, resource.name)
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return report if isinstance(report, dict) else None
+
+    # -- groups and configuration kinds -------------------------------------------------------
+
+    async def _reconcile_other(self, resource: Resource, world: World, stored: StoredObject) -> None:
+        status: dict[str, Any] | None = None
+        if isinstance(resource, MCPGroup):
+            previous = MCPGroupStatus.model_validate(stored.status or {})
+            status = rules.group_status(previous, resource, world).dump()
+        elif isinstance(resource, MCPToolConfig | MCPExternalAuthConfig):
+            previous_config = ConfigStatus.model_validate(stored.status or {})
+            status = rules.config_status(previous_config, resource, world).dump()
+        if status is not None and await self.state.set_status(
+            resource.kind, resource.namespace, resource.name, status
+        ):
+            if self.on_status is not None:
+                self.on_status(resource.kind, resource.namespace, resource.name, status)
+
+
+def restart_checksum(plan: WorkloadPlan) -> str:
+    """The config checksum whose change restarts the processes.
+
+    The vMCP config lists the group members it saw when rendered; the local gateway follows the
+    group live from the state instead (`discovery.LocalBackendSource`), so a member coming or going
+    must not restart it: those entries are left out here and by `dataplane` alike.
+    """
+    if plan.kind != "VirtualMCPServer":
+        return plan.config_checksum
+    digest = hashlib.sha256()
+    for config in sorted(plan.config_files, key=lambda c: c.filename):
+        content: Any = config.content
+        with contextlib.suppress(yaml.YAMLError):
+            document = yaml.safe_load(config.content)
+            if isinstance(document, dict) and isinstance(document.get("backends"), list):
+                document["backends"] = [b for b in document["backends"] if not is_member_backend(b)]
+                content = document
+        digest.update(config.filename.encode() + b"\0" + json.dumps(content, sort_keys=True).encode() + b"\0")
+    return digest.hexdigest()
+
+
+class LocalRunError(Exception):
+    """A plan this machine cannot run as asked (a missing local secret, a container image)."""

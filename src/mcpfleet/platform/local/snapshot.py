@@ -1,0 +1,80 @@
+"""Read-only views of the local state for the quick commands (`get`, `logs`, `down`).
+
+They read the SQLite file with the standard library only, so `mcpfleet get` answers without
+loading SQLAlchemy; the tables are the ones `state` defines and writes. WAL mode lets them read
+while `up` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DB_FILENAME = "state.db"
+WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
+"""Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object as the local platform knows it: manifest, generation and status."""
+
+    kind: str
+    namespace: str
+    name: str
+    manifest: dict[str, Any]
+    generation: int
+    status: dict[str, Any]
+    source: str
+    created: str
+
+    def as_document(self) -> dict[str, Any]:
+        """The object as `kubectl get -o yaml` would show it: metadata filled in, status attached."""
+        doc = dict(self.manifest)
+        meta = dict(doc.get("metadata") or {})
+        meta.setdefault("namespace", self.namespace)
+        meta["generation"] = self.generation
+        meta["creationTimestamp"] = self.created
+        doc["metadata"] = meta
+        doc["status"] = self.status
+        return doc
+
+
+@dataclass(frozen=True)
+class RecordedProcess:
+    key: str
+    kind: str
+    name: str
+    pid: int | None
+    port: int | None
+    log_path: str
+
+
+def _connect(state_dir: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{state_dir / DB_FILENAME}?mode=ro", uri=True, timeout=5)
+
+
+def read_objects(state_dir: Path, kind: str | None = None) -> list[StoredObject]:
+    query = "select kind, namespace, name, manifest, generation, status, source, created from objects"
+    params: tuple[str, ...] = ()
+    if kind is not None:
+        query += " where kind = ?"
+        params = (kind,)
+    with closing(_connect(state_dir)) as db:
+        rows = db.execute(query + " order by kind, namespace, name", params).fetchall()
+    return [
+        StoredObject(k, ns, n, json.loads(m), g, json.loads(s or "{}"), src, c)
+        for k, ns, n, m, g, s, src, c in rows
+    ]
+
+
+def read_processes(state_dir: Path) -> list[RecordedProcess]:
+    with closing(_connect(state_dir)) as db:
+        rows = db.execute(
+            "select key, kind, name, pid, port, log_path from processes order by key"
+        ).fetchall()
+    return [RecordedProcess(*row) for row in rows]

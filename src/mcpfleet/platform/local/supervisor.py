@@ -1,0 +1,403 @@
+"""Supervised local processes: spawn, log, probe health, restart with backoff, stop by process group.
+
+Each process runs in its own session (its pid is its process group), so stopping it also stops
+what it started (a proxy's `uvx` child). stdout and stderr go to `state_dir/logs/NAME.log`;
+the last stderr lines are also kept in memory, because a process that dies at start-up turns its
+workload Failed with them in `status.message`. Readiness comes from polling the health URL; for
+`mcpfleet proxy` the health body also tells when the stdio server behind it crashed, which is how a
+broken package (not only a broken proxy) ends Failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+STATE_ENV = "MCPFLEET_LOCAL_STATE"
+"""Set in every child's environment: `mcpfleet down` checks it before signalling a recorded pid."""
+STDERR_TAIL_LINES = 20
+SHOWN_TAIL_LINES = 8
+FAILURE_THRESHOLD = 3
+"""Consecutive failed health probes before a ready process counts as not ready."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Restart delays initial * factor**(n-1), capped; reset once a run lasted `stable_after`."""
+
+    initial: float = 0.5
+    factor: float = 2.0
+    maximum: float = 30.0
+    stable_after: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        return 0.0 if failures <= 0 else min(self.maximum, self.initial * self.factor ** (failures - 1))
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process to keep running."""
+
+    key: str
+    """kind/namespace/name/container/replica: unique, stable."""
+    kind: str
+    name: str
+    log_name: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Path
+    port: int | None
+    health_url: str | None
+    fingerprint: str
+    """Changes when the process must be restarted (argv, env, config checksum)."""
+    mcp_probe_url: str | None = None
+    """When set, ready also needs an MCP `initialize` to succeed here (a proxy is healthy as soon
+    as its child process exists; its server may still be downloading)."""
+
+
+@dataclass
+class ProcessState:
+    """What the supervisor knows of one process right now."""
+
+    pid: int | None = None
+    ready: bool = False
+    failed: bool = False
+    failure_message: str | None = None
+    restarts: int = 0
+    started_at: float | None = None
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+
+
+OnChange = Callable[[], None]
+OnSpawn = Callable[[ProcessSpec, int, int], Awaitable[None]]
+OnExit = Callable[[ProcessSpec], Awaitable[None]]
+
+
+def _tail_message(prefix: str, lines: list[str]) -> str:
+    shown = [line for line in lines if line.strip()][-SHOWN_TAIL_LINES:]
+    return prefix + (":\n" + "\n".join(shown) if shown else "")
+
+
+class Managed:
+    """One supervised process: the restart loop and the health probe."""
+
+    def __init__(
+        self,
+        spec: ProcessSpec,
+        logs_dir: Path,
+        on_change: OnChange,
+        on_spawn: OnSpawn,
+        backoff: Backoff,
+        http: httpx.AsyncClient,
+    ) -> None:
+        self.spec = spec
+        self.state = ProcessState()
+        self.log_path = logs_dir / f"{spec.log_name}.log"
+        self._on_change = on_change
+        self._on_spawn = on_spawn
+        self._backoff = backoff
+        self._http = http
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name=f"supervise {self.spec.key}")
+
+    def _set(self, **changes: Any) -> None:
+        changed = False
+        for name, value in changes.items():
+            if getattr(self.state, name) != value:
+                setattr(self.state, name, value)
+                changed = True
+        if changed:
+            self._on_change()
+
+    async def _loop(self) -> None:
+        failures = 0
+        while not self._stopping:
+            started = time.monotonic()
+            try:
+                await self._run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # e.g. the executable does not exist: a failure, never a crash of `up`
+                self.state.stderr_tail.append(f"cannot start {self.spec.argv[0]}: {exc}")
+                log.warning("%s: cannot start: %s", self.spec.key, exc)
+                self._set(
+                    pid=None,
+                    ready=False,
+                    failed=True,
+                    failure_message=f"cannot start {self.spec.argv[0]}: {exc}",
+                )
+            if self._stopping:
+                break
+            ran = time.monotonic() - started
+            failures = 1 if ran >= self._backoff.stable_after else failures + 1
+            self._set(restarts=self.state.restarts + 1)
+            delay = self._backoff.delay(failures)
+            log.info("%s exited after %.1fs; restarting in %.1fs", self.spec.key, ran, delay)
+            await asyncio.sleep(delay)
+
+    async def _run_once(self) -> None:
+        spec = self.spec
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", buffering=1) as logfile:
+            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n")
+            proc = await asyncio.create_subprocess_exec(
+                *spec.argv,
+                cwd=str(spec.cwd),
+                env=dict(spec.env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=logfile,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # own process group: stopping it stops its children too
+            )
+            self._proc = proc
+            self.state.started_at = time.monotonic()
+            self._set(pid=proc.pid, ready=False)
+            await self._on_spawn(spec, proc.pid, self.state.restarts)
+            assert proc.stderr is not None
+            drain = asyncio.create_task(self._drain(proc.stderr, logfile))
+            probe = asyncio.create_task(self._probe()) if spec.health_url else None
+            if probe is None:
+                self._set(ready=True)
+            code = await proc.wait()
+            if probe is not None:
+                probe.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await probe
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(drain, 2.0)
+            logfile.write(f"--- exited with code {code}\n")
+        self._proc = None
+        was_ready = self.state.ready
+        if self._stopping:
+            self._set(pid=None, ready=False)
+            return
+        if not was_ready:
+            # Died before ever serving: that is a start-up crash, shown with its last stderr lines.
+            message = _tail_message(
+                f"{spec.log_name} exited with code {code} during start-up", list(self.state.stderr_tail)
+            )
+            self._set(pid=None, ready=False, failed=True, failure_message=message)
+        else:
+            self._set(pid=None, ready=False)
+
+    async def _drain(self, stream: asyncio.StreamReader, logfile: TextIO) -> None:
+        while True:
+            line = await stream.readline()
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip("\n")
+            self.state.stderr_tail.append(text)
+            logfile.write(text + "\n")
+
+    async def _probe(self) -> None:
+        """Poll the health URL, fast until ready; a crashed stdio server behind a proxy fails it."""
+        assert self.spec.health_url is not None
+        healthy_since: float | None = None
+        answered = self.spec.mcp_probe_url is None
+        misses = 0
+        while True:
+            healthy = False
+            body: Any = None
+            if self.spec.health_url.startswith("tcp://"):
+                healthy = await _tcp_open(self.spec.health_url)
+            else:
+                try:
+                    response = await self._http.get(self.spec.health_url, timeout=2.0)
+                    healthy = response.status_code == 200
+                    with contextlib.suppress(ValueError):
+                        body = response.json()
+                except httpx.HTTPError:
+                    pass
+            now = time.monotonic()
+            crashed = _crashed_child(body) if not healthy else None
+            if healthy and not answered:
+                assert self.spec.mcp_probe_url is not None
+                answered = await mcp_initialize(self._http, self.spec.mcp_probe_url)
+                healthy = answered
+                now = time.monotonic()
+            if healthy:
+                misses = 0
+                healthy_since = healthy_since or now
+                # After a crash, demand a longer healthy run so a crash loop does not flap to Ready.
+                needed = 5.0 if self.state.failed else 0.3
+                if now - healthy_since >= needed:
+                    self._set(ready=True, failed=False, failure_message=None)
+            else:
+                healthy_since = None
+                misses += 1
+                if crashed is not None:
+                    self._set(ready=False, failed=True, failure_message=crashed)
+                elif self.state.ready and misses >= FAILURE_THRESHOLD:
+                    # One slow answer on a loaded machine is not an outage (a readiness failureThreshold).
+                    self._set(ready=False)
+            await asyncio.sleep(2.0 if self.state.ready else 0.2)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        self._stopping = True
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            signal_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                signal_group(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 2.0)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.state.pid = None
+        self.state.ready = False
+
+
+PROBE_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "mcpfleet-local-probe", "version": "1"},
+    },
+}
+
+
+async def mcp_initialize(http: httpx.AsyncClient, url: str, limit: float = 15.0) -> bool:
+    """True once the MCP server behind `url` answers `initialize` (its session is closed again)."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    try:
+        response = await http.post(url, json=PROBE_INITIALIZE, headers=headers, timeout=limit)
+    except httpx.HTTPError:
+        return False
+    answered = response.status_code == 200 and '"result"' in response.text
+    session = response.headers.get("mcp-session-id")
+    if session:
+        with contextlib.suppress(httpx.HTTPError):
+            await http.delete(url, headers={"mcp-session-id": session}, timeout=2.0)
+    return answered
+
+
+async def _tcp_open(url: str) -> bool:
+    """A server without an HTTP health endpoint is ready once its port accepts connections."""
+    host, _, port = url.removeprefix("tcp://").rpartition(":")
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2.0)
+    except (OSError, TimeoutError, ValueError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+def _crashed_child(body: Any) -> str | None:
+    """From a `mcpfleet proxy` /health body: why its stdio server is down, when it exited."""
+    if not isinstance(body, dict) or not isinstance(body.get("children"), dict):
+        return None
+    for era, child in body["children"].items():
+        if not isinstance(child, dict) or child.get("running") or child.get("lastExitCode") is None:
+            continue
+        tail = [str(line) for line in child.get("stderrTail") or []]
+        command = " ".join(str(c) for c in child.get("command") or []) or era
+        return _tail_message(f"{command} exited with code {child['lastExitCode']}", tail)
+    return None
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Signal a process group we created (pid == pgid); a gone group is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+class Supervisor:
+    """Keeps a set of ProcessSpecs running; `ensure` (re)starts, `stop` stops, `state` observes."""
+
+    def __init__(
+        self,
+        logs_dir: Path,
+        on_change: OnChange,
+        on_spawn: OnSpawn,
+        on_exit: OnExit,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.logs_dir = logs_dir
+        self._on_change = on_change
+        self._on_spawn = on_spawn
+        self._on_exit = on_exit
+        self._backoff = backoff or Backoff()
+        self._managed: dict[str, Managed] = {}
+        self._http = httpx.AsyncClient(trust_env=False)
+
+    def keys(self) -> set[str]:
+        return set(self._managed)
+
+    def state(self, key: str) -> ProcessState | None:
+        managed = self._managed.get(key)
+        return None if managed is None else managed.state
+
+    def ports_in_use(self) -> set[int]:
+        return {m.spec.port for m in self._managed.values() if m.spec.port is not None}
+
+    def log_path(self, key: str) -> Path | None:
+        managed = self._managed.get(key)
+        return None if managed is None else managed.log_path
+
+    async def ensure(self, spec: ProcessSpec) -> None:
+        """Run `spec`; a running process with another fingerprint is replaced (stop, then start)."""
+        current = self._managed.get(spec.key)
+        if current is not None and current.spec.fingerprint == spec.fingerprint:
+            return
+        if current is not None:
+            log.info("%s changed; restarting", spec.key)
+            await self.stop(spec.key)
+        managed = Managed(spec, self.logs_dir, self._on_change, self._on_spawn, self._backoff, self._http)
+        self._managed[spec.key] = managed
+        managed.start()
+        self._on_change()
+
+    async def stop(self, key: str) -> None:
+        managed = self._managed.pop(key, None)
+        if managed is None:
+            return
+        await managed.stop()
+        await self._on_exit(managed.spec)
+        self._on_change()
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(self.stop(key) for key in list(self._managed)))
+        await self._http.aclose()
+
+
+def owned_by(pid: int, state_dir: Path) -> bool:
+    """True when `pid` is a live process started by `up` for `state_dir` (guards against pid reuse)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        # No /proc (or not ours to read): fall back to "is it alive".
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+    marker = f"{STATE_ENV}={state_dir.resolve()}".encode()
+    return marker in environ.split(b"\0")

@@ -1,0 +1,163 @@
+"""The stdio backend of the proxy: one supervised child per protocol era, each with its multiplexer.
+
+An MCP stdio connection is locked to one protocol era by its first request (the 2025-11-25
+handshake, or the 2026-07-28 per-request envelope); a server cannot serve both on the same pipe.
+So the proxy runs the command once for handshake-era clients (started eagerly: its health is the
+proxy's health) and, on the first 2026-07-28 request, a second instance for envelope-era clients.
+Clients of the same era share their instance through the multiplexer.
+
+When the stdio belongs to something the proxy cannot start twice (a container reached through
+the Kubernetes attach API), `single_stdio=True` makes both eras share the one channel: the
+server then serves whichever era reached it first (docs/proxy.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from mcpfleet.proxy.child import BackoffPolicy, ChildProcess, ChildStatus, LifecycleHandler, MessageHandler
+from mcpfleet.proxy.mux import Multiplexer
+
+log = logging.getLogger(__name__)
+
+Era = Literal["handshake", "modern"]
+
+
+class Child(Protocol):
+    """A supervised stdio endpoint (a local process, or a container's attached stdio)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self, grace: float = 3.0) -> None: ...
+
+    async def send(self, message: Mapping[str, Any]) -> None: ...
+
+    def status(self) -> ChildStatus: ...
+
+
+ChildFactory = Callable[[str, MessageHandler, LifecycleHandler, LifecycleHandler], Child]
+"""(name, on_message, on_exit, on_start) -> a child that is not started yet."""
+
+
+def process_factory(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    backoff: BackoffPolicy | None = None,
+) -> ChildFactory:
+    """Children that are local processes running `command`."""
+    if not command:
+        raise ValueError("command: give the stdio server to run after `--`")
+
+    def make(
+        name: str, on_message: MessageHandler, on_exit: LifecycleHandler, on_start: LifecycleHandler
+    ) -> Child:
+        return ChildProcess(
+            command,
+            on_message=on_message,
+            on_exit=on_exit,
+            on_start=on_start,
+            env=env,
+            cwd=cwd,
+            backoff=backoff,
+            name=name,
+        )
+
+    return make
+
+
+@dataclass
+class Channel:
+    """A child and the multiplexer in front of it."""
+
+    era: Era
+    child: Child
+    mux: Multiplexer
+
+
+class StdioBackend:
+    """Owns the children; hands out the channel for an era (starting it on first use)."""
+
+    def __init__(
+        self,
+        factory: ChildFactory,
+        *,
+        single_stdio: bool = False,
+        per_session: bool = False,
+        ready_timeout: float = 30.0,
+    ) -> None:
+        self._factory = factory
+        self._per_session = per_session
+        self._single = single_stdio
+        self._ready_timeout = ready_timeout
+        self._channels: dict[Era, Channel] = {}
+        self._dedicated: dict[int, Channel] = {}
+        self._dedicated_ids = 0
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        if not self._per_session:
+            await self.channel("handshake")
+
+    async def stop(self) -> None:
+        for channel in [*{id(c): c for c in self._channels.values()}.values(), *self._dedicated.values()]:
+            await channel.child.stop()
+        self._channels.clear()
+        self._dedicated.clear()
+
+    async def dedicated(self) -> Multiplexer:
+        """A new child for one session alone (`--isolation session`); give it back with `release`."""
+        self._dedicated_ids += 1
+        name = f"session server {self._dedicated_ids}"
+        mux = Multiplexer(name=name, ready_timeout=self._ready_timeout)
+        child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
+        mux.bind(child)
+        self._dedicated[id(mux)] = Channel(era="handshake", child=child, mux=mux)
+        await child.start()
+        return mux
+
+    async def release(self, mux: Multiplexer) -> None:
+        channel = self._dedicated.pop(id(mux), None)
+        if channel is not None:
+            await channel.child.stop()
+
+    async def channel(self, era: Era) -> Channel:
+        if self._single:
+            era = "handshake"
+        existing = self._channels.get(era)
+        if existing is not None:
+            return existing
+        async with self._lock:
+            if era in self._channels:
+                return self._channels[era]
+            name = "server" if self._single else f"{era} server"
+            mux = Multiplexer(name=name, ready_timeout=self._ready_timeout)
+            child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
+            mux.bind(child)
+            await child.start()
+            channel = Channel(era=era, child=child, mux=mux)
+            self._channels[era] = channel
+            return channel
+
+    def channels(self) -> dict[Era, Channel]:
+        return dict(self._channels)
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """Healthy when every started child is running; the body shows each child's status."""
+        children: dict[str, Any] = {}
+        for era, ch in self._channels.items():
+            children[era] = {**ch.child.status().as_dict(), "inFlight": ch.mux.in_flight()}
+        for ch in self._dedicated.values():
+            children[ch.mux.name] = {**ch.child.status().as_dict(), "inFlight": ch.mux.in_flight()}
+        everything = [*self._channels.values(), *self._dedicated.values()]
+        # With per-session children and no session open there is nothing that could be down.
+        healthy = (bool(everything) or self._per_session) and all(ch.child.running for ch in everything)
+        return healthy, {"status": "ok" if healthy else "unavailable", "children": children}

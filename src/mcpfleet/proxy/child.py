@@ -1,0 +1,306 @@
+"""Supervised stdio child process: spawn, line-framed JSON-RPC I/O, restart with exponential backoff.
+
+The child speaks newline-delimited JSON-RPC on stdin/stdout (the MCP stdio transport). Its
+stderr is drained continuously (a full pipe would block the child) and the last lines are
+kept for `/health` and status. When the child exits the supervisor reports it through
+`on_exit` (so in-flight requests can be failed) and starts it again after a backoff that
+doubles on every quick crash and resets once a run lasted `stable_after` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+MessageHandler = Callable[[dict[str, Any]], Awaitable[None]]
+LifecycleHandler = Callable[[], Awaitable[None]]
+
+# A single JSON-RPC line may be large (embedded resources, images); 64 MiB bounds memory.
+_LINE_LIMIT = 64 * 1024 * 1024
+
+
+class ChildUnavailableError(RuntimeError):
+    """The child is not running (starting, restarting or stopped)."""
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """Restart delays: initial * factor**n, capped; reset after a stable run."""
+
+    initial: float = 0.5
+    factor: float = 2.0
+    maximum: float = 30.0
+    stable_after: float = 30.0
+
+    def delay(self, consecutive_failures: int) -> float:
+        if consecutive_failures <= 0:
+            return 0.0
+        return float(min(self.maximum, self.initial * self.factor ** (consecutive_failures - 1)))
+
+
+@dataclass
+class ChildStatus:
+    """What `/health` and status report about the child."""
+
+    command: list[str]
+    running: bool = False
+    pid: int | None = None
+    restarts: int = 0
+    last_exit_code: int | None = None
+    last_started: float | None = None
+    next_restart_in: float | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "running": self.running,
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "lastExitCode": self.last_exit_code,
+            "nextRestartIn": self.next_restart_in,
+            "stderrTail": self.stderr_tail,
+        }
+
+
+class ChildProcess:
+    """One supervised stdio MCP server process."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        on_message: MessageHandler,
+        on_exit: LifecycleHandler | None = None,
+        on_start: LifecycleHandler | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        backoff: BackoffPolicy | None = None,
+        stderr_lines: int = 50,
+        name: str = "child",
+    ) -> None:
+        if not command:
+            raise ValueError("command: at least the executable is required")
+        self._command = list(command)
+        self._on_message = on_message
+        self._on_exit = on_exit
+        self._on_start = on_start
+        self._env = dict(env) if env is not None else None
+        self._cwd = cwd
+        self._backoff = backoff or BackoffPolicy()
+        self._stderr: deque[str] = deque(maxlen=stderr_lines)
+        self._name = name
+        self._proc: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()
+        self._running = asyncio.Event()
+        self._stopping = False
+        self._restarts = 0
+        self._failures = 0
+        self._last_exit: int | None = None
+        self._last_started: float | None = None
+        self._next_restart_at: float | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start supervising; returns once the first spawn was attempted."""
+        if self._supervisor is not None:
+            return
+        self._stopping = False
+        first = asyncio.get_running_loop().create_future()
+        self._supervisor = asyncio.create_task(self._supervise(first), name=f"{self._name}-supervisor")
+        await first
+
+    async def stop(self, grace: float = 3.0) -> None:
+        """Stop the child (SIGTERM, then SIGKILL after `grace`) and the supervisor."""
+        self._stopping = True
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+
+    async def wait_running(self, within: float | None = None) -> bool:
+        try:
+            await asyncio.wait_for(self._running.wait(), within)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._running.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def status(self) -> ChildStatus:
+        next_in = None
+        if self._next_restart_at is not None:
+            next_in = max(0.0, round(self._next_restart_at - time.monotonic(), 3))
+        return ChildStatus(
+            command=self._command,
+            running=self.running,
+            pid=self.pid if self.running else None,
+            restarts=self._restarts,
+            last_exit_code=self._last_exit,
+            last_started=self._last_started,
+            next_restart_in=next_in,
+            stderr_tail=list(self._stderr),
+        )
+
+    # -- I/O -------------------------------------------------------------------------------------
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        """Write one JSON-RPC message as a line on the child's stdin."""
+        proc = self._proc
+        if not self.running or proc is None or proc.stdin is None:
+            raise ChildUnavailableError(f"{self._name} is not running")
+        data = orjson.dumps(message) + b"\n"
+        async with self._write_lock:
+            try:
+                proc.stdin.write(data)
+                await proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise ChildUnavailableError(f"{self._name} closed its stdin") from exc
+
+    # -- internals -------------------------------------------------------------------------------
+
+    async def _supervise(self, first: asyncio.Future[None]) -> None:
+        try:
+            while not self._stopping:
+                started = time.monotonic()
+                try:
+                    await self._spawn()
+                except OSError as exc:
+                    self._stderr.append(f"[mcpfleet] cannot start {self._command[0]}: {exc}")
+                    log.error("%s: cannot start %s: %s", self._name, self._command[0], exc)
+                    self._last_exit = None
+                else:
+                    if not first.done():
+                        first.set_result(None)
+                    await self._run_until_exit()
+                if not first.done():
+                    first.set_result(None)
+                if self._stopping:
+                    break
+                ran_for = time.monotonic() - started
+                self._failures = 1 if ran_for >= self._backoff.stable_after else self._failures + 1
+                delay = self._backoff.delay(self._failures)
+                log.warning(
+                    "%s exited (code %s) after %.1fs; restarting in %.2fs",
+                    self._name,
+                    self._last_exit,
+                    ran_for,
+                    delay,
+                )
+                self._next_restart_at = time.monotonic() + delay
+                await asyncio.sleep(delay)
+                self._next_restart_at = None
+                self._restarts += 1
+        finally:
+            if not first.done():
+                first.set_result(None)
+
+    async def _spawn(self) -> None:
+        env = None
+        if self._env is not None:
+            env = {**os.environ, **self._env}
+        self._proc = await asyncio.create_subprocess_exec(
+            *self._command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=self._cwd,
+            limit=_LINE_LIMIT,
+            # Own process group: a Ctrl-C on the proxy's terminal must not reach the child
+            # before the proxy has drained it.
+            start_new_session=True,
+        )
+        self._last_started = time.time()
+        self._running.set()
+        log.info("%s started (pid %s): %s", self._name, self._proc.pid, " ".join(self._command))
+        if self._on_start is not None:
+            await self._on_start()
+
+    async def _run_until_exit(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None and proc.stderr is not None
+        stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
+        try:
+            while True:
+                try:
+                    line = await proc.stdout.readline()
+                except (ValueError, asyncio.LimitOverrunError):
+                    log.error("%s wrote a line over %d bytes; dropping it", self._name, _LINE_LIMIT)
+                    continue
+                if not line:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    message = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    # Servers sometimes print banners on stdout; keep them visible, don't die.
+                    self._stderr.append(f"[stdout, not JSON] {line[:500].decode(errors='replace')}")
+                    continue
+                if isinstance(message, dict):
+                    try:
+                        await self._on_message(message)
+                    except Exception:
+                        log.exception("%s: handling a message from the child failed", self._name)
+            self._last_exit = await proc.wait()
+        finally:
+            self._running.clear()
+            # Give stderr a moment to flush the child's last words (why it died), then stop.
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(stderr_task), 0.5)
+            stderr_task.cancel()
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                self._last_exit = await proc.wait()
+            if self._on_exit is not None:
+                try:
+                    await self._on_exit()
+                except Exception:
+                    log.exception("%s: exit handler failed", self._name)
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stream.readline()
+            except (ValueError, asyncio.LimitOverrunError):
+                continue
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip()
+            self._stderr.append(text)
+            log.debug("%s stderr: %s", self._name, text)

@@ -1,0 +1,147 @@
+"""Remote mode: forward `/mcp` to a remote streamable-HTTP MCP server (MCPRemoteProxy).
+
+A byte-level reverse proxy on aiohttp: method, body and headers go through (minus hop-by-hop
+headers and `Host`), response bodies are streamed back chunk by chunk so SSE works, and
+configured headers are added to every upstream request. Header values come from environment
+variables (`--header-from-env Authorization=TOKEN_ENV`), which is how Kubernetes Secrets reach
+the pod; values are never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+import orjson
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+def headers_from_env(mapping: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`{"Authorization": "TOKEN_ENV"}` -> `{"Authorization": $TOKEN_ENV}`; a missing variable is an error."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for header, variable in mapping.items():
+        if variable not in env:
+            raise ValueError(
+                f"--header-from-env {header}={variable}: environment variable {variable} is not set"
+            )
+        out[header] = env[variable]
+    return out
+
+
+@dataclass
+class RemoteProxyApp:
+    """ASGI app relaying `/mcp` to `remote_url`."""
+
+    remote_url: str
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    connect_timeout: float = 10.0
+    _session: aiohttp.ClientSession | None = None
+    _last_error: str | None = None
+    _requests: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.remote_url.startswith(("http://", "https://")):
+            raise ValueError(f"--remote: expected an http(s) URL, got {self.remote_url!r}")
+
+    async def start(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout)
+        # auto_decompress off: bytes (and Content-Encoding) pass through as the server sent them.
+        self._session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await self.start()
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await self.stop()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/health":
+            body = {
+                "status": "ok",
+                "remote": self.remote_url,
+                "requests": self._requests,
+                "lastError": self._last_error,
+            }
+            await Response(orjson.dumps(body), 200, media_type="application/json")(scope, receive, send)
+            return
+        if scope["path"].rstrip("/") != "/mcp":
+            await Response("Not Found", 404)(scope, receive, send)
+            return
+        await self._forward(scope, receive, send)
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._session is not None, "RemoteProxyApp.start() was not called"
+        self._requests += 1
+        body = bytearray()
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {
+            k.decode("latin-1"): v.decode("latin-1")
+            for k, v in scope["headers"]
+            if k.decode("latin-1").lower() not in HOP_BY_HOP
+        }
+        headers.update(self.extra_headers)
+        url = self.remote_url
+        if scope.get("query_string"):
+            url += ("&" if "?" in url else "?") + scope["query_string"].decode("latin-1")
+        try:
+            upstream = await self._session.request(scope["method"], url, data=bytes(body), headers=headers)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("remote %s unreachable: %s", self.remote_url, self._last_error)
+            err = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32603, "message": "remote MCP server unreachable"},
+            }
+            await Response(orjson.dumps(err), 502, media_type="application/json")(scope, receive, send)
+            return
+        async with upstream:
+            out_headers = [
+                (k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in upstream.headers.items()
+                if k.lower() not in HOP_BY_HOP
+            ]
+            await send({"type": "http.response.start", "status": upstream.status, "headers": out_headers})
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except (aiohttp.ClientError, ConnectionResetError) as exc:
+                log.debug("remote stream ended: %s", exc)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})

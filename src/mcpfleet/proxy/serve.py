@@ -1,0 +1,82 @@
+"""Running the proxy: build the ASGI app for the chosen mode and serve it with uvicorn
+(uvloop + httptools), on a socket bound here so `--port 0` works and the real URL is printed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
+from mcpfleet.proxy.http_app import ProxyApp, security_for
+from mcpfleet.proxy.remote import RemoteProxyApp
+
+log = logging.getLogger(__name__)
+
+
+def build_stdio_app(
+    command: Sequence[str],
+    *,
+    host: str,
+    transport: str = "streamable-http",
+    allowed_hosts: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    factory: ChildFactory | None = None,
+    isolation: str = "shared",
+) -> ProxyApp:
+    """The proxy app for a local command, or for `factory` (e.g. an attached container) when given."""
+    if transport not in ("streamable-http", "sse"):
+        raise ValueError(f"--transport: expected streamable-http or sse, got {transport!r}")
+    if factory is None:
+        backend = StdioBackend(process_factory(command, env=env), per_session=isolation == "session")
+    else:
+        if isolation != "shared":
+            raise ValueError("--isolation session needs a command: an attached container has one stdio")
+        backend = StdioBackend(factory, single_stdio=True)
+    return ProxyApp(
+        backend,
+        security=security_for(host, allowed_hosts),
+        enable_sse=transport == "sse",
+        isolation=isolation,
+    )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
+    import uvicorn
+
+    sock = bind(host, port)
+    actual = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"mcpfleet proxy listening on http://{shown}:{actual}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=3,
+    )
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def run(app: ProxyApp | RemoteProxyApp, host: str, port: int, log_level: str = "warning") -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvicorn[standard] brings it
+        asyncio.run(serve(app, host, port, log_level))
+        return
+    uvloop.run(serve(app, host, port, log_level))

@@ -1,0 +1,1 @@
+"""Reconcile rules per kind: desired state and status transitions, shared by the Kubernetes and local platforms."""

@@ -1,0 +1,113 @@
+"""Rules shared by the configuration kinds (MCPToolConfig, MCPExternalAuthConfig).
+
+A configuration object is valid once it parsed (the models hold every rule), carries `configHash`
+(sha256 of its spec, which referencing workloads copy into their rendered config so a change rolls
+them), lists the workloads that reference it, and cannot be deleted while referenced: the platform
+keeps a finalizer on it while `referencingWorkloads` is non-empty, and the status says by whom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from mcpfleet.api.meta import ConfigStatus, WorkloadReference, set_condition
+from mcpfleet.api.resource import Resource
+from mcpfleet.reconcile.common import sha256_of
+
+CONDITION_VALID = "Valid"
+CONDITION_DELETION_BLOCKED = "DeletionBlocked"
+FINALIZER = "mcpfleet.dev/in-use"
+
+
+def config_hash(obj: Resource) -> str:
+    """sha256 over the spec as written on the wire (camelCase, unset fields left out)."""
+    spec = getattr(obj, "spec")  # noqa: B009 - every config kind has a spec
+    return sha256_of(spec.dump())
+
+
+def references(
+    candidates: Iterable[tuple[str, str, Iterable[str]]],
+) -> list[WorkloadReference]:
+    """Sorted, de-duplicated references from (kind, name, referenced names) triples."""
+    refs = {(kind, name) for kind, name, _ in candidates}
+    return [WorkloadReference(kind=k, name=n) for k, n in sorted(refs)]
+
+
+def describe(refs: list[WorkloadReference]) -> str:
+    return ", ".join(f"{r.kind}/{r.name}" for r in refs)
+
+
+def config_status(
+    previous: ConfigStatus,
+    *,
+    obj: Resource,
+    refs: list[WorkloadReference],
+    deleting: bool,
+    now: str | None = None,
+) -> ConfigStatus:
+    """Status of a valid configuration object; equal to `previous` when nothing changed."""
+    generation = obj.generation
+    conditions = set_condition(
+        list(previous.conditions),
+        type=CONDITION_VALID,
+        status="True",
+        reason="Valid",
+        message="the spec is valid",
+        observed_generation=generation,
+        now=now,
+    )
+    if deleting and refs:
+        conditions = set_condition(
+            conditions,
+            type=CONDITION_DELETION_BLOCKED,
+            status="True",
+            reason="StillReferenced",
+            message=f"deletion waits until no workload references it; referenced by {describe(refs)}",
+            observed_generation=generation,
+            now=now,
+        )
+    elif any(c.type == CONDITION_DELETION_BLOCKED for c in conditions):
+        conditions = set_condition(
+            conditions,
+            type=CONDITION_DELETION_BLOCKED,
+            status="False",
+            reason="NotReferenced",
+            message="no workload references it",
+            observed_generation=generation,
+            now=now,
+        )
+    return ConfigStatus(
+        observed_generation=generation,
+        config_hash=config_hash(obj),
+        referencing_workloads=refs,
+        conditions=conditions,
+    )
+
+
+def invalid_config_status(
+    previous: ConfigStatus, *, generation: int, message: str, now: str | None = None
+) -> ConfigStatus:
+    """Status of a configuration object whose spec does not validate: Valid=False naming the field."""
+    conditions = set_condition(
+        list(previous.conditions),
+        type=CONDITION_VALID,
+        status="False",
+        reason="InvalidSpec",
+        message=message,
+        observed_generation=generation,
+        now=now,
+    )
+    return ConfigStatus(
+        observed_generation=generation,
+        config_hash=None,
+        referencing_workloads=list(previous.referencing_workloads),
+        conditions=conditions,
+    )
+
+
+def needs_finalizer(refs: list[WorkloadReference]) -> bool:
+    """A finalizer is held only while something references the object (deletion is then blocked)."""
+    return bool(refs)
+
+
+RefGetter = Callable[[Resource], Iterable[str]]

@@ -1,0 +1,194 @@
+"""Reconcile rules of MCPRegistry: the rendered registry server config, what runs, the flat status.
+
+Status is the MCPServer pattern (ToolHive after its status consolidation): phase Pending / Running /
+Failed / Terminating, a Ready condition (reasons Ready / NotReady, or InvalidSpec), readyReplicas,
+url only while Running, observedGeneration. Sync state belongs to the registry server, not the CR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from mcpfleet.api.mcpregistry import MCPRegistry, MCPRegistryStatus, RegistrySource
+from mcpfleet.reconcile.common import child_name_problem, labels
+from mcpfleet.reconcile.model import (
+    KUBERNETES_SECRET_DIR,
+    ConfigFile,
+    Container,
+    RbacRule,
+    SecretFile,
+    WorkloadObservation,
+    WorkloadPlan,
+    World,
+)
+from mcpfleet.reconcile.status import workload_status
+
+CONFIG_FILE = "registry.yaml"
+CONTAINER = "registry"
+PORT = 8080
+DATA_DIR = "/var/lib/mcpfleet"
+DB_PASSWORD_FILE = "db-password"
+
+
+class RenderError(ValueError):
+    """The spec cannot be rendered into a registry config; the message names the field."""
+
+
+def _source(registry: MCPRegistry, index: int, source: RegistrySource) -> dict[str, Any]:
+    where = f"spec.registries[{index}]"
+    out: dict[str, Any] = {"name": source.name, "format": source.format}
+    if source.config_map_ref is not None:
+        ref = source.config_map_ref
+        out["configMap"] = {"namespace": registry.namespace, "name": ref.name, "key": ref.key}
+    elif source.git is not None:
+        git = source.git
+        if git.auth is not None:
+            raise RenderError(
+                f"{where}.git.auth: private git repositories are not supported by the registry server yet"
+            )
+        out["git"] = {
+            k: v
+            for k, v in {
+                "repository": git.repository,
+                "branch": git.branch,
+                "tag": git.tag,
+                "commit": git.commit,
+                "path": git.path,
+            }.items()
+            if v is not None
+        }
+    elif source.api is not None:
+        out["api"] = {"url": source.api.endpoint}
+        out["format"] = "upstream"  # an API source always speaks the upstream format
+    elif source.url is not None:
+        out["url"] = {"url": source.url.endpoint}
+    elif source.kubernetes is not None:
+        out["kubernetes"] = {"namespaces": list(source.kubernetes.namespaces or [registry.namespace])}
+        out["format"] = "upstream"
+    if source.sync_policy is not None:
+        out["syncPolicy"] = {"interval": source.sync_policy.interval}
+    if source.filter is not None:
+        out["filter"] = source.filter.dump()
+    return out
+
+
+def render_config(registry: MCPRegistry, world: World) -> dict[str, Any]:
+    """The registry server config document, validated by the server's own model."""
+    from mcpfleet.registry.config import RegistryConfig
+
+    spec = registry.spec
+    document: dict[str, Any] = {
+        "registryName": registry.name,
+        "sources": [_source(registry, i, s) for i, s in enumerate(spec.registries)],
+    }
+    database: dict[str, Any] = {}
+    if spec.database_config is not None:
+        db = spec.database_config
+        if world.platform != "kubernetes":
+            raise RenderError("spec.databaseConfig: the password Secret needs Kubernetes; use SQLite locally")
+        database["url"] = (
+            f"postgresql+asyncpg://{db.user}@{db.host}:{db.port}/{db.database}?ssl={db.ssl_mode}"
+        )
+        database["passwordFile"] = f"{KUBERNETES_SECRET_DIR}/{DB_PASSWORD_FILE}"
+    elif world.platform == "kubernetes":
+        # The config is mounted read-only: the SQLite file lives in the scratch volume.
+        database["url"] = f"sqlite+aiosqlite:///{DATA_DIR}/{registry.name}.db"
+    if database:
+        document["database"] = database
+    try:
+        model = RegistryConfig.model_validate(document)
+    except ValueError as exc:
+        raise RenderError(f"rendered registry config is invalid: {exc}") from exc
+    return model.dump()
+
+
+def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
+    """What should run for `registry`: `mcpfleet registry serve` with its rendered config."""
+    spec = registry.spec
+    problems: list[str] = []
+    if world.platform == "kubernetes":
+        problems.extend(child_name_problem("MCPRegistry", registry.name))
+    config_files: tuple[ConfigFile, ...] = ()
+    try:
+        config_files = (
+            ConfigFile(CONFIG_FILE, yaml.safe_dump(render_config(registry, world), sort_keys=True)),
+        )
+    except RenderError as exc:
+        problems.append(str(exc))
+    command = [
+        "mcpfleet",
+        "registry",
+        "serve",
+        "--config",
+        f"{{config_dir}}/{CONFIG_FILE}",
+        "--port",
+        "{port}",
+    ]
+    rbac: tuple[RbacRule, ...] = ()
+    secret_files: tuple[SecretFile, ...] = ()
+    kubernetes = world.platform == "kubernetes"
+    if kubernetes:
+        command += ["--host", "0.0.0.0"]
+        config_maps = tuple(sorted({s.config_map_ref.name for s in spec.registries if s.config_map_ref}))
+        rules: list[RbacRule] = []
+        if config_maps:
+            rules.append(
+                RbacRule(("",), ("configmaps",), ("get", "list", "watch"), resource_names=config_maps)
+            )
+        if any(s.kubernetes is not None for s in spec.registries):
+            rules.append(
+                RbacRule(
+                    ("mcpfleet.dev",),
+                    ("mcpservers", "virtualmcpservers", "mcpremoteproxies"),
+                    ("get", "list", "watch"),
+                )
+            )
+        rbac = tuple(rules)
+        if spec.database_config is not None:
+            ref = spec.database_config.db_app_user_password_secret_ref
+            from mcpfleet.api.meta import SecretKeyRef
+
+            secret_files = (SecretFile(DB_PASSWORD_FILE, SecretKeyRef(name=ref.name, key=ref.key)),)
+    return WorkloadPlan(
+        kind="MCPRegistry",
+        name=registry.name,
+        namespace=registry.namespace,
+        replicas=1 if spec.replicas is None else spec.replicas,
+        containers=(Container(name=CONTAINER, command=tuple(command), port=PORT),),
+        serving_container=CONTAINER,
+        url_path="",
+        health_path="/health",
+        config_files=config_files,
+        rbac=rbac,
+        labels=labels("MCPRegistry", registry.name, "registry"),
+        problems=tuple(problems),
+        secret_files=secret_files,
+        data_dir=DATA_DIR if kubernetes and spec.database_config is None else None,
+    )
+
+
+def status(
+    previous: MCPRegistryStatus,
+    registry: MCPRegistry,
+    plan: WorkloadPlan,
+    observation: WorkloadObservation | None,
+    now: str | None = None,
+) -> MCPRegistryStatus:
+    """The flat registry status; the shared workload rule, with no Stopped phase (a registry at 0
+    replicas is Pending, not serving)."""
+    from mcpfleet.api.meta import WorkloadStatus
+
+    shared = workload_status(
+        WorkloadStatus(conditions=list(previous.conditions)), plan, observation, registry.generation, now=now
+    )
+    phase = "Pending" if shared.phase == "Stopped" else shared.phase
+    return MCPRegistryStatus(
+        phase=phase,
+        message=shared.message,
+        url=shared.url,
+        ready_replicas=shared.ready_replicas,
+        observed_generation=shared.observed_generation,
+        conditions=shared.conditions,
+    )

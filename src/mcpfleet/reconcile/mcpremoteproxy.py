@@ -1,0 +1,137 @@
+"""Reconcile rules of MCPRemoteProxy: `mcpfleet proxy --remote URL` in front of a remote MCP server.
+
+Headers from `headerForward` reach the proxy as environment variables named on the command line
+(`--header-from-env HEADER=ENV`): plaintext values as plain env, secret values as secretKeyRef env,
+so no header value is ever written into a ConfigMap or the command line.
+"""
+
+from __future__ import annotations
+
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.meta import SecretKeyRef
+from mcpfleet.reconcile import configkinds
+from mcpfleet.reconcile.common import (
+    canonical_json,
+    child_name,
+    child_name_problem,
+    group_condition,
+    labels,
+    resources_dict,
+    service_hosts,
+)
+from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
+
+RUN_CONFIG = "runconfig.json"
+PROXY_CONTAINER = "proxy"
+
+
+def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
+    spec = proxy.spec
+    problems: list[str] = []
+    if world.platform == "kubernetes":
+        problems.extend(child_name_problem("MCPRemoteProxy", proxy.name))
+    if spec.tool_config_ref is not None and spec.tool_config_ref.name not in world.tool_configs:
+        problems.append(f"toolConfigRef: MCPToolConfig {spec.tool_config_ref.name} not found")
+    ref = spec.external_auth_config_ref
+    if ref is not None and ref.name not in world.external_auth_configs:
+        problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {ref.name} not found")
+    if spec.oidc_config_ref is not None or (
+        spec.oidc_config is not None and spec.oidc_config.type == "configMap"
+    ):
+        problems.append(
+            "oidcConfigRef / oidcConfig.configMap: incoming OIDC for MCPRemoteProxy is not supported yet"
+        )
+    return problems
+
+
+def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
+    spec = proxy.spec
+    config: dict[str, object] = {
+        "name": proxy.name,
+        "namespace": proxy.namespace,
+        "remoteURL": spec.remote_url,
+        "transport": spec.transport,
+        "headers": sorted(
+            [*(spec.header_forward.add_plaintext_headers or {})]
+            + [h.header_name for h in spec.header_forward.add_headers_from_secret or ()]
+        )
+        if spec.header_forward
+        else [],
+    }
+    if spec.group_ref is not None:
+        config["groupRef"] = spec.group_ref
+    if spec.tool_config_ref is not None and spec.tool_config_ref.name in world.tool_configs:
+        tool_config = world.tool_configs[spec.tool_config_ref.name]
+        config["toolConfig"] = {
+            "name": tool_config.name,
+            "configHash": configkinds.config_hash(tool_config),
+            "spec": tool_config.spec.dump(),
+        }
+    ref = spec.external_auth_config_ref
+    if ref is not None and ref.name in world.external_auth_configs:
+        auth = world.external_auth_configs[ref.name]
+        config["externalAuthConfig"] = {
+            "name": auth.name,
+            "type": auth.spec.type,
+            "configHash": configkinds.config_hash(auth),
+        }
+    return config
+
+
+def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
+    """What should run for `proxy` in `world`."""
+    spec = proxy.spec
+    command: list[str] = [
+        "mcpfleet",
+        "proxy",
+        "--remote",
+        spec.remote_url,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "{port}",
+    ]
+    env: list[tuple[str, str]] = []
+    secrets: list[SecretEnv] = []
+    forward = spec.header_forward
+    index = 0
+    for header, value in sorted((forward.add_plaintext_headers or {}).items()) if forward else ():
+        var = f"MCPFLEET_HEADER_{index}"
+        env.append((var, value))
+        command += ["--header-from-env", f"{header}={var}"]
+        index += 1
+    for item in (forward.add_headers_from_secret or ()) if forward else ():
+        var = f"MCPFLEET_HEADER_{index}"
+        secrets.append(
+            SecretEnv(var, SecretKeyRef(name=item.value_secret_ref.name, key=item.value_secret_ref.key))
+        )
+        command += ["--header-from-env", f"{item.header_name}={var}"]
+        index += 1
+    if world.platform == "kubernetes":
+        for host in service_hosts(child_name("MCPRemoteProxy", proxy.name), proxy.namespace, spec.proxy_port):
+            command += ["--allowed-host", host]
+    container = Container(
+        name=PROXY_CONTAINER,
+        command=tuple(command),
+        port=spec.proxy_port,
+        env=tuple(env),
+        secret_env=tuple(secrets),
+        resources=resources_dict(spec.resources),
+    )
+    return WorkloadPlan(
+        kind="MCPRemoteProxy",
+        name=proxy.name,
+        namespace=proxy.namespace,
+        replicas=spec.effective_replicas,
+        containers=(container,),
+        serving_container=PROXY_CONTAINER,
+        # The proxy serves streamable HTTP on /mcp whatever the remote's transport.
+        url_path="/mcp",
+        health_path="/health",
+        config_files=(ConfigFile(RUN_CONFIG, canonical_json(run_config(proxy, world))),),
+        service_account=spec.service_account,
+        labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
+        conditions=group_condition(spec.group_ref, world),
+        problems=tuple(_problems(proxy, world)),
+        session_affinity=spec.session_affinity,
+    )

@@ -1,0 +1,190 @@
+"""The platform-neutral contract between the reconcile rules and the two platforms.
+
+A reconcile rule (`reconcile/<kind>.py`) turns one object plus what the platform observed of the world
+into a `WorkloadPlan` — what should run — and turns a `WorkloadObservation` of what runs into the
+object's status. The Kubernetes platform renders a plan into Deployments, Services, ConfigMaps and
+RBAC; the local platform runs it as supervised processes. Neither platform decides *what* to run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.api.mcpgroup import MCPGroup
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.mcptoolconfig import MCPToolConfig
+from mcpfleet.api.meta import ConditionStatus, SecretKeyRef
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
+
+KUBERNETES_CONFIG_DIR = "/etc/mcpfleet/config"
+"""Where ConfigFiles are mounted on Kubernetes (the value of `{config_dir}` there)."""
+KUBERNETES_SECRET_DIR = "/etc/mcpfleet/secrets"
+"""Where SecretFiles are mounted on Kubernetes."""
+
+WorkloadKind = Literal["MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry"]
+
+
+@dataclass(frozen=True)
+class SecretEnv:
+    """An environment variable whose value comes from a Secret key: never rendered into config."""
+
+    env_name: str
+    secret: SecretKeyRef
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A file the workload reads at start (a ConfigMap key on Kubernetes, a file in the state dir locally).
+
+    `content` must never hold secret values: secrets travel as `SecretEnv`.
+    """
+
+    filename: str
+    content: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Container:
+    """One process of the workload.
+
+    `command` is the full argv. The placeholder `{port}` in it is replaced by the port the platform
+    gives the container (the fixed containerPort on Kubernetes, an allocated one locally), and
+    `{config_dir}` by where the ConfigFiles are mounted. A command without `{port}` and with
+    `fixed_port` set binds `port` itself (the platform must use that port).
+    """
+
+    name: str
+    command: tuple[str, ...]
+    image: str | None = None
+    """Container image on Kubernetes; None means the mcpfleet image (runner / vMCP / registry)."""
+    port: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[SecretEnv, ...] = ()
+    stdin: bool = False
+    """Keep stdin open (an OCI stdio server reached through the attach API)."""
+    resources: dict[str, dict[str, str]] | None = None
+    args: tuple[str, ...] = ()
+    """Arguments for a container image's own entrypoint (used when `command` is empty)."""
+    field_env: tuple[tuple[str, str], ...] = ()
+    """Environment from the pod's own fields (Kubernetes downward API): (name, fieldPath),
+    e.g. ("POD_NAME", "metadata.name"). Kubernetes expands `$(POD_NAME)` in `command`."""
+    fixed_port: bool = False
+    """The server binds `port` itself (an http package or image): the platform cannot choose it."""
+
+
+@dataclass(frozen=True)
+class SecretFile:
+    """A Secret key mounted as a file in `KUBERNETES_SECRET_DIR` (Kubernetes only)."""
+
+    filename: str
+    secret: SecretKeyRef
+
+
+@dataclass(frozen=True)
+class RbacRule:
+    """A least-privilege permission the workload's ServiceAccount needs."""
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    resource_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """Everything that should run for one object.
+
+    `problems` non-empty means the spec cannot run as asked (e.g. an OCI image on the local platform,
+    a missing reference): the platform runs nothing new and the status turns Failed with them.
+    """
+
+    kind: WorkloadKind
+    name: str
+    namespace: str
+    replicas: int
+    containers: tuple[Container, ...] = ()
+    serving_container: str | None = None
+    """The container whose port the Service / the local URL points at."""
+    url_path: str = "/mcp"
+    """Path of the MCP (or API) endpoint under the service URL: /mcp, /sse, or '' for the registry."""
+    health_path: str = "/health"
+    config_files: tuple[ConfigFile, ...] = ()
+    rbac: tuple[RbacRule, ...] = ()
+    service_account: str | None = None
+    """An existing ServiceAccount to use; None creates one named after the object."""
+    labels: dict[str, str] = field(default_factory=dict)
+    conditions: tuple[tuple[str, ConditionStatus, str, str], ...] = ()
+    """Extra conditions the plan implies: (type, status, reason, message), e.g. ReplicasCapped."""
+    problems: tuple[str, ...] = ()
+    secret_files: tuple[SecretFile, ...] = ()
+    """Secret keys mounted as files in `KUBERNETES_SECRET_DIR` (Kubernetes only)."""
+    data_dir: str | None = None
+    """A writable scratch directory the workload needs at this path (an emptyDir on Kubernetes)."""
+    service_type: str = "ClusterIP"
+    """Kubernetes Service type."""
+    session_affinity: str | None = None
+    """Kubernetes Service session affinity (ClientIP / None)."""
+
+    @property
+    def config_checksum(self) -> str:
+        """sha256 over every config file; copied into the pod template so a change rolls the pods."""
+        digest = hashlib.sha256()
+        for config in sorted(self.config_files, key=lambda c: c.filename):
+            digest.update(config.filename.encode() + b"\0" + config.content.encode() + b"\0")
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class WorkloadObservation:
+    """What a platform saw of a plan it applied."""
+
+    desired_replicas: int
+    ready_replicas: int
+    url: str | None
+    """Where clients reach the workload (in-cluster Service URL, or http://127.0.0.1:PORT locally)."""
+    failed: bool = False
+    failure_message: str | None = None
+    """Why it failed, e.g. the last lines of stderr of a crashed process."""
+    terminating: bool = False
+
+
+Platform = Literal["kubernetes", "local"]
+
+
+@dataclass(frozen=True)
+class Images:
+    """Container images used on Kubernetes (operator settings); ignored by the local platform."""
+
+    runner: str = "ghcr.io/mcpfleet/mcpfleet:latest"
+    vmcp: str = "ghcr.io/mcpfleet/mcpfleet:latest"
+    registry: str = "ghcr.io/mcpfleet/mcpfleet:latest"
+
+
+@dataclass(frozen=True)
+class World:
+    """What a reconcile rule may know beyond the object itself, gathered once per pass by the platform.
+
+    Objects are the validated api models of the same namespace. Rules never fetch anything: a platform
+    reads the world once, so a reconcile pass never GETs the same object twice.
+    """
+
+    platform: Platform
+    namespace: str
+    images: Images = field(default_factory=Images)
+    groups: dict[str, MCPGroup] = field(default_factory=dict)
+    servers: tuple[MCPServer, ...] = ()
+    remote_proxies: tuple[MCPRemoteProxy, ...] = ()
+    tool_configs: dict[str, MCPToolConfig] = field(default_factory=dict)
+    external_auth_configs: dict[str, MCPExternalAuthConfig] = field(default_factory=dict)
+    backend_urls: dict[str, str] = field(default_factory=dict)
+    """Observed URLs of servers / remote proxies by name (status.url on Kubernetes, local URLs locally)."""
+    virtual_servers: tuple[VirtualMCPServer, ...] = ()
+    """VirtualMCPServers of the namespace (for referencingWorkloads of the config kinds)."""

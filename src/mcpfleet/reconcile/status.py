@@ -1,0 +1,71 @@
+"""Status rules shared by every workload kind and both platforms.
+
+One function decides phase, the Ready condition, url and readyReplicas from a plan and an
+observation, so `kubectl get` and `mcpfleet get` can never disagree about what a state means.
+The url is set only while the workload is Running: a Failed or Pending workload never shows a
+stale address.
+"""
+
+from __future__ import annotations
+
+from mcpfleet.api.meta import WorkloadPhase, WorkloadStatus, set_condition
+from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan
+
+READY = "Ready"
+
+
+def workload_status(
+    previous: WorkloadStatus,
+    plan: WorkloadPlan,
+    observation: WorkloadObservation | None,
+    generation: int,
+    now: str | None = None,
+) -> WorkloadStatus:
+    """The status a workload should have; equal to `previous` when nothing changed (so no write)."""
+    conditions = list(previous.conditions)
+    ready_replicas = observation.ready_replicas if observation else 0
+    url: str | None = None
+    phase: WorkloadPhase
+    if plan.problems:
+        phase, reason, message = "Failed", "InvalidSpec", "; ".join(plan.problems)
+    elif observation is not None and observation.terminating:
+        phase, reason, message = "Terminating", "Terminating", "the workload is being deleted"
+    elif observation is not None and observation.failed:
+        phase, reason = "Failed", "WorkloadFailed"
+        message = observation.failure_message or "the workload failed"
+    elif plan.replicas == 0:
+        phase, reason, message = "Stopped", "ScaledToZero", "replicas is 0"
+    elif observation is not None and ready_replicas >= plan.replicas and observation.url:
+        phase, reason = "Running", "Ready"
+        message = f"{ready_replicas}/{plan.replicas} replicas ready"
+        url = observation.url
+    else:
+        phase, reason = "Pending", "NotReady"
+        message = f"{ready_replicas}/{plan.replicas} replicas ready"
+    conditions = set_condition(
+        conditions,
+        type=READY,
+        status="True" if phase == "Running" else "False",
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        now=now,
+    )
+    for type_, status, cond_reason, cond_message in plan.conditions:
+        conditions = set_condition(
+            conditions,
+            type=type_,
+            status=status,
+            reason=cond_reason,
+            message=cond_message,
+            observed_generation=generation,
+            now=now,
+        )
+    return WorkloadStatus(
+        phase=phase,
+        message=message,
+        url=url,
+        ready_replicas=ready_replicas,
+        observed_generation=generation,
+        conditions=conditions,
+    )

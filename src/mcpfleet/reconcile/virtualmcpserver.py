@@ -1,0 +1,456 @@
+"""Reconcile rules of VirtualMCPServer: the rendered vMCP config, what runs, and the status rule.
+
+The vMCP config (`vmcp.yaml`) is rendered from the spec plus the group's membership: every member
+MCPServer / MCPRemoteProxy with an observed URL becomes a backend; referenced MCPToolConfigs are
+inlined; outgoing auth from MCPExternalAuthConfigs is resolved, secret values reaching the gateway
+as secretKeyRef env named in the config (`headerValueEnv`, `clientSecretEnv`). The dict is validated
+by the gateway's own model (`mcpfleet.vmcp.config.VMCPConfig`), so a shape mismatch fails loudly.
+
+Status: Pending / Ready / Degraded / Failed. Backend health and capability counts come only from the
+running gateway (it patches `discoveredBackends`, `toolCount`… itself); the operator lists the
+backends it configured, keeps the gateway's health fields for a backend whose URL did not change,
+and never estimates counts: they are cleared while no gateway replica is ready.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.api.meta import set_condition
+from mcpfleet.api.virtualmcpserver import (
+    BackendAuth,
+    DiscoveredBackend,
+    VirtualMCPServer,
+    VirtualMCPServerStatus,
+)
+from mcpfleet.reconcile.common import child_name, child_name_problem, group_condition, labels, service_hosts
+from mcpfleet.reconcile.mcpserver import url_path as server_url_path
+from mcpfleet.reconcile.model import (
+    ConfigFile,
+    Container,
+    RbacRule,
+    SecretEnv,
+    WorkloadObservation,
+    WorkloadPlan,
+    World,
+)
+
+CONFIG_FILE = "vmcp.yaml"
+CONTAINER = "vmcp"
+PORT = 4483
+
+
+class RenderError(ValueError):
+    """The spec cannot be rendered into a vMCP config; the message names the field."""
+
+
+def group_members(vmcp: VirtualMCPServer, world: World) -> list[tuple[str, str, str]]:
+    """(name, kind, transport) of the group's MCPServers and MCPRemoteProxies, sorted by name."""
+    group = vmcp.spec.config.group_ref
+    members: list[tuple[str, str, str]] = []
+    for server in world.servers:
+        if server.spec.group_ref == group:
+            transport = "sse" if server_url_path(server) == "/sse" else "streamable-http"
+            members.append((server.name, "MCPServer", transport))
+    for proxy in world.remote_proxies:
+        if proxy.spec.group_ref == group:
+            members.append((proxy.name, "MCPRemoteProxy", "streamable-http"))
+    return sorted(members)
+
+
+def backends(vmcp: VirtualMCPServer, world: World) -> list[tuple[str, str | None]]:
+    """(name, url) of every backend: group members (url None while not running) and static backends."""
+    result: list[tuple[str, str | None]] = [
+        (name, world.backend_urls.get(name)) for name, _, _ in group_members(vmcp, world)
+    ]
+    for static in vmcp.spec.config.backends or ():
+        result.append((static.name, static.url))
+    return result
+
+
+class _Secrets:
+    """Secret env vars the gateway needs, named deterministically so the config stays stable."""
+
+    def __init__(self) -> None:
+        self.env: list[SecretEnv] = []
+
+    def add(self, name: str, key: str) -> str:
+        from mcpfleet.api.meta import SecretKeyRef
+
+        for existing in self.env:
+            if existing.secret.name == name and existing.secret.key == key:
+                return existing.env_name
+        var = f"MCPFLEET_SECRET_{len(self.env)}"
+        self.env.append(SecretEnv(var, SecretKeyRef(name=name, key=key)))
+        return var
+
+
+def _auth_strategy(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> dict[str, Any]:
+    spec = auth.spec
+    if spec.type == "unauthenticated":
+        return {"type": "unauthenticated"}
+    if spec.type == "headerInjection" and spec.header_injection is not None:
+        ref = spec.header_injection.value_secret_ref
+        return {
+            "type": "header_injection",
+            "header_injection": {
+                "header_name": spec.header_injection.header_name,
+                "header_value_env": secrets.add(ref.name, ref.key),
+            },
+        }
+    if spec.type == "tokenExchange" and spec.token_exchange is not None:
+        exchange = spec.token_exchange
+        block: dict[str, Any] = {
+            "token_url": exchange.token_url,
+            "audience": exchange.audience,
+            "client_id": exchange.client_id,
+            "scopes": list(exchange.scopes or ()),
+            "subject_token_type": exchange.subject_token_type,
+        }
+        if exchange.client_secret_ref is not None:
+            block["client_secret_env"] = secrets.add(
+                exchange.client_secret_ref.name, exchange.client_secret_ref.key
+            )
+        return {"type": "token_exchange", "token_exchange": {k: v for k, v in block.items() if v is not None}}
+    raise RenderError(
+        f"{where}: MCPExternalAuthConfig {auth.name} of type {spec.type} is not supported by the gateway"
+    )
+
+
+def _backend_auth(auth: BackendAuth, world: World, secrets: _Secrets, where: str) -> dict[str, Any] | None:
+    if auth.type == "unauthenticated":
+        return {"type": "unauthenticated"}
+    if auth.type == "external_auth_config_ref" and auth.external_auth_config_ref is not None:
+        name = auth.external_auth_config_ref.name
+        if name not in world.external_auth_configs:
+            raise RenderError(f"{where}.externalAuthConfigRef: MCPExternalAuthConfig {name} not found")
+        return _auth_strategy(world.external_auth_configs[name], secrets, where)
+    return None  # discovered: resolved per backend below
+
+
+def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> dict[str, Any]:
+    outgoing = vmcp.spec.outgoing_auth
+    default: dict[str, Any] = {"type": "unauthenticated"}
+    per_backend: dict[str, dict[str, Any]] = {}
+    explicit = dict((outgoing.backends or {}) if outgoing else {})
+    if outgoing is not None and outgoing.default is not None:
+        resolved = _backend_auth(outgoing.default, world, secrets, "spec.outgoingAuth.default")
+        if resolved is not None:
+            default = resolved
+    discovered_default = (
+        outgoing is None
+        or outgoing.source == "discovered"
+        or (outgoing.default is not None and outgoing.default.type == "discovered")
+    )
+    for name, _kind, _transport in group_members(vmcp, world):
+        if name in explicit:
+            resolved = _backend_auth(explicit[name], world, secrets, f"spec.outgoingAuth.backends.{name}")
+            if resolved is not None:
+                per_backend[name] = resolved
+                continue
+        elif not discovered_default:
+            continue
+        ref = _member_auth_ref(name, world)
+        if ref is None:
+            continue
+        if ref not in world.external_auth_configs:
+            raise RenderError(f"{name}.spec.externalAuthConfigRef: MCPExternalAuthConfig {ref} not found")
+        per_backend[name] = _auth_strategy(
+            world.external_auth_configs[ref], secrets, f"{name}.externalAuthConfigRef"
+        )
+    return {"source": "inline", "default": default, "backends": per_backend}
+
+
+def _member_auth_ref(name: str, world: World) -> str | None:
+    for server in world.servers:
+        if server.name == name and server.spec.external_auth_config_ref is not None:
+            return server.spec.external_auth_config_ref.name
+    for proxy in world.remote_proxies:
+        if proxy.name == name and proxy.spec.external_auth_config_ref is not None:
+            return proxy.spec.external_auth_config_ref.name
+    return None
+
+
+def _incoming(vmcp: VirtualMCPServer) -> dict[str, Any]:
+    incoming = vmcp.spec.incoming_auth
+    if incoming.type == "anonymous":
+        return {"type": "anonymous"}
+    oidc = incoming.oidc_config
+    if oidc is None or oidc.type == "configMap":
+        raise RenderError(
+            "spec.incomingAuth: OIDC settings from a ConfigMap (oidcConfigRef / configMap)"
+            " are not supported yet"
+        )
+    if oidc.type == "inline" and oidc.inline is not None:
+        inline = oidc.inline
+        block: dict[str, Any] = {
+            "issuer": inline.issuer,
+            "audience": inline.audience,
+            "jwks_url": inline.jwks_url,
+            "client_id": inline.client_id,
+            "resource": oidc.resource_url,
+            "scopes": list(inline.scopes or ()),
+            "insecure_allow_http": inline.insecure_allow_http,
+        }
+    else:
+        kube = oidc.kubernetes
+        block = {
+            "issuer": kube.issuer if kube else "https://kubernetes.default.svc",
+            "audience": kube.audience if kube else "mcpfleet",
+            "resource": oidc.resource_url,
+        }
+    return {"type": "oidc", "oidc": {k: v for k, v in block.items() if v is not None}}
+
+
+def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[dict[str, Any], tuple[SecretEnv, ...]]:
+    """The vMCP config document (validated by the gateway's model) and the secret env it names."""
+    from mcpfleet.vmcp.config import VMCPConfig
+
+    config = vmcp.spec.config
+    secrets = _Secrets()
+    static: list[dict[str, Any]] = []
+    for name, kind, transport in group_members(vmcp, world):
+        url = world.backend_urls.get(name)
+        if url is not None:
+            static.append({"name": name, "url": url, "transport": transport, "metadata": {"kind": kind}})
+    for backend in config.backends or ():
+        static.append(
+            {
+                "name": backend.name,
+                "url": backend.url,
+                "transport": backend.transport,
+                "metadata": {"kind": "static"},
+            }
+        )
+    aggregation: dict[str, Any] = (
+        config.aggregation.model_dump(exclude_none=True, mode="json") if config.aggregation else {}
+    )
+    tools = list(aggregation.get("tools") or [])
+    listed = {t["workload"] for t in tools}
+    # A member's own toolConfigRef applies in the gateway unless the aggregation lists that backend.
+    for server in world.servers:
+        if (
+            server.spec.group_ref == config.group_ref
+            and server.spec.tool_config_ref
+            and server.name not in listed
+        ):
+            tools.append(
+                {"workload": server.name, "tool_config_ref": {"name": server.spec.tool_config_ref.name}}
+            )
+    for proxy in world.remote_proxies:
+        if (
+            proxy.spec.group_ref == config.group_ref
+            and proxy.spec.tool_config_ref
+            and proxy.name not in listed
+        ):
+            tools.append(
+                {"workload": proxy.name, "tool_config_ref": {"name": proxy.spec.tool_config_ref.name}}
+            )
+    tool_configs: dict[str, Any] = {}
+    for index, tool in enumerate(tools):
+        ref = (tool.get("tool_config_ref") or {}).get("name")
+        if ref is None:
+            continue
+        if ref not in world.tool_configs:
+            raise RenderError(
+                f"spec.config.aggregation.tools[{index}].toolConfigRef: MCPToolConfig {ref} not found"
+            )
+        tool_configs[ref] = world.tool_configs[ref].spec.model_dump(exclude_none=True, mode="json")
+    if tools:
+        aggregation["tools"] = sorted(tools, key=lambda t: str(t["workload"]))
+    document: dict[str, Any] = {
+        "name": vmcp.name,
+        "group_ref": config.group_ref,
+        "namespace": vmcp.namespace if world.platform == "kubernetes" else None,
+        "backends": static,
+        "aggregation": aggregation,
+        "composite_tools": [
+            t.model_dump(exclude_none=True, mode="json") for t in config.composite_tools or ()
+        ],
+        "tool_configs": tool_configs,
+        "incoming_auth": _incoming(vmcp),
+        "outgoing_auth": _outgoing(vmcp, world, secrets),
+        "operational": config.operational.model_dump(exclude_none=True, mode="json")
+        if config.operational
+        else {},
+    }
+    try:
+        model = VMCPConfig.model_validate({k: v for k, v in document.items() if v is not None})
+    except ValueError as exc:
+        raise RenderError(f"rendered vMCP config is invalid: {exc}") from exc
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json"), tuple(secrets.env)
+
+
+def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
+    """What should run for `vmcp`: the gateway with its rendered config."""
+    spec = vmcp.spec
+    group = spec.config.group_ref
+    problems: list[str] = []
+    if world.platform == "kubernetes":
+        problems.extend(child_name_problem("VirtualMCPServer", vmcp.name))
+    config_files: tuple[ConfigFile, ...] = ()
+    secret_env: tuple[SecretEnv, ...] = ()
+    if group not in world.groups:
+        problems.append(f"spec.config.groupRef: MCPGroup {group} not found")
+    else:
+        try:
+            document, secret_env = render_config(vmcp, world)
+            config_files = (ConfigFile(CONFIG_FILE, yaml.safe_dump(document, sort_keys=True)),)
+        except RenderError as exc:
+            problems.append(str(exc))
+    command: list[str] = [
+        "mcpfleet",
+        "vmcp",
+        "serve",
+        "--config",
+        f"{{config_dir}}/{CONFIG_FILE}",
+        "--port",
+        "{port}",
+    ]
+    rbac: tuple[RbacRule, ...] = ()
+    if world.platform == "kubernetes":
+        command += ["--host", "0.0.0.0", "--status-resource", vmcp.name]
+        for host in service_hosts(child_name("VirtualMCPServer", vmcp.name), vmcp.namespace, PORT):
+            command += ["--allowed-host", host]
+        rbac = (
+            RbacRule(
+                api_groups=("mcpfleet.dev",),
+                resources=(
+                    "mcpgroups",
+                    "mcpservers",
+                    "mcpremoteproxies",
+                    "mcptoolconfigs",
+                    "mcpexternalauthconfigs",
+                ),
+                verbs=("get", "list", "watch"),
+            ),
+            RbacRule(
+                api_groups=("mcpfleet.dev",),
+                resources=("virtualmcpservers",),
+                verbs=("get",),
+                resource_names=(vmcp.name,),
+            ),
+            RbacRule(
+                api_groups=("mcpfleet.dev",),
+                resources=("virtualmcpservers/status",),
+                verbs=("get", "patch", "update"),
+                resource_names=(vmcp.name,),
+            ),
+        )
+    container = Container(name=CONTAINER, command=tuple(command), port=PORT, secret_env=secret_env)
+    return WorkloadPlan(
+        kind="VirtualMCPServer",
+        name=vmcp.name,
+        namespace=vmcp.namespace,
+        replicas=1 if spec.replicas is None else spec.replicas,
+        containers=(container,),
+        serving_container=CONTAINER,
+        url_path="/mcp",
+        health_path="/health",
+        config_files=config_files,
+        rbac=rbac,
+        service_account=spec.service_account,
+        labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),
+        conditions=group_condition(group, world),
+        problems=tuple(problems),
+        service_type=spec.service_type,
+    )
+
+
+def _discovered(
+    previous: list[DiscoveredBackend], wanted: list[tuple[str, str | None]]
+) -> list[DiscoveredBackend]:
+    """The configured backends; the gateway's health fields kept for a backend whose URL is unchanged."""
+    reported = {b.name: b for b in previous}
+    result: list[DiscoveredBackend] = []
+    for name, url in wanted:
+        old = reported.get(name)
+        if old is not None and old.url == url:
+            result.append(old)
+        elif url is None:
+            result.append(
+                DiscoveredBackend(name=name, status="unavailable", message="the backend is not running")
+            )
+        else:
+            result.append(DiscoveredBackend(name=name, url=url, status="unknown"))
+    return result
+
+
+def status(
+    previous: VirtualMCPServerStatus,
+    vmcp: VirtualMCPServer,
+    plan: WorkloadPlan,
+    observation: WorkloadObservation | None,
+    world: World,
+    now: str | None = None,
+) -> VirtualMCPServerStatus:
+    """Pending / Ready / Degraded / Failed; equal to `previous` when nothing changed (so no write)."""
+    generation = vmcp.generation
+    ready_replicas = observation.ready_replicas if observation else 0
+    url: str | None = None
+    wanted = backends(vmcp, world) if not plan.problems else []
+    discovered = _discovered(previous.discovered_backends, wanted)
+    serving = (
+        observation is not None
+        and not observation.failed
+        and plan.replicas > 0
+        and ready_replicas >= plan.replicas
+        and observation.url is not None
+    )
+    if plan.problems:
+        phase, reason, message = "Failed", "InvalidSpec", "; ".join(plan.problems)
+    elif observation is not None and observation.failed:
+        phase, reason = "Failed", "WorkloadFailed"
+        message = observation.failure_message or "the gateway failed"
+    elif observation is not None and observation.terminating:
+        phase, reason, message = "Pending", "Terminating", "the gateway is being deleted"
+    elif plan.replicas == 0:
+        phase, reason, message = "Pending", "ScaledToZero", "replicas is 0"
+    elif not serving:
+        phase, reason = "Pending", "NotReady"
+        message = f"{ready_replicas}/{plan.replicas} replicas ready"
+    else:
+        unhealthy = [b.name for b in discovered if b.status == "unhealthy" or (b.status == "unavailable")]
+        if unhealthy:
+            phase, reason = "Degraded", "BackendsUnhealthy"
+            message = f"unhealthy backends: {', '.join(unhealthy)}"
+        else:
+            phase, reason = "Ready", "Ready"
+            message = f"{ready_replicas}/{plan.replicas} replicas ready, {len(discovered)} backends"
+        url = observation.url if observation else None
+    conditions = set_condition(
+        list(previous.conditions),
+        type="Ready",
+        status="True" if phase in ("Ready", "Degraded") else "False",
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        now=now,
+    )
+    for type_, cond_status, cond_reason, cond_message in plan.conditions:
+        conditions = set_condition(
+            conditions,
+            type=type_,
+            status=cond_status,
+            reason=cond_reason,
+            message=cond_message,
+            observed_generation=generation,
+            now=now,
+        )
+    # Capability counts are the running gateway's report: kept while it serves, cleared otherwise.
+    return VirtualMCPServerStatus(
+        phase=phase,
+        message=message,
+        url=url,
+        ready_replicas=ready_replicas,
+        observed_generation=generation,
+        conditions=conditions,
+        discovered_backends=discovered,
+        backend_count=len(discovered),
+        tool_count=previous.tool_count if serving else None,
+        resource_count=previous.resource_count if serving else None,
+        prompt_count=previous.prompt_count if serving else None,
+    )

@@ -1,0 +1,1 @@
+"""The registry server: the upstream MCP registry API over synced sources."""

@@ -1,0 +1,1 @@
+"""Alembic migrations of the registry store (run by `Store.open`)."""

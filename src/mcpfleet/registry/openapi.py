@@ -1,0 +1,136 @@
+"""The registry server's own OpenAPI document, built from the shipped upstream `openapi.yaml`.
+
+It keeps the upstream read operations verbatim (schemas included), serves them under `/v0.1` and
+`/v0`, and adds what this server does beyond them: the 400 / 304 answers, the bounds of `limit`, and the
+operational endpoints. Because the upstream schemas are reused as they are, a client (or schemathesis)
+checking responses against this document checks them against the upstream API.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from mcpfleet import __version__
+
+_READ_PATHS = (
+    "/v0.1/servers",
+    "/v0.1/servers/{serverName}/versions",
+    "/v0.1/servers/{serverName}/versions/{version}",
+)
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}},
+}
+
+
+@functools.cache
+def upstream_openapi() -> dict[str, Any]:
+    """The shipped copy of the upstream registry OpenAPI document (read once per process)."""
+    text = resources.files("mcpfleet.registry.schemas").joinpath("openapi.yaml").read_text()
+    doc: dict[str, Any] = yaml.safe_load(text)
+    return doc
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def build_openapi() -> dict[str, Any]:
+    upstream = upstream_openapi()
+    paths: dict[str, Any] = {}
+    etag_header = {"ETag": {"description": "Entity tag of the representation", "schema": {"type": "string"}}}
+    for path in _READ_PATHS:
+        operation = copy.deepcopy(upstream["paths"][path]["get"])
+        responses = operation["responses"]
+        responses["200"]["headers"] = etag_header
+        responses["304"] = {
+            "description": "Not modified (If-None-Match matched the ETag)",
+            "headers": etag_header,
+        }
+        responses["400"] = _json("Invalid query parameter", _ERROR)
+        for param in operation["parameters"]:
+            if param["name"] == "limit":
+                param["schema"] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 30}
+            if param["name"] == "updated_since":
+                param["description"] += " An invalid timestamp is answered with 400."
+        for prefix in ("/v0.1", "/v0"):
+            op = copy.deepcopy(operation)
+            op["operationId"] = ("v0_1_" if prefix == "/v0.1" else "v0_") + {
+                _READ_PATHS[0]: "list_servers",
+                _READ_PATHS[1]: "list_server_versions",
+                _READ_PATHS[2]: "get_server_version",
+            }[path]
+            paths[prefix + path.removeprefix("/v0.1")] = {"get": op}
+    status_schema = {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"type": "string"}},
+    }
+    paths["/health"] = {"get": {"operationId": "health", "responses": {"200": _json("Alive", status_schema)}}}
+    paths["/readiness"] = {
+        "get": {
+            "operationId": "readiness",
+            "description": "200 once every source has synced successfully at least once, else 503.",
+            "responses": {"200": _json("Ready", status_schema), "503": _json("Not ready yet", status_schema)},
+        }
+    }
+    paths["/version"] = {
+        "get": {
+            "operationId": "version",
+            "responses": {
+                "200": _json(
+                    "Server version",
+                    {
+                        "type": "object",
+                        "required": ["version"],
+                        "properties": {"version": {"type": "string"}},
+                    },
+                )
+            },
+        }
+    }
+    paths["/status"] = {
+        "get": {
+            "operationId": "sync_status",
+            "description": "Per-source sync state: last attempt, last success, last error, rejected entries.",
+            "responses": {
+                "200": _json(
+                    "Sync status",
+                    {
+                        "type": "object",
+                        "required": ["ready", "sources"],
+                        "properties": {"ready": {"type": "boolean"}, "sources": {"type": "array"}},
+                    },
+                )
+            },
+        }
+    }
+    paths["/metrics"] = {
+        "get": {
+            "operationId": "metrics",
+            "responses": {
+                "200": {
+                    "description": "Prometheus metrics",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
+        }
+    }
+    return {
+        "openapi": upstream["openapi"],
+        "jsonSchemaDialect": upstream.get("jsonSchemaDialect"),
+        "info": {
+            "title": "mcpfleet registry server",
+            "version": __version__,
+            "description": "Read side of the MCP Server Registry API " + upstream["info"]["version"] + ".",
+            "license": upstream["info"]["license"],
+        },
+        "paths": paths,
+        "components": {"schemas": copy.deepcopy(upstream["components"]["schemas"])},
+    }

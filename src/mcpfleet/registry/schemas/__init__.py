@@ -1,0 +1,1 @@
+"""Vendored third-party schemas (see README.md here for sources and commits)."""

@@ -1,0 +1,115 @@
+"""Wires one registry server together: config → store → sources → syncer → current catalogue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from lightkube import AsyncClient
+
+from mcpfleet.registry.catalogue import Catalogue
+from mcpfleet.registry.config import RegistryConfig
+from mcpfleet.registry.metrics import RegistryMetrics
+from mcpfleet.registry.sources.base import SourceReader
+from mcpfleet.registry.sources.kubernetes import WorkloadSource
+from mcpfleet.registry.store import Store, database_url
+from mcpfleet.registry.sync import Syncer, build_reader
+
+log = logging.getLogger(__name__)
+_GENERATION_POLL_SECONDS = 2.0
+
+
+class RegistryService:
+    """Owns the store, the sync loops and the catalogue the API reads; start() / stop() bracket its life."""
+
+    def __init__(
+        self,
+        config: RegistryConfig,
+        base_dir: Path,
+        kube_client: Callable[[], AsyncClient] = AsyncClient,
+        workloads: WorkloadSource | None = None,
+        run_loops: bool = True,
+    ) -> None:
+        self.config = config
+        self.base_dir = base_dir
+        self.metrics = RegistryMetrics()
+        self.catalogue = Catalogue(0, [])
+        self.run_loops = run_loops
+        self._kube_client = kube_client
+        self._workloads = workloads
+        self._store: Store | None = None
+        self._syncer: Syncer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "service not started"
+        return self._store
+
+    @property
+    def syncer(self) -> Syncer:
+        assert self._syncer is not None, "service not started"
+        return self._syncer
+
+    @property
+    def ready(self) -> bool:
+        return self._syncer is not None and self._syncer.ready
+
+    def current(self) -> Catalogue:
+        return self.catalogue
+
+    async def reload(self) -> None:
+        """Rebuild the in-memory catalogue from the store (after a sync changed it)."""
+        generation, rows = await self.store.catalogue()
+        # Serializing 10,000 entries takes a moment: off the event loop.
+        catalogue = await asyncio.to_thread(Catalogue, generation, rows)
+        if catalogue.generation < self.catalogue.generation:
+            return  # a concurrent, newer reload already won; never go back in time
+        self.catalogue = catalogue
+        self.metrics.catalogue_entries.set(catalogue.active_count)
+        self.metrics.generation.set(generation)
+
+    async def start(self) -> None:
+        url = database_url(
+            self.config.database.url,
+            self.base_dir / f"{self.config.registryName}.db",
+            str(self.base_dir / self.config.database.passwordFile)
+            if self.config.database.passwordFile
+            else None,
+        )
+        self._store = await Store.open(url)
+        await self.reload()
+        readers: dict[str, SourceReader] = {
+            s.name: build_reader(self.config, s, self.base_dir, self._kube_client, self._workloads)
+            for s in self.config.sources
+        }
+        self._syncer = Syncer(self.config, self._store, readers, self.metrics, self.reload)
+        await self._syncer.start()
+        if self.run_loops:
+            self._tasks.append(asyncio.create_task(self._syncer.run(), name="registry-sync"))
+            self._tasks.append(asyncio.create_task(self._follow_generation(), name="registry-generation"))
+
+    async def _follow_generation(self) -> None:
+        # With a shared PostgreSQL several replicas sync; each one picks up the others' changes here.
+        while True:
+            await asyncio.sleep(_GENERATION_POLL_SECONDS)
+            try:
+                if await self.store.generation() != self.catalogue.generation:
+                    await self.reload()
+            except Exception:
+                log.exception("cannot check the catalogue generation")
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self._syncer is not None:
+            await self._syncer.close()
+        if self._store is not None:
+            await self._store.close()

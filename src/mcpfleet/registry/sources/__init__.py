@@ -1,0 +1,1 @@
+"""Sources of registry entries: one reader per kind behind the `SourceReader` protocol."""

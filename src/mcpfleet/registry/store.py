@@ -1,0 +1,491 @@
+"""Persistent catalogue (SQLAlchemy 2 Core, async): SQLite by default, PostgreSQL when configured.
+
+Tables:
+- `registry_source_entries`: the last good entries of each source (so a failing source keeps serving);
+- `registry_servers`: the merged catalogue the API serves, with registry-managed timestamps, `isLatest`
+  and tombstones (status `deleted`) for entries that left every source;
+- `registry_source_state`: per-source sync bookkeeping (content/filter hash, last error);
+- `registry_meta`: the catalogue generation, bumped by every sync that changes `registry_servers`.
+The schema is created by the alembic migrations shipped in `mcpfleet.registry.migrations`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    event,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from mcpfleet.registry.entry import STATUS_DELETED, Entry
+
+metadata = MetaData()
+
+servers = Table(
+    "registry_servers",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("version", String(255), primary_key=True),
+    Column("source", String(63), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("is_latest", Boolean, nullable=False),
+    Column("published_at", String(32), nullable=False),
+    Column("updated_at", String(32), nullable=False),
+    Column("status_changed_at", String(32), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("document", Text, nullable=False),
+)
+
+source_entries = Table(
+    "registry_source_entries",
+    metadata,
+    Column("source", String(63), primary_key=True),
+    Column("name", String(200), primary_key=True),
+    Column("version", String(255), primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("document", Text, nullable=False),
+)
+
+source_state = Table(
+    "registry_source_state",
+    metadata,
+    Column("source", String(63), primary_key=True),
+    Column("content_hash", String(64), nullable=True),
+    Column("filter_hash", String(64), nullable=True),
+    Column("last_attempt", String(32), nullable=True),
+    Column("last_success", String(32), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("entry_count", Integer, nullable=False, default=0),
+    Column("entry_errors", Text, nullable=False, default="[]"),
+)
+
+registry_meta = Table(
+    "registry_meta",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("generation", BigInteger, nullable=False),
+)
+
+_SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+_CHUNK = 500
+_COPY_THRESHOLD = 200
+
+
+def now_iso() -> str:
+    """UTC timestamp with fixed width, so string order is time order on every backend."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def content_hash(entry: Entry) -> str:
+    canonical = orjson.dumps([entry.status, entry.server], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def _semver_key(version: str) -> tuple[Any, ...] | None:
+    match = _SEMVER.match(version)
+    if match is None:
+        return None
+    major, minor, patch, pre = match.groups()
+    if pre is None:
+        return (int(major), int(minor), int(patch), 1, ())
+    # Pre-release identifiers: numeric ones compare numerically and sort before alphanumeric ones.
+    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
+    return (int(major), int(minor), int(patch), 0, ids)
+
+
+def latest_version(versions: list[tuple[str, str]]) -> str:
+    """The latest of (version, published_at) pairs: semver order when all are semver, else newest published."""
+    keys = [_semver_key(v) for v, _ in versions]
+    if all(k is not None for k in keys):
+        return max(zip(keys, versions, strict=True), key=lambda kv: kv[0])[1][0]  # type: ignore[arg-type,return-value]
+    return max(versions, key=lambda vp: (vp[1], vp[0]))[0]
+
+
+@dataclass(slots=True)
+class SourceState:
+    source: str
+    content_hash: str | None = None
+    filter_hash: str | None = None
+    last_attempt: str | None = None
+    last_success: str | None = None
+    last_error: str | None = None
+    entry_count: int = 0
+    entry_errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MergeStats:
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    generation: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueRow:
+    name: str
+    version: str
+    status: str
+    is_latest: bool
+    published_at: str
+    updated_at: str
+    status_changed_at: str
+    document: str
+
+
+def database_url(url: str | None, default_path: Path, password_file: str | None) -> str:
+    """The SQLAlchemy URL to open, with the password from `password_file` when given."""
+    if url is None:
+        return f"sqlite+aiosqlite:///{default_path}"
+    if password_file:
+        password = Path(password_file).read_text().strip()
+        return make_url(url).set(password=password).render_as_string(hide_password=False)
+    return url
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the API read while a sync writes; NORMAL is durable enough for a cache of the sources.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _run_migrations(connection: Connection) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, "head")
+
+
+class Store:
+    """All database access of the registry; one instance per process, passed explicitly."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    async def open(cls, url: str) -> Store:
+        """Connect, migrate to the newest schema and return the store."""
+        is_sqlite = url.startswith("sqlite")
+        engine = create_async_engine(url, pool_pre_ping=not is_sqlite)
+        if is_sqlite:
+            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        store = cls(engine)
+        async with engine.begin() as conn:
+            await conn.run_sync(_run_migrations)
+        return store
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def generation(self) -> int:
+        async with self.engine.connect() as conn:
+            value = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
+        return int(value or 0)
+
+    async def source_states(self) -> dict[str, SourceState]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(source_state))).mappings().all()
+        out: dict[str, SourceState] = {}
+        for row in rows:
+            data = dict(row)
+            data["entry_errors"] = orjson.loads(data["entry_errors"] or "[]")
+            out[row["source"]] = SourceState(**data)
+        return out
+
+    async def save_state(self, state: SourceState) -> None:
+        async with self.engine.begin() as conn:
+            await self._save_state(conn, state)
+
+    async def _save_state(self, conn: AsyncConnection, state: SourceState) -> None:
+        values = {
+            "content_hash": state.content_hash,
+            "filter_hash": state.filter_hash,
+            "last_attempt": state.last_attempt,
+            "last_success": state.last_success,
+            "last_error": state.last_error,
+            "entry_count": state.entry_count,
+            "entry_errors": orjson.dumps(state.entry_errors).decode(),
+        }
+        result = await conn.execute(
+            update(source_state).where(source_state.c.source == state.source).values(**values)
+        )
+        if result.rowcount == 0:
+            await conn.execute(insert(source_state).values(source=state.source, **values))
+
+    async def replace_source(self, state: SourceState, entries: list[Entry], order: list[str]) -> MergeStats:
+        """Make `entries` the last good data of `state.source`, merge all sources, in one transaction."""
+        docs = {e.key: (e, orjson.dumps(e.server).decode(), content_hash(e)) for e in entries}
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(source_entries).where(source_entries.c.source == state.source))
+            rows = [
+                {
+                    "source": state.source,
+                    "name": e.name,
+                    "version": e.version,
+                    "status": e.status,
+                    "content_hash": h,
+                    "document": d,
+                }
+                for e, d, h in docs.values()
+            ]
+            await _bulk_insert(conn, source_entries, rows)
+            await self._save_state(conn, state)
+            return await self._merge(
+                conn, order, {state.source: {k: (d, h) for k, (_, d, h) in docs.items()}}
+            )
+
+    async def source_entries(self, source: str) -> list[Entry]:
+        """The last good entries of one source."""
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(
+                    source_entries.c.name,
+                    source_entries.c.version,
+                    source_entries.c.status,
+                    source_entries.c.document,
+                ).where(source_entries.c.source == source)
+            )
+            return [Entry(r[0], r[1], orjson.loads(r[3]), r[2]) for r in result]
+
+    async def prune_sources(self, order: list[str]) -> MergeStats:
+        """Drop data of sources no longer configured and re-merge (a config change leaves nothing stale)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
+            await conn.execute(delete(source_state).where(source_state.c.source.not_in(order)))
+            return await self._merge(conn, order, {})
+
+    async def _merge(
+        self,
+        conn: AsyncConnection,
+        order: list[str],
+        known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
+    ) -> MergeStats:
+        rank = {name: i for i, name in enumerate(order)}
+        rows = (
+            await conn.execute(
+                select(
+                    source_entries.c.source,
+                    source_entries.c.name,
+                    source_entries.c.version,
+                    source_entries.c.status,
+                    source_entries.c.content_hash,
+                )
+            )
+        ).all()
+        # First source listed wins a name: all versions of that name come from it.
+        winner: dict[str, int] = {}
+        for src, name, _v, _s, _h in rows:
+            if src in rank and (name not in winner or rank[src] < winner[name]):
+                winner[name] = rank[src]
+        desired: dict[tuple[str, str], tuple[str, str, str]] = {
+            (name, version): (src, status, h)
+            for src, name, version, status, h in rows
+            if src in rank and winner.get(name) == rank[src]
+        }
+        current = {
+            (r.name, r.version): r
+            for r in (
+                await conn.execute(
+                    select(
+                        servers.c.name,
+                        servers.c.version,
+                        servers.c.source,
+                        servers.c.status,
+                        servers.c.content_hash,
+                        servers.c.published_at,
+                        servers.c.is_latest,
+                    )
+                )
+            ).all()
+        }
+        now = now_iso()
+        stats = MergeStats()
+        published: dict[tuple[str, str], str] = {
+            k: (current[k].published_at if k in current else now) for k in desired
+        }
+        by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for (name, version), (_src, _status, _h) in desired.items():
+            by_name[name].append((version, published[(name, version)]))
+        latest = {name: latest_version(vs) for name, vs in by_name.items()}
+
+        need_doc: list[tuple[str, str, str]] = []
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        flag_updates: list[dict[str, Any]] = []
+        for key, (src, status, h) in desired.items():
+            is_latest = latest[key[0]] == key[1]
+            old = current.get(key)
+            if old is None:
+                need_doc.append((src, *key))
+                inserts.append(
+                    {
+                        "name": key[0],
+                        "version": key[1],
+                        "source": src,
+                        "status": status,
+                        "is_latest": is_latest,
+                        "published_at": now,
+                        "updated_at": now,
+                        "status_changed_at": now,
+                        "content_hash": h,
+                    }
+                )
+            elif old.content_hash != h or old.status != status or old.source != src:
+                need_doc.append((src, *key))
+                updates.append(
+                    {
+                        "k_name": key[0],
+                        "k_version": key[1],
+                        "source": src,
+                        "status": status,
+                        "is_latest": is_latest,
+                        "updated_at": now,
+                        "status_changed_at": now if old.status != status else None,
+                        "content_hash": h,
+                    }
+                )
+            elif bool(old.is_latest) != is_latest:
+                flag_updates.append({"k_name": key[0], "k_version": key[1], "is_latest": is_latest})
+        tombstones = [
+            {"k_name": k[0], "k_version": k[1]}
+            for k, r in current.items()
+            if k not in desired and r.status != STATUS_DELETED
+        ]
+        docs = await self._documents(conn, need_doc, known_docs)
+        for row in inserts:
+            row["document"] = docs[(row["source"], row["name"], row["version"])]
+        for row in updates:
+            row["document"] = docs[(row["source"], row["k_name"], row["k_version"])]
+        await _bulk_insert(conn, servers, inserts)
+        key_match = and_(servers.c.name == bindparam("k_name"), servers.c.version == bindparam("k_version"))
+        changed_status = [u for u in updates if u["status_changed_at"] is not None]
+        same_status = [u for u in updates if u["status_changed_at"] is None]
+        for u in same_status:
+            del u["status_changed_at"]
+        for batch, stmt in (
+            (changed_status, update(servers).where(key_match)),
+            (same_status, update(servers).where(key_match)),
+            (
+                flag_updates,
+                update(servers).where(key_match).values(updated_at=now),
+            ),
+            (
+                tombstones,
+                update(servers)
+                .where(key_match)
+                .values(status=STATUS_DELETED, is_latest=False, updated_at=now, status_changed_at=now),
+            ),
+        ):
+            for chunk in _chunks(batch):
+                await conn.execute(stmt, chunk)
+        stats.added, stats.updated, stats.deleted = (
+            len(inserts),
+            len(updates) + len(flag_updates),
+            len(tombstones),
+        )
+        if stats.changed:
+            await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+        stats.generation = int(
+            await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
+        )
+        return stats
+
+    async def _documents(
+        self,
+        conn: AsyncConnection,
+        keys: list[tuple[str, str, str]],
+        known: dict[str, dict[tuple[str, str], tuple[str, str]]],
+    ) -> dict[tuple[str, str, str], str]:
+        out: dict[tuple[str, str, str], str] = {}
+        missing: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        for src, name, version in keys:
+            doc = known.get(src, {}).get((name, version))
+            if doc is not None:
+                out[(src, name, version)] = doc[0]
+            else:
+                missing[src].add((name, version))
+        for src, wanted in missing.items():
+            result = await conn.execute(
+                select(source_entries.c.name, source_entries.c.version, source_entries.c.document).where(
+                    source_entries.c.source == src
+                )
+            )
+            for name, version, document in result:
+                if (name, version) in wanted:
+                    out[(src, name, version)] = document
+        return out
+
+    async def catalogue(self) -> tuple[int, list[CatalogueRow]]:
+        """The generation and every row of the merged catalogue (tombstones included)."""
+        async with self.engine.connect() as conn:
+            generation = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
+            result = await conn.execute(
+                select(
+                    servers.c.name,
+                    servers.c.version,
+                    servers.c.status,
+                    servers.c.is_latest,
+                    servers.c.published_at,
+                    servers.c.updated_at,
+                    servers.c.status_changed_at,
+                    servers.c.document,
+                )
+            )
+            rows = [CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7]) for r in result.all()]
+        return int(generation or 0), rows
+
+
+async def _bulk_insert(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert many rows; on PostgreSQL with COPY (inside the same transaction), ~10x faster for a
+    full sync than batched INSERTs."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql" and len(rows) > _COPY_THRESHOLD:
+        raw = await conn.get_raw_connection()
+        driver = raw.driver_connection
+        assert driver is not None, "no asyncpg connection behind the pool entry"
+        columns = [c.name for c in table.columns]
+        records = [tuple(row[c] for c in columns) for row in rows]
+        await driver.copy_records_to_table(table.name, records=records, columns=columns)
+        return
+    for chunk in _chunks(rows):
+        await conn.execute(insert(table), chunk)
+
+
+def _chunks(rows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    for i in range(0, len(rows), _CHUNK):
+        yield rows[i : i + _CHUNK]

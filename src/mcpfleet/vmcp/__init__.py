@@ -1,0 +1,1 @@
+"""The virtual MCP gateway: one MCP endpoint aggregating a group of MCP servers."""

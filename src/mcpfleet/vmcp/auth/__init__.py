@@ -1,0 +1,1 @@
+"""Authentication of the gateway: incoming (clients -> vMCP) and outgoing (vMCP -> backends)."""

@@ -1,0 +1,242 @@
+"""Composite tools: a tool whose steps call backend tools, run as a DAG.
+
+Steps start as soon as everything in their `dependsOn` has finished, so independent steps run in
+parallel. String arguments may hold templates in ToolHive's Go-template style:
+`{{.params.city}}`, `{{.steps.fetch.output.text}}`, `{{.steps.fetch.output}}`; a string that is
+exactly one template keeps the value's type. A step's `output` is the backend result's
+`structuredContent` when present, else `{"text": <joined text content>}`; `content` and `isError`
+are there too. `condition` is a template that must render truthy (`eq`, `ne`, `not`, `and`, `or`
+are understood). `onError`: `abort` (default) fails the tool, `continue` records the error and
+uses `defaultResults` as the output, `retry` retries `retryCount` times after `retryDelay`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcpfleet.vmcp.config import CompositeTool, WorkflowStep, parse_duration
+from mcpfleet.vmcp.wire import RPCError
+
+StepCall = Callable[[str, dict[str, Any], Any, "float | None"], Awaitable[dict[str, Any]]]
+
+_TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+_MISSING = object()
+
+
+class StepFailed(Exception):
+    pass
+
+
+def _lookup(path: str, scope: dict[str, Any]) -> Any:
+    cur: Any = scope
+    for part in path.lstrip(".").split("."):
+        if not part:
+            continue
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return _MISSING
+    return cur
+
+
+def _atom(tok: str, scope: dict[str, Any]) -> Any:
+    if tok.startswith("."):
+        return _lookup(tok, scope)
+    if tok in ("true", "false"):
+        return tok == "true"
+    try:
+        return json.loads(tok)
+    except ValueError:
+        return tok
+
+
+def _truthy(v: Any) -> bool:
+    if v is _MISSING or v is None:
+        return False
+    if isinstance(v, str):
+        return v.strip().lower() not in ("", "false", "0", "<no value>")
+    return bool(v)
+
+
+def _eval(expr: str, scope: dict[str, Any]) -> Any:
+    try:
+        toks = shlex.split(expr, posix=True)
+    except ValueError:
+        toks = expr.split()
+    # shlex drops the quotes: re-quote literals that came quoted so _atom keeps them strings.
+    raw = expr.split()
+    if not toks:
+        return ""
+    fn, args = toks[0], toks[1:]
+    if fn in ("eq", "ne", "and", "or", "not", "gt", "lt"):
+        quoted = [r.startswith(('"', "'")) for r in raw[1:]] + [False] * len(args)
+        vals = [a if q else _atom(a, scope) for a, q in zip(args, quoted, strict=False)]
+        if fn == "eq":
+            return len(vals) >= 2 and all(_norm(v) == _norm(vals[0]) for v in vals[1:])
+        if fn == "ne":
+            return len(vals) == 2 and _norm(vals[0]) != _norm(vals[1])
+        if fn == "not":
+            return not _truthy(vals[0]) if vals else True
+        if fn == "and":
+            return all(_truthy(v) for v in vals)
+        if fn == "or":
+            return any(_truthy(v) for v in vals)
+        try:
+            a, b = float(vals[0]), float(vals[1])
+        except (TypeError, ValueError, IndexError):
+            return False
+        return a > b if fn == "gt" else a < b
+    if len(toks) == 1:
+        return _atom(toks[0], scope)
+    raise RPCError(-32602, f"unsupported template expression {{{{{expr}}}}}")
+
+
+def _norm(v: Any) -> Any:
+    return v if not isinstance(v, (int, float)) or isinstance(v, bool) else float(v)
+
+
+def _to_text(v: Any) -> str:
+    if v is _MISSING:
+        return "<no value>"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v)
+
+
+def render(value: Any, scope: dict[str, Any]) -> Any:
+    """Expand templates in one argument value (first level strings only, like ToolHive)."""
+    if not isinstance(value, str):
+        return value
+    m = _TEMPLATE.fullmatch(value.strip())
+    if m is not None:
+        v = _eval(m.group(1), scope)
+        return None if v is _MISSING else v
+    return _TEMPLATE.sub(lambda mm: _to_text(_eval(mm.group(1), scope)), value)
+
+
+def step_output(result: dict[str, Any]) -> dict[str, Any]:
+    content = result.get("content") or []
+    text = "\n".join(c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text")
+    sc = result.get("structuredContent")
+    output: Any = sc if isinstance(sc, dict) else {"text": text}
+    if isinstance(output, dict) and "text" not in output:
+        output = {**output, "text": text}
+    return {"output": output, "content": content, "isError": bool(result.get("isError"))}
+
+
+class CompositeRunner:
+    def __init__(self, call: StepCall) -> None:
+        self._call = call
+
+    async def run(self, tool: CompositeTool, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        total = parse_duration(tool.timeout) if tool.timeout else None
+        try:
+            async with asyncio.timeout(total):
+                scope = await self._run_dag(tool, params, ctx)
+        except TimeoutError:
+            return _error_result(f"composite tool {tool.name!r} timed out after {tool.timeout}")
+        except ExceptionGroup as group:
+            # An aborting step cancels the steps still running (TaskGroup semantics).
+            first = group.exceptions[0]
+            if isinstance(first, (StepFailed, RPCError)):
+                return _error_result(str(first))
+            raise
+        return self._result(tool, scope)
+
+    async def _run_dag(self, tool: CompositeTool, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        defaults = {
+            k: v.get("default")
+            for k, v in (tool.parameters.get("properties") or {}).items()
+            if "default" in v
+        }
+        scope: dict[str, Any] = {"params": {**defaults, **params}, "steps": {}}
+        steps = {s.id: s for s in tool.steps}
+        done: dict[str, asyncio.Event] = {s.id: asyncio.Event() for s in tool.steps}
+
+        async def run_step(s: WorkflowStep) -> None:
+            for dep in s.depends_on:
+                await done[dep].wait()
+            try:
+                scope["steps"][s.id] = await self._step(s, scope, ctx)
+            finally:
+                done[s.id].set()
+
+        async with asyncio.TaskGroup() as tg:
+            for s in steps.values():
+                tg.create_task(run_step(s))
+        return scope
+
+    async def _step(self, s: WorkflowStep, scope: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        if s.condition is not None and not _truthy(render(s.condition, scope)):
+            return {"output": dict(s.default_results or {}), "content": [], "isError": False, "skipped": True}
+        args = {k: render(v, scope) for k, v in s.arguments.items()}
+        timeout = parse_duration(s.timeout) if s.timeout else None
+        attempts = 1 + (s.on_error.retry_count if s.on_error.action == "retry" else 0)
+        delay = parse_duration(s.on_error.retry_delay) if s.on_error.retry_delay else 0.0
+        error = ""
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(delay)
+            try:
+                res = await self._call(s.tool, args, ctx, timeout)
+            except RPCError as exc:
+                error = exc.message
+                continue
+            except TimeoutError:
+                error = f"timed out after {s.timeout}"
+                continue
+            out = step_output(res)
+            if not out["isError"]:
+                return out
+            error = out["output"].get("text") or "tool returned an error"
+        if s.on_error.action == "continue":
+            return {"output": dict(s.default_results or {}), "content": [], "isError": True, "error": error}
+        raise StepFailed(f"step {s.id!r} ({s.tool}) failed: {error}")
+
+    def _result(self, tool: CompositeTool, scope: dict[str, Any]) -> dict[str, Any]:
+        if tool.output and tool.output.get("properties"):
+            out: dict[str, Any] = {}
+            for name, prop in tool.output["properties"].items():
+                v = render(prop.get("value", ""), scope) if "value" in prop else None
+                if v is None or v is _MISSING:
+                    v = prop.get("default")
+                out[name] = _coerce(v, prop.get("type"))
+            return {
+                "content": [{"type": "text", "text": json.dumps(out)}],
+                "structuredContent": out,
+                "isError": False,
+            }
+        last = scope["steps"].get(tool.steps[-1].id) or {}
+        content = last.get("content") or [{"type": "text", "text": json.dumps(last.get("output"))}]
+        result: dict[str, Any] = {"content": content, "isError": bool(last.get("isError"))}
+        return result
+
+
+def _coerce(v: Any, typ: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    try:
+        if typ == "integer":
+            return int(v)
+        if typ == "number":
+            return float(v)
+        if typ == "boolean":
+            return v.strip().lower() == "true"
+        if typ in ("object", "array"):
+            return json.loads(v)
+    except ValueError:
+        return v
+    return v
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}

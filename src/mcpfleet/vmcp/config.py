@@ -1,0 +1,301 @@
+"""The vMCP configuration file: a pydantic model the gateway reads.
+
+The operator and the local platform *render* this model (it is the contract between the
+control plane and the gateway), so field names follow ToolHive's VirtualMCPServer
+`spec.config` (camelCase on the wire, snake_case in Python). Durations are Go-style strings
+("30s", "1m30s", "250ms") and are exposed as float seconds by helper properties.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: str) -> float:
+    """Parse a Go-style duration ("30s", "1m30s", "250ms") into seconds; a bare number means seconds."""
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"invalid duration {value!r} (expected e.g. '30s', '1m', '250ms')")
+    return total
+
+
+class _Model(BaseModel):
+    """Base: camelCase aliases, population by either name, unknown keys rejected (typos surface)."""
+
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+        populate_by_name=True,
+        extra="forbid",
+    )
+
+
+def _check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_check_duration)]
+
+
+class StaticBackend(_Model):
+    """One pre-configured backend (static mode)."""
+
+    name: str = Field(min_length=1)
+    url: str = Field(pattern=r"^https?://")
+    transport: Literal["streamable-http", "sse"] = "streamable-http"
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ToolAnnotationsOverride(_Model):
+    title: str | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+
+class ToolOverride(_Model):
+    """Rename / re-describe one backend tool (MCPToolConfig semantics)."""
+
+    name: str | None = None
+    description: str | None = None
+    annotations: ToolAnnotationsOverride | None = None
+
+
+class ToolConfigRef(_Model):
+    name: str
+
+
+class ToolConfig(_Model):
+    """The spec of an MCPToolConfig, inlined into the rendered config under `toolConfigs`."""
+
+    tools_filter: list[str] = Field(default_factory=list)
+    tools_override: dict[str, ToolOverride] = Field(default_factory=dict)
+
+
+class WorkloadToolConfig(_Model):
+    """Per-backend filter and overrides (`aggregation.tools[]`)."""
+
+    workload: str = Field(min_length=1)
+    filter: list[str] = Field(default_factory=list)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    exclude_all: bool = False
+    tool_config_ref: ToolConfigRef | None = None
+
+
+class ConflictResolutionConfig(_Model):
+    prefix_format: str = "{workload}_"
+    priority_order: list[str] = Field(default_factory=list)
+
+
+class Aggregation(_Model):
+    conflict_resolution: Literal["prefix", "priority", "manual"] = "prefix"
+    conflict_resolution_config: ConflictResolutionConfig = Field(default_factory=ConflictResolutionConfig)
+    tools: list[WorkloadToolConfig] = Field(default_factory=list)
+    exclude_all_tools: bool = False
+
+
+class OnError(_Model):
+    action: Literal["abort", "continue", "retry"] = "abort"
+    retry_count: int = Field(default=0, ge=0)
+    retry_delay: Duration | None = None
+
+
+class WorkflowStep(_Model):
+    """One step of a composite tool; only `type: tool` steps are executed by this gateway."""
+
+    id: str = Field(min_length=1)
+    type: Literal["tool"] = "tool"
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    condition: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    on_error: OnError = Field(default_factory=OnError)
+    timeout: Duration | None = None
+    default_results: dict[str, Any] | None = None
+
+
+class CompositeTool(_Model):
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    steps: list[WorkflowStep] = Field(min_length=1)
+    timeout: Duration | None = None
+    output: dict[str, Any] | None = None
+
+
+class OIDCConfig(_Model):
+    issuer: str
+    audience: str | None = None
+    jwks_url: str | None = None
+    client_id: str | None = None
+    resource: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    insecure_allow_http: bool = False
+    # JWKS refresh: how long keys are cached before a scheduled refetch (an unknown `kid`
+    # triggers an immediate, rate-limited refetch regardless).
+    jwks_cache_seconds: float = 300.0
+
+
+class IncomingAuth(_Model):
+    type: Literal["anonymous", "oidc"] = "anonymous"
+    oidc: OIDCConfig | None = None
+
+
+class HeaderInjection(_Model):
+    header_name: str = Field(min_length=1)
+    header_value: str | None = None
+    header_value_env: str | None = None
+
+
+class TokenExchange(_Model):
+    token_url: str
+    audience: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    client_secret_env: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    subject_token_type: str | None = None
+    subject_provider_name: str | None = None
+
+
+class BackendAuthStrategy(_Model):
+    type: Literal["unauthenticated", "header_injection", "token_exchange"] = "unauthenticated"
+    header_injection: HeaderInjection | None = None
+    token_exchange: TokenExchange | None = None
+
+
+class OutgoingAuth(_Model):
+    source: Literal["inline", "discovered"] = "inline"
+    default: BackendAuthStrategy = Field(default_factory=BackendAuthStrategy)
+    backends: dict[str, BackendAuthStrategy] = Field(default_factory=dict)
+
+    def for_backend(self, name: str) -> BackendAuthStrategy:
+        return self.backends.get(name, self.default)
+
+
+class CircuitBreaker(_Model):
+    enabled: bool = False
+    failure_threshold: int = Field(default=5, ge=1)
+    timeout: Duration = "60s"
+
+
+class FailureHandling(_Model):
+    health_check_interval: Duration = "30s"
+    health_check_timeout: Duration = "10s"
+    unhealthy_threshold: int = Field(default=3, ge=1)
+    partial_failure_mode: Literal["fail", "best_effort"] = "fail"
+    status_reporting_interval: Duration = "30s"
+    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
+
+
+class Timeouts(_Model):
+    default: Duration = "30s"
+    per_workload: dict[str, str] = Field(default_factory=dict)
+
+    def for_backend(self, name: str) -> float:
+        return parse_duration(self.per_workload.get(name, self.default))
+
+
+class Operational(_Model):
+    log_level: str | None = None
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    failure_handling: FailureHandling = Field(default_factory=FailureHandling)
+
+
+class VMCPConfig(_Model):
+    """The whole vMCP config file (ToolHive `VirtualMCPServer.spec.config` shape)."""
+
+    name: str = "vmcp"
+    group_ref: str | None = None
+    backends: list[StaticBackend] = Field(default_factory=list)
+    aggregation: Aggregation = Field(default_factory=Aggregation)
+    composite_tools: list[CompositeTool] = Field(default_factory=list)
+    # MCPToolConfig specs referenced by `aggregation.tools[].toolConfigRef`, inlined by the renderer.
+    tool_configs: dict[str, ToolConfig] = Field(default_factory=dict)
+    incoming_auth: IncomingAuth = Field(default_factory=IncomingAuth)
+    outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
+    operational: Operational = Field(default_factory=Operational)
+    # Kubernetes namespace for discovered mode and the status writer (else $POD_NAMESPACE).
+    namespace: str | None = None
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> VMCPConfig:
+        names = [b.name for b in self.backends]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"backends: duplicate backend name(s) {dupes}")
+        for wl in self.aggregation.tools:
+            if wl.tool_config_ref is not None and wl.tool_config_ref.name not in self.tool_configs:
+                raise ValueError(
+                    f"aggregation.tools[{wl.workload}].toolConfigRef: no toolConfigs entry named "
+                    f"{wl.tool_config_ref.name!r}"
+                )
+        for ct in self.composite_tools:
+            ids = {s.id for s in ct.steps}
+            for s in ct.steps:
+                for dep in s.depends_on:
+                    if dep not in ids:
+                        raise ValueError(
+                            f"compositeTools[{ct.name}].steps[{s.id}].dependsOn: unknown step {dep!r}"
+                        )
+        if self.incoming_auth.type == "oidc" and self.incoming_auth.oidc is None:
+            raise ValueError("incomingAuth.oidc: required when incomingAuth.type is 'oidc'")
+        return self
+
+
+class ConfigError(Exception):
+    """The config file is missing or invalid; the message names the field."""
+
+
+def load_config(path: str | Path) -> VMCPConfig:
+    """Read and validate a YAML or JSON config file, raising ConfigError with field paths."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {p} is not valid YAML: {exc}") from exc
+    return parse_config(raw or {}, source=str(p))
+
+
+def parse_config(raw: Any, source: str = "config") -> VMCPConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: top level must be a mapping")
+    try:
+        return VMCPConfig.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+            lines.append(f"{loc}: {err['msg']}")
+        raise ConfigError(f"{source}: invalid vMCP config:\n  " + "\n  ".join(lines)) from exc

@@ -1,0 +1,794 @@
+"""The gateway core: backends, cached capability lists, routing, health, fan-out of notifications.
+
+Protocol-era independent: the ASGI front (`app.py`) parses and validates the wire, then calls
+`Gateway.dispatch(method, params, ctx)`. Lists are served from a cache rebuilt only when a
+backend's lists change (list_changed notification, connect, health transition), never per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from mcpfleet.vmcp import aggregate, httpclient, wire
+from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
+from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
+from mcpfleet.vmcp.backends import BackendSource, BackendSpec
+from mcpfleet.vmcp.composite import CompositeRunner
+from mcpfleet.vmcp.config import VMCPConfig, parse_duration
+from mcpfleet.vmcp.health import BackendHealth
+from mcpfleet.vmcp.metrics import Metrics
+from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
+from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
+from mcpfleet.vmcp.wire import RPCError
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+# A 2025-era client session with no open stream and no request for this long is forgotten.
+SESSION_IDLE_SECONDS = 3600.0
+
+# list method -> (capability, result key, BackendLists attribute)
+LISTS: dict[str, tuple[str, str, str]] = {
+    "tools/list": ("tools", "tools", "tools"),
+    "resources/list": ("resources", "resources", "resources"),
+    "resources/templates/list": ("resources", "resourceTemplates", "templates"),
+    "prompts/list": ("prompts", "prompts", "prompts"),
+}
+_LIST_CHANGED = {
+    "notifications/tools/list_changed": ("tools/list",),
+    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
+    "notifications/prompts/list_changed": ("prompts/list",),
+}
+
+
+@dataclass(eq=False)
+class ClientSession:
+    """A 2025-era client session on the front (Mcp-Session-Id)."""
+
+    id: str
+    version: str
+    token: str | None = None
+    stream: asyncio.Queue[dict[str, Any]] | None = None
+    pending: dict[str, tuple[BaseUpstream, Any]] = field(default_factory=dict)
+    inflight: dict[Any, tuple[BaseUpstream, int]] = field(default_factory=dict)
+    subscriptions: set[str] = field(default_factory=set)
+    log_level: str | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+@dataclass(eq=False)
+class Listener:
+    """A standing notification stream: a legacy GET stream or a 2026 subscriptions/listen."""
+
+    queue: asyncio.Queue[dict[str, Any]]
+    tools: bool = True
+    prompts: bool = True
+    resources: bool = True
+    uris: frozenset[str] | None = None  # None: the session's subscriptions decide (legacy)
+    session: ClientSession | None = None
+    meta: dict[str, Any] | None = None
+
+
+@dataclass
+class CallContext:
+    era: Era
+    session: ClientSession | None = None
+    emit: Emit | None = None
+    token: str | None = None
+    forward_headers: Mapping[str, str] | None = None
+    client_id: Any = None
+
+
+@dataclass
+class Backend:
+    spec: BackendSpec
+    health: BackendHealth
+    upstream: BaseUpstream | None = None
+    # Per protocol era: a backend may advertise different lists to 2025 and 2026 clients.
+    lists: dict[str, BackendLists] = field(default_factory=dict)
+    list_errors: dict[str, str] = field(default_factory=dict)
+
+    def lists_for(self, era: Era) -> BackendLists:
+        other: Era = "modern" if era == "legacy" else "legacy"
+        return self.lists.get(era) or self.lists.get(other) or BackendLists(self.spec.name)
+
+    connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def connected(self) -> bool:
+        return self.upstream is not None
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: VMCPConfig,
+        source: BackendSource,
+        *,
+        http: aiohttp.ClientSession | None = None,
+        status_writer: StatusWriter | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config = config
+        self.source = source
+        self._http = http
+        self._own_http = http is None
+        self._fast: httpclient.Client | None = None
+        self.status_writer = status_writer or NoopStatusWriter()
+        self.metrics = metrics or Metrics()
+        self.backends: dict[str, Backend] = {}
+        self.aggs: dict[Era, Aggregate] = {"legacy": Aggregate(), "modern": Aggregate()}
+        self.sessions: dict[str, ClientSession] = {}
+        self.listeners: set[Listener] = set()
+        self.composites = {c.name: c for c in config.composite_tools}
+        self._runner = CompositeRunner(self._call_step)
+        self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
+        fh = config.operational.failure_handling
+        self._check_interval = parse_duration(fh.health_check_interval)
+        self._check_timeout = parse_duration(fh.health_check_timeout)
+        self._status_interval = parse_duration(fh.status_reporting_interval)
+        self.best_effort = fh.partial_failure_mode == "best_effort"
+        self._cache: dict[tuple[str, Era], bytes] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._bg: set[asyncio.Task[Any]] = set()
+        self._first_set = asyncio.Event()
+        self._ids = itertools.count(1)
+        self.started_at = time.time()
+        self.startup_error: str | None = None
+        self.legacy_sse = False
+        self._status_dirty = asyncio.Event()
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def start(self, wait: float = 30.0) -> None:
+        """Take the first backend set, connect it, build lists; raises ConflictError (manual mode)."""
+        if self._http is None:
+            self._http = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300),
+                timeout=aiohttp.ClientTimeout(total=None),
+                auto_decompress=False,
+            )
+        if self._fast is None:
+            self._fast = httpclient.Client()
+        self._tasks.append(asyncio.create_task(self._follow_source(), name="vmcp-source"))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await self._first_set.wait()
+        if self.startup_error:
+            await self.stop()
+            raise ConflictError(self.startup_error)
+        self._tasks.append(asyncio.create_task(self._health_loop(), name="vmcp-health"))
+        self._tasks.append(asyncio.create_task(self._status_loop(), name="vmcp-status"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        await asyncio.gather(*(self._disconnect(b) for b in self.backends.values()), return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.status_writer.write(self.status())
+        await self._outgoing.close()
+        if self._own_http and self._http is not None:
+            await self._http.close()
+            self._http = None
+        if self._fast is not None:
+            self._fast.close()
+            self._fast = None
+
+    async def _follow_source(self) -> None:
+        try:
+            async for specs in self.source.watch():
+                try:
+                    await self.apply(specs)
+                except ConflictError as exc:
+                    self.startup_error = str(exc)
+                    if not self._first_set.is_set():
+                        self._first_set.set()
+                        return
+                    log.error("backend set change rejected: %s", exc)
+                self._first_set.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("backend source failed")
+            self._first_set.set()
+
+    async def apply(self, specs: list[BackendSpec]) -> None:
+        """Move to a new backend set: connect new ones, drop removed ones, reconnect changed URLs."""
+        new = {s.name: s for s in specs}
+        removed = [b for n, b in self.backends.items() if n not in new or new[n] != b.spec]
+        for b in removed:
+            del self.backends[b.spec.name]
+            await self._disconnect(b)
+        fh = self.config.operational.failure_handling
+        added = []
+        for name, spec in new.items():
+            if name not in self.backends:
+                b = Backend(spec=spec, health=BackendHealth.from_config(fh))
+                self.backends[name] = b
+                added.append(b)
+        await asyncio.gather(*(self._connect(b) for b in added))
+        self.rebuild(strict=not self._first_set.is_set())
+        if removed or added:
+            log.info(
+                "backends now %s (added %s, removed %s)",
+                sorted(self.backends),
+                [b.spec.name for b in added],
+                [b.spec.name for b in removed],
+            )
+
+    async def _connect(self, b: Backend) -> bool:
+        async with b.connecting:
+            if b.upstream is not None:
+                return True
+            assert self._http is not None
+            up = make_upstream(
+                b.spec.name,
+                b.spec.url,
+                b.spec.transport,
+                self._http,
+                auth=self._outgoing.for_backend(b.spec.name, self._http),
+                time_limit=self.config.operational.timeouts.for_backend(b.spec.name),
+                on_notification=self._on_backend_notification,
+                client_info={"name": f"mcpfleet-vmcp/{self.config.name}", "version": "1"},
+                fast=self._fast if b.spec.transport != "sse" else None,
+            )
+            try:
+                async with asyncio.timeout(self._check_timeout + 5):
+                    await up.connect()
+            except (RPCError, TimeoutError, OSError, aiohttp.ClientError) as exc:
+                with contextlib.suppress(Exception):
+                    await up.close()
+                msg = exc.message if isinstance(exc, RPCError) else f"connect: {type(exc).__name__} {exc}"
+                b.health.record_failure(msg)
+                log.warning("backend %s: %s", b.spec.name, msg)
+                return False
+            b.upstream = up
+            b.health.record_success()
+            await self._fetch_lists(b, tuple(LISTS))
+            self._status_dirty.set()
+            return True
+
+    async def _disconnect(self, b: Backend) -> None:
+        up, b.upstream = b.upstream, None
+        if up is not None:
+            await up.close()
+
+    async def _fetch_lists(self, b: Backend, methods: tuple[str, ...]) -> None:
+        """Refresh some list kinds of one backend, in every protocol era it speaks."""
+        up = b.upstream
+        if up is None:
+            return
+        eras: list[Era] = []
+        if up.legacy:
+            eras.append("legacy")
+        if up.modern:
+            eras.append("modern")
+        for era in eras:
+            b.lists.setdefault(era, BackendLists(b.spec.name))
+
+        async def one(method: str, era: Era) -> None:
+            cap, key, attr = LISTS[method]
+            target = b.lists[era]
+            if cap not in up.capabilities:
+                setattr(target, attr, [])
+                return
+            items: list[dict[str, Any]] = []
+            cursor: str | None = None
+            try:
+                for _ in range(1000):
+                    params = {"cursor": cursor} if cursor else None
+                    res = await up.call(method, params, era=era)
+                    items.extend(x for x in res.get(key, []) if isinstance(x, dict))
+                    cursor = res.get("nextCursor")
+                    if not cursor:
+                        break
+            except RPCError as exc:
+                # One failing list call must not drop the backend's other capabilities.
+                b.list_errors[method] = exc.message
+                log.warning("backend %s: %s (%s) failed: %s", b.spec.name, method, era, exc.message)
+                return
+            b.list_errors.pop(method, None)
+            setattr(target, attr, items)
+
+        await asyncio.gather(*(one(m, e) for m in methods for e in eras))
+
+    # ---- aggregation -------------------------------------------------------------------
+
+    def _serving(self, b: Backend) -> bool:
+        return b.connected and (b.health.healthy or not self.best_effort)
+
+    @property
+    def agg(self) -> Aggregate:
+        """The 2025-era view (used for status counts)."""
+        return self.aggs["legacy"]
+
+    def rebuild(self, strict: bool = False) -> set[str]:
+        """Recompute both eras' aggregates and list caches; returns the list methods that changed."""
+        changed: set[str] = set()
+        new: dict[Era, Aggregate] = {}
+        for era in ("legacy", "modern"):
+            lists = [b.lists_for(era) for _n, b in sorted(self.backends.items()) if self._serving(b)]
+            try:
+                agg = aggregate.build(lists, self.config.aggregation, self.config.tool_configs)
+            except ConflictError:
+                if strict:
+                    raise
+                log.exception("aggregation failed; keeping the previous lists")
+                return set()
+            for ct in self.config.composite_tools:
+                agg.tools.append(
+                    {"name": ct.name, "description": ct.description, "inputSchema": ct.parameters}
+                )
+            new[era] = agg
+        for era, agg in new.items():
+            old = self.aggs[era]
+            self.aggs[era] = agg
+            for method, (_cap, key, _attr) in LISTS.items():
+                items = self._items(agg, method)
+                if items != self._items(old, method):
+                    changed.add(method)
+                if era == "legacy":
+                    self._cache[(method, era)] = wire.dumps({key: items})
+                else:
+                    modern = {key: items, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+                    self._cache[(method, era)] = wire.dumps(modern)
+        self.legacy_sse = any(
+            b.upstream.sse_responses for b in self.backends.values() if b.upstream is not None
+        )
+        self._status_dirty.set()
+        return changed
+
+    @staticmethod
+    def _items(agg: Aggregate, method: str) -> list[dict[str, Any]]:
+        return {
+            "tools/list": agg.tools,
+            "resources/list": agg.resources,
+            "resources/templates/list": agg.templates,
+            "prompts/list": agg.prompts,
+        }[method]
+
+    def capabilities(self) -> dict[str, Any]:
+        caps: dict[str, Any] = {}
+        ups = [b.upstream for b in self.backends.values() if b.upstream is not None]
+        if self.composites or any("tools" in u.capabilities for u in ups):
+            caps["tools"] = {"listChanged": True}
+        if any("resources" in u.capabilities for u in ups):
+            sub = any((u.capabilities.get("resources") or {}).get("subscribe") for u in ups)
+            caps["resources"] = {"listChanged": True, "subscribe": bool(sub)}
+        if any("prompts" in u.capabilities for u in ups):
+            caps["prompts"] = {"listChanged": True}
+        if any("completions" in u.capabilities for u in ups):
+            caps["completions"] = {}
+        if any("logging" in u.capabilities for u in ups):
+            caps["logging"] = {}
+        return caps
+
+    def instructions(self) -> str | None:
+        parts = [u.instructions for b in self.backends.values() if (u := b.upstream) and u.instructions]
+        return "\n\n".join(parts) if parts else None
+
+    def cached_list(self, method: str, era: Era) -> bytes:
+        if not self.best_effort:
+            down = [n for n, b in self.backends.items() if b.health.state == "unavailable"]
+            if down:
+                raise RPCError(
+                    wire.BACKEND_UNAVAILABLE,
+                    f"backends unavailable: {', '.join(sorted(down))} (partialFailureMode is 'fail')",
+                )
+        return self._cache.get((method, era)) or wire.dumps({LISTS[method][1]: []})
+
+    # ---- notifications from backends --------------------------------------------------
+
+    async def _on_backend_notification(self, up: BaseUpstream, msg: dict[str, Any]) -> None:
+        method = msg.get("method", "")
+        b = self.backends.get(up.name)
+        if b is None or b.upstream is not up:
+            return
+        if method in _LIST_CHANGED:
+            await self._fetch_lists(b, _LIST_CHANGED[method])
+            # Forward the backend's signal even if our merged view looks the same (a description
+            # may differ in a way we do not compare, and clients expect the notification).
+            for m in self.rebuild() | {_LIST_CHANGED[method][0]}:
+                self.broadcast_list_changed(m)
+        elif method == "notifications/resources/updated":
+            uri = (msg.get("params") or {}).get("uri")
+            for ls in list(self.listeners):
+                subs = ls.uris if ls.uris is not None else (ls.session.subscriptions if ls.session else set())
+                if uri in subs:
+                    self._deliver(ls, msg)
+        elif method == "notifications/message":
+            for ls in list(self.listeners):
+                if ls.session is not None:
+                    self._deliver(ls, msg)
+
+    def broadcast_list_changed(self, list_method: str) -> None:
+        kind = list_method.split("/")[0]
+        msg = {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"}
+        if list_method == "resources/templates/list":
+            return  # covered by resources/list_changed
+        for ls in list(self.listeners):
+            if getattr(ls, kind):
+                self._deliver(ls, msg)
+
+    def _deliver(self, ls: Listener, msg: dict[str, Any]) -> None:
+        if ls.meta is not None:
+            params = dict(msg.get("params") or {})
+            params["_meta"] = {**(params.get("_meta") or {}), **ls.meta}
+            msg = {**msg, "params": params}
+        with contextlib.suppress(asyncio.QueueFull):
+            ls.queue.put_nowait(msg)
+
+    # ---- dispatch ----------------------------------------------------------------------
+
+    async def dispatch(
+        self, method: str, params: dict[str, Any] | None, ctx: CallContext
+    ) -> dict[str, Any] | bytes:
+        """Serve one request; returns a result dict, or pre-serialized result bytes for cached lists."""
+        p = params or {}
+        if method == "tools/call":
+            return await self.call_tool(p, ctx)
+        if method in LISTS:
+            return self.cached_list(method, ctx.era)
+        if method == "resources/read":
+            return await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
+        if method == "prompts/get":
+            route = self.aggs[ctx.era].prompt_routes.get(str(p.get("name")))
+            if route is None:
+                raise RPCError(wire.INVALID_PARAMS, f"Unknown prompt: {p.get('name')}")
+            return await self._forward(route.backend, method, {**p, "name": route.original}, ctx)
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            uri = str(p.get("uri"))
+            res = await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
+            if ctx.session is not None:
+                if method == "resources/subscribe":
+                    ctx.session.subscriptions.add(uri)
+                else:
+                    ctx.session.subscriptions.discard(uri)
+            return res
+        if method == "completion/complete":
+            return await self._complete(p, ctx)
+        if method == "logging/setLevel":
+            if ctx.session is not None:
+                ctx.session.log_level = p.get("level")
+            targets = [
+                b.spec.name
+                for b in self.backends.values()
+                if b.upstream and "logging" in b.upstream.capabilities
+            ]
+            results = await asyncio.gather(
+                *(self._forward(n, method, p, ctx) for n in targets), return_exceptions=True
+            )
+            for r in results:
+                if isinstance(r, RPCError) and not isinstance(r, BackendUnavailable):
+                    raise r
+            return {}
+        if method == "ping":
+            return {}
+        raise RPCError(wire.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _resource_backend(self, p: dict[str, Any], era: Era) -> str:
+        uri = p.get("uri")
+        backend = aggregate.route_resource(self.aggs[era], uri) if isinstance(uri, str) else None
+        if backend is None:
+            # SEP-2164: the 2026 wire reports an unknown resource as invalid params.
+            code = wire.INVALID_PARAMS if era == "modern" else wire.RESOURCE_NOT_FOUND
+            raise RPCError(code, f"Resource not found: {uri}", {"uri": uri})
+        return backend
+
+    async def _complete(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ref = p.get("ref") or {}
+        if ref.get("type") == "ref/prompt":
+            route = self.aggs[ctx.era].prompt_routes.get(str(ref.get("name")))
+            if route is None:
+                raise RPCError(wire.INVALID_PARAMS, f"Unknown prompt: {ref.get('name')}")
+            return await self._forward(
+                route.backend, "completion/complete", {**p, "ref": {**ref, "name": route.original}}, ctx
+            )
+        if ref.get("type") == "ref/resource":
+            uri = ref.get("uri")
+            backend = aggregate.route_resource(self.aggs[ctx.era], uri) if isinstance(uri, str) else None
+            if backend is None and isinstance(uri, str):
+                backend = self._template_owner(uri, ctx.era)
+            if backend is None:
+                raise RPCError(wire.INVALID_PARAMS, f"Unknown resource reference: {uri}")
+            return await self._forward(backend, "completion/complete", p, ctx)
+        raise RPCError(
+            wire.INVALID_PARAMS, "completion/complete: ref.type must be ref/prompt or ref/resource"
+        )
+
+    def _template_owner(self, uri_template: str, era: Era) -> str | None:
+        for b in self.backends.values():
+            if any(t.get("uriTemplate") == uri_template for t in b.lists_for(era).templates):
+                return b.spec.name
+        return None
+
+    async def call_tool(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        name = p.get("name")
+        comp = self.composites.get(name) if isinstance(name, str) else None
+        if comp is not None:
+            return await self._runner.run(comp, p.get("arguments") or {}, ctx)
+        route = self.aggs[ctx.era].tool_routes.get(name) if isinstance(name, str) else None
+        if route is None:
+            # Like the SDK servers: an unknown tool is a tool-level error result, not a protocol error.
+            return {"content": [{"type": "text", "text": f"Unknown tool: {name}"}], "isError": True}
+        if route.original != name:
+            p = {**p, "name": route.original}
+        return await self._forward(route.backend, "tools/call", p, ctx)
+
+    async def _call_step(
+        self, tool: str, arguments: dict[str, Any], ctx: CallContext, time_limit: float | None
+    ) -> dict[str, Any]:
+        """Composite steps: route by `workload.tool` (hidden tools included) or advertised name."""
+        agg = self.aggs[ctx.era]
+        route: Route | None = agg.step_routes.get(tool) or agg.tool_routes.get(tool)
+        if route is None:
+            raise RPCError(wire.INVALID_PARAMS, f"composite step: unknown tool {tool!r}")
+        step_ctx = CallContext(era=ctx.era, token=ctx.token)
+        return await self._forward(
+            route.backend,
+            "tools/call",
+            {"name": route.original, "arguments": arguments},
+            step_ctx,
+            time_limit,
+        )
+
+    async def _forward(
+        self,
+        backend: str,
+        method: str,
+        params: dict[str, Any],
+        ctx: CallContext,
+        time_limit: float | None = None,
+    ) -> dict[str, Any]:
+        b = self.backends.get(backend)
+        up = b.upstream if b is not None else None
+        if b is None or up is None:
+            raise BackendUnavailable(backend, "not connected")
+        if not b.health.allow_call():
+            raise BackendUnavailable(backend, "circuit breaker open")
+        on_message = self._relay(ctx, up)
+        sink = None
+        sess = ctx.session
+        if sess is not None and ctx.client_id is not None:
+            cid = ctx.client_id
+
+            def sink(uid: int) -> None:
+                sess.inflight[cid] = (up, uid)
+
+        m = self.metrics.child(backend, method)
+        t0 = time.perf_counter()
+        try:
+            res = await up.call(
+                method,
+                params,
+                era=ctx.era,
+                on_message=on_message,
+                headers=ctx.forward_headers,
+                subject_token=ctx.token,
+                time_limit=time_limit,
+                request_id_sink=sink,
+            )
+        except BackendUnavailable as exc:
+            m.error()
+            if b.health.record_failure(exc.reason):
+                self._on_health_change(b)
+            raise
+        except RPCError:
+            m.error()
+            raise
+        finally:
+            m.observe(time.perf_counter() - t0)
+            if sink is not None:
+                sess.inflight.pop(ctx.client_id, None)  # type: ignore[union-attr]
+        if b.health.state != "ready" or b.health.circuit != "closed":
+            if b.health.record_success():
+                self._on_health_change(b)
+        return res
+
+    def _relay(self, ctx: CallContext, up: BaseUpstream) -> Callable[[dict[str, Any]], Awaitable[None]]:
+        """Handles messages a backend sends while answering a call: forwards them to the caller
+        (server-to-client requests get gateway ids) and feeds change notifications to the cache."""
+        emit = ctx.emit
+
+        async def relay(msg: dict[str, Any]) -> None:
+            if not msg:  # SSE_OPENED: the backend streams; so do we
+                if emit is not None:
+                    await emit(msg)
+                return
+            method = msg.get("method")
+            if (
+                method is not None
+                and "id" not in msg
+                and (method in _LIST_CHANGED or method == "notifications/resources/updated")
+            ):
+                task = asyncio.create_task(self._on_backend_notification(up, msg))
+                self._bg.add(task)
+                task.add_done_callback(self._bg.discard)
+            if emit is None:
+                if method is not None and "id" in msg:
+                    await up.send_message(
+                        wire.error_message(msg["id"], wire.METHOD_NOT_FOUND, "no client to ask")
+                    )
+                return
+            if method is not None and "id" in msg:
+                if ctx.session is None:
+                    await up.send_message(
+                        wire.error_message(msg["id"], wire.METHOD_NOT_FOUND, "client has no back channel")
+                    )
+                    return
+                gid = f"vmcp-{next(self._ids)}"
+                ctx.session.pending[gid] = (up, msg["id"])
+                msg = {**msg, "id": gid}
+            await emit(msg)
+
+        return relay
+
+    async def client_message(self, session: ClientSession, msg: dict[str, Any]) -> None:
+        """A response or notification a 2025-era client POSTed: route it to the right backend."""
+        if "method" not in msg:
+            target = session.pending.pop(str(msg.get("id")), None)
+            if target is not None:
+                up, orig = target
+                await up.send_message({**msg, "id": orig}, session.token)
+            return
+        if msg["method"] == "notifications/cancelled":
+            rid = (msg.get("params") or {}).get("requestId")
+            tgt = session.inflight.get(rid)
+            if tgt is not None:
+                up, uid = tgt
+                params = {**(msg.get("params") or {}), "requestId": uid}
+                await up.send_message(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+                )
+
+    # ---- sessions ----------------------------------------------------------------------
+
+    def new_session(self, version: str, token: str | None) -> ClientSession:
+        s = ClientSession(id=uuid.uuid4().hex, version=version, token=token)
+        self.sessions[s.id] = s
+        return s
+
+    def end_session(self, sid: str) -> bool:
+        s = self.sessions.pop(sid, None)
+        if s is None:
+            return False
+        for ls in [x for x in self.listeners if x.session is s]:
+            self.listeners.discard(ls)
+            with contextlib.suppress(asyncio.QueueFull):
+                ls.queue.put_nowait({})  # wakes the stream writer, which then ends
+        return True
+
+    # ---- health and status --------------------------------------------------------------
+
+    def _on_health_change(self, b: Backend) -> None:
+        log.info("backend %s is now %s", b.spec.name, b.health.state)
+        self._status_dirty.set()
+        if self.best_effort:
+            for m in self.rebuild():
+                self.broadcast_list_changed(m)
+
+    async def check_backend(self, b: Backend) -> None:
+        if b.upstream is None:
+            if await self._connect(b):
+                self._on_health_change(b)
+                for m in self.rebuild():
+                    self.broadcast_list_changed(m)
+            return
+        try:
+            await b.upstream.ping(self._check_timeout)
+        except RPCError as exc:
+            if isinstance(exc, BackendUnavailable):
+                changed = b.health.record_failure(exc.reason)
+            else:
+                changed = b.health.record_success()  # it answered: alive, just does not know ping
+        else:
+            changed = b.health.record_success()
+        if changed:
+            if b.health.state == "ready":
+                await self._fetch_lists(b, tuple(LISTS))  # it may have restarted with other lists
+            self._on_health_change(b)
+            if not self.best_effort:
+                for m in self.rebuild():
+                    self.broadcast_list_changed(m)
+
+    def prune_sessions(self, idle: float = SESSION_IDLE_SECONDS) -> int:
+        """Forget 2025-era client sessions idle for longer than `idle` (clients that never DELETE)."""
+        now = time.monotonic()
+        stale = [sid for sid, s in self.sessions.items() if s.stream is None and now - s.last_seen > idle]
+        for sid in stale:
+            self.end_session(sid)
+        return len(stale)
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._check_interval)
+            self.prune_sessions()
+            await asyncio.gather(
+                *(self.check_backend(b) for b in list(self.backends.values())), return_exceptions=True
+            )
+
+    async def _status_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._status_interval):
+                    await self._status_dirty.wait()
+            self._status_dirty.clear()
+            try:
+                await self.status_writer.write(self.status())
+            except Exception as exc:
+                log.warning("status writer failed: %s", exc)
+            await asyncio.sleep(0.5)  # coalesce bursts of changes
+
+    def ready(self) -> bool:
+        if not self.backends:
+            return False
+        up = [b for b in self.backends.values() if b.connected and b.health.healthy]
+        return bool(up) if self.best_effort else len(up) == len(self.backends)
+
+    def status(self) -> dict[str, Any]:
+        backends = []
+        for name, b in sorted(self.backends.items()):
+            up = b.upstream
+            eras = [e for e, on in (("2025-11-25", up and up.legacy), ("2026-07-28", up and up.modern)) if on]
+            backends.append(
+                {
+                    "name": name,
+                    "url": b.spec.url,
+                    "transport": b.spec.transport,
+                    "state": b.health.state if b.connected or b.health.state != "ready" else "unavailable",
+                    "connected": b.connected,
+                    "lastCheck": _iso(b.health.last_check),
+                    "error": b.health.last_error,
+                    "consecutiveFailures": b.health.consecutive_failures,
+                    "circuitBreaker": b.health.circuit if b.health.breaker_enabled else None,
+                    "protocolEras": eras,
+                    "listErrors": dict(b.list_errors),
+                    "counts": {
+                        "tools": len(b.lists_for("legacy").tools),
+                        "resources": len(b.lists_for("legacy").resources),
+                        "resourceTemplates": len(b.lists_for("legacy").templates),
+                        "prompts": len(b.lists_for("legacy").prompts),
+                    },
+                }
+            )
+        healthy = sum(1 for b in self.backends.values() if b.connected and b.health.state == "ready")
+        if not self.backends or healthy == 0:
+            phase = "Failed" if self.backends else "Pending"
+        else:
+            phase = "Ready" if healthy == len(self.backends) else "Degraded"
+        return {
+            "name": self.config.name,
+            "phase": phase,
+            "ready": self.ready(),
+            "partialFailureMode": "best_effort" if self.best_effort else "fail",
+            "backends": backends,
+            "backendCount": len(self.backends),
+            "healthyBackends": healthy,
+            "counts": {
+                "tools": len(self.agg.tools),
+                "resources": len(self.agg.resources),
+                "resourceTemplates": len(self.agg.templates),
+                "prompts": len(self.agg.prompts),
+            },
+            "sessions": len(self.sessions),
+        }
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

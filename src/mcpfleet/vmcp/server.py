@@ -1,0 +1,153 @@
+"""Assembles a runnable gateway from a config: backend source, status writer, auth, ASGI app.
+
+Kept apart from the CLI so tests and the local platform build the same thing in-process.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
+from mcpfleet.vmcp.auth.incoming import make_authenticator
+from mcpfleet.vmcp.backends import (
+    BackendSource,
+    BackendSpec,
+    CombinedBackendSource,
+    KubernetesBackendSource,
+    StaticBackendSource,
+)
+from mcpfleet.vmcp.config import ConfigError, VMCPConfig
+from mcpfleet.vmcp.gateway import Gateway
+from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 4483
+    status_file: str | None = None
+    status_resource: str | None = None  # VirtualMCPServer name to patch (Kubernetes)
+    allowed_hosts: list[str] | None = None
+    public_url: str | None = None
+
+
+def static_specs(config: VMCPConfig) -> list[BackendSpec]:
+    return [
+        BackendSpec(b.name, b.url, b.transport, tuple(sorted(b.metadata.items()))) for b in config.backends
+    ]
+
+
+def namespace_of(config: VMCPConfig) -> str | None:
+    if config.namespace:
+        return config.namespace
+    ns = os.environ.get("POD_NAMESPACE")
+    if ns:
+        return ns
+    path = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip()
+    return None
+
+
+def make_source(config: VMCPConfig, kube_client: Any | None = None) -> BackendSource:
+    static = static_specs(config)
+    if config.group_ref:
+        ns = namespace_of(config)
+        if ns is None:
+            raise ConfigError(
+                "groupRef: discovered mode needs a namespace (config `namespace` or $POD_NAMESPACE)"
+            )
+        kube = KubernetesBackendSource(config.group_ref, ns, kube_client)
+        return CombinedBackendSource(static, kube) if static else kube
+    if not static:
+        raise ConfigError("backends: no backends and no groupRef - nothing to aggregate")
+    return StaticBackendSource(static)
+
+
+def make_status_writer(
+    config: VMCPConfig, opts: ServeOptions, kube_client: Any | None = None
+) -> StatusWriter:
+    if opts.status_file:
+        return FileStatusWriter(opts.status_file)
+    if opts.status_resource:
+        ns = namespace_of(config)
+        if ns is None:
+            raise ConfigError("--status-resource needs a namespace (config `namespace` or $POD_NAMESPACE)")
+        return KubernetesStatusWriter(opts.status_resource, ns, kube_client)
+    return NoopStatusWriter()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_app(
+    config: VMCPConfig,
+    opts: ServeOptions,
+    *,
+    source: BackendSource | None = None,
+    status_writer: StatusWriter | None = None,
+) -> VMCPApp:
+    """The ASGI app; the gateway starts and stops with the ASGI lifespan."""
+    gateway = Gateway(
+        config,
+        source or make_source(config),
+        status_writer=status_writer or make_status_writer(config, opts),
+    )
+    allowed_hosts = opts.allowed_hosts
+    allowed_origins = None
+    if allowed_hosts is None and _is_loopback(opts.host):
+        # DNS-rebinding protection: a loopback-bound gateway only answers loopback Host/Origin values.
+        allowed_hosts = LOOPBACK_HOSTS
+        allowed_origins = LOOPBACK_ORIGINS
+    resource_metadata = None
+    auth = None
+    if config.incoming_auth.type == "oidc":
+        oidc = config.incoming_auth.oidc
+        assert oidc is not None
+        base = opts.public_url or f"http://{opts.host}:{opts.port}"
+        resource_metadata = {
+            "resource": oidc.resource or f"{base}/mcp",
+            "authorization_servers": [oidc.issuer],
+            "scopes_supported": oidc.scopes,
+            "bearer_methods_supported": ["header"],
+        }
+        auth = _DeferredOIDC(config, f"{base}/.well-known/oauth-protected-resource")
+    return VMCPApp(
+        gateway,
+        auth,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        resource_metadata=resource_metadata,
+    )
+
+
+class _DeferredOIDC:
+    """Creates the OIDC authenticator's HTTP session on first use (inside the server's event loop)."""
+
+    def __init__(self, config: VMCPConfig, resource_metadata_url: str) -> None:
+        self._config = config
+        self._url = resource_metadata_url
+        self._inner: Any = None
+
+    def _get(self) -> Any:
+        if self._inner is None:
+            self._inner = make_authenticator(self._config.incoming_auth, aiohttp.ClientSession(), self._url)
+        return self._inner
+
+    async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
+        return await self._get().authenticate(authorization)  # type: ignore[no-any-return]
+
+    def challenge(self, error: str | None) -> str:
+        return self._get().challenge(error)  # type: ignore[no-any-return]

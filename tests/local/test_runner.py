@@ -1,0 +1,79 @@
+"""The reconcile loop in-process: an edited manifest rolls its process, a removed one stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from mcpfleet.platform.local.runner import Runner
+from mcpfleet.platform.local.state import State
+from tests.local.conftest import manifest, pid_alive
+
+
+async def _until(runner: Runner, check: object, limit: float = 45.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        await runner.reconcile()
+        if callable(check) and await check():
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("condition not reached")
+
+
+@pytest.mark.timeout(120)
+async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    path = manifests / "remote.yaml"
+    path.write_text(manifest("MCPRemoteProxy", "up", {"remoteURL": "http://127.0.0.1:9/mcp"}))
+    state = await State.open(tmp_path / "state")
+    runner = Runner(manifests, state, port_range=(43000, 43999))
+    key = "MCPRemoteProxy/default/up/proxy/0"
+    try:
+
+        async def running(generation: int) -> bool:
+            obj = await state.get_object("MCPRemoteProxy", "default", "up")
+            return (
+                obj is not None
+                and obj.status.get("phase") == "Running"
+                and (obj.status.get("observedGeneration") == generation)
+            )
+
+        await _until(runner, lambda: running(1))
+        first = runner.supervisor.state(key)
+        assert first is not None and first.pid is not None
+        first_pid = first.pid
+        first_url = (await state.get_object("MCPRemoteProxy", "default", "up")).status["url"]  # type: ignore[union-attr]
+
+        # An edited spec: generation 2, the process restarts with the new command, the URL stays.
+        path.write_text(manifest("MCPRemoteProxy", "up", {"remoteURL": "http://127.0.0.1:10/mcp"}))
+        runner.manifests_changed()
+        await _until(runner, lambda: running(2))
+        second = runner.supervisor.state(key)
+        assert second is not None and second.pid not in (None, first_pid)
+        assert not pid_alive(first_pid)
+        obj = await state.get_object("MCPRemoteProxy", "default", "up")
+        assert obj is not None and obj.generation == 2 and obj.status["url"] == first_url
+        assert (
+            "http://127.0.0.1:10/mcp" in (tmp_path / "state" / "logs" / "mcpremoteproxy-up.log").read_text()
+        )
+
+        # A removed manifest: the process stops and the object leaves the state.
+        second_pid = second.pid
+        assert second_pid is not None
+        path.unlink()
+        runner.manifests_changed()
+
+        async def gone() -> bool:
+            return await state.get_object("MCPRemoteProxy", "default", "up") is None and not pid_alive(
+                second_pid
+            )
+
+        await _until(runner, gone)
+        assert runner.supervisor.keys() == set()
+    finally:
+        await runner.shutdown()
+        await state.close()

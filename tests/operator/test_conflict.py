@@ -1,0 +1,49 @@
+"""A status write based on a stale object gets 409 and is retried by re-reading, not by overwriting:
+the controller runs in-process against the real API server with a store holding an old version."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcpfleet.devcluster.handle import ClusterHandle
+from mcpfleet.operator.controller import Controller
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.store import Store
+from mcpfleet.platform.kubernetes.api import KubeApi
+
+from .conftest import Kube
+
+
+async def test_conflict_is_retried_by_rereading(dev_cluster: ClusterHandle, kube: Kube) -> None:
+    from lightkube import AsyncClient, KubeConfig
+
+    kube.apply(
+        "apiVersion: mcpfleet.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: c}\nspec: {image: 'uvx://c'}\n"
+    )
+    stale = kube.get("MCPServer", "c")
+    assert stale is not None
+    # Someone else writes the object after we read it: our copy is now stale.
+    dev_cluster.kubectl(
+        "patch", "-n", kube.ns, "mcpservers", "c", "--subresource=status", "--type=merge",
+        "-p", '{"status": {"message": "written by someone else"}}',
+    )  # fmt: skip
+    client = AsyncClient(config=KubeConfig.from_file(str(dev_cluster.kubeconfig)), field_manager="mcpfleet")
+    api = KubeApi(client)
+    settings = OperatorSettings(namespaces=(kube.ns,), workers=1, metrics_port=None)
+    controller = Controller(api, Store(), settings)
+    controller.on_object("ADDED", stale)
+    task = asyncio.create_task(controller.run())
+    try:
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if controller.queue.idle and controller.stats.reconciles[("MCPServer", kube.ns, "c")] >= 2:
+                break
+        assert controller.stats.conflicts == 1
+        assert api.requests[("get", "MCPServer")] == 1  # the re-read
+        status = kube.status("MCPServer", "c")
+        # The second pass computed the status from the fresh object and wrote it.
+        assert status["phase"] in ("Pending", "Running") and status["observedGeneration"] == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()

@@ -1,0 +1,114 @@
+"""MCPServer on the real control plane: children, owner references, status, checksum rollouts, events,
+runtime add / delete / re-create, and zero writes on an idle resync."""
+
+from __future__ import annotations
+
+from .conftest import Kube, OperatorProcess
+
+SERVER = """
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPServer
+metadata: {name: time}
+spec:
+  image: uvx://mcp-server-time@2025.1
+  args: ["--local-timezone", "UTC"]
+  env: [{name: LOG, value: info}]
+"""
+
+
+def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorProcess) -> None:
+    kube.apply(SERVER)
+    status = kube.wait_phase("MCPServer", "time", "Running")
+    assert status["url"] == f"http://mcp-time.{kube.ns}.svc.cluster.local:8080/mcp"
+    assert status["readyReplicas"] == 1 and status["observedGeneration"] == 1
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["observedGeneration"] == 1
+
+    server = kube.get("MCPServer", "time")
+    assert server is not None
+    uid = server["metadata"]["uid"]
+    for kind, name in (
+        ("Deployment", "mcp-time"),
+        ("Service", "mcp-time"),
+        ("ConfigMap", "mcp-time-config"),
+        ("ServiceAccount", "mcp-time"),
+    ):
+        child = kube.get(kind, name)
+        assert child is not None, f"{kind} {name} missing"
+        (ref,) = child["metadata"]["ownerReferences"]
+        assert ref["uid"] == uid and ref["kind"] == "MCPServer" and ref["controller"] is True
+    deployment = kube.get("Deployment", "mcp-time")
+    assert deployment is not None
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "mcpfleet-test/runner:1"
+    assert container["command"][-4:] == ["uvx", "mcp-server-time@2025.1", "--local-timezone", "UTC"]
+    config_map = kube.get("ConfigMap", "mcp-time-config")
+    assert config_map is not None
+    checksum = config_map["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
+    assert (
+        deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] == checksum
+    )
+    assert kube.get("Role", "mcp-time") is None  # a package server needs no API access
+
+    reasons = {e["reason"] for e in kube.events("time")}
+    assert "Created" in reasons
+
+    # An idle resync reconciles every object and writes nothing.
+    before = operator.wait_idle()
+    operator.resync_now()
+    after = operator.wait_idle()
+    assert after["reconcilesByKind"]["MCPServer"] > before["reconcilesByKind"]["MCPServer"]
+    assert after["writes"] == before["writes"], (before["requests"], after["requests"])
+    assert after["total"] == before["total"]
+
+
+def test_config_change_rolls_pods_and_unchanged_does_not(kube: Kube, operator: OperatorProcess) -> None:
+    kube.apply(SERVER)
+    kube.wait_phase("MCPServer", "time", "Running")
+
+    def template_checksum() -> str:
+        deployment = kube.get("Deployment", "mcp-time")
+        assert deployment is not None
+        return str(deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"])
+
+    first = template_checksum()
+    generation = kube.get("Deployment", "mcp-time")["metadata"]["generation"]  # type: ignore[index]
+    # A label change touches metadata only: same config, no rollout.
+    kube.cluster.kubectl("label", "-n", kube.ns, "mcpservers", "time", "team=blue")
+    operator.wait_idle()
+    assert template_checksum() == first
+    assert kube.get("Deployment", "mcp-time")["metadata"]["generation"] == generation  # type: ignore[index]
+    # An args change changes the run config: the checksum moves and the pods roll.
+    kube.apply(SERVER.replace('"UTC"', '"Europe/Paris"'))
+    kube.cluster.wait_for("a new checksum", lambda: template_checksum() != first, timeout=30)
+    status = kube.wait_phase("MCPServer", "time", "Running", generation=2)
+    assert status["url"]
+    # Scaled to zero: Stopped, no url; back to one: Running again.
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "mcpservers", "time", "--type=merge", "-p", '{"spec":{"replicas":0}}'
+    )
+    stopped = kube.wait_phase("MCPServer", "time", "Stopped", generation=3)
+    assert "url" not in stopped and kube.get("Deployment", "mcp-time")["spec"]["replicas"] == 0  # type: ignore[index]
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "mcpservers", "time", "--type=merge", "-p", '{"spec":{"replicas":1}}'
+    )
+    assert kube.wait_phase("MCPServer", "time", "Running", generation=4)["url"]
+    assert "Updated" in {e["reason"] for e in kube.events("time")}
+
+
+def test_runtime_add_delete_recreate(kube: Kube, operator: OperatorProcess) -> None:
+    kube.apply(SERVER)
+    kube.wait_phase("MCPServer", "time", "Running")
+    first_uid = kube.get("MCPServer", "time")["metadata"]["uid"]  # type: ignore[index]
+    kube.delete("MCPServer", "time", wait=True)
+    # Garbage collection (kube-controller-manager) removes every child through owner references.
+    for kind, name in (("Deployment", "mcp-time"), ("Service", "mcp-time"), ("ConfigMap", "mcp-time-config")):
+        kube.wait_gone(kind, name)
+    kube.apply(SERVER)
+    status = kube.wait_phase("MCPServer", "time", "Running")
+    assert status["url"]
+    server = kube.get("MCPServer", "time")
+    assert server is not None and server["metadata"]["uid"] != first_uid
+    deployment = kube.get("Deployment", "mcp-time")
+    assert deployment is not None
+    assert deployment["metadata"]["ownerReferences"][0]["uid"] == server["metadata"]["uid"]

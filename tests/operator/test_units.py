@@ -1,0 +1,184 @@
+"""Unit tests (no cluster) of the Kubernetes rendering, the skip rule, the store, the queue and settings."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from mcpfleet.api.kinds import parse_manifest
+from mcpfleet.operator.queue import WorkQueue
+from mcpfleet.operator.settings import from_environment
+from mcpfleet.operator.store import Store
+from mcpfleet.platform.kubernetes.apply import unchanged
+from mcpfleet.platform.kubernetes.observe import observe
+from mcpfleet.platform.kubernetes.render import ANNOTATION_APPLIED_HASH, Owner, render
+from mcpfleet.reconcile import mcpserver
+from mcpfleet.reconcile.model import Images, World
+
+
+def _server(spec: dict[str, object], name: str = "time") -> object:
+    return parse_manifest(
+        {
+            "apiVersion": "mcpfleet.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": spec,
+        }
+    )
+
+
+def _render(spec: dict[str, object]) -> dict[str, dict[str, object]]:
+    plan = mcpserver.plan(_server(spec), World(platform="kubernetes", namespace="ns"))  # type: ignore[arg-type]
+    manifests = render(plan, Owner("MCPServer", "time", "ns", "uid-1"), Images(runner="runner:1"))
+    return {m["kind"]: m for m in manifests}
+
+
+def test_render_children_owner_checksum_and_least_privilege() -> None:
+    children = _render({"image": "uvx://mcp-server-time", "secrets": [{"name": "s", "key": "k"}]})
+    assert list(children) == ["ConfigMap", "ServiceAccount", "Deployment", "Service"]
+    for child in children.values():
+        meta = child["metadata"]
+        assert meta["ownerReferences"] == [  # type: ignore[index]
+            {
+                "apiVersion": "mcpfleet.dev/v1alpha1",
+                "kind": "MCPServer",
+                "name": "time",
+                "uid": "uid-1",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert len(meta["annotations"][ANNOTATION_APPLIED_HASH]) == 64  # type: ignore[index]
+    deployment = children["Deployment"]
+    template = deployment["spec"]["template"]  # type: ignore[index]
+    checksum = children["ConfigMap"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]  # type: ignore[index]
+    assert template["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] == checksum
+    pod = template["spec"]
+    assert (
+        pod["automountServiceAccountToken"] is False
+        and children["ServiceAccount"]["automountServiceAccountToken"] is False
+    )
+    (container,) = pod["containers"]
+    assert (
+        container["image"] == "runner:1"
+        and "--port" in container["command"]
+        and "8080" in container["command"]
+    )
+    assert {"name": "k", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}} in container["env"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert children["Service"]["spec"]["ports"][0]["port"] == 8080  # type: ignore[index]
+
+
+def test_unchanged_skips_identical_and_catches_drift() -> None:
+    deployment = _render({"image": "uvx://mcp-server-time"})["Deployment"]
+    live = copy.deepcopy(deployment)
+    live["status"] = {"readyReplicas": 1}
+    live["metadata"]["resourceVersion"] = "42"  # type: ignore[index]
+    assert unchanged(deployment, live)
+    drifted = copy.deepcopy(live)
+    drifted["spec"]["replicas"] = 3  # type: ignore[index]
+    assert not unchanged(deployment, drifted)
+    other = _render({"image": "uvx://mcp-server-time", "args": ["x"]})["Deployment"]
+    assert not unchanged(other, live)
+    assert not unchanged(deployment, None)
+
+
+def test_observe_counts_only_the_current_template() -> None:
+    plan = mcpserver.plan(_server({"image": "uvx://x"}), World(platform="kubernetes", namespace="ns"))  # type: ignore[arg-type]
+    rolling = {
+        "metadata": {"generation": 2},
+        "status": {"observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1},
+    }
+    assert observe(plan, rolling, {"kind": "Service"}).ready_replicas == 0
+    done = {
+        "metadata": {"generation": 2},
+        "status": {"observedGeneration": 2, "readyReplicas": 1, "updatedReplicas": 1},
+    }
+    observation = observe(plan, done, {"kind": "Service"})
+    assert (
+        observation.ready_replicas == 1 and observation.url == "http://mcp-time.ns.svc.cluster.local:8080/mcp"
+    )
+    assert observe(plan, done, None).url is None
+    stuck = {
+        "metadata": {"generation": 1},
+        "status": {
+            "observedGeneration": 1,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+        },
+    }
+    assert observe(plan, stuck, None).failed
+
+
+def _raw(rv: str, uid: str = "u1", spec: dict[str, object] | None = None) -> dict[str, object]:
+    return {
+        "apiVersion": "mcpfleet.dev/v1alpha1",
+        "kind": "MCPServer",
+        "metadata": {"name": "a", "namespace": "ns", "uid": uid, "resourceVersion": rv, "generation": 1},
+        "spec": spec or {"image": "uvx://a"},
+    }
+
+
+def test_store_ignores_older_versions_and_tracks_children() -> None:
+    store = Store()
+    store.put(_raw("10"))
+    previous, current = store.put(_raw("9", spec={"image": "uvx://old"}))
+    assert previous is current  # older: ignored
+    entry = store.get(("MCPServer", "ns", "a"))
+    assert entry is not None and entry.raw["spec"] == {"image": "uvx://a"}
+    previous, current = store.put(_raw("11", uid="u2"))
+    assert previous is None  # same name, new uid: a different object
+    bad = _raw("12", uid="u2", spec={"image": "not an image!"})
+    _, invalid = store.put(bad)
+    assert invalid.model is None and invalid.error and "image" in invalid.error
+    child = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "mcp-a",
+            "namespace": "ns",
+            "resourceVersion": "5",
+            "ownerReferences": [
+                {"apiVersion": "mcpfleet.dev/v1alpha1", "kind": "MCPServer", "name": "a", "controller": True}
+            ],
+        },
+    }
+    assert store.put_child(child) == (("MCPServer", "ns", "a"), True)
+    assert store.put_child(child) == (("MCPServer", "ns", "a"), False)
+    assert store.owned(("MCPServer", "ns", "a"), "u2") == [("v1", "Service", "ns", "mcp-a")]
+    store.remove_child(child)
+    assert store.owned(("MCPServer", "ns", "a"), "u2") == []
+
+
+async def test_queue_deduplicates_and_reruns_a_key_changed_while_active() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    key = await queue.get()
+    assert key == "a"
+    queue.add("a")  # changed while being reconciled
+    queue.done("a")
+    assert [await queue.get(), await queue.get()] == ["b", "a"]
+    queue.done("b")
+    queue.done("a")
+    assert queue.idle
+    queue.add_after("c", 0.01)
+    assert await asyncio.wait_for(queue.get(), 1) == "c"
+
+
+def test_settings_flags_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPFLEET_NAMESPACES", "a, b")
+    monkeypatch.setenv("MCPFLEET_IMAGE", "img:1")
+    monkeypatch.setenv("MCPFLEET_VMCP_IMAGE", "vmcp:2")
+    settings = from_environment()
+    assert settings.namespaces == ("a", "b") and not settings.clusterwide
+    assert settings.images.runner == "img:1" and settings.images.vmcp == "vmcp:2"
+    assert from_environment(namespaces=["c"]).namespaces == ("c",)
+    assert from_environment(all_namespaces=True).clusterwide
+    with pytest.raises(ValueError, match="--resync-seconds / MCPFLEET_RESYNC_SECONDS"):
+        from_environment(resync_seconds=-1)
+    with pytest.raises(ValueError, match="--log-format"):
+        from_environment(log_format="xml")

@@ -1,0 +1,84 @@
+"""Fixtures for the proxy tests: the proxy app served in-process by uvicorn on a free port.
+
+The proxy runs on the test's event loop (the CLI path is covered by the conformance tests and
+test_cli_*), which keeps the suite fast on a loaded machine: only the MCP servers behind it are
+separate processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import uvicorn
+
+from mcpfleet.proxy.backend import ChildFactory
+from mcpfleet.proxy.serve import bind, build_stdio_app
+from tests.conformance import harness
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass
+class RunningProxy:
+    base: str
+    app: Any
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/mcp"
+
+    async def health(self) -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as http, http.get(f"{self.base}/health") as resp:
+            return resp.status, dict(await resp.json())
+
+    async def child(self, era: str = "handshake") -> dict[str, Any]:
+        return dict((await self.health())[1]["children"][era])
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app on 127.0.0.1:<free port> until the block ends; yields the base URL."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                raise RuntimeError(f"the proxy did not start: {task.exception()!r}")
+            await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def running_proxy(
+    command: Sequence[str] = (),
+    *,
+    transport: str = "streamable-http",
+    factory: ChildFactory | None = None,
+    isolation: str = "shared",
+) -> AsyncIterator[RunningProxy]:
+    app = build_stdio_app(
+        command, host="127.0.0.1", transport=transport, factory=factory, isolation=isolation
+    )
+    async with serve_app(app) as base:
+        yield RunningProxy(base, app)
+
+
+@pytest.fixture(scope="module")
+async def fixture_proxy() -> AsyncIterator[RunningProxy]:
+    """The conformance fixture server behind the proxy (streamable HTTP + SSE)."""
+    async with running_proxy(harness.fixture_stdio_command(), transport="sse") as proxy:
+        yield proxy

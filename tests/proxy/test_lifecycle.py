@@ -1,0 +1,91 @@
+"""Child supervision through the running proxy: restart after a crash, backoff, /health."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.client.client import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import TextContent
+
+from mcpfleet.proxy.child import BackoffPolicy
+from tests.conformance import harness
+from tests.proxy.conftest import running_proxy
+
+
+async def _until(check: Callable[[], Awaitable[bool]], limit: float = 20.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
+async def test_session_survives_child_restart() -> None:
+    async with running_proxy(harness.fixture_stdio_command()) as proxy:
+        async with Client(proxy.url, mode="legacy") as client:
+            await client.call_tool("test_simple_text", {})
+            pid = (await proxy.child())["pid"]
+
+            # A request in flight when the child dies fails with an error naming the cause ...
+            async def kill_soon() -> None:
+                await asyncio.sleep(0.05)
+                os.kill(pid, signal.SIGKILL)
+
+            killer = asyncio.create_task(kill_soon())
+            try:
+                await client.call_tool("test_tool_with_logging", {})
+                raise AssertionError("the call should have failed")
+            except MCPError as exc:
+                assert "exited" in str(exc)
+            await killer
+
+            async def back() -> bool:
+                child = await proxy.child()
+                return bool(child["running"] and child["restarts"] >= 1 and child["pid"] != pid)
+
+            await _until(back)
+            child = await proxy.child()
+            assert child["lastExitCode"] == -signal.SIGKILL
+            # ... and the same MCP session goes on with the new process, which the proxy
+            # initialised with the session's parameters before letting requests through.
+            result = await client.call_tool("test_simple_text", {})
+            text = result.content[0]
+            assert isinstance(text, TextContent) and text.text.startswith("This is a simple text")
+
+
+async def test_crashing_child_backs_off_and_health_reports_it() -> None:
+    crash = [sys.executable, "-c", "import sys; sys.stderr.write('boom: no config\\n'); sys.exit(3)"]
+    async with running_proxy(crash) as proxy:
+        snapshot: dict[str, Any] = {}
+
+        async def down_twice() -> bool:
+            status, body = await proxy.health()
+            if status == 503 and body["children"]["handshake"]["restarts"] >= 2:
+                snapshot.update(body)
+                return True
+            return False
+
+        await _until(down_twice)
+        child = snapshot["children"]["handshake"]
+        assert snapshot["status"] == "unavailable"
+        assert child["lastExitCode"] == 3
+        assert "boom: no config" in child["stderrTail"]
+
+        # Backoff doubles: after >= 2 quick crashes the next delay is at least 1s.
+        async def backing_off() -> bool:
+            return bool(((await proxy.child())["nextRestartIn"] or 0) > 0.9)
+
+        await _until(backing_off)
+
+
+def test_backoff_policy() -> None:
+    policy = BackoffPolicy(initial=0.5, factor=2, maximum=4)
+    assert [policy.delay(n) for n in range(6)] == [0, 0.5, 1, 2, 4, 4]

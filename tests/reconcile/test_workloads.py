@@ -1,0 +1,324 @@
+"""Reconcile rules of the workload kinds: commands, containers, problems, conditions, checksums."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from mcpfleet.api.meta import WorkloadStatus
+from mcpfleet.api.virtualmcpserver import VirtualMCPServerStatus
+from mcpfleet.reconcile import mcpregistry, mcpremoteproxy, mcpserver, virtualmcpserver
+from mcpfleet.reconcile.model import WorkloadObservation, World
+from mcpfleet.reconcile.status import workload_status
+from mcpfleet.registry.config import RegistryConfig
+from mcpfleet.vmcp.config import VMCPConfig
+
+from .conftest import obj
+
+TIME = """
+kind: MCPServer
+metadata: {name: time}
+spec: {image: "uvx://mcp-server-time@2025.1", args: ["--local-timezone", "UTC"], groupRef: tools}
+"""
+
+
+def k8s(**kw: object) -> World:
+    return World(platform="kubernetes", namespace="team", **kw)  # type: ignore[arg-type]
+
+
+def local(**kw: object) -> World:
+    return World(platform="local", namespace="team", **kw)  # type: ignore[arg-type]
+
+
+def test_stdio_package_runs_under_the_proxy_locally() -> None:
+    plan = mcpserver.plan(obj(TIME), local())
+    assert plan.problems == ()
+    (container,) = plan.containers
+    assert container.command == (
+        "mcpfleet",
+        "proxy",
+        "--transport",
+        "streamable-http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "{port}",
+        "--",
+        "uvx",
+        "mcp-server-time@2025.1",
+        "--local-timezone",
+        "UTC",
+    )
+    assert plan.serving_container == container.name and plan.url_path == "/mcp" and plan.replicas == 1
+
+
+def test_npx_package_and_sse_proxy_mode() -> None:
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: e}\nspec: {image: 'npx://@scope/pkg@1.2.3', proxyMode: sse}"
+    )
+    plan = mcpserver.plan(server, local())
+    assert plan.containers[0].command[-3:] == ("npx", "-y", "@scope/pkg@1.2.3")
+    assert plan.url_path == "/sse"
+
+
+def test_kubernetes_stdio_package_accepts_service_hosts() -> None:
+    plan = mcpserver.plan(obj(TIME), k8s())
+    command = plan.containers[0].command
+    assert "mcp-time.team.svc.cluster.local:8080" in command
+    assert plan.containers[0].image is None  # the runner image
+
+
+def test_oci_image_is_a_problem_locally_only() -> None:
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: f}\n"
+        "spec: {image: ghcr.io/acme/fetch:1, transport: streamable-http, mcpPort: 9000}"
+    )
+    assert mcpserver.plan(server, local()).problems == (
+        "container images need Kubernetes; use uvx:// or npx://",
+    )
+    plan = mcpserver.plan(server, k8s())
+    assert plan.problems == ()
+    (container,) = plan.containers
+    assert container.image == "ghcr.io/acme/fetch:1" and container.port == 9000 and container.fixed_port
+    assert plan.health_path == ""
+
+
+def test_oci_stdio_image_is_attached_through_the_api() -> None:
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: git}\nspec: {image: ghcr.io/acme/git:1, args: [--repo, /r]}"
+    )
+    plan = mcpserver.plan(server, k8s())
+    server_c, runner = plan.containers
+    assert server_c.stdin and server_c.image == "ghcr.io/acme/git:1" and server_c.args == ("--repo", "/r")
+    assert runner.command[-2:] == ("--attach", "team/$(POD_NAME)/mcp")
+    assert ("POD_NAME", "metadata.name") in runner.field_env
+    assert any("pods/attach" in rule.resources for rule in plan.rbac)
+    assert plan.serving_container == runner.name
+
+
+def test_http_package_binds_its_own_port() -> None:
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: h}\nspec: {image: 'uvx://srv', transport: sse, mcpPort: 8111}"
+    )
+    plan = mcpserver.plan(server, local())
+    (container,) = plan.containers
+    assert container.command == ("uvx", "srv") and container.port == 8111 and container.fixed_port
+    assert plan.url_path == "/sse"
+
+
+def test_secrets_travel_as_secret_env_never_in_config() -> None:
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: s}\nspec: {image: 'uvx://s', env: [{name: A, value: b}],"
+        " secrets: [{name: creds, key: token, targetEnvName: TOKEN}]}"
+    )
+    plan = mcpserver.plan(server, k8s())
+    (container,) = plan.containers
+    assert container.env == (("A", "b"),)
+    assert container.secret_env[0].env_name == "TOKEN" and container.secret_env[0].secret.name == "creds"
+    run_config = json.loads(plan.config_files[0].content)
+    assert run_config["secretEnv"] == ["TOKEN"] and "creds" not in plan.config_files[0].content
+
+
+def test_group_condition_flips_when_the_group_goes() -> None:
+    server = obj(TIME)
+    group = obj("kind: MCPGroup\nmetadata: {name: tools}")
+    with_group = mcpserver.plan(server, local(groups={"tools": group}))
+    assert ("GroupRefValidated", "True", "GroupFound", "MCPGroup tools exists") in with_group.conditions
+    without = mcpserver.plan(server, local())
+    assert any(c[0] == "GroupRefValidated" and c[1] == "False" for c in without.conditions)
+
+
+def test_missing_tool_config_is_a_problem_and_its_hash_rolls_the_config() -> None:
+    server = obj("kind: MCPServer\nmetadata: {name: s}\nspec: {image: 'uvx://s', toolConfigRef: {name: tc}}")
+    assert mcpserver.plan(server, k8s()).problems == ("toolConfigRef: MCPToolConfig tc not found",)
+    tc1 = obj("kind: MCPToolConfig\nmetadata: {name: tc}\nspec: {toolsFilter: [a]}")
+    tc2 = obj("kind: MCPToolConfig\nmetadata: {name: tc}\nspec: {toolsFilter: [a, b]}")
+    p1 = mcpserver.plan(server, k8s(tool_configs={"tc": tc1}))
+    p1again = mcpserver.plan(server, k8s(tool_configs={"tc": tc1}))
+    p2 = mcpserver.plan(server, k8s(tool_configs={"tc": tc2}))
+    assert p1.problems == ()
+    assert p1.config_checksum == p1again.config_checksum != p2.config_checksum
+
+
+def test_stdio_replicas_capped_condition() -> None:
+    plan = mcpserver.plan(obj(TIME), k8s())
+    capped = [c for c in plan.conditions if c[0] == "ReplicasCapped"]
+    assert capped and capped[0][1] == "False"
+
+
+def test_workload_status_url_only_while_running() -> None:
+    plan = mcpserver.plan(obj(TIME), k8s())
+    pending = workload_status(WorkloadStatus(), plan, WorkloadObservation(1, 0, "http://x/mcp"), 1, now="t0")
+    assert pending.phase == "Pending" and pending.url is None
+    running = workload_status(pending, plan, WorkloadObservation(1, 1, "http://x/mcp"), 1, now="t1")
+    assert running.phase == "Running" and running.url == "http://x/mcp"
+    again = workload_status(running, plan, WorkloadObservation(1, 1, "http://x/mcp"), 1, now="t2")
+    assert again == running  # idle: equal, so nothing is written
+    failed = workload_status(
+        running, plan, WorkloadObservation(1, 0, None, failed=True, failure_message="boom"), 2
+    )
+    assert failed.phase == "Failed" and failed.url is None
+
+
+def test_remote_proxy_headers_via_env() -> None:
+    proxy = obj(
+        "kind: MCPRemoteProxy\nmetadata: {name: r}\nspec: {remoteURL: 'https://mcp.example.com/mcp',"
+        " headerForward: {addPlaintextHeaders: {X-Team: blue},"
+        " addHeadersFromSecret: [{headerName: Authorization, valueSecretRef: {name: tok, key: t}}]}}"
+    )
+    plan = mcpremoteproxy.plan(proxy, local())
+    (container,) = plan.containers
+    assert container.command[:8] == (
+        "mcpfleet",
+        "proxy",
+        "--remote",
+        "https://mcp.example.com/mcp",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "{port}",
+    )
+    assert (
+        "X-Team=MCPFLEET_HEADER_0" in container.command
+        and "Authorization=MCPFLEET_HEADER_1" in container.command
+    )
+    assert container.env == (("MCPFLEET_HEADER_0", "blue"),)
+    assert container.secret_env[0].secret.name == "tok"
+    assert "tok" not in plan.config_files[0].content
+
+
+def _vmcp_world(**kw: object) -> World:
+    group = obj("kind: MCPGroup\nmetadata: {name: tools}")
+    servers = (
+        obj(TIME),
+        obj("kind: MCPServer\nmetadata: {name: other}\nspec: {image: 'uvx://o', groupRef: elsewhere}"),
+    )
+    return World(
+        platform="kubernetes",
+        namespace="team",
+        groups={"tools": group},
+        servers=servers,
+        backend_urls={"time": "http://time.team.svc.cluster.local:8080/mcp"},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+VMCP = """
+kind: VirtualMCPServer
+metadata: {name: gw}
+spec:
+  config: {groupRef: tools, aggregation: {conflictResolution: prefix}}
+  incomingAuth: {type: anonymous}
+"""
+
+
+def test_vmcp_config_lists_group_members_with_urls() -> None:
+    plan = virtualmcpserver.plan(obj(VMCP), _vmcp_world())
+    assert plan.problems == ()
+    document = yaml.safe_load(plan.config_files[0].content)
+    VMCPConfig.model_validate(document)
+    assert [b["name"] for b in document["backends"]] == ["time"]
+    assert document["backends"][0]["url"] == "http://time.team.svc.cluster.local:8080/mcp"
+    assert "--status-resource" in plan.containers[0].command
+
+
+def test_vmcp_missing_group_fails() -> None:
+    plan = virtualmcpserver.plan(obj(VMCP), World(platform="kubernetes", namespace="team"))
+    assert plan.problems == ("spec.config.groupRef: MCPGroup tools not found",)
+
+
+def test_vmcp_external_auth_secret_via_env() -> None:
+    auth = obj(
+        "kind: MCPExternalAuthConfig\nmetadata: {name: hdr}\nspec: {type: headerInjection,"
+        " headerInjection: {headerName: X-Key, valueSecretRef: {name: keys, key: k}}}"
+    )
+    vmcp = obj(
+        VMCP.replace(
+            "incomingAuth: {type: anonymous}",
+            "incomingAuth: {type: anonymous}\n  outgoingAuth:"
+            " {source: inline, backends: {time: {type: external_auth_config_ref,"
+            " externalAuthConfigRef: {name: hdr}}}}",
+        )
+    )
+    plan = virtualmcpserver.plan(vmcp, _vmcp_world(external_auth_configs={"hdr": auth}))
+    assert plan.problems == ()
+    document = yaml.safe_load(plan.config_files[0].content)
+    injection = document["outgoingAuth"]["backends"]["time"]["headerInjection"]
+    assert injection == {"headerName": "X-Key", "headerValueEnv": "MCPFLEET_SECRET_0"}
+    assert plan.containers[0].secret_env[0].secret.name == "keys"
+
+
+def test_vmcp_status_phases_and_counts_only_from_the_gateway() -> None:
+    vmcp = obj(VMCP)
+    world = _vmcp_world()
+    plan = virtualmcpserver.plan(vmcp, world)
+    pending = virtualmcpserver.status(
+        VirtualMCPServerStatus(), vmcp, plan, WorkloadObservation(1, 0, None), world, now="t"
+    )
+    assert pending.phase == "Pending" and pending.tool_count is None and pending.url is None
+    assert pending.backend_count == 1 and pending.discovered_backends[0].status == "unknown"
+    observed = WorkloadObservation(1, 1, "http://gw/mcp")
+    # The gateway reported its backends and counts.
+    reported = pending.model_copy(
+        update={
+            "tool_count": 3,
+            "discovered_backends": [
+                pending.discovered_backends[0].model_copy(
+                    update={"status": "healthy", "last_health_check": "t9"}
+                )
+            ],
+        }
+    )
+    ready = virtualmcpserver.status(reported, vmcp, plan, observed, world, now="t")
+    assert (
+        ready.phase == "Ready"
+        and ready.tool_count == 3
+        and ready.discovered_backends[0].last_health_check == "t9"
+    )
+    assert virtualmcpserver.status(ready, vmcp, plan, observed, world, now="u") == ready
+    unhealthy = ready.model_copy(
+        update={
+            "discovered_backends": [ready.discovered_backends[0].model_copy(update={"status": "unhealthy"})]
+        }
+    )
+    assert virtualmcpserver.status(unhealthy, vmcp, plan, observed, world).phase == "Degraded"
+    down = virtualmcpserver.status(ready, vmcp, plan, WorkloadObservation(1, 0, None), world)
+    assert down.phase == "Pending" and down.tool_count is None
+
+
+REGISTRY = """
+kind: MCPRegistry
+metadata: {name: catalog}
+spec:
+  registries:
+    - {name: cm, configMapRef: {name: reg-data, key: registry.json}}
+    - {name: upstream, api: {endpoint: "https://registry.example.com"}}
+"""
+
+
+def test_registry_config_is_validated_by_the_server_model() -> None:
+    plan = mcpregistry.plan(obj(REGISTRY), k8s())
+    assert plan.problems == ()
+    document = yaml.safe_load(plan.config_files[0].content)
+    config = RegistryConfig.model_validate(document)
+    assert config.sources[0].configMap is not None and config.sources[0].configMap.namespace == "team"
+    assert config.sources[1].format == "upstream"
+    assert config.database.url == "sqlite+aiosqlite:////var/lib/mcpfleet/catalog.db"
+    assert plan.rbac[0].resource_names == ("reg-data",)
+    assert plan.data_dir == "/var/lib/mcpfleet"
+
+
+def test_registry_status_has_no_stopped_phase() -> None:
+    registry = obj(REGISTRY.replace("spec:\n", "spec:\n  replicas: 0\n"))
+    plan = mcpregistry.plan(registry, k8s())
+    from mcpfleet.api.mcpregistry import MCPRegistryStatus
+
+    status = mcpregistry.status(MCPRegistryStatus(), registry, plan, WorkloadObservation(0, 0, None))
+    assert status.phase == "Pending"
+    running_plan = mcpregistry.plan(obj(REGISTRY), k8s())
+    running = mcpregistry.status(
+        MCPRegistryStatus(), registry, running_plan, WorkloadObservation(1, 1, "http://c:8080")
+    )
+    assert running.phase == "Running" and running.url == "http://c:8080"
+    assert running.conditions[0].reason == "Ready"

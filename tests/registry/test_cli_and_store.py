@@ -1,0 +1,102 @@
+"""The CLI entry point as a real process, and the migrations matching the table models."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from sqlalchemy import create_engine
+
+from tests.registry.conftest import TOOLHIVE_FILE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mcpfleet.cli.main", "registry", *args]
+
+
+def test_serve_bad_config_names_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "registryName: r\nsources:\n  - name: a\n    file: {path: x}\n    syncPolicy: {interval: often}\n"
+    )
+    result = subprocess.run(
+        _cli("serve", "--config", str(cfg)), capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert result.returncode == 2
+    assert "sources[0].syncPolicy.interval" in result.stderr
+
+
+def test_serve_runs_syncs_and_answers(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "registryName": "cli",
+                "sources": [{"name": "th", "format": "toolhive", "file": {"path": str(TOOLHIVE_FILE)}}],
+            }
+        )
+    )
+    port = _free_port()
+    proc = subprocess.Popen(
+        _cli("serve", "--config", str(cfg), "--port", str(port), "--log-level", "warning"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readiness", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.time() < deadline, "registry did not become ready"
+            time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v0.1/servers?limit=100") as r:
+            assert len(json.loads(r.read())["servers"]) == 100
+        # the default SQLite file sits beside the config
+        assert (tmp_path / "cli.db").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_migrations_match_the_models(tmp_path: Path) -> None:
+    import asyncio
+
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from mcpfleet.registry.store import Store, metadata
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
+
+    async def migrate() -> None:
+        store = await Store.open(url)
+        await store.close()
+
+    asyncio.run(migrate())
+    engine = create_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    engine.dispose()
+    # alembic's own version table is the only thing the models do not describe
+    assert [d for d in diff if not (d[0] == "remove_table" and d[1].name == "registry_alembic_version")] == []

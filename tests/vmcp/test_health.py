@@ -1,0 +1,189 @@
+"""Health, failure handling and the operations endpoints, with real backends killed under load."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+from mcp.client.client import Client
+
+from tests.vmcp.conftest import GatewayFactory
+from tests.vmcp.servers import JsonRpcBackend, Served, sdk_backend
+
+FAST = {
+    "failureHandling": {
+        "healthCheckInterval": "200ms",
+        "healthCheckTimeout": "1s",
+        "unhealthyThreshold": 2,
+        "partialFailureMode": "best_effort",
+    }
+}
+
+
+async def status(gw: Served) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as h, h.get(gw.base + "/status") as r:
+        return await r.json()  # type: ignore[no-any-return]
+
+
+async def backend_state(gw: Served, name: str) -> str:
+    return next(b["state"] for b in (await status(gw))["backends"] if b["name"] == name)
+
+
+async def wait_state(gw: Served, name: str, state: str, time_limit: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + time_limit
+    while loop.time() < end:
+        if await backend_state(gw, name) == state:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} did not become {state}: {await status(gw)}")
+
+
+async def test_kill_backend_under_load(gateway: GatewayFactory, served: Any) -> None:
+    stable = await served(sdk_backend("stable").streamable_http_app())
+    victim_app = sdk_backend("victim").streamable_http_app()
+    victim = await served(victim_app)
+    gw = await gateway(
+        {
+            "backends": [{"name": "stable", "url": stable.url}, {"name": "victim", "url": victim.url}],
+            "operational": FAST,
+        }
+    )
+
+    stable_ok = 0
+    stable_err: list[str] = []
+    stop = asyncio.Event()
+
+    async def load(c: Client) -> None:
+        nonlocal stable_ok
+        while not stop.is_set():
+            r = await c.call_tool("stable_echo", {"text": "x"})
+            if r.is_error:
+                stable_err.append(str(r.content))
+            else:
+                stable_ok += 1
+
+    async with Client(gw.url, mode="legacy") as c1, Client(gw.url, mode="2026-07-28") as c2:
+        workers = [asyncio.create_task(load(c)) for c in (c1, c2, c1, c2)]
+        await asyncio.sleep(0.3)
+        await victim.stop()  # the backend dies while clients are calling the other one
+        try:
+            await c1.call_tool("victim_echo", {"text": "x"})
+            raise AssertionError("a call to the dead backend must fail")
+        except Exception as exc:
+            assert "victim" in str(exc) and "unavailable" in str(exc)
+        await wait_state(gw, "victim", "unavailable")
+        st = await status(gw)
+        v = next(b for b in st["backends"] if b["name"] == "victim")
+        assert v["error"] and v["consecutiveFailures"] >= 2 and v["lastCheck"]
+        assert st["phase"] == "Degraded"
+        # best_effort: the dead backend's tools are withdrawn, the others stay listed.
+        names = {t.name for t in (await c1.list_tools()).tools}
+        assert "stable_echo" in names and "victim_echo" not in names
+        before = stable_ok
+        await asyncio.sleep(0.5)
+        assert stable_ok > before  # the others keep answering
+        # It comes back on the same port: the health loop reconnects and re-lists it.
+        await served(sdk_backend("victim").streamable_http_app(), victim.port)
+        await wait_state(gw, "victim", "ready")
+        for _ in range(50):
+            if "victim_echo" in {t.name for t in (await c1.list_tools()).tools}:
+                break
+            await asyncio.sleep(0.1)
+        r = await c2.call_tool("victim_echo", {"text": "back"})
+        assert not r.is_error and r.content[0].text == "victim:back"  # type: ignore[union-attr]
+        stop.set()
+        await asyncio.gather(*workers)
+    assert stable_err == []
+    assert stable_ok > 20
+
+
+async def test_fail_mode_readiness_and_metrics(gateway: GatewayFactory, served: Any) -> None:
+    good = await served(JsonRpcBackend("good"))
+    bad_port = Served(None).port  # nothing listens there
+    ops = {
+        "failureHandling": {
+            "healthCheckInterval": "100ms",
+            "unhealthyThreshold": 1,
+            "partialFailureMode": "fail",
+        }
+    }
+    gw = await gateway(
+        {
+            "backends": [
+                {"name": "good", "url": good.url},
+                {"name": "gone", "url": f"http://127.0.0.1:{bad_port}/mcp"},
+            ],
+            "operational": ops,
+        }
+    )
+    async with aiohttp.ClientSession() as h:
+        async with h.get(gw.base + "/health") as r:
+            assert r.status == 200
+        await wait_state(gw, "gone", "unavailable")
+        async with h.get(gw.base + "/readyz") as r:
+            assert r.status == 503  # fail mode: one backend down means not ready
+    hdr = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    async with aiohttp.ClientSession() as h:
+        async with h.post(gw.url, json=init, headers=hdr) as r:
+            hdr["mcp-session-id"] = r.headers["mcp-session-id"]
+        # Calls to the healthy backend still work; aggregated lists refuse in `fail` mode.
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "good_echo", "arguments": {"a": 1}},
+        }
+        async with h.post(gw.url, json=call, headers=hdr) as r:
+            assert (await r.json())["result"]["isError"] is False
+        async with h.post(gw.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=hdr) as r:
+            err = (await r.json())["error"]
+        assert "gone" in err["message"] and "fail" in err["message"]
+    async with aiohttp.ClientSession() as h, h.get(gw.base + "/metrics") as r:
+        body = await r.text()
+    assert 'vmcp_backend_requests_total{backend="good",method="tools/call"} 1.0' in body
+    assert "vmcp_backend_request_duration_seconds_bucket" in body
+
+
+async def test_circuit_breaker_fails_fast(gateway: GatewayFactory, served: Any) -> None:
+    be = JsonRpcBackend("cb")
+    s = await served(be)
+    ops = {
+        "failureHandling": {
+            "healthCheckInterval": "1h",
+            "unhealthyThreshold": 5,
+            "circuitBreaker": {"enabled": True, "failureThreshold": 2, "timeout": "300ms"},
+        }
+    }
+    gw = await gateway({"backends": [{"name": "cb", "url": s.url}], "operational": ops})
+    async with Client(gw.url, mode="legacy") as c:
+        assert not (await c.call_tool("cb_echo", {})).is_error
+        await s.stop()
+        for _ in range(2):
+            try:
+                await c.call_tool("cb_echo", {})
+            except Exception:
+                pass
+        st = await status(gw)
+        assert st["backends"][0]["circuitBreaker"] == "open"
+        t0 = asyncio.get_running_loop().time()
+        try:
+            await c.call_tool("cb_echo", {})
+        except Exception as exc:
+            assert "circuit breaker open" in str(exc)
+        assert asyncio.get_running_loop().time() - t0 < 0.2
+        await served(be, s.port)
+        await asyncio.sleep(0.35)  # half-open after the time_limit: one trial call goes through
+        assert not (await c.call_tool("cb_echo", {})).is_error
+        assert (await status(gw))["backends"][0]["circuitBreaker"] == "closed"
