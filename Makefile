@@ -18,8 +18,8 @@ $(VENV)/.installed: pyproject.toml
 
 node-tools: $(NODE_TOOLS)
 
-$(NODE_TOOLS): tools/node/package.json
-	cd tools/node && npm install --no-audit --no-fund
+$(NODE_TOOLS): tools/node/package.json tools/node/package-lock.json
+	cd tools/node && npm ci --no-audit --no-fund
 	touch $@
 
 # Debian packages the tests need (PostgreSQL for the registry suite, git for git sources).

@@ -210,7 +210,7 @@ def main() -> int:
         from mcpfleet.devcluster import cluster as cluster_module
 
         # One Service per MCPServer: the dev cluster's default /24 range has ~250 addresses.
-        cluster_module.SERVICE_CIDR = "10.96.0.0/16"  # type: ignore[misc]
+        cluster_module.SERVICE_CIDR = "10.96.0.0/16"
         private_dir = Path(tempfile.mkdtemp(prefix="bench-operator-cluster-"))
         cluster = DevCluster(private_dir)
         # kwok nodes hold 110 pods each (the kubelet default): one node per 100 servers.

@@ -19,8 +19,8 @@ import pytest
 
 VENV_BIN = Path(sys.executable).parent
 MCPFLEET = str(VENV_BIN / "mcpfleet")
-TEST_PORT_RANGE = "31000-39999"
-"""Away from the default range, so a developer's own `make run` never collides with the tests."""
+TEST_PORT_RANGE = "30000-32700"
+"""Away from the default range (a developer's own `make run`) and below the kernel's ephemeral ports."""
 
 
 def manifest(kind: str, name: str, spec: dict[str, Any], labels: dict[str, str] | None = None) -> str:

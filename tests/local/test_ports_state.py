@@ -5,18 +5,26 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from mcpfleet.platform.local.ports import PortAllocator, preferred_port
+from mcpfleet.platform.local.ports import PortAllocator, port_is_free, preferred_port
 from mcpfleet.platform.local.state import State
 
 
-async def _allocator(state: State, low: int = 40000, high: int = 40009) -> PortAllocator:
-    return PortAllocator(state.ports, state.save_port, state.release_port, port_range=(low, high))
+def _allocator(state: State, low: int, high: int, busy: set[int] | None = None) -> PortAllocator:
+    # "Busy on the machine" is injected: the test must not depend on what else runs here.
+    taken = busy or set()
+    return PortAllocator(
+        state.ports,
+        state.save_port,
+        state.release_port,
+        port_range=(low, high),
+        is_free=lambda p: p not in taken,
+    )
 
 
 async def test_ports_are_deterministic_persisted_and_distinct(tmp_path: Path) -> None:
     state = await State.open(tmp_path / "s1")
     try:
-        ports = await _allocator(state, 41000, 41999)
+        ports = _allocator(state, 41000, 41999)
         a = await ports.allocate("MCPServer/default/a/proxy/0")
         b = await ports.allocate("MCPServer/default/b/proxy/0")
         assert a != b
@@ -26,7 +34,7 @@ async def test_ports_are_deterministic_persisted_and_distinct(tmp_path: Path) ->
     # A fresh state dir gives the same ports for the same keys: the hash, not the order, decides.
     other = await State.open(tmp_path / "s2")
     try:
-        ports = await _allocator(other, 41000, 41999)
+        ports = _allocator(other, 41000, 41999)
         assert await ports.allocate("MCPServer/default/b/proxy/0") == b
         assert await ports.allocate("MCPServer/default/a/proxy/0") == a
     finally:
@@ -37,22 +45,34 @@ async def test_ports_probe_past_taken_and_busy_ones(tmp_path: Path) -> None:
     state = await State.open(tmp_path)
     low, high = 42000, 42003
     start = preferred_port("k1", low, high)
-    busy = socket.socket()
-    busy.bind(("127.0.0.1", start))
-    busy.listen()
     try:
-        ports = await _allocator(state, low, high)
+        ports = _allocator(state, low, high, busy={start})
         first = await ports.allocate("k1")
         assert first != start  # the preferred port is busy on the machine
         given = {first}
         for key in ("k2", "k3"):
             given.add(await ports.allocate(key))
         assert len(given) == 3 and start not in given
+        try:
+            await ports.allocate("k4")
+        except RuntimeError as exc:
+            assert "no free port left in 42000-42003" in str(exc)
+        else:
+            raise AssertionError("a fourth key got a port from a range with one busy port of four")
+        held = await state.ports()
         await ports.release("k2")
         assert len(await state.ports()) == 2
+        # The released port is free again: k4 gets it, not one still held by k1 or k3.
+        assert await ports.allocate("k4") == held["k2"]
     finally:
-        busy.close()
         await state.close()
+
+
+def test_port_is_free_sees_a_listening_socket() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        assert not port_is_free(sock.getsockname()[1])
 
 
 async def test_generation_moves_with_the_spec_only_and_unchanged_status_writes_nothing(

@@ -196,7 +196,7 @@ class Kube:
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.cluster.get_json(self.path(kind, name))
 
-    def list(self, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
+    def items(self, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
         path = self.path(kind) + (f"?labelSelector={selector}" if selector else "")
         data = self.cluster.get_json(path) or {}
         items: list[dict[str, Any]] = data.get("items", [])
@@ -223,7 +223,7 @@ class Kube:
         return result
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in self.list("Event") if e["involvedObject"]["name"] == name]
+        return [e for e in self.items("Event") if e["involvedObject"]["name"] == name]
 
     def wait_gone(self, kind: str, name: str, timeout: float = 60.0) -> None:
         self.cluster.wait_for(

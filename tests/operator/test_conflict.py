@@ -1,5 +1,6 @@
-"""A status write based on a stale object gets 409 and is retried by re-reading, not by overwriting:
-the controller runs in-process against the real API server with a store holding an old version."""
+"""The controller in-process against the real API server: a status write based on a stale object gets
+409 and is retried by re-reading (never overwriting); a resync re-list drops objects whose deletion
+the watch missed. The store is seeded with an old version or a ghost."""
 
 from __future__ import annotations
 
@@ -46,4 +47,31 @@ async def test_conflict_is_retried_by_rereading(dev_cluster: ClusterHandle, kube
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+
+async def test_relist_drops_objects_deleted_behind_the_watch(dev_cluster: ClusterHandle, kube: Kube) -> None:
+    from lightkube import AsyncClient, KubeConfig
+
+    kube.apply(
+        "apiVersion: mcpfleet.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: real}\nspec: {image: 'uvx://r'}\n"
+    )
+    real = kube.get("MCPServer", "real")
+    assert real is not None
+    # An object whose deletion the watch never delivered.
+    ghost = {
+        **real,
+        "metadata": {**real["metadata"], "name": "ghost", "uid": "ghost-uid", "resourceVersion": "1"},
+    }
+    client = AsyncClient(config=KubeConfig.from_file(str(dev_cluster.kubeconfig)), field_manager="mcpfleet")
+    api = KubeApi(client)
+    controller = Controller(api, Store(), OperatorSettings(namespaces=(kube.ns,), metrics_port=None))
+    try:
+        controller.on_object("ADDED", ghost)
+        await controller.relist()
+        assert controller.store.get(("MCPServer", kube.ns, "ghost")) is None
+        assert controller.store.get(("MCPServer", kube.ns, "real")) is not None
+        assert ("MCPServer", kube.ns, "real") in controller.store.keys()
+        assert api.writes == 0
+    finally:
         await client.close()

@@ -88,7 +88,7 @@ def test_operator_killed_at_random_points_converges(
 
 def _assert_converged(kube: Kube, desired: dict[str, list[str]], operator: OperatorProcess) -> None:
     def servers() -> dict[str, dict[str, Any]]:
-        return {s["metadata"]["name"]: s for s in kube.list("MCPServer")}
+        return {s["metadata"]["name"]: s for s in kube.items("MCPServer")}
 
     def all_running() -> bool:
         found = servers()
@@ -105,9 +105,9 @@ def _assert_converged(kube: Kube, desired: dict[str, list[str]], operator: Opera
     assert set(found) == set(desired), "lost or extra objects"
 
     def children_match() -> bool | str:
-        deployments = {d["metadata"]["name"]: d for d in kube.list("Deployment")}
+        deployments = {d["metadata"]["name"]: d for d in kube.items("Deployment")}
         config_maps = {
-            c["metadata"]["name"]: c for c in kube.list("ConfigMap", "app.kubernetes.io/managed-by=mcpfleet")
+            c["metadata"]["name"]: c for c in kube.items("ConfigMap", "app.kubernetes.io/managed-by=mcpfleet")
         }
         for name, args in desired.items():
             uid = found[name]["metadata"]["uid"]
@@ -127,7 +127,7 @@ def _assert_converged(kube: Kube, desired: dict[str, list[str]], operator: Opera
                 return f"{name}: pods not rolled to the latest config"
         # No orphans: every managed child belongs to a live object (garbage collection included).
         for kind in ("Deployment", "Service", "ConfigMap", "ServiceAccount"):
-            for child in kube.list(kind, "app.kubernetes.io/managed-by=mcpfleet"):
+            for child in kube.items(kind, "app.kubernetes.io/managed-by=mcpfleet"):
                 (ref,) = child["metadata"]["ownerReferences"]
                 owner = found.get(ref["name"])
                 if owner is None or owner["metadata"]["uid"] != ref["uid"]:

@@ -37,7 +37,7 @@ spec: {image: "ghcr.io/acme/git-mcp:1.0", args: ["--repo", "/data"]}
     binding = kube.get("RoleBinding", "mcp-git")
     assert binding is not None and binding["subjects"][0]["name"] == "mcp-git"
     # The pod really runs (kwok plays it Ready) with that spec.
-    pods = kube.list("Pod", "app.kubernetes.io/instance=git")
+    pods = kube.items("Pod", "app.kubernetes.io/instance=git")
     assert pods and pods[0]["spec"]["containers"][0]["stdin"] is True
 
 
@@ -160,10 +160,11 @@ spec: {remoteURL: "https://mcp.example.com/mcp", groupRef: tools}
 
     kube.cluster.wait_for("GroupRefValidated True", lambda: group_condition("MCPServer", "a") == "True")
     kube.delete("MCPGroup", "tools")
-    for kind, name in (("MCPServer", "a"), ("MCPServer", "b"), ("MCPRemoteProxy", "r")):
-        kube.cluster.wait_for(
-            f"{name} GroupRefValidated False", lambda k=kind, n=name: group_condition(k, n) == "False"
-        )
+    members = (("MCPServer", "a"), ("MCPServer", "b"), ("MCPRemoteProxy", "r"))
+    kube.cluster.wait_for(
+        "GroupRefValidated False on every member",
+        lambda: all(group_condition(kind, name) == "False" for kind, name in members),
+    )
     assert kube.status("MCPServer", "a")["phase"] == "Running"  # members keep running
 
 
@@ -325,3 +326,23 @@ def test_registry_flat_status_and_kubectl_wait(kube: Kube, operator: OperatorPro
     assert next(c for c in failed["conditions"] if c["type"] == "Ready")["status"] == "False"
     kube.apply(REGISTRY)
     kube.wait_phase("MCPRegistry", "catalog", "Running", generation=3)
+
+
+def test_child_refused_by_the_api_server_fails_and_recovers(kube: Kube, operator: OperatorProcess) -> None:
+    kube.apply(
+        """
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPServer
+metadata: {name: sa}
+spec: {image: "uvx://x", serviceAccount: "Not_A_Valid_Name"}
+"""
+    )
+    failed = kube.wait_phase("MCPServer", "sa", "Failed")
+    assert "refused a child" in failed["message"] and "url" not in failed
+    kube.cluster.wait_for(
+        "an ApplyFailed event", lambda: any(e["reason"] == "ApplyFailed" for e in kube.events("sa"))
+    )
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "mcpservers", "sa", "--type=merge", "-p", '{"spec":{"serviceAccount":null}}'
+    )
+    assert kube.wait_phase("MCPServer", "sa", "Running", generation=2)["url"]

@@ -55,3 +55,15 @@ async def test_each_session_has_its_own_server_process() -> None:
         # The 2026-07-28 era has no sessions: it keeps one shared process.
         async with Client(proxy.url, mode="2026-07-28") as modern:
             assert not (await modern.call_tool("test_simple_text", {})).is_error
+
+
+async def test_requests_that_cannot_open_a_session_start_no_process() -> None:
+    import aiohttp
+
+    async with running_proxy(harness.fixture_stdio_command(), isolation="session") as proxy:
+        async with aiohttp.ClientSession() as http:
+            headers = {"Accept": "application/json, text/event-stream"}
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            async with http.post(proxy.url, json=ping, headers=headers) as resp:
+                assert resp.status == 400
+        assert (await proxy.health())[1]["children"] == {}

@@ -89,3 +89,32 @@ async def test_crashing_child_backs_off_and_health_reports_it() -> None:
 def test_backoff_policy() -> None:
     policy = BackoffPolicy(initial=0.5, factor=2, maximum=4)
     assert [policy.delay(n) for n in range(6)] == [0, 0.5, 1, 2, 4, 4]
+
+
+async def test_stopping_the_proxy_stops_the_servers_own_children() -> None:
+    """Launchers (uvx, npx, shell wrappers) run the server as their child: the whole group goes."""
+    marker = f"{3000 + os.getpid() % 1000}.5"  # a sleep duration unique to this test run
+    fixture = " ".join(harness.fixture_stdio_command())
+    command = ["sh", "-c", f"sleep {marker} & exec {fixture}"]
+
+    def sleepers() -> list[str]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        if f.read().split(b"\0")[:2] == [b"sleep", marker.encode()]:
+                            found.append(entry)
+                except OSError:
+                    continue
+        return found
+
+    async with running_proxy(command) as proxy:
+        async with Client(proxy.url, mode="legacy") as client:
+            assert not (await client.call_tool("test_simple_text", {})).is_error
+        assert sleepers(), "the wrapper's background child should be running"
+    for _ in range(50):
+        if not sleepers():
+            break
+        await asyncio.sleep(0.1)
+    assert sleepers() == []

@@ -100,3 +100,28 @@ def test_migrations_match_the_models(tmp_path: Path) -> None:
     engine.dispose()
     # alembic's own version table is the only thing the models do not describe
     assert [d for d in diff if not (d[0] == "remove_table" and d[1].name == "registry_alembic_version")] == []
+
+
+def test_replicas_open_the_same_postgres_at_once(postgres: object) -> None:
+    """Migrations are serialized by an advisory lock: concurrent starts all succeed."""
+    import asyncio
+    import uuid
+
+    from mcpfleet.registry.store import Store
+
+    pg = postgres
+    name = "mig_" + uuid.uuid4().hex[:12]
+    pg.admin(f"CREATE DATABASE {name}")  # type: ignore[attr-defined]
+    url = pg.url(name)  # type: ignore[attr-defined]
+
+    async def open_close() -> int:
+        store = await Store.open(url)
+        try:
+            return await store.generation()
+        finally:
+            await store.close()
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(open_close() for _ in range(4))))
+
+    assert asyncio.run(main()) == [0, 0, 0, 0]

@@ -352,7 +352,9 @@ async def test_database_outage_keeps_serving_and_reports(tmp_path: Path) -> None
     from sqlalchemy.ext.asyncio import create_async_engine
 
     path = write_json(tmp_path / "r.json", [server_doc("com.example/a")])
-    cfg = make_config([{"name": "s", "file": {"path": str(path)}}], f"sqlite+aiosqlite:///{tmp_path / 'o.db'}")
+    cfg = make_config(
+        [{"name": "s", "file": {"path": str(path)}}], f"sqlite+aiosqlite:///{tmp_path / 'o.db'}"
+    )
     async with running(cfg, tmp_path) as h:
         await h.sync()
         healthy = h.service.store.engine
@@ -371,3 +373,24 @@ async def test_database_outage_keeps_serving_and_reports(tmp_path: Path) -> None
         # back: the change is applied
         assert await h.service.syncer.sync_source("s") == "applied"
         assert names_of((await h.get("/v0.1/servers")).json()) == ["com.example/b"]
+
+
+async def test_deleted_entries_are_purged_after_the_retention(db_url: str, tmp_path: Path) -> None:
+    from mcpfleet.registry.config import parse_config
+
+    path = write_json(tmp_path / "r.json", [server_doc("com.example/a"), server_doc("com.example/b")])
+    doc = {
+        "registryName": "t",
+        "sources": [{"name": "s", "file": {"path": str(path)}}],
+        "database": {"url": db_url},
+    }
+    async with running(parse_config(doc), tmp_path) as h:
+        await h.sync()
+        write_json(path, [server_doc("com.example/b")])
+        await h.sync()  # a becomes a tombstone; the default retention keeps it
+        assert len((await h.get("/v0.1/servers?include_deleted=true")).json()["servers"]) == 2
+    doc["deletedRetention"] = "1ms"
+    async with running(parse_config(doc), tmp_path) as h:
+        await h.sync()  # the round ends with a purge
+        listed = (await h.get("/v0.1/servers?include_deleted=true")).json()["servers"]
+        assert [s["server"]["name"] for s in listed] == ["com.example/b"]

@@ -141,6 +141,8 @@ class JsonRpcBackend:
     last_headers: dict[str, str] = field(default_factory=dict)
     headers_by_method: dict[str, dict[str, str]] = field(default_factory=dict)
     on_call: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    # 2026-07-28 only: answers server/discover, refuses initialize, requires the _meta envelope.
+    modern_only: bool = False
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -176,6 +178,30 @@ class JsonRpcBackend:
             await self._send(send, 202, b"")
             return
         result: Any
+        if self.modern_only:
+            meta = (req.get("params") or {}).get("_meta") or {}
+            version = meta.get("io.modelcontextprotocol/protocolVersion")
+            if method == "initialize" or version != "2026-07-28" or headers.get("mcp-method") != method:
+                err = {
+                    "code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": ["2026-07-28"], "requested": version},
+                }
+                await self._send(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "error": err}))
+                return
+            if method == "server/discover":
+                caps = {"tools": {"listChanged": False}}
+                result = {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": caps,
+                    "resultType": "complete",
+                    "ttlMs": 0,
+                    "cacheScope": "private",
+                }
+                await self._send(
+                    send, 200, orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result})
+                )
+                return
         if method == "initialize":
             caps = {"tools": {"listChanged": True}, "prompts": {}}
             result = {
@@ -226,6 +252,8 @@ class JsonRpcBackend:
                 ),
             )
             return
+        if self.modern_only and isinstance(result, dict):
+            result["resultType"] = "complete"
         out = orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result})
         extra = [(b"mcp-session-id", b"s-" + self.name.encode())] if method == "initialize" else []
         await self._send(send, 200, out, extra)

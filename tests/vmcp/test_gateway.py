@@ -185,6 +185,25 @@ async def test_upstream_connection_is_reused(gateway: GatewayFactory, served: An
     assert be.calls["tools/call"] == 6
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_backends_of_each_era_serve_clients_of_each_era(
+    gateway: GatewayFactory, served: Any, mode: str
+) -> None:
+    old = JsonRpcBackend("old", tools=["ping_old"])  # 2025-11-25 only (initialize + Mcp-Session-Id)
+    new = JsonRpcBackend("new", tools=["ping_new"], modern_only=True)  # 2026-07-28 only (sessionless)
+    so, sn = await served(old), await served(new)
+    gw = await gateway({"backends": [{"name": "old", "url": so.url}, {"name": "new", "url": sn.url}]})
+    async with Client(gw.url, mode=mode) as c:  # type: ignore[arg-type]
+        assert {t.name for t in (await c.list_tools()).tools} == {"old_ping_old", "new_ping_new"}
+        assert text(await c.call_tool("old_ping_old", {"v": 1})).startswith("old:ping_old")
+        assert text(await c.call_tool("new_ping_new", {"v": 2})).startswith("new:ping_new")
+    # One initialize probe at connect (refused with -32022), then everything sessionless.
+    assert new.calls.get("initialize", 0) <= 1 and new.calls["server/discover"] >= 1
+    assert old.calls["initialize"] == 1
+    assert "mcp-session-id" not in new.headers_by_method["tools/call"]
+    assert old.headers_by_method["tools/call"]["mcp-session-id"] == "s-old"
+
+
 async def _next_notification(
     resp: aiohttp.ClientResponse, method: str, time_limit: float = 5.0
 ) -> dict[str, Any]:

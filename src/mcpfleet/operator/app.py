@@ -171,7 +171,7 @@ async def serve_http(controller: Controller, host: str, port: int) -> web.AppRun
         return web.Response(text="starting", status=503)
 
     async def resync(_: web.Request) -> web.Response:
-        controller.resync()
+        await controller.relist()
         return web.json_response({"queued": len(controller.queue)})
 
     app = web.Application()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import fnmatch
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,7 +27,8 @@ from typing import Any
 
 from lightkube import ApiError
 
-from mcpfleet.api.meta import API_VERSION, ApiModel, ConfigStatus, WorkloadStatus
+from mcpfleet.api.kinds import ALL_KINDS
+from mcpfleet.api.meta import API_VERSION, LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
@@ -45,7 +47,7 @@ from mcpfleet.reconcile import (
     mcptoolconfig,
     virtualmcpserver,
 )
-from mcpfleet.reconcile.common import child_name
+from mcpfleet.reconcile.common import MANAGED_BY, child_name
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
 from mcpfleet.reconcile.status import workload_status
 
@@ -55,6 +57,14 @@ WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistr
 CONFIG_KINDS = ("MCPToolConfig", "MCPExternalAuthConfig")
 MEMBER_KINDS = ("MCPServer", "MCPRemoteProxy")
 MAX_BACKOFF = 60.0
+CHILD_KINDS: tuple[tuple[str, str], ...] = (
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+)
 
 
 @dataclass
@@ -209,7 +219,11 @@ class Controller:
         try:
             while True:
                 await asyncio.sleep(self.settings.resync_seconds)
-                self.resync()
+                try:
+                    await self.relist()
+                except Exception as exc:  # the API server is unreachable: still reconcile what we hold
+                    log.warning("resync: listing failed (%s); reconciling the objects held", exc)
+                    self.resync()
         finally:
             for task in workers:
                 task.cancel()
@@ -220,6 +234,47 @@ class Controller:
         """Enqueue every object: level-triggered repair of anything a lost event left behind."""
         for key in self.store.keys():
             self.queue.add(key)
+
+    def _watched(self, namespace: str) -> bool:
+        patterns = self.settings.namespaces
+        return not patterns or any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
+
+    async def relist(self) -> None:
+        """Refresh the store from LISTs (reads only), then enqueue everything.
+
+        A watch that broke and resumed after its history was compacted can miss a deletion; a store
+        entry the API server no longer has would otherwise be reconciled forever. Only entries that were
+        already held before the LIST started are dropped, so an object created meanwhile is kept.
+        """
+        plain = [p for p in self.settings.namespaces if not any(c in p for c in "*?[")]
+        scopes: list[str | None] = (
+            list(plain) if plain and len(plain) == len(self.settings.namespaces) else [None]
+        )
+        before_objects = {key: self.store.get(key) for key in self.store.keys()}
+        before_children = dict(self.store.children)
+        seen_objects: set[ObjKey] = set()
+        seen_children: set[tuple[str, str, str, str]] = set()
+        for scope in scopes:
+            for kind in ALL_KINDS:
+                for raw in await self.api.list(API_VERSION, kind.info.kind, scope):
+                    meta = raw["metadata"]
+                    if self._watched(meta["namespace"]):
+                        seen_objects.add((kind.info.kind, meta["namespace"], meta["name"]))
+                        self.on_object("MODIFIED", raw)
+            for api_version, kind_name in CHILD_KINDS:
+                for raw in await self.api.list(
+                    api_version, kind_name, scope, labels={LABEL_MANAGED_BY: MANAGED_BY}
+                ):
+                    if self._watched(raw["metadata"]["namespace"]):
+                        seen_children.add(Store.child_key(raw))
+                        self.on_child("MODIFIED", raw)
+        for key, entry in before_objects.items():
+            if key not in seen_objects and entry is not None and self.store.get(key) is entry:
+                self.on_object("DELETED", entry.raw)
+        for child_key, child in before_children.items():
+            if child_key not in seen_children and self.store.child(child_key) is child:
+                self.on_child("DELETED", child)
+        self.resync()
 
     async def _worker(self) -> None:
         while True:
@@ -361,6 +416,8 @@ class Controller:
         model = entry.model
         world = self.world(kind, namespace, model)
         plan = self._plan(kind, model, world)
+        rejected: str | None = None
+        result = None
         if not plan.problems and not entry.deleting:
             owner = Owner(kind, name, namespace, entry.uid)
             desired = render(plan, owner, self.settings.images)
@@ -369,13 +426,18 @@ class Controller:
                     self.api, desired, self.store.child, self.store.owned(key, entry.uid)
                 )
             except ApiError as exc:
-                if exc.status.code != 409:
-                    await self._event(
-                        entry, "ApplyFailed", f"applying children failed: {exc.status.message}", "Warning"
-                    )
-                raise
+                if exc.status.code in (400, 422):
+                    # The API server refuses a child rendered from this spec: retrying cannot help,
+                    # the object is Failed until its spec changes.
+                    rejected = f"the API server refused a child: {exc.status.message}"
+                else:
+                    if exc.status.code != 409:
+                        await self._event(
+                            entry, "ApplyFailed", f"applying children failed: {exc.status.message}", "Warning"
+                        )
+                    raise
+        if result is not None:
             for applied in result.applied.values():
-                applied.setdefault("apiVersion", applied.get("apiVersion"))
                 self.store.put_child(applied)
             for gone in set(self.store.owned(key, entry.uid)) - {
                 (m["apiVersion"], m["kind"], namespace, m["metadata"]["name"]) for m in desired
@@ -393,9 +455,13 @@ class Controller:
         deployment = self.store.child(("apps/v1", "Deployment", namespace, workload))
         service = self.store.child(("v1", "Service", namespace, workload))
         observation = observe(plan, deployment, service, terminating=entry.deleting)
+        if rejected is not None:
+            observation = replace(observation, failed=True, failure_message=rejected)
         status = self._status(kind, model, plan, observation, world)
         written = await self._write_status(entry, status)
-        if (
+        if written and rejected is not None:
+            await self._event(entry, "ApplyFailed", rejected, "Warning")
+        elif (
             written
             and plan.problems
             and (entry.raw.get("status") or {}).get("message") != "; ".join(plan.problems)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -124,20 +125,24 @@ class ChildProcess:
         await first
 
     async def stop(self, grace: float = 3.0) -> None:
-        """Stop the child (SIGTERM, then SIGKILL after `grace`) and the supervisor."""
+        """Stop the child's process group (SIGTERM, then SIGKILL after `grace`) and the supervisor.
+
+        The whole group: launchers such as `uvx` or `npx` run the actual server as their own child.
+        """
         self._stopping = True
         proc = self._proc
         if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                if proc.stdin is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
                     proc.stdin.close()
-                proc.terminate()
+            _signal_group(proc, signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), grace)
             except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 await proc.wait()
+            # A launcher may exit on SIGTERM before its own child does; make sure none lingers.
+            _signal_group(proc, signal.SIGKILL)
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -284,8 +289,7 @@ class ChildProcess:
                 await asyncio.wait_for(asyncio.shield(stderr_task), 0.5)
             stderr_task.cancel()
             if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 self._last_exit = await proc.wait()
             if self._on_exit is not None:
                 try:
@@ -304,3 +308,12 @@ class ChildProcess:
             text = line.decode(errors="replace").rstrip()
             self._stderr.append(text)
             log.debug("%s stderr: %s", self._name, text)
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """Signal the child's process group (it leads its own session), or the child alone if that fails."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)

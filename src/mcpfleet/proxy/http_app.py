@@ -71,6 +71,8 @@ class SessionManager:
     idle_timeout: float | None = 30 * 60
     max_sessions: int = 10_000
     replay_events: int = 1000
+    # Per-session children: a request that cannot open a session must not start a process.
+    opening_needs_initialize: bool = False
     _sessions: dict[str, _Session] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -91,6 +93,12 @@ class SessionManager:
         if len(self._sessions) >= self.max_sessions:
             await _error_response("Too many open sessions", 503)(scope, receive, send)
             return
+        if self.opening_needs_initialize:
+            body = await request.body()
+            if not _is_initialize(body):
+                await _error_response("Bad Request: Missing session ID", 400)(scope, receive, send)
+                return
+            receive = _replay(body, receive)
         await self._open(scope, receive, send)
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -165,7 +173,13 @@ class ProxyApp:
         release: Callable[[Multiplexer], Awaitable[None]] = self._keep
         if isolation == "session":
             acquire, release = backend.dedicated, backend.release
-        self.sessions = SessionManager(acquire, release, security, idle_timeout=session_idle_timeout)
+        self.sessions = SessionManager(
+            acquire,
+            release,
+            security,
+            idle_timeout=session_idle_timeout,
+            opening_needs_initialize=isolation == "session",
+        )
         self.sse = SseEndpoints(acquire, release, security) if enable_sse else None
 
     async def _handshake_mux(self) -> Multiplexer:
@@ -209,20 +223,11 @@ class ProxyApp:
             (v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-protocol-version"), None
         )
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
-            self.schemas_reset_on_restart()
             await handle_modern(
                 scope, receive, send, get_mux=self._modern_mux, schemas=self.schemas, security=self.security
             )
             return
         await self.sessions.handle(scope, receive, send)
-
-    def schemas_reset_on_restart(self) -> None:
-        # A restarted child may have a different tool list; `restarts` changes then.
-        channel = self.backend.channels().get("modern")
-        restarts = channel.child.status().restarts if channel is not None else 0
-        if restarts != getattr(self, "_schema_restarts", 0):
-            self._schema_restarts = restarts
-            self.schemas.invalidate()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -241,6 +246,29 @@ class ProxyApp:
                 await self.backend.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _is_initialize(body: bytes) -> bool:
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize"
+
+
+def _replay(body: bytes, original: Receive) -> Receive:
+    """A `receive` that hands the already-read body to the next ASGI app, then the real events
+    (the body is consumed, so what follows is the client's disconnect)."""
+    sent = False
+
+    async def receive() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return receive
 
 
 def _error_response(message: str, status: int) -> Response:

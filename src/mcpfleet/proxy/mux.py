@@ -10,7 +10,8 @@ what sharing one child requires:
 * `notifications/cancelled` from a client names the client's id; it is rewritten to the child id;
 * child -> client messages: responses and progress go to their request's peer; server->client
   requests (sampling, elicitation, roots) and other request-time notifications (logging) go to the
-  peer whose request is the most recent one in flight on the child (stdio carries no request
+  peer whose request is the most recent one in flight on the child (for log messages: the most
+  recent one that can receive logs; a 2026-07-28 request without a logLevel opt-in cannot) (stdio carries no request
   association, so this is the only signal; with requests of several sessions in flight at the
   same moment it is a best guess, documented in docs/proxy.md); `resources/updated` goes to the
   peers subscribed to that URI; list-changed and anything else unattributable is broadcast;
@@ -38,6 +39,8 @@ JSON = dict[str, Any]
 
 INTERNAL_ERROR = -32603
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 CHILD_EXITED_MESSAGE = "the MCP server process exited before answering; it is being restarted"
 
 
@@ -68,6 +71,9 @@ class _Pending:
     client_token: Any = None
     child_token: Any = None
     future: asyncio.Future[JSON] | None = None
+    # False for a 2026-07-28 request that did not opt in to log messages (no logLevel in _meta):
+    # the server sends it none, so an unattributed log line cannot be this request's.
+    wants_logs: bool = True
 
 
 @dataclass
@@ -145,6 +151,8 @@ class Multiplexer:
         params = message.get("params")
         if isinstance(params, dict):
             meta = params.get("_meta")
+            if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+                pending.wants_logs = LOG_LEVEL_KEY in meta
             if isinstance(meta, dict) and "progressToken" in meta:
                 token = meta["progressToken"]
                 pending.client_token = token
@@ -229,6 +237,9 @@ class Multiplexer:
 
     async def on_child_start(self) -> None:
         """Called when a (new) child process is up; re-initialises it if clients had initialised one."""
+        if self.on_tools_changed is not None:
+            # A new process may list different tools: caches keyed on the old list are stale.
+            await self.on_tools_changed()
         if self._last_initialize is None:
             self._ready.set()
             return
@@ -309,10 +320,10 @@ class Multiplexer:
                 return child_id
         return None
 
-    def _latest_client_request(self) -> _Pending | None:
+    def _latest_client_request(self, logs: bool = False) -> _Pending | None:
         # dicts keep insertion order: the last entry is the request sent most recently.
         for pending in reversed(self._pending.values()):
-            if pending.peer is not None:
+            if pending.peer is not None and (pending.wants_logs or not logs):
                 return pending
         return None
 
@@ -368,7 +379,7 @@ class Multiplexer:
             for peer in self._broadcast_targets():
                 await peer.deliver(message, None)
             return
-        origin = self._latest_client_request()
+        origin = self._latest_client_request(logs=method == "notifications/message")
         if origin is not None and origin.peer is not None:
             await origin.peer.deliver(message, origin.client_id)
             return

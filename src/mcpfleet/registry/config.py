@@ -200,6 +200,15 @@ class RegistryConfig(ConfigModel):
     """Merged in order; on a name conflict the first source listed wins."""
     database: Database = Field(default_factory=Database)
     server: Server = Field(default_factory=Server)
+    deletedRetention: str = Field(default="168h", alias="deletedRetention")
+    """How long an entry that left its sources stays visible as `status: deleted` (to `include_deleted`
+    and `updated_since` readers) before it is purged."""
+
+    @field_validator("deletedRetention")
+    @classmethod
+    def _valid_retention(cls, value: str) -> str:
+        parse_duration(value)
+        return value
 
     @field_validator("sources")
     @classmethod

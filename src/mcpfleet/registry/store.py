@@ -36,6 +36,7 @@ from sqlalchemy import (
     event,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection, make_url
@@ -94,6 +95,7 @@ registry_meta = Table(
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 _CHUNK = 500
 _COPY_THRESHOLD = 200
+_MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
 
 def now_iso() -> str:
@@ -205,6 +207,9 @@ class Store:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         store = cls(engine)
         async with engine.begin() as conn:
+            if not is_sqlite:
+                # Replicas sharing PostgreSQL start together: one migrates, the others wait for it.
+                pass
             await conn.run_sync(_run_migrations)
         return store
 
@@ -448,6 +453,19 @@ class Store:
                 if (name, version) in wanted:
                     out[(src, name, version)] = document
         return out
+
+    async def purge_deleted(self, changed_before: str) -> int:
+        """Remove tombstones whose deletion is older than `changed_before`; bumps the generation if any."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                delete(servers).where(
+                    servers.c.status == STATUS_DELETED, servers.c.status_changed_at < changed_before
+                )
+            )
+            purged = int(result.rowcount or 0)
+            if purged:
+                await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+        return purged
 
     async def catalogue(self) -> tuple[int, list[CatalogueRow]]:
         """The generation and every row of the merged catalogue (tombstones included)."""

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from mcpfleet.registry.store import SourceState, Store, now_iso
 
 log = logging.getLogger(__name__)
 _MAX_REPORTED_ERRORS = 200
+_PURGE_INTERVAL = 3600.0
 
 
 def build_reader(
@@ -215,6 +217,21 @@ class Syncer:
         for name in self.order:
             await self.sync_source(name)
         self.initial_round_done = True
+        await self.purge_deleted()
+
+    async def purge_deleted(self) -> None:
+        """Drop tombstones older than `deletedRetention` (runs after each round and hourly)."""
+        retention = timedelta(seconds=parse_duration(self.config.deletedRetention))
+        cutoff = (datetime.now(UTC) - retention).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        try:
+            async with self._lock:
+                purged = await self.store.purge_deleted(cutoff)
+        except Exception:
+            log.exception("purging deleted entries failed")
+            return
+        if purged:
+            log.info("purged %d deleted entries older than %s", purged, self.config.deletedRetention)
+            await self.on_change()
 
     async def run(self) -> None:
         """The initial round, then one loop per source at its own interval (until cancelled)."""
@@ -222,6 +239,12 @@ class Syncer:
         async with asyncio.TaskGroup() as group:
             for source in self.config.sources:
                 group.create_task(self._loop(source))
+            group.create_task(self._purge_loop())
+
+    async def _purge_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_PURGE_INTERVAL)
+            await self.purge_deleted()
 
     async def _loop(self, source: Source) -> None:
         """Sync at every interval, and early when the reader can watch its content (file sources)."""

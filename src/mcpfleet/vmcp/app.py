@@ -42,6 +42,17 @@ _SSE = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
+# Requests the gateway forwards to a backend (their answer's form follows the backend's stream).
+_FORWARDED = frozenset(
+    {
+        "tools/call",
+        "resources/read",
+        "prompts/get",
+        "completion/complete",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    }
+)
 _SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
 _KEEPALIVE = 15.0
 LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
@@ -182,6 +193,9 @@ class VMCPApp:
             elif m["type"] == "lifespan.shutdown":
                 if self.manage_gateway:
                     await self.gateway.stop()
+                closer = getattr(self.auth, "close", None)
+                if closer is not None:
+                    await closer()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -321,8 +335,10 @@ class VMCPApp:
             body = _response(req_id, result)
         except RPCError as exc:
             body = wire.dumps(wire.error_message(req_id, exc.code, exc.message, exc.data))
-        if not stream.started and self.gateway.legacy_sse:
-            await stream.emit({})  # answer like the backends do (SSE), for transparency
+        if not stream.started and self.gateway.legacy_sse and method not in _FORWARDED:
+            # Answers made here (cached lists, ping) take the form the backends use (SSE), so a
+            # client sees the same transport behaviour through the gateway as directly.
+            await stream.emit({})
         await stream.finish(200, body)
 
     async def _initialize(self, send: Send, msg: dict[str, Any], token: str | None) -> None:

@@ -605,9 +605,9 @@ class Gateway:
         emit = ctx.emit
 
         async def relay(msg: dict[str, Any]) -> None:
-            if not msg:  # SSE_OPENED: the backend streams; so do we
-                if emit is not None:
-                    await emit(msg)
+            if not msg:
+                # SSE_OPENED. The front commits to SSE only when a message besides the result comes;
+                # a stream carrying just the result is answered as JSON (cheaper, equally valid).
                 return
             method = msg.get("method")
             if (

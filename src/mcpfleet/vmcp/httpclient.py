@@ -17,6 +17,9 @@ from urllib.parse import urlsplit
 
 import httptools
 
+# How long a released response may take to end before its connection is closed instead of reused.
+DRAIN_SECONDS = 2.0
+
 
 class HTTPError(OSError):
     """Connection-level failure (refused, reset, closed mid-response)."""
@@ -144,11 +147,27 @@ class _Connection(asyncio.Protocol):
     def finish(self, r: Response) -> None:
         if self.response is not r:
             return
+        if not r._done and not self.closed and r._error is None:
+            # The caller has what it needs but the body has not ended yet (an SSE stream whose
+            # terminating chunk is still in flight): finish reading it in the background so the
+            # connection can be reused instead of paying a new TCP connection per call.
+            task = asyncio.get_running_loop().create_task(self._drain(r))
+            self.pool.draining.add(task)
+            task.add_done_callback(self.pool.draining.discard)
+            return
         self.response = None
         if r._done and not self.closed and r._error is None:
             self.pool.put_back(self)
         else:
             self.close()
+
+    async def _drain(self, r: Response) -> None:
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                await r.read()
+        except (TimeoutError, OSError):
+            self.close()
+        self.finish(r)
 
     def close(self) -> None:
         self.closed = True
@@ -163,6 +182,7 @@ class Pool:
         self.host = host
         self.port = port
         self._idle: collections.deque[_Connection] = collections.deque()
+        self.draining: set[asyncio.Task[None]] = set()
         self._max_idle = max_idle
         self._host_header = f"{host}:{port}".encode()
 
@@ -180,7 +200,9 @@ class Pool:
             raise HTTPError(f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}") from None
         return proto
 
-    async def request(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"") -> Response:
+    async def request(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> Response:
         lines = [f"{method} {path} HTTP/1.1".encode(), b"host: " + self._host_header]
         lines += [f"{k}: {v}".encode("latin-1") for k, v in headers.items()]
         lines.append(b"content-length: " + str(len(body)).encode())
@@ -240,4 +262,3 @@ class Client:
             p.close()
         self._pools.clear()
         self._paths.clear()
-

@@ -140,11 +140,19 @@ class _DeferredOIDC:
         self._config = config
         self._url = resource_metadata_url
         self._inner: Any = None
+        self._http: aiohttp.ClientSession | None = None
 
     def _get(self) -> Any:
         if self._inner is None:
-            self._inner = make_authenticator(self._config.incoming_auth, aiohttp.ClientSession(), self._url)
+            self._http = aiohttp.ClientSession()
+            self._inner = make_authenticator(self._config.incoming_auth, self._http, self._url)
         return self._inner
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+            self._inner = None
 
     async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
         return await self._get().authenticate(authorization)  # type: ignore[no-any-return]

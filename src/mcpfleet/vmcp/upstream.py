@@ -324,14 +324,28 @@ class Upstream(BaseUpstream):
                     resp = await self._fast.request("POST", self.url, hdrs, wire.dumps(body))
                     try:
                         msg = await self._response_message(
-                            resp.status, resp.headers, resp.read, resp.iter_chunks, hdrs, rid, on_message, subject_token
+                            resp.status,
+                            resp.headers,
+                            resp.read,
+                            resp.iter_chunks,
+                            hdrs,
+                            rid,
+                            on_message,
+                            subject_token,
                         )
                     finally:
                         resp.release()
                     return resp.headers, _result_of(msg)
                 async with self._http.post(self.url, data=wire.dumps(body), headers=hdrs) as ar:
                     msg = await self._response_message(
-                        ar.status, ar.headers, ar.read, ar.content.iter_any, hdrs, rid, on_message, subject_token
+                        ar.status,
+                        ar.headers,
+                        ar.read,
+                        ar.content.iter_any,
+                        hdrs,
+                        rid,
+                        on_message,
+                        subject_token,
                     )
                     return ar.headers, _result_of(msg)
         except (aiohttp.ClientError, OSError) as exc:
@@ -411,7 +425,9 @@ class Upstream(BaseUpstream):
                 hdrs.update(await self._auth.headers(subject_token))
                 resumed = await self._http.get(self.url, headers=hdrs)
                 if resumed.status != 200:
-                    raise BackendUnavailable(self.name, f"resuming the response stream: HTTP {resumed.status}")
+                    raise BackendUnavailable(
+                        self.name, f"resuming the response stream: HTTP {resumed.status}"
+                    )
                 chunks = resumed.content.iter_any()
             raise BackendUnavailable(self.name, "response stream resumed too many times")
         finally:

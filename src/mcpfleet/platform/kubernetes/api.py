@@ -122,6 +122,21 @@ class KubeApi:
             raise
         return self._dict(obj)
 
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None, labels: dict[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind in `namespace` (None: all namespaces), as dicts with apiVersion/kind."""
+        res: Any = self.resource(api_version, kind)
+        self._count("list", kind)
+        items = []
+        selector: Any = labels
+        async for obj in self.client.list(res, namespace=namespace or "*", labels=selector, chunk_size=500):
+            item = self._dict(obj)
+            item["apiVersion"] = api_version
+            item["kind"] = kind
+            items.append(item)
+        return items
+
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         res: Any = self.resource(api_version, kind)
         self._count("delete", kind)

@@ -10,7 +10,6 @@ therefore makes no request at all.
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any

@@ -43,13 +43,23 @@ def _settled(objects: list[StoredObject]) -> bool:
     backend Failed is.
     """
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
-    any_failed = any(o.status.get("phase") == "Failed" for o in workloads)
+    failed = {
+        o.name
+        for o in workloads
+        if o.kind in ("MCPServer", "MCPRemoteProxy") and o.status.get("phase") == "Failed"
+    }
     for obj in workloads:
         phase = obj.status.get("phase")
         if phase not in SETTLED or obj.status.get("observedGeneration") != obj.generation:
             return False
-        if phase == "Degraded" and not any_failed:
-            return False
+        if phase == "Degraded":
+            down = {
+                b.get("name")
+                for b in obj.status.get("discoveredBackends") or []
+                if b.get("status") in ("unhealthy", "unavailable", "unknown")
+            }
+            if not down <= failed:
+                return False
     return True
 
 
@@ -106,6 +116,9 @@ async def _up(
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
+            if loop_task.done():
+                console.print(f"[red]error:[/] the reconcile loop stopped: {loop_task.exception()!r}")
+                return 1
             errors = [str(e) for e in runner.load_errors]
             if errors != shown_errors:
                 for error in errors:

@@ -43,7 +43,7 @@ from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
 from mcpfleet.platform.local.discovery import is_member_backend
-from mcpfleet.platform.local.loader import Loaded, LoadError, load_dir
+from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator
 from mcpfleet.platform.local.snapshot import WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 WORKLOAD_ORDER = WORKLOAD_KINDS
 RESYNC_SECONDS = 1.0
+RELOAD_SECONDS = 10.0
+"""Manifests are re-read at least this often even without a file event (events can be missed)."""
 LOOPBACK = "127.0.0.1"
 
 Key = tuple[str, str, str]
@@ -173,11 +175,27 @@ class Runner:
                 await watcher
 
     async def _watch(self, stop: asyncio.Event) -> None:
+        """File events trigger a reload at once; a slow periodic re-read covers missed events."""
         from watchfiles import awatch
 
         root = self.manifests if self.manifests.is_dir() else self.manifests.parent
-        async for _changes in awatch(root, stop_event=stop, debounce=300, step=50, recursive=True):
-            self.manifests_changed()
+        while not stop.is_set():
+            try:
+                async for _changes in awatch(
+                    root,
+                    watch_filter=lambda _change, path: is_manifest_path(root, path),
+                    stop_event=stop,
+                    debounce=300,
+                    step=50,
+                    rust_timeout=int(RELOAD_SECONDS * 1000),
+                    yield_on_timeout=True,  # an empty batch every RELOAD_SECONDS: the periodic re-read
+                ):
+                    self.manifests_changed()
+            except Exception as exc:  # e.g. the folder was removed: keep the last state, retry
+                log.warning("watching %s failed (%s); retrying", root, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), RELOAD_SECONDS)
+                self.manifests_changed()
 
     async def shutdown(self) -> None:
         """Stop every process `up` started (children of children included), then mark the workloads."""
@@ -307,6 +325,7 @@ class Runner:
     async def _apply(self, resource: Resource, desired: Desired) -> None:
         plan = desired.plan
         config_dir = self.config_dir(plan.kind, plan.namespace, plan.name)
+        config_dir.mkdir(parents=True, exist_ok=True)  # also the processes' working directory
         for config in plan.config_files:
             self._write(config_dir / config.filename, config.content)
         data_dir = self.state_dir / "data" / plan.kind.lower() / plan.namespace / plan.name
@@ -474,6 +493,17 @@ class Runner:
         ):
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
+
+
+def is_manifest_path(root: Path, path: str) -> bool:
+    """Whether a file event under `root` can change the manifests (the state dir inside DIR cannot)."""
+    try:
+        relative = Path(path).relative_to(root)
+    except ValueError:
+        return False
+    if any(part.startswith(".") for part in relative.parts):
+        return False  # hidden: editor swap files, .git, a .mcpfleet state dir inside DIR
+    return relative.suffix in YAML_SUFFIXES or relative.suffix == ""  # a YAML file, or a folder
 
 
 def restart_checksum(plan: WorkloadPlan) -> str:

@@ -144,8 +144,10 @@ class State:
                 if row.spec_hash != digest:
                     row.generation += 1
                     row.spec_hash = digest
-                row.manifest = json.dumps(manifest)
-                row.source = source
+                encoded = json.dumps(manifest)
+                if row.manifest != encoded or row.source != source:  # an unchanged re-read writes nothing
+                    row.manifest = encoded
+                    row.source = source
             return _row_to_object(row)
 
     async def delete_object(self, kind: str, namespace: str, name: str) -> None:

@@ -12,9 +12,11 @@ Strategies (`outgoingAuth.default` / `outgoingAuth.backends[name]`):
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import os
 import time
+import urllib.parse
 from collections.abc import Mapping
 
 import aiohttp
@@ -82,16 +84,21 @@ class TokenExchangeAuth:
             form["audience"] = self.cfg.audience
         if self.cfg.scopes:
             form["scope"] = " ".join(self.cfg.scopes)
-        auth = None
+        headers: dict[str, str] = {}
         if self.cfg.client_id and self._secret is not None:
-            auth = aiohttp.BasicAuth(self.cfg.client_id, self._secret)
+            # RFC 6749 2.3.1: client_secret_basic, with the id and secret form-urlencoded first.
+            cid, secret = (
+                urllib.parse.quote(self.cfg.client_id, safe=""),
+                urllib.parse.quote(self._secret, safe=""),
+            )
+            headers["authorization"] = "Basic " + base64.b64encode(f"{cid}:{secret}".encode()).decode()
         elif self.cfg.client_id:
             form["client_id"] = self.cfg.client_id
         self.exchanges += 1
         from mcpfleet.vmcp.upstream import BackendUnavailable
 
         try:
-            async with self._http.post(self.cfg.token_url, data=form, auth=auth) as r:
+            async with self._http.post(self.cfg.token_url, data=form, headers=headers) as r:
                 body = await r.json(content_type=None)
                 if r.status != 200 or "access_token" not in body:
                     err = body.get("error") if isinstance(body, dict) else None

@@ -1,4 +1,4 @@
-"""Handshake-era streams can be resumed with Last-Event-ID after the connection breaks."""
+"""SSE stream behaviour: resuming with Last-Event-ID, and which stream a notification lands on."""
 
 from __future__ import annotations
 
@@ -96,3 +96,38 @@ async def test_event_store_is_bounded_and_replays_one_stream() -> None:
     assert await store.replay_events_after(ids[0], collect) is None  # evicted: nothing to resume from
     assert await store.replay_events_after(ids[2], collect) == "a"
     assert got == [ids[3]]  # only later events of the same stream
+
+
+async def test_stateless_logs_go_to_the_request_that_opted_in(fixture_proxy: RunningProxy) -> None:
+    """2026-07-28: a later request without a logLevel opt-in must not receive another request's logs."""
+    import asyncio
+
+    def body(request_id: int, name: str, log_level: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        if log_level:
+            meta["io.modelcontextprotocol/logLevel"] = log_level
+        params = {"name": name, "arguments": {}, "_meta": meta}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+    headers = {"Accept": ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+
+    async def post(http: aiohttp.ClientSession, message: dict[str, Any]) -> list[dict[str, Any]]:
+        name = message["params"]["name"]
+        async with http.post(fixture_proxy.url, json=message, headers={**headers, "Mcp-Name": name}) as resp:
+            assert resp.status == 200
+            if resp.content_type == "application/json":
+                return [await resp.json()]
+            return [m async for _, m in _events(resp)]
+
+    async with aiohttp.ClientSession() as http:
+        logging_call = asyncio.create_task(post(http, body(1, "test_tool_with_logging", "debug")))
+        await asyncio.sleep(0.02)
+        quiet = await post(http, body(1, "test_tool_with_progress", None))
+        logged = await logging_call
+    assert [m for m in quiet if m.get("method") == "notifications/message"] == []
+    assert quiet[-1]["result"]["content"][0]["type"] == "text"
+    logs = [m["params"]["data"] for m in logged if m.get("method") == "notifications/message"]
+    assert logs == ["Tool execution started", "Tool processing data", "Tool execution completed"]
