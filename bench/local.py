@@ -1,8 +1,9 @@
 """Benchmark of the local platform: `mcpfleet up examples/quickstart` until every workload is ready.
 
 Measures, per run, the wall time from starting `mcpfleet up` to every workload Running / Ready (read
-from the state file, as `mcpfleet get` does) and the resident memory (RSS) of the whole process tree
-(`up`, proxies, package servers, vMCP, registry) once ready. Warm runs reuse the uv and npm caches;
+from the state file, as `mcpfleet get` does) and the memory of the whole process tree (`up`, proxies,
+package servers, vMCP, registry) once ready: summed RSS (counts shared pages once per process) and
+summed PSS (shared pages split between their users, so it adds up to the fleet's real footprint). Warm runs reuse the uv and npm caches;
 cold runs point uv and npm at empty cache folders, so packages are downloaded again.
 
     .venv/bin/python bench/local.py [--warm 3] [--cold 1] [--json results.json]
@@ -71,6 +72,17 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _pss_kib(pid: int) -> int:
+    """Proportional set size: shared pages split between the processes that share them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def one_run(cold: bool, timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mcpfleet-bench-") as tmp:
         state_dir = Path(tmp) / "state"
@@ -112,6 +124,7 @@ def one_run(cold: bool, timeout: float) -> dict[str, Any]:
             time.sleep(2.0)  # let the gateway and registry finish their first connections and syncs
             tree = [up.pid, *_children(up.pid)]
             rss = {pid: _rss_kib(pid) for pid in tree}
+            pss = {pid: _pss_kib(pid) for pid in tree}
             names = {}
             for pid in tree:
                 try:
@@ -124,6 +137,7 @@ def one_run(cold: bool, timeout: float) -> dict[str, Any]:
                 "ready_at": first_ready,
                 "processes": len(tree),
                 "rss_mib": round(sum(rss.values()) / 1024, 1),
+                "pss_mib": round(sum(pss.values()) / 1024, 1),
                 "rss_by_process_mib": {
                     names[p]: round(v / 1024, 1) for p, v in sorted(rss.items(), key=lambda i: -i[1])
                 },
@@ -153,9 +167,11 @@ def main() -> int:
         if runs:
             times = [r["ready_seconds"] for r in runs]
             rss = [r["rss_mib"] for r in runs]
+            pss = [r["pss_mib"] for r in runs]
             print(
                 f"{label}: all ready in median {statistics.median(times):.1f}s (min {min(times):.1f}, "
-                f"max {max(times):.1f}, n={len(runs)}); fleet RSS median {statistics.median(rss):.0f} MiB"
+                f"max {max(times):.1f}, n={len(runs)}); fleet RSS median {statistics.median(rss):.0f} MiB, "
+                f"PSS median {statistics.median(pss):.0f} MiB"
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -54,3 +54,15 @@ def test_hidden_folders_are_skipped(tmp_path: Path) -> None:
     (tmp_path / ".mcpfleet").mkdir()
     (tmp_path / ".mcpfleet" / "x.yaml").write_text("kind: [unclosed\n")
     assert load_dir(tmp_path).errors == []
+
+
+def test_only_manifest_changes_trigger_a_reload(tmp_path: Path) -> None:
+    from mcpfleet.platform.local.runner import is_manifest_path
+
+    assert is_manifest_path(tmp_path, str(tmp_path / "servers.yaml"))
+    assert is_manifest_path(tmp_path, str(tmp_path / "team" / "a.yml"))
+    assert is_manifest_path(tmp_path, str(tmp_path / "team"))  # a folder removed or renamed
+    # The default state dir inside DIR: its writes must not trigger reloads of the manifests.
+    assert not is_manifest_path(tmp_path, str(tmp_path / ".mcpfleet" / "state.db"))
+    assert not is_manifest_path(tmp_path, str(tmp_path / ".mcpfleet" / "config" / "x" / "vmcp.yaml"))
+    assert not is_manifest_path(tmp_path, str(tmp_path / "notes.txt"))

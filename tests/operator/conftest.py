@@ -245,7 +245,19 @@ def operator(
     try:
         yield process
     finally:
-        process.stop()
+        # While the operator still runs: the config kinds' in-use finalizers are released once their
+        # workloads are gone, so the namespace can be deleted after the test.
+        kube = Kube(dev_cluster, namespace)
+        dev_cluster.kubectl(
+            "delete", "-n", namespace, ",".join(PLURALS.values()), "--all", "--wait=false", check=False
+        )
+        try:
+            config_kinds = ("MCPToolConfig", "MCPExternalAuthConfig")
+            dev_cluster.wait_for(
+                "config objects to go", lambda: not any(kube.items(k) for k in config_kinds), timeout=30
+            )
+        finally:
+            process.stop()
         if os.environ.get("MCPFLEET_OPERATOR_LOG"):
             sys.stderr.write(process.log_tail(200))
 

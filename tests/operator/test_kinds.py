@@ -176,7 +176,14 @@ metadata: {name: team}
 apiVersion: mcpfleet.dev/v1alpha1
 kind: MCPServer
 metadata: {name: time}
-spec: {image: "uvx://mcp-server-time", groupRef: team}
+spec: {image: "uvx://mcp-server-time", groupRef: team, externalAuthConfigRef: {name: time-key}}
+---
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPExternalAuthConfig
+metadata: {name: time-key}
+spec:
+  type: headerInjection
+  headerInjection: {headerName: X-Api-Key, valueSecretRef: {name: time-secret, key: key}}
 ---
 apiVersion: mcpfleet.dev/v1alpha1
 kind: MCPServer
@@ -224,6 +231,22 @@ def test_virtual_mcp_server(kube: Kube, operator: OperatorProcess) -> None:
         "time": (f"http://mcp-time.{kube.ns}.svc.cluster.local:8080/mcp", "streamable-http"),
         "fetch": (f"http://mcp-fetch.{kube.ns}.svc.cluster.local:8080/sse", "sse"),
     }
+    # Outgoing auth resolved from the member's MCPExternalAuthConfig: the value only by secret reference.
+    auth = config.outgoing_auth.backends["time"]
+    assert auth.type == "header_injection" and auth.header_injection is not None
+    assert auth.header_injection.header_name == "X-Api-Key" and auth.header_injection.header_value is None
+    gateway = kube.get("Deployment", "vmcp-gw")
+    assert gateway is not None
+    env = gateway["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {
+        "name": auth.header_injection.header_value_env,
+        "valueFrom": {"secretKeyRef": {"name": "time-secret", "key": "key"}},
+    } in env
+    auth_status = kube.cluster.wait_for(
+        "ext auth status",
+        lambda: (s := kube.status("MCPExternalAuthConfig", "time-key")).get("configHash") and s,
+    )
+    assert auth_status["referencingWorkloads"] == [{"kind": "MCPServer", "name": "time"}]
     role = kube.get("Role", "vmcp-gw")
     assert role is not None
     assert any(r["resources"] == ["virtualmcpservers/status"] for r in role["rules"])

@@ -66,6 +66,8 @@ def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorPr
     assert after["writes"] == before["writes"], (before["requests"], after["requests"])
     changed = {k for k in after["requests"] if after["requests"][k] != before["requests"].get(k)}
     assert changed and all(k.startswith("list ") for k in changed), changed
+    # Children are never read back during a pass: the only GETs would be re-reads after a 409.
+    assert not [k for k in after["requests"] if k.startswith("get ")], after["requests"]
 
 
 def test_config_change_rolls_pods_and_unchanged_does_not(kube: Kube, operator: OperatorProcess) -> None:

@@ -10,9 +10,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp.types import TextContent
+from mcp.types import ElicitRequestParams, ElicitResult, ErrorData, TextContent
 
 from mcpfleet.proxy.child import BackoffPolicy
 from tests.conformance import harness
@@ -29,22 +31,29 @@ async def _until(check: Callable[[], Awaitable[bool]], limit: float = 20.0) -> N
 
 
 async def test_session_survives_child_restart() -> None:
+    in_child = asyncio.Event()
+
+    async def elicitation(
+        context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        # The tool call is now certainly running in the child: kill it from under the request.
+        in_child.set()
+        await asyncio.sleep(30)
+        return ErrorData(code=-1, message="unreachable")
+
     async with running_proxy(harness.fixture_stdio_command()) as proxy:
-        async with Client(proxy.url, mode="legacy") as client:
+        async with Client(proxy.url, mode="legacy", elicitation_callback=elicitation) as client:
             await client.call_tool("test_simple_text", {})
             pid = (await proxy.child())["pid"]
 
             # A request in flight when the child dies fails with an error naming the cause ...
-            async def kill_soon() -> None:
-                await asyncio.sleep(0.05)
+            async def kill_when_in_child() -> None:
+                await asyncio.wait_for(in_child.wait(), 30)
                 os.kill(pid, signal.SIGKILL)
 
-            killer = asyncio.create_task(kill_soon())
-            try:
-                await client.call_tool("test_tool_with_logging", {})
-                raise AssertionError("the call should have failed")
-            except MCPError as exc:
-                assert "exited" in str(exc)
+            killer = asyncio.create_task(kill_when_in_child())
+            with pytest.raises(MCPError, match="exited"):
+                await client.call_tool("test_elicitation", {"message": "name?"})
             await killer
 
             async def back() -> bool:

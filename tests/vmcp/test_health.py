@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import aiohttp
@@ -187,3 +188,21 @@ async def test_circuit_breaker_fails_fast(gateway: GatewayFactory, served: Any) 
         await asyncio.sleep(0.35)  # half-open after the time_limit: one trial call goes through
         assert not (await c.call_tool("cb_echo", {})).is_error
         assert (await status(gw))["backends"][0]["circuitBreaker"] == "closed"
+
+
+async def test_status_file_writer(gateway: GatewayFactory, served: Any, tmp_path: Any) -> None:
+    be = await served(JsonRpcBackend("filed", tools=["a", "b"]))
+    path = tmp_path / "status.json"
+    ops = {"failureHandling": {"statusReportingInterval": "200ms"}}
+    await gateway(
+        {"name": "filegw", "backends": [{"name": "filed", "url": be.url}], "operational": ops},
+        status_file=str(path),
+    )
+    for _ in range(50):
+        if path.exists():
+            break
+        await asyncio.sleep(0.1)
+    doc = json.loads(path.read_text())
+    assert doc["name"] == "filegw" and doc["phase"] == "Ready"
+    assert doc["backends"][0]["name"] == "filed" and doc["backends"][0]["counts"]["tools"] == 2
+    assert doc["counts"]["tools"] == 2

@@ -182,3 +182,23 @@ async def test_inspector_cli_lists_and_calls(real_gateway: str) -> None:
     )
     assert called["isError"] is False
     assert "Asia/Tokyo" in json.dumps(called)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_progress_notifications_pass_through(real_gateway: str, mode: str) -> None:
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    async with Client(real_gateway, mode=mode) as c:  # type: ignore[arg-type]
+        res = await asyncio.wait_for(
+            c.call_tool(
+                "everything_trigger-long-running-operation",
+                {"duration": 1, "steps": 3},
+                progress_callback=progress,
+            ),
+            20,
+        )
+    assert not res.is_error
+    assert len(seen) >= 2 and seen == sorted(seen)  # streamed as they happened, in order

@@ -43,6 +43,7 @@ def up(
     """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C."""
     import asyncio
     import logging
+    import sys
 
     from rich.console import Console
 
@@ -55,9 +56,9 @@ def up(
     low_high = _port_range(port_range)
     code = asyncio.run(
         run_up(
-            directory,
+            directory.resolve(),
             resolve_state_dir(state_dir),
-            console=Console(soft_wrap=True),
+            console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160),
             port_range=low_high,
             progress=progress,
         )

@@ -63,6 +63,8 @@ def serve(
         loop="uvloop",
         http="httptools",
         lifespan="on",
+        proxy_headers=False,  # nothing here reads X-Forwarded-*; skip the middleware on the hot path
+        timeout_graceful_shutdown=5,  # notification streams never end by themselves
         log_level="warning",
         access_log=False,
     )

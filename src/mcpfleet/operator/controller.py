@@ -194,10 +194,9 @@ class Controller:
                 for entry in self.store.entries(workload_kind, namespace):
                     if (kind, name) in _refs(entry):
                         self.queue.add((workload_kind, namespace, entry.raw["metadata"]["name"]))
-            # A VirtualMCPServer resolves its members' externalAuthConfigRef too.
-            if kind == "MCPExternalAuthConfig":
-                for entry in self.store.entries("VirtualMCPServer", namespace):
-                    self.queue.add(("VirtualMCPServer", namespace, entry.raw["metadata"]["name"]))
+            # A VirtualMCPServer also inlines its members' toolConfigRef / externalAuthConfigRef.
+            for entry in self.store.entries("VirtualMCPServer", namespace):
+                self.queue.add(("VirtualMCPServer", namespace, entry.raw["metadata"]["name"]))
         elif kind == "VirtualMCPServer":
             for ref_kind, ref_name in _refs(previous) | _refs(current):
                 self.queue.add((ref_kind, namespace, ref_name))

@@ -13,14 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterable
+from typing import Protocol
 
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp.types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from mcpfleet.proxy.mux import JSON, Multiplexer, RequestId
 
 log = logging.getLogger(__name__)
+
+
+class WriteStream(Protocol):
+    """The send side the SDK transports hand out (typed here rather than importing SDK internals)."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
 
 
 def to_dict(message: JSONRPCMessage) -> JSON:
@@ -65,7 +72,7 @@ class StreamPeer:
     child's reader (which serves every other client too).
     """
 
-    def __init__(self, write_stream: WriteStream[SessionMessage], broadcast: bool = True) -> None:
+    def __init__(self, write_stream: WriteStream, broadcast: bool = True) -> None:
         self._write = write_stream
         self._queue: asyncio.Queue[tuple[JSON, RequestId | None] | None] = asyncio.Queue()
         self._broadcast = broadcast
@@ -91,16 +98,14 @@ class StreamPeer:
             metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
             try:
                 await self._write.send(SessionMessage(message=model, metadata=metadata))
-            except (Exception, asyncio.CancelledError) as exc:
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+            except Exception as exc:  # anyio's Closed/BrokenResourceError once the session ended
                 log.debug("session write stream closed: %s", exc)
                 return
 
 
 async def relay_session(
-    read_stream: ReadStream[SessionMessage | Exception],
-    write_stream: WriteStream[SessionMessage],
+    read_stream: AsyncIterable[SessionMessage | Exception],
+    write_stream: WriteStream,
     mux: Multiplexer,
 ) -> None:
     """Relay one session until the client side closes its read stream."""

@@ -171,6 +171,9 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self._status_loop(), name="vmcp-status"))
 
     async def stop(self) -> None:
+        for ls in list(self.listeners):
+            with contextlib.suppress(asyncio.QueueFull):
+                ls.queue.put_nowait({})  # ends the stream
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -212,7 +215,11 @@ class Gateway:
         removed = [b for n, b in self.backends.items() if n not in new or new[n] != b.spec]
         for b in removed:
             del self.backends[b.spec.name]
-            await self._disconnect(b)
+        if removed and self._first_set.is_set():
+            # Withdraw their capabilities at once, so lists and status never show a removed backend.
+            for m in self.rebuild():
+                self.broadcast_list_changed(m)
+        await asyncio.gather(*(self._disconnect(b) for b in removed), return_exceptions=True)
         fh = self.config.operational.failure_handling
         added = []
         for name, spec in new.items():
@@ -221,7 +228,10 @@ class Gateway:
                 self.backends[name] = b
                 added.append(b)
         await asyncio.gather(*(self._connect(b) for b in added))
-        self.rebuild(strict=not self._first_set.is_set())
+        changed = self.rebuild(strict=not self._first_set.is_set())
+        if self._first_set.is_set():
+            for m in changed:
+                self.broadcast_list_changed(m)
         if removed or added:
             log.info(
                 "backends now %s (added %s, removed %s)",

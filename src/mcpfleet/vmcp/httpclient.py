@@ -97,8 +97,13 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.response is not None and not self.response._done:
-            self._fail(HTTPError("connection closed by the server"))
+        r = self.response
+        if r is not None and not r._done:
+            if r.status and "content-length" not in r.headers and "transfer-encoding" not in r.headers:
+                r._done = True  # a body delimited by the end of the connection (RFC 9112 6.3)
+                r._wake()
+            else:
+                self._fail(HTTPError("connection closed by the server"))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:

@@ -56,18 +56,29 @@ def namespace_of(config: VMCPConfig) -> str | None:
 
 
 def make_source(config: VMCPConfig, kube_client: Any | None = None) -> BackendSource:
+    """Static backends, or the group discovered in Kubernetes (plus static extras) when possible.
+
+    Discovered mode needs `groupRef` and a namespace (config, $POD_NAMESPACE or the service
+    account). Rendered entries for group members (metadata kind MCPServer / MCPRemoteProxy) are then
+    superseded by the live view, so URL changes and deletions are followed without a restart.
+    Without a namespace, a rendered `backends` list is served as is.
+    """
     static = static_specs(config)
-    if config.group_ref:
-        ns = namespace_of(config)
-        if ns is None:
+    ns = namespace_of(config) if config.group_ref else None
+    if config.group_ref and ns is not None:
+        extras = [b for b in static if dict(b.metadata).get("kind") not in _MEMBER_KINDS]
+        kube = KubernetesBackendSource(config.group_ref, ns, kube_client)
+        return CombinedBackendSource(extras, kube) if extras else kube
+    if not static:
+        if config.group_ref:
             raise ConfigError(
                 "groupRef: discovered mode needs a namespace (config `namespace` or $POD_NAMESPACE)"
             )
-        kube = KubernetesBackendSource(config.group_ref, ns, kube_client)
-        return CombinedBackendSource(static, kube) if static else kube
-    if not static:
         raise ConfigError("backends: no backends and no groupRef - nothing to aggregate")
     return StaticBackendSource(static)
+
+
+_MEMBER_KINDS = ("MCPServer", "MCPRemoteProxy")
 
 
 def make_status_writer(

@@ -1,4 +1,4 @@
-"""Long-lived upstream connections to backends: a thin JSON-RPC client on aiohttp.
+"""Long-lived upstream connections to backends: a thin JSON-RPC client for both protocol eras.
 
 One `Upstream` per backend, shared by every client request (no handshake per call). It speaks
 both protocol eras of streamable HTTP and picks per request:
@@ -13,8 +13,9 @@ Responses come back as JSON or as an SSE stream; intermediate messages of a call
 logging, server-to-client requests) go to the caller's `on_message` so the front-end can stream
 them through. `SSEUpstream` covers the older HTTP+SSE transport (`transport: sse`).
 
-We use aiohttp rather than the SDK ClientSession on the hot path: measured on this machine a
-pooled aiohttp hop adds ~0.3 ms where httpx (the SDK's client) adds ~1.3 ms (docs/vmcp.md).
+Not the SDK ClientSession (httpx): measured on this machine a pooled httpx hop adds ~1.3 ms,
+aiohttp ~0.3 ms, and our `httpclient` less still; POSTs go through `httpclient` for plain-http
+URLs, the long-lived streams through aiohttp (docs/vmcp.md, docs/bench-vmcp.md).
 """
 
 from __future__ import annotations

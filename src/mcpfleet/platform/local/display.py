@@ -72,9 +72,12 @@ def cell(obj: StoredObject, column: PrinterColumn) -> str:
     return "" if value is None else str(value)
 
 
-def rows(kind: type[Resource], objects: list[StoredObject]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of `get KIND` (NAME first, then the kind's printer columns)."""
-    columns = [c for c in kind.info.columns if c.priority == 0]
+def rows(
+    kind: type[Resource], objects: list[StoredObject], wide: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of `get KIND` (NAME first, then the kind's printer columns; -o wide adds the
+    priority > 0 ones, as kubectl does)."""
+    columns = [c for c in kind.info.columns if wide or c.priority == 0]
     header = ["NAME", *(c.name.upper() for c in columns)]
     return header, [[o.name, *(cell(o, c) for c in columns)] for o in objects]
 

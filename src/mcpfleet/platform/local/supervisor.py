@@ -198,13 +198,27 @@ class Managed:
             self._set(pid=None, ready=False)
 
     async def _drain(self, stream: asyncio.StreamReader, logfile: TextIO) -> None:
+        # Chunks, not readline(): a huge line without a newline must not stop the draining (a full
+        # pipe would block the child).
+        pending = b""
         while True:
-            line = await stream.readline()
-            if not line:
+            chunk = await stream.read(65536)
+            if not chunk:
+                if pending:
+                    self._stderr_line(pending, logfile)
                 return
-            text = line.decode(errors="replace").rstrip("\n")
-            self.state.stderr_tail.append(text)
-            logfile.write(text + "\n")
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._stderr_line(line, logfile)
+            if len(pending) > 65536:
+                self._stderr_line(pending, logfile)
+                pending = b""
+
+    def _stderr_line(self, line: bytes, logfile: TextIO) -> None:
+        text = line.decode(errors="replace")
+        self.state.stderr_tail.append(text[:2000])
+        logfile.write(text + "\n")
 
     async def _probe(self) -> None:
         """Poll the health URL, fast until ready; a crashed stdio server behind a proxy fails it."""

@@ -89,7 +89,7 @@ def run_get(state_dir: Path, kind_name: str, name: str | None, output: str | Non
             for obj in objects:
                 console.print(f"{kind.info.singular}/{obj.name}", markup=False, highlight=False)
             continue
-        header, body = rows(kind, objects)
+        header, body = rows(kind, objects, wide=output == "wide")
         if len(found) > 1:
             body = [[f"{kind.info.singular}/{r[0]}", *r[1:]] for r in body]
         if index and output != "name":
