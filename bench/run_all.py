@@ -22,7 +22,8 @@ def main(selected: list[str]) -> int:
     for script in scripts:
         print(f"== bench/{script.name}", flush=True)
         started = time.perf_counter()
-        result = subprocess.run([sys.executable, str(script)], cwd=HERE.parent, check=False)
+        # -P: keep bench/ off sys.path, or bench/operator.py would shadow the standard library.
+        result = subprocess.run([sys.executable, "-P", str(script)], cwd=HERE.parent, check=False)
         print(f"== bench/{script.name}: exit {result.returncode} in {time.perf_counter() - started:.0f}s", flush=True)
         failures += result.returncode != 0
     return 1 if failures else 0

@@ -182,3 +182,95 @@ def test_settings_flags_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         from_environment(resync_seconds=-1)
     with pytest.raises(ValueError, match="--log-format"):
         from_environment(log_format="xml")
+
+
+def _obj(
+    kind: str, name: str, spec: dict[str, object], rv: str = "1", uid: str | None = None
+) -> dict[str, object]:
+    return {
+        "apiVersion": "mcpfleet.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": rv,
+            "generation": 1,
+        },
+        "spec": spec,
+    }
+
+
+def _drain(controller: object) -> set[tuple[str, str, str]]:
+    queue = controller.queue  # type: ignore[attr-defined]
+    keys = set(queue._pending)
+    for key in keys:
+        queue._pending.discard(key)
+    while not queue._queue.empty():
+        queue._queue.get_nowait()
+    return keys
+
+
+def test_dependents_a_change_reaches_only_the_objects_that_depend_on_it() -> None:
+    from mcpfleet.operator.controller import Controller
+    from mcpfleet.operator.settings import OperatorSettings
+
+    controller = Controller(api=None, store=Store(), settings=OperatorSettings())  # type: ignore[arg-type]
+    vmcp_spec = {"config": {"groupRef": "g"}, "incomingAuth": {"type": "anonymous"}}
+    controller.on_object("ADDED", _obj("MCPGroup", "g", {}))
+    controller.on_object("ADDED", _obj("VirtualMCPServer", "gw", vmcp_spec))
+    controller.on_object(
+        "ADDED", _obj("VirtualMCPServer", "other-gw", {**vmcp_spec, "config": {"groupRef": "h"}})
+    )
+    controller.on_object("ADDED", _obj("MCPServer", "member", {"image": "uvx://a", "groupRef": "g"}))
+    controller.on_object("ADDED", _obj("MCPServer", "outsider", {"image": "uvx://b"}))
+    controller.on_object("ADDED", _obj("MCPToolConfig", "tc", {"toolsFilter": ["x"]}))
+    _drain(controller)
+
+    controller.on_object(
+        "MODIFIED", _obj("MCPServer", "outsider", {"image": "uvx://b", "args": ["1"]}, rv="2")
+    )
+    assert _drain(controller) == {("MCPServer", "ns", "outsider")}
+
+    controller.on_object(
+        "MODIFIED", _obj("MCPServer", "member", {"image": "uvx://a", "groupRef": "g", "args": ["1"]}, rv="2")
+    )
+    assert _drain(controller) == {("MCPServer", "ns", "member"), ("VirtualMCPServer", "ns", "gw")}
+
+    # Our own status write on the member (url unchanged) wakes nobody.
+    status_only = _obj("MCPServer", "member", {"image": "uvx://a", "groupRef": "g", "args": ["1"]}, rv="3")
+    status_only["status"] = {"phase": "Pending"}
+    controller.on_object("MODIFIED", status_only)
+    assert _drain(controller) == set()
+    # A new url reaches the gateway of its group.
+    running = {**status_only, "metadata": {**status_only["metadata"], "resourceVersion": "4"}}  # type: ignore[dict-item]
+    running["status"] = {"phase": "Running", "url": "http://mcp-member.ns.svc.cluster.local:8080/mcp"}
+    controller.on_object("MODIFIED", running)
+    assert _drain(controller) == {("MCPServer", "ns", "member"), ("VirtualMCPServer", "ns", "gw")}
+
+    # Joining another group: both groups recount, both gateways re-render.
+    moved = _obj(
+        "MCPServer", "member", {"image": "uvx://a", "groupRef": "h", "toolConfigRef": {"name": "tc"}}, rv="5"
+    )
+    controller.on_object("MODIFIED", moved)
+    assert _drain(controller) == {
+        ("MCPServer", "ns", "member"),
+        ("MCPGroup", "ns", "g"),
+        ("MCPGroup", "ns", "h"),
+        ("VirtualMCPServer", "ns", "gw"),
+        ("VirtualMCPServer", "ns", "other-gw"),
+        ("MCPToolConfig", "ns", "tc"),
+    }
+
+    # A tool config change rolls the workloads that reference it (and re-renders gateways).
+    controller.on_object("MODIFIED", _obj("MCPToolConfig", "tc", {"toolsFilter": ["y"]}, rv="6"))
+    assert _drain(controller) == {
+        ("MCPToolConfig", "ns", "tc"),
+        ("MCPServer", "ns", "member"),
+        ("VirtualMCPServer", "ns", "gw"),
+        ("VirtualMCPServer", "ns", "other-gw"),
+    }
+
+    # Deleting a group reaches its members (GroupRefValidated) and its gateways.
+    controller.on_object("DELETED", _obj("MCPGroup", "g", {}))
+    assert _drain(controller) == {("VirtualMCPServer", "ns", "gw")}

@@ -99,12 +99,47 @@ class Postgres:
         )
 
 
+_PG_PREFIX = "mcpfleet-registry-pg-"
+
+
+def _reap_orphans(bin_dir: Path) -> None:
+    """Stop instances this fixture started in test runs that were killed before their teardown."""
+    for root in Path(tempfile.gettempdir()).glob(_PG_PREFIX + "*"):
+        try:
+            owner = int((root / "owner.pid").read_text())
+            os.kill(owner, 0)
+            continue  # its test run is still alive
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue  # not ours to judge (no or unreadable owner file)
+        subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(root / "data"),
+                "-m",
+                "immediate",
+                "stop",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     bin_dir = _pg_bin()
     if shutil.which("runuser") is None:
         pytest.fail("runuser is missing: cannot run PostgreSQL as the postgres user")
-    root = Path(tempfile.mkdtemp(prefix="mcpfleet-registry-pg-"))
+    _reap_orphans(bin_dir)
+    root = Path(tempfile.mkdtemp(prefix=_PG_PREFIX))
+    (root / "owner.pid").write_text(str(os.getpid()))
     os.chmod(root, 0o777)
     data, sock = root / "data", root / "sock"
     sock.mkdir()

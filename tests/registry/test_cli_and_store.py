@@ -122,6 +122,7 @@ def test_replicas_open_the_same_postgres_at_once(postgres: object) -> None:
             await store.close()
 
     async def main() -> list[int]:
-        return list(await asyncio.gather(*(open_close() for _ in range(4))))
+        # without the lock, concurrent migrations block each other: fail in 60 s instead of hanging
+        return list(await asyncio.wait_for(asyncio.gather(*(open_close() for _ in range(4))), 60))
 
     assert asyncio.run(main()) == [0, 0, 0, 0]

@@ -209,7 +209,7 @@ class Store:
         async with engine.begin() as conn:
             if not is_sqlite:
                 # Replicas sharing PostgreSQL start together: one migrates, the others wait for it.
-                pass
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
             await conn.run_sync(_run_migrations)
         return store
 
