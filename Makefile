@@ -22,7 +22,7 @@ $(NODE_TOOLS): tools/node/package.json tools/node/package-lock.json
 	cd tools/node && npm ci --no-audit --no-fund
 	touch $@
 
-# Debian packages the tests need (PostgreSQL for the registry suite, git for git sources).
+# Debian packages the tests and benchmarks need (PostgreSQL, git for git sources, wrk for load).
 system-deps:
 	bash scripts/system-deps.sh
 

@@ -108,7 +108,18 @@ def test_runtime_add_delete_recreate(kube: Kube, operator: OperatorProcess) -> N
     kube.apply(SERVER)
     kube.wait_phase("MCPServer", "time", "Running")
     first_uid = kube.get("MCPServer", "time")["metadata"]["uid"]  # type: ignore[index]
-    kube.delete("MCPServer", "time", wait=True)
+    # Held by someone else's finalizer, a deleted server shows Terminating without a url.
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "mcpservers", "time", "--type=merge",
+        "-p", '{"metadata":{"finalizers":["test.mcpfleet.dev/hold"]}}',
+    )  # fmt: skip
+    kube.delete("MCPServer", "time")
+    terminating = kube.wait_phase("MCPServer", "time", "Terminating")
+    assert "url" not in terminating
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "mcpservers", "time", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+    )
+    kube.wait_gone("MCPServer", "time")
     # Garbage collection (kube-controller-manager) removes every child through owner references.
     for kind, name in (("Deployment", "mcp-time"), ("Service", "mcp-time"), ("ConfigMap", "mcp-time-config")):
         kube.wait_gone(kind, name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -185,8 +187,8 @@ def test_settings_flags_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _obj(
-    kind: str, name: str, spec: dict[str, object], rv: str = "1", uid: str | None = None
-) -> dict[str, object]:
+    kind: str, name: str, spec: Mapping[str, object], rv: str = "1", uid: str | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "mcpfleet.dev/v1alpha1",
         "kind": kind,
@@ -243,7 +245,7 @@ def test_dependents_a_change_reaches_only_the_objects_that_depend_on_it() -> Non
     controller.on_object("MODIFIED", status_only)
     assert _drain(controller) == set()
     # A new url reaches the gateway of its group.
-    running = {**status_only, "metadata": {**status_only["metadata"], "resourceVersion": "4"}}  # type: ignore[dict-item]
+    running = {**status_only, "metadata": {**status_only["metadata"], "resourceVersion": "4"}}
     running["status"] = {"phase": "Running", "url": "http://mcp-member.ns.svc.cluster.local:8080/mcp"}
     controller.on_object("MODIFIED", running)
     assert _drain(controller) == {("MCPServer", "ns", "member"), ("VirtualMCPServer", "ns", "gw")}

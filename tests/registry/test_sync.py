@@ -273,6 +273,17 @@ async def test_api_federation_and_url_sources(db_url: str, tmp_path: Path) -> No
         port = server.servers[0].sockets[0].getsockname()[1]
         base = f"http://127.0.0.1:{port}"
         try:
+            # over real HTTP/1.1 keep-alive: 304 without a body, then the connection still works
+            import httpx
+
+            async with httpx.AsyncClient(base_url=base) as http:
+                first = await http.get("/v0.1/servers?limit=5")
+                etag = first.headers["etag"]
+                again = await http.get("/v0.1/servers?limit=5", headers={"If-None-Match": etag})
+                assert again.status_code == 304 and again.content == b""
+                head = await http.head("/v0.1/servers?limit=5")
+                assert head.status_code == 200 and int(head.headers["content-length"]) == len(first.content)
+                assert (await http.get("/v0.1/servers?limit=5")).json() == first.json()
             sources = [
                 {"name": "fed", "api": {"url": base, "pageSize": 10}},
                 {

@@ -30,16 +30,22 @@ async def served() -> AsyncIterator[Callable[[Any], Awaitable[Served]]]:
 
 
 @pytest.fixture
-async def gateway(served: Callable[[Any], Awaitable[Served]]) -> GatewayFactory:
+async def gateway(served: Callable[[Any], Awaitable[Served]]) -> AsyncIterator[GatewayFactory]:
     """`await gateway(config_dict)` -> the running vMCP (its `.app` is the VMCPApp)."""
+
+    apps: list[Any] = []
 
     async def start(raw: dict[str, Any], **opts: Any) -> Served:
         cfg: VMCPConfig = parse_config(raw)
         port = free_port()
         app = build_app(cfg, ServeOptions(host="127.0.0.1", port=port, **opts))
+        apps.append(app)
         return await served(app, port)
 
-    return start
+    yield start
+    # Servers are force-stopped (open notification streams), so stop the gateways explicitly.
+    for app in apps:
+        await app.gateway.stop()
 
 
 @pytest.fixture

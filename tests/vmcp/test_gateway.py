@@ -305,6 +305,7 @@ async def test_backend_set_changes_live(alpha_beta: tuple[Served, Served], serve
             await asyncio.sleep(0.05)
         assert text(await c.call_tool("alpha_echo", {"text": "z"})) == "beta:z"
         assert set(gw.backends) == {"alpha"}
+    await gw.stop()
 
 
 async def test_composite_tool_dag(alpha_beta: tuple[Served, Served], gateway: GatewayFactory) -> None:

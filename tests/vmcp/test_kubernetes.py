@@ -137,6 +137,8 @@ async def test_discovered_backends_followed_live_and_status_written(
     assert st["backendCount"] == 2
     assert st["toolCount"] == len(await _tools(s.url))
     assert all(d["status"] == "healthy" and d["url"] for d in st["discoveredBackends"])
+    await gw.stop()
+    await client.close()
 
 
 async def _has(url: str, tool: str) -> bool:

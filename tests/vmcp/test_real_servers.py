@@ -202,3 +202,17 @@ async def test_progress_notifications_pass_through(real_gateway: str, mode: str)
         )
     assert not res.is_error
     assert len(seen) >= 2 and seen == sorted(seen)  # streamed as they happened, in order
+
+
+async def test_elicitation_request_passes_through(real_gateway: str) -> None:
+    """everything asks the client for input mid-call; the answer travels back through the gateway."""
+    asked: list[Any] = []
+
+    async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="decline")
+
+    async with Client(real_gateway, mode="legacy", elicitation_callback=elicit) as c:
+        res = await asyncio.wait_for(c.call_tool("everything_trigger-elicitation-request", {}), 20)
+    assert asked, "the elicitation request reached the client"
+    assert "decline" in _text(res).lower()

@@ -113,11 +113,14 @@ class RegistryApi:
         path = raw.split(b"?", 1)[0]
         route, status, headers, body = self._answer(scope, path)
         if status == 304:
+            # No Content-Length: in a 304 it would have to be the length of the 200 body (RFC 9110),
+            # and the server would then wait for that many bytes.
             body = b""
-        # HEAD: the length GET would send, and no body.
-        headers.append((b"content-length", str(len(body)).encode()))
-        if scope["method"] == "HEAD":
-            body = b""
+        else:
+            # HEAD: the length GET would send, and no body.
+            headers.append((b"content-length", str(len(body)).encode()))
+            if scope["method"] == "HEAD":
+                body = b""
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         self._observe(route, status, started)

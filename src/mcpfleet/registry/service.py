@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,10 @@ class RegistryService:
         if catalogue.generation < self.catalogue.generation:
             return  # a concurrent, newer reload already won; never go back in time
         self.catalogue = catalogue
+        # The snapshot is hundreds of thousands of long-lived, acyclic objects: keep the cyclic GC from
+        # rescanning them in every full collection (a latency spike at p99). Refcounting still frees
+        # them when the next snapshot replaces this one.
+        gc.freeze()
         self.metrics.catalogue_entries.set(catalogue.active_count)
         self.metrics.generation.set(generation)
 
