@@ -15,7 +15,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(selected: list[str]) -> int:
-    scripts = sorted(p for p in HERE.glob("*.py") if p.name != Path(__file__).name and not p.name.startswith("_"))
+    scripts = sorted(
+        p for p in HERE.glob("*.py") if p.name != Path(__file__).name and not p.name.startswith("_")
+    )
     if selected:
         scripts = [p for p in scripts if p.stem in selected]
     failures = 0
@@ -24,7 +26,10 @@ def main(selected: list[str]) -> int:
         started = time.perf_counter()
         # -P: keep bench/ off sys.path, or bench/operator.py would shadow the standard library.
         result = subprocess.run([sys.executable, "-P", str(script)], cwd=HERE.parent, check=False)
-        print(f"== bench/{script.name}: exit {result.returncode} in {time.perf_counter() - started:.0f}s", flush=True)
+        print(
+            f"== bench/{script.name}: exit {result.returncode} in {time.perf_counter() - started:.0f}s",
+            flush=True,
+        )
         failures += result.returncode != 0
     return 1 if failures else 0
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import typer
 
 from mcpfleet import __version__
-from mcpfleet.cli import crds, devcluster, local, proxy, registry, vmcp
-from mcpfleet.cli import operator
+from mcpfleet.cli import crds, devcluster, local, operator, proxy, registry, vmcp
 
 app = typer.Typer(
     name="mcpfleet",
