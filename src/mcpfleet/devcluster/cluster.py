@@ -36,7 +36,7 @@ Progress = Callable[[str], None]
 # Start order; `down` stops in reverse.
 COMPONENTS: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 PORT_NAMES: tuple[str, ...] = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
-SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_CIDR = "10.0.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 NODE_PREFIX = "kwok-node-"
 STATE_FILE = "state.json"

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-# First address of the service CIDR (10.0.0.0/24): the in-cluster `kubernetes` Service IP.
+# First address of the service CIDR (10.0.0.0/16): the in-cluster `kubernetes` Service IP.
 KUBERNETES_SERVICE_IP = "10.0.0.1"
 VALIDITY = datetime.timedelta(days=3650)
 
