@@ -43,9 +43,10 @@ async def gateway(served: Callable[[Any], Awaitable[Served]]) -> AsyncIterator[G
         return await served(app, port)
 
     yield start
-    # Servers are force-stopped (open notification streams), so stop the gateways explicitly.
+    # Servers are force-stopped (open notification streams), which skips the lifespan shutdown: close
+    # the apps explicitly (gateway and the OIDC authenticator's HTTP session).
     for app in apps:
-        await app.gateway.stop()
+        await app.aclose()
 
 
 @pytest.fixture

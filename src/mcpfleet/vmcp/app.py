@@ -191,13 +191,18 @@ class VMCPApp:
                         return
                 await send({"type": "lifespan.startup.complete"})
             elif m["type"] == "lifespan.shutdown":
-                if self.manage_gateway:
-                    await self.gateway.stop()
-                closer = getattr(self.auth, "close", None)
-                if closer is not None:
-                    await closer()
+                await self.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def aclose(self) -> None:
+        """What the lifespan shutdown does: stop the gateway (if managed) and close the authenticator's
+        HTTP session. Call it when the server stops without a lifespan shutdown (e.g. a forced exit)."""
+        if self.manage_gateway:
+            await self.gateway.stop()
+        closer = getattr(self.auth, "close", None)
+        if closer is not None:
+            await closer()
 
     # ---- /mcp --------------------------------------------------------------------------
 
