@@ -667,6 +667,10 @@ async def acquire_for_tests(
     with cluster.lock():
         status = await cluster.status()
         already = status.all_running and status.ready
+        if not already:
+            # A test cluster that is not running holds nothing worth keeping: start from empty data,
+            # so a run never inherits objects or settings (e.g. an older Service range) of an earlier one.
+            await cluster._down_locked(purge=True)
         info = await cluster._up_locked(nodes, progress, ready_timeout)
         if not already:
             (cluster.state_dir / TEST_OWNER_FILE).write_text(str(os.getpid()))
