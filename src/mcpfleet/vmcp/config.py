@@ -24,6 +24,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from mcpfleet.api.virtualmcpserver import CircuitBreaker as SpecCircuitBreaker
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -85,6 +87,8 @@ class ToolAnnotationsOverride(_Model):
 class ToolOverride(_Model):
     """Rename / re-describe one backend tool (MCPToolConfig semantics)."""
 
+    # Kept apart from api ToolOverride: adds `annotations`, and an annotations-only override is valid here.
+
     name: str | None = None
     description: str | None = None
     annotations: ToolAnnotationsOverride | None = None
@@ -97,12 +101,16 @@ class ToolConfigRef(_Model):
 class ToolConfig(_Model):
     """The spec of an MCPToolConfig, inlined into the rendered config under `toolConfigs`."""
 
+    # Kept apart from api MCPToolConfigSpec: empty-collection defaults and the vmcp ToolOverride.
+
     tools_filter: list[str] = Field(default_factory=list)
     tools_override: dict[str, ToolOverride] = Field(default_factory=dict)
 
 
 class WorkloadToolConfig(_Model):
     """Per-backend filter and overrides (`aggregation.tools[]`)."""
+
+    # Kept apart from the api model: the gateway relies on empty-collection defaults (api: None).
 
     workload: str = Field(min_length=1)
     filter: list[str] = Field(default_factory=list)
@@ -112,11 +120,13 @@ class WorkloadToolConfig(_Model):
 
 
 class ConflictResolutionConfig(_Model):
+    # Kept apart from the api model: priorityOrder defaults to [] (api: None), no prefixFormat pattern.
     prefix_format: str = "{workload}_"
     priority_order: list[str] = Field(default_factory=list)
 
 
 class Aggregation(_Model):
+    # Kept apart from the api model: non-None defaults the gateway relies on; the priorityOrder rule is the CRD's.
     conflict_resolution: Literal["prefix", "priority", "manual"] = "prefix"
     conflict_resolution_config: ConflictResolutionConfig = Field(default_factory=ConflictResolutionConfig)
     tools: list[WorkloadToolConfig] = Field(default_factory=list)
@@ -124,6 +134,7 @@ class Aggregation(_Model):
 
 
 class OnError(_Model):
+    # Kept apart from api StepOnError: retryCount defaults to 0 (api: None) and retryDelay is a lenient Duration.
     action: Literal["abort", "continue", "retry"] = "abort"
     retry_count: int = Field(default=0, ge=0)
     retry_delay: Duration | None = None
@@ -131,6 +142,8 @@ class OnError(_Model):
 
 class WorkflowStep(_Model):
     """One step of a composite tool; only `type: tool` steps are executed by this gateway."""
+
+    # Kept apart from the api model: non-None defaults, `defaultResults`, and no CRD id/length limits.
 
     id: str = Field(min_length=1)
     type: Literal["tool"] = "tool"
@@ -144,6 +157,7 @@ class WorkflowStep(_Model):
 
 
 class CompositeTool(_Model):
+    # Kept apart from the api model: non-None defaults (description, parameters) and the extra `output`.
     name: str = Field(min_length=1)
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -202,13 +216,15 @@ class OutgoingAuth(_Model):
         return self.backends.get(name, self.default)
 
 
-class CircuitBreaker(_Model):
-    enabled: bool = False
-    failure_threshold: int = Field(default=5, ge=1)
+class CircuitBreaker(SpecCircuitBreaker):
+    """The spec's CircuitBreaker (mcpfleet.api.virtualmcpserver): enabled, failureThreshold and defaults."""
+
+    # Re-typed as Duration: config files also accept what parse_duration does (e.g. bare seconds).
     timeout: Duration = "60s"
 
 
 class FailureHandling(_Model):
+    # Kept apart from the api model: circuitBreaker defaults to an instance (api: None); lenient Durations.
     health_check_interval: Duration = "30s"
     health_check_timeout: Duration = "10s"
     unhealthy_threshold: int = Field(default=3, ge=1)
@@ -218,6 +234,7 @@ class FailureHandling(_Model):
 
 
 class Timeouts(_Model):
+    # Kept apart from the api model: perWorkload defaults to {} (api: None), plus for_backend().
     default: Duration = "30s"
     per_workload: dict[str, str] = Field(default_factory=dict)
 
@@ -226,6 +243,7 @@ class Timeouts(_Model):
 
 
 class Operational(_Model):
+    # Kept apart from the api model: non-None sub-model defaults; logLevel is any string here.
     log_level: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     failure_handling: FailureHandling = Field(default_factory=FailureHandling)
