@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.mcp_messages import initialize_request
 from tests.proxy.conftest import RunningProxy
 
 ACCEPT = "application/json, text/event-stream"
@@ -30,16 +31,7 @@ async def _events(resp: aiohttp.ClientResponse) -> Any:
 async def test_response_stream_resumes_after_disconnect(fixture_proxy: RunningProxy) -> None:
     headers = {"Accept": ACCEPT, "Content-Type": "application/json"}
     async with aiohttp.ClientSession() as http:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        init = initialize_request()
         async with http.post(fixture_proxy.url, json=init, headers=headers) as resp:
             assert resp.status == 200
             headers["Mcp-Session-Id"] = resp.headers["Mcp-Session-Id"]

@@ -14,6 +14,7 @@ from mcpfleet.vmcp.aggregate import ConflictError
 from mcpfleet.vmcp.backends import BackendSpec, QueueBackendSource, StaticBackendSource
 from mcpfleet.vmcp.config import parse_config
 from mcpfleet.vmcp.gateway import Gateway
+from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, sdk_backend
 
@@ -227,18 +228,9 @@ async def test_list_changed_reaches_clients_of_both_eras(
     alpha_beta: tuple[Served, Served], gateway: GatewayFactory
 ) -> None:
     gw = await gateway(two(*alpha_beta))
-    hdr = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    hdr = dict(STREAMABLE_HTTP_HEADERS)
     async with aiohttp.ClientSession() as h:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        init = initialize_request()
         async with h.post(gw.url, json=init, headers=hdr) as r:
             sid = r.headers["mcp-session-id"]
         get_stream = await h.get(

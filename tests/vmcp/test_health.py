@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 from mcp.client.client import Client
 
+from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, sdk_backend
 
@@ -129,17 +130,8 @@ async def test_fail_mode_readiness_and_metrics(gateway: GatewayFactory, served: 
         await wait_state(gw, "gone", "unavailable")
         async with h.get(gw.base + "/readyz") as r:
             assert r.status == 503  # fail mode: one backend down means not ready
-    hdr = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    hdr = dict(STREAMABLE_HTTP_HEADERS)
+    init = initialize_request()
     async with aiohttp.ClientSession() as h:
         async with h.post(gw.url, json=init, headers=hdr) as r:
             hdr["mcp-session-id"] = r.headers["mcp-session-id"]
