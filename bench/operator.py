@@ -28,6 +28,7 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
 
 import argparse
 import asyncio
+import json
 import re
 import subprocess
 import threading
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 
 from mcpfleet.devcluster.cluster import DevCluster, acquire_for_tests, release_for_tests
@@ -119,46 +121,107 @@ class Operator:
         self.log.close()
 
 
-async def create_all(handle: ClusterHandle, namespace: str, n: int) -> None:
+async def create_and_wait(
+    handle: ClusterHandle, namespace: str, n: int, limit_s: float
+) -> tuple[float, float]:
+    """Create N servers (32 at a time) while a watch counts them Running; returns (created, all Running)
+    in seconds from the first create.
+
+    The client is kept light on purpose (aiohttp, one watch instead of polling LISTs): it shares the
+    two cores with the cluster it measures.
+    """
     path = f"/apis/mcpfleet.dev/v1alpha1/namespaces/{namespace}/mcpservers"
-    limits = httpx.Limits(max_connections=32)
-    async with httpx.AsyncClient(
-        base_url=handle.server, verify=handle.info.ssl_context(), limits=limits, timeout=60
-    ) as api:
+    connector = aiohttp.TCPConnector(ssl=handle.info.ssl_context(), limit=40)
+    async with aiohttp.ClientSession(base_url=handle.server, connector=connector) as api:
+        listing = await (await api.get(path, params={"limit": "1"})).json()
+        version = listing["metadata"]["resourceVersion"]
+        running: set[str] = set()
+        all_running = asyncio.Event()
+
+        async def watch() -> None:
+            params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(int(limit_s))}
+            async with api.get(path, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
+                async for line in stream.content:
+                    event = json.loads(line)
+                    obj = event["object"]
+                    if (obj.get("status") or {}).get("phase") == "Running":
+                        running.add(obj["metadata"]["name"])
+                    if len(running) >= n:
+                        all_running.set()
+                        return
+
+        watcher = asyncio.create_task(watch())
+        started = time.monotonic()
         semaphore = asyncio.Semaphore(32)
 
         async def one(i: int) -> None:
             async with semaphore:
-                response = await api.post(path, json=server(f"s{i:04d}"))
-                if response.status_code != 201:
-                    raise SystemExit(f"create s{i:04d}: HTTP {response.status_code} {response.text[:200]}")
+                async with api.post(path, json=server(f"s{i:04d}")) as response:
+                    if response.status != 201:
+                        raise SystemExit(
+                            f"create s{i:04d}: HTTP {response.status} {(await response.text())[:200]}"
+                        )
 
         await asyncio.gather(*(one(i) for i in range(n)))
+        created = time.monotonic() - started
+        try:
+            await asyncio.wait_for(all_running.wait(), limit_s)
+        except TimeoutError:
+            raise SystemExit(f"N={n}: only {len(running)} Running after {limit_s}s") from None
+        finally:
+            watcher.cancel()
+        return created, time.monotonic() - started
 
 
-def count_running(handle: ClusterHandle, namespace: str) -> int:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def apiserver_requests(handle: ClusterHandle) -> dict[tuple[str, str], tuple[float, float]]:
+    """(verb, resource) -> (requests, seconds spent) served by the API server so far."""
     with handle.api(timeout=60) as api:
-        items = api.get(f"/apis/mcpfleet.dev/v1alpha1/namespaces/{namespace}/mcpservers").json()["items"]
-    return sum(1 for i in items if (i.get("status") or {}).get("phase") == "Running")
+        text = api.get("/metrics").text
+    found: dict[tuple[str, str], list[float]] = {}
+    for line in text.splitlines():
+        for metric, slot in (("apiserver_request_total{", 0), ("apiserver_request_duration_seconds_sum{", 1)):
+            if line.startswith(metric):
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+                if labels.get("verb") in ("WATCH", "CONNECT"):
+                    continue
+                key = (
+                    labels.get("verb", ""),
+                    labels.get("resource", "")
+                    + ("/" + labels["subresource"] if labels.get("subresource") else ""),
+                )
+                found.setdefault(key, [0.0, 0.0])[slot] += float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in found.items()}
 
 
-def run_one(handle: ClusterHandle, n: int, workers: int, timeout: float) -> dict[str, Any]:
+def run_one(
+    handle: ClusterHandle, n: int, workers: int, timeout: float, components: dict[str, int]
+) -> dict[str, Any]:
     namespace = handle.create_namespace(f"bench-operator-{n}")
     log = Path(f"/tmp/bench-operator-{n}.log")
     operator = Operator(handle, namespace, workers, log)
     try:
         operator.wait(lambda s: s["synced"], 60)
         base = operator.stats()
-        started = time.monotonic()
-        asyncio.run(create_all(handle, namespace, n))
-        created = time.monotonic() - started
-        running = 0
-        while running < n:
-            if time.monotonic() - started > timeout:
-                raise SystemExit(f"N={n}: only {running} Running after {timeout}s (log {log})")
-            time.sleep(0.5)
-            running = count_running(handle, namespace)
-        elapsed = time.monotonic() - started
+        components = {**components, "operator": operator.proc.pid}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in components.items()}
+        served_before = apiserver_requests(handle)
+        created, elapsed = asyncio.run(create_and_wait(handle, namespace, n, timeout))
+        cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in components.items()}
+        served = apiserver_requests(handle)
+        by_request = {
+            f"{verb} {resource}": (round((count - served_before.get((verb, resource), (0, 0))[0]) / n, 2))
+            for (verb, resource), (count, _) in served.items()
+            if count - served_before.get((verb, resource), (0, 0))[0] >= n / 10
+        }
         converged = operator.idle()
         writes = converged["writes"] - base["writes"]
         total = converged["total"] - base["total"]
@@ -183,6 +246,13 @@ def run_one(handle: ClusterHandle, n: int, workers: int, timeout: float) -> dict
             "rss_mb": rss,
             "errors": after["errors"],
             "conflicts": after["conflicts"],
+            "cpu_s_until_running": cpu,
+            "apiserver_requests_per_object": dict(sorted(by_request.items(), key=lambda kv: -kv[1])),
+            "requests_by_kind": {
+                k: round((v - base["requests"].get(k, 0)) / n, 2)
+                for k, v in converged["requests"].items()
+                if v != base["requests"].get(k, 0)
+            },
         }
     finally:
         operator.stop()
@@ -223,7 +293,8 @@ def main() -> int:
     results = []
     try:
         for n in args.sizes:
-            results.append(run_one(handle, n, args.workers, args.timeout))
+            components = {r.name: r.pid for r in cluster.procs.records()}
+            results.append(run_one(handle, n, args.workers, args.timeout, components))
             print(results[-1], flush=True)
     finally:
         if private_dir is not None:

@@ -99,13 +99,26 @@ def wrk(url: str, tool: str, sid: str, clients: int, duration: int) -> dict[str,
             "params": {"name": tool, "arguments": {"text": "hi"}},
         }
     )
+    # Every request carries its own JSON-RPC id, as a real client's would (one id reused by every
+    # request of a session is not valid JSON-RPC and would let a server or gateway take shortcuts):
+    # a per-thread counter, interleaved with the thread's number so threads never collide.
+    head, tail = body.split('"id": 7', 1)
     lua = (
         'wrk.method = "POST"\n'
-        f"wrk.body = '{body}'\n"
         'wrk.headers["Content-Type"] = "application/json"\n'
         'wrk.headers["Accept"] = "application/json, text/event-stream"\n'
         'wrk.headers["Mcp-Protocol-Version"] = "2025-11-25"\n'
         f'wrk.headers["Mcp-Session-Id"] = "{sid}"\n'
+        "local threads = 0\n"
+        "function setup(thread)\n"
+        "  threads = threads + 1\n"
+        '  thread:set("tid", threads)\n'
+        "end\n"
+        "local n = 0\n"
+        "function request()\n"
+        "  n = n + 1\n"
+        f"  return wrk.format(nil, nil, nil, '{head}\"id\": ' .. (n * 64 + tid) .. '{tail}')\n"
+        "end\n"
     )
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(lua)

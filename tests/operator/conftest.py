@@ -52,9 +52,15 @@ class OperatorProcess:
     """One `mcpfleet operator run` subprocess; stderr is kept in a log file for failure messages."""
 
     def __init__(
-        self, cluster: ClusterHandle, namespaces: list[str], log_path: Path, resync: float = 300.0
+        self,
+        cluster: ClusterHandle,
+        namespaces: list[str],
+        log_path: Path,
+        resync: float = 300.0,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.cluster = cluster
+        self.extra_args = extra_args
         self.namespaces = namespaces
         self.log_path = log_path
         self.resync = resync
@@ -83,6 +89,7 @@ class OperatorProcess:
         ]
         for ns in self.namespaces:
             args += ["--namespace", ns]
+        args += self.extra_args
         self.starts += 1
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}: {' '.join(args)}\n".encode())

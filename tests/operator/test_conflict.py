@@ -10,14 +10,12 @@ from mcpfleet.devcluster.handle import ClusterHandle
 from mcpfleet.operator.controller import Controller
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Store
-from mcpfleet.platform.kubernetes.api import KubeApi
+from mcpfleet.platform.kubernetes.api import KubeApi, login_from
 
 from .conftest import Kube
 
 
 async def test_conflict_is_retried_by_rereading(dev_cluster: ClusterHandle, kube: Kube) -> None:
-    from lightkube import AsyncClient, KubeConfig
-
     kube.apply(
         "apiVersion: mcpfleet.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: c}\nspec: {image: 'uvx://c'}\n"
     )
@@ -28,8 +26,7 @@ async def test_conflict_is_retried_by_rereading(dev_cluster: ClusterHandle, kube
         "patch", "-n", kube.ns, "mcpservers", "c", "--subresource=status", "--type=merge",
         "-p", '{"status": {"message": "written by someone else"}}',
     )  # fmt: skip
-    client = AsyncClient(config=KubeConfig.from_file(str(dev_cluster.kubeconfig)), field_manager="mcpfleet")
-    api = KubeApi(client)
+    api = KubeApi(login_from(str(dev_cluster.kubeconfig)))
     settings = OperatorSettings(namespaces=(kube.ns,), workers=1, metrics_port=None)
     controller = Controller(api, Store(), settings)
     controller.on_object("ADDED", stale)
@@ -47,12 +44,10 @@ async def test_conflict_is_retried_by_rereading(dev_cluster: ClusterHandle, kube
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await client.close()
+        await api.close()
 
 
 async def test_relist_drops_objects_deleted_behind_the_watch(dev_cluster: ClusterHandle, kube: Kube) -> None:
-    from lightkube import AsyncClient, KubeConfig
-
     kube.apply(
         "apiVersion: mcpfleet.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: real}\nspec: {image: 'uvx://r'}\n"
     )
@@ -63,8 +58,7 @@ async def test_relist_drops_objects_deleted_behind_the_watch(dev_cluster: Cluste
         **real,
         "metadata": {**real["metadata"], "name": "ghost", "uid": "ghost-uid", "resourceVersion": "1"},
     }
-    client = AsyncClient(config=KubeConfig.from_file(str(dev_cluster.kubeconfig)), field_manager="mcpfleet")
-    api = KubeApi(client)
+    api = KubeApi(login_from(str(dev_cluster.kubeconfig)))
     controller = Controller(api, Store(), OperatorSettings(namespaces=(kube.ns,), metrics_port=None))
     try:
         controller.on_object("ADDED", ghost)
@@ -74,4 +68,4 @@ async def test_relist_drops_objects_deleted_behind_the_watch(dev_cluster: Cluste
         assert ("MCPServer", kube.ns, "real") in controller.store.keys()
         assert api.writes == 0
     finally:
-        await client.close()
+        await api.close()

@@ -125,7 +125,7 @@ def _assert_converged(kube: Kube, desired: dict[str, list[str]], operator: Opera
             ):
                 return f"{name}: pods not rolled to the latest config"
         # No orphans: every managed child belongs to a live object (garbage collection included).
-        for kind in ("Deployment", "Service", "ConfigMap", "ServiceAccount"):
+        for kind in ("Deployment", "Service", "ConfigMap"):
             for child in kube.items(kind, "app.kubernetes.io/managed-by=mcpfleet"):
                 (ref,) = child["metadata"]["ownerReferences"]
                 owner = found.get(ref["name"])

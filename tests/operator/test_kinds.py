@@ -138,7 +138,12 @@ spec: {remoteURL: "https://mcp.example.com/mcp", groupRef: tools}
 """
     )
     status = kube.cluster.wait_for(
-        "group status", lambda: (s := kube.status("MCPGroup", "tools")).get("serverCount") == 2 and s
+        "group status",
+        lambda: (
+            (s := kube.status("MCPGroup", "tools")).get("serverCount") == 2
+            and s.get("remoteProxyCount") == 1
+            and s
+        ),
     )
     assert (
         status["servers"] == ["a", "b"]
@@ -337,18 +342,35 @@ def test_registry_flat_status_and_kubectl_wait(kube: Kube, operator: OperatorPro
         "catalog-data"
     ]
 
-    # A spec the registry server cannot run: Failed, url cleared; fixed: Running again.
+    # A spec the registry server cannot run (no such commit name): Failed, url cleared; fixed: Running again.
+    kube.apply(
+        REGISTRY.replace("kubernetes: {}", "git: {repository: 'https://git.example.com/r.git', commit: main}")
+    )
+    failed = kube.wait_phase("MCPRegistry", "catalog", "Failed", generation=2)
+    assert "url" not in failed and "commit" in failed["message"]
+    assert next(c for c in failed["conditions"] if c["type"] == "Ready")["status"] == "False"
+    kube.apply(REGISTRY)
+    kube.wait_phase("MCPRegistry", "catalog", "Running", generation=3)
+
+    # A private git source: the password Secret key is a projected volume file the config points at.
     kube.apply(
         REGISTRY.replace(
             "kubernetes: {}",
             "git: {repository: 'https://git.example.com/r.git', auth: {username: u, passwordSecretRef: {name: s, key: k}}}",
         )
     )
-    failed = kube.wait_phase("MCPRegistry", "catalog", "Failed", generation=2)
-    assert "url" not in failed and "git.auth" in failed["message"]
-    assert next(c for c in failed["conditions"] if c["type"] == "Ready")["status"] == "False"
-    kube.apply(REGISTRY)
-    kube.wait_phase("MCPRegistry", "catalog", "Running", generation=3)
+    kube.wait_phase("MCPRegistry", "catalog", "Running", generation=4)
+    config_map = kube.get("ConfigMap", "mcpreg-catalog-config")
+    assert config_map is not None
+    git = RegistryConfig.model_validate(yaml.safe_load(config_map["data"]["registry.yaml"])).sources[1].git
+    assert git is not None and git.auth is not None and git.auth.username == "u"
+    assert git.auth.passwordFile == "/etc/mcpfleet/secrets/git-cluster-password"
+    deployment = kube.get("Deployment", "mcpreg-catalog")
+    assert deployment is not None
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"secret": {"name": "s", "items": [{"key": "k", "path": "git-cluster-password"}]}} in [
+        source for v in volumes for source in v.get("projected", {}).get("sources", [])
+    ]
 
 
 def test_child_refused_by_the_api_server_fails_and_recovers(kube: Kube, operator: OperatorProcess) -> None:

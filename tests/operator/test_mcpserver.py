@@ -36,7 +36,6 @@ def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorPr
         ("Deployment", "mcp-time"),
         ("Service", "mcp-time"),
         ("ConfigMap", "mcp-time-config"),
-        ("ServiceAccount", "mcp-time"),
     ):
         child = kube.get(kind, name)
         assert child is not None, f"{kind} {name} missing"
@@ -53,7 +52,10 @@ def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorPr
     assert (
         deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] == checksum
     )
-    assert kube.get("Role", "mcp-time") is None  # a package server needs no API access
+    # A package server needs no API access: no account of its own, no Role, no token in the pod.
+    assert kube.get("Role", "mcp-time") is None and kube.get("ServiceAccount", "mcp-time") is None
+    pod_spec = deployment["spec"]["template"]["spec"]
+    assert pod_spec["automountServiceAccountToken"] is False and "serviceAccountName" not in pod_spec
 
     reasons = {e["reason"] for e in kube.events("time")}
     assert "Created" in reasons
@@ -161,3 +163,41 @@ def test_several_namespaces_and_json_logs(
     for line in lines:
         entry = json.loads(line)
         assert {"time", "level", "logger", "message"} <= set(entry)
+
+
+def test_first_status_waits_out_the_grace_period_for_running(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """A server Running within the grace period gets one status write (no Pending first); one that
+    cannot start shows Pending once the grace period is over."""
+    operator = OperatorProcess(
+        kube.cluster, [namespace], tmp_path / "operator.log", extra_args=("--pending-grace-seconds", "8")
+    )
+    operator.start()
+    try:
+        before = operator.stats()["requests"].get("patch MCPServer/status", 0)
+        kube.apply(
+            """
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPServer
+metadata: {name: quick}
+spec: {image: "uvx://quick"}
+---
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPServer
+metadata: {name: stuck}
+spec:
+  image: "uvx://stuck"
+  resources: {requests: {cpu: "100000"}}
+"""
+        )
+        kube.wait_phase("MCPServer", "quick", "Running")
+        stuck = kube.wait_phase("MCPServer", "stuck", "Pending")
+        assert stuck["message"] == "0/1 replicas ready" and stuck["observedGeneration"] == 1
+        ready = next(c for c in stuck["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "False" and ready["reason"] == "NotReady"
+        # One status write each: quick straight to Running, stuck to Pending after the grace period.
+        assert operator.stats()["requests"]["patch MCPServer/status"] - before == 2
+    finally:
+        kube.cluster.kubectl("delete", "-n", namespace, "mcpservers", "--all", "--wait=false", check=False)
+        operator.stop()

@@ -39,7 +39,8 @@ def _render(spec: dict[str, object]) -> dict[str, dict[str, object]]:
 
 def test_render_children_owner_checksum_and_least_privilege() -> None:
     children = _render({"image": "uvx://mcp-server-time", "secrets": [{"name": "s", "key": "k"}]})
-    assert list(children) == ["ConfigMap", "ServiceAccount", "Deployment", "Service"]
+    # No API access, so no ServiceAccount: the pod runs as the namespace default with no token.
+    assert list(children) == ["ConfigMap", "Deployment", "Service"]
     for child in children.values():
         meta = child["metadata"]
         assert meta["ownerReferences"] == [  # type: ignore[index]
@@ -58,10 +59,7 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
     checksum = children["ConfigMap"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]  # type: ignore[index]
     assert template["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] == checksum
     pod = template["spec"]
-    assert (
-        pod["automountServiceAccountToken"] is False
-        and children["ServiceAccount"]["automountServiceAccountToken"] is False
-    )
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     (container,) = pod["containers"]
     assert (
         container["image"] == "runner:1"
@@ -153,6 +151,48 @@ def test_store_ignores_older_versions_and_tracks_children() -> None:
     assert store.owned(("MCPServer", "ns", "a"), "u2") == []
 
 
+def test_child_updates_that_no_reconcile_reads_do_not_wake_the_owner() -> None:
+    store = Store()
+    owner = {"apiVersion": "mcpfleet.dev/v1alpha1", "kind": "MCPServer", "name": "a", "controller": True}
+
+    def deployment(version: int, **status: object) -> dict[str, object]:
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "mcp-a",
+                "namespace": "ns",
+                "resourceVersion": str(version),
+                "generation": 1,
+                "ownerReferences": [owner],
+            },
+            "spec": {"replicas": 1, "template": {"metadata": {"annotations": {}}}},
+            "status": {"observedGeneration": 1, **status},
+        }
+
+    key = ("MCPServer", "ns", "a")
+    assert store.put_child(deployment(1, replicas=1)) == (key, True)
+    # The Deployment controller's bookkeeping (available / unavailable counts): stored, owner left alone.
+    assert store.put_child(deployment(2, replicas=1, unavailableReplicas=1)) == (key, False)
+    child = store.child(("apps/v1", "Deployment", "ns", "mcp-a"))
+    assert child is not None and child["status"]["unavailableReplicas"] == 1
+    # What the status is computed from: the owner is reconciled.
+    assert store.put_child(deployment(3, readyReplicas=1, updatedReplicas=1)) == (key, True)
+    stuck = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+    assert store.put_child(deployment(4, readyReplicas=1, updatedReplicas=1, conditions=[stuck])) == (
+        key,
+        True,
+    )
+    progressing = {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}
+    assert store.put_child(deployment(5, readyReplicas=1, updatedReplicas=1, conditions=[progressing])) == (
+        key,
+        True,
+    )  # the stuck condition went away
+    assert store.put_child(
+        deployment(6, readyReplicas=1, updatedReplicas=1, conditions=[{**progressing, "message": "x"}])
+    ) == (key, False)
+
+
 async def test_queue_deduplicates_and_reruns_a_key_changed_while_active() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a")
@@ -169,6 +209,17 @@ async def test_queue_deduplicates_and_reruns_a_key_changed_while_active() -> Non
     assert queue.idle
     queue.add_after("c", 0.01)
     assert await asyncio.wait_for(queue.get(), 1) == "c"
+    queue.done("c")
+    # One delayed add per key: a later one replaces it, and a cancelled one never fires.
+    queue.add_after("d", 30)
+    queue.add_after("d", 0.01)
+    assert await asyncio.wait_for(queue.get(), 1) == "d"
+    queue.done("d")
+    queue.add_after("e", 0.01)
+    queue.cancel_after("e")
+    await asyncio.sleep(0.05)
+    assert queue.idle and len(queue) == 0
+    queue.close()
 
 
 def test_settings_flags_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,6 +233,10 @@ def test_settings_flags_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     assert from_environment(all_namespaces=True).clusterwide
     with pytest.raises(ValueError, match="--resync-seconds / MCPFLEET_RESYNC_SECONDS"):
         from_environment(resync_seconds=-1)
+    assert settings.pending_grace_seconds == 2.0
+    assert from_environment(pending_grace_seconds=0).pending_grace_seconds == 0
+    with pytest.raises(ValueError, match="--pending-grace-seconds / MCPFLEET_PENDING_GRACE_SECONDS"):
+        from_environment(pending_grace_seconds=-1)
     with pytest.raises(ValueError, match="--log-format"):
         from_environment(log_format="xml")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import yaml
@@ -249,6 +250,46 @@ def test_vmcp_external_auth_secret_via_env() -> None:
     assert plan.containers[0].secret_env[0].secret.name == "keys"
 
 
+def test_vmcp_bearer_token_reaches_the_gateway_only_as_secret_env() -> None:
+    auth = obj(
+        "kind: MCPExternalAuthConfig\nmetadata: {name: bt}\nspec: {type: bearerToken,"
+        " bearerToken: {tokenSecretRef: {name: api-token, key: token}}}"
+    )
+    vmcp = obj(
+        VMCP.replace(
+            "incomingAuth: {type: anonymous}",
+            "incomingAuth: {type: anonymous}\n  outgoingAuth:"
+            " {source: inline, default: {type: external_auth_config_ref, externalAuthConfigRef: {name: bt}},"
+            " backends: {time: {type: external_auth_config_ref, externalAuthConfigRef: {name: bt}}}}",
+        )
+    )
+    kubernetes = _vmcp_world(external_auth_configs={"bt": auth})
+    # The local platform resolves the same secret env (from $MCPFLEET_SECRET_<NAME>_<KEY> or a file).
+    for world in (kubernetes, dataclasses.replace(kubernetes, platform="local")):
+        plan = virtualmcpserver.plan(vmcp, world)
+        assert plan.problems == ()
+        content = plan.config_files[0].content
+        document = yaml.safe_load(content)
+        config = VMCPConfig.model_validate(document)
+        for strategy in (config.outgoing_auth.default, config.outgoing_auth.for_backend("time")):
+            assert strategy.type == "bearer_token" and strategy.bearer_token is not None
+            assert (
+                strategy.bearer_token.token is None and strategy.bearer_token.token_env == "MCPFLEET_SECRET_0"
+            )
+        assert document["outgoingAuth"]["backends"]["time"] == {
+            "type": "bearer_token",
+            "bearerToken": {"tokenEnv": "MCPFLEET_SECRET_0"},
+        }
+        # One env var for the one Secret key, used twice; the Secret's name never reaches the config.
+        (secret,) = plan.containers[0].secret_env
+        assert (secret.env_name, secret.secret.name, secret.secret.key) == (
+            "MCPFLEET_SECRET_0",
+            "api-token",
+            "token",
+        )
+        assert "api-token" not in content
+
+
 def test_vmcp_status_phases_and_counts_only_from_the_gateway() -> None:
     vmcp = obj(VMCP)
     world = _vmcp_world()
@@ -307,6 +348,65 @@ def test_registry_config_is_validated_by_the_server_model() -> None:
     assert config.database.url == "sqlite+aiosqlite:////var/lib/mcpfleet/catalog.db"
     assert plan.rbac[0].resource_names == ("reg-data",)
     assert plan.data_dir == "/var/lib/mcpfleet"
+
+
+PRIVATE_GIT = """
+kind: MCPRegistry
+metadata: {name: catalog}
+spec:
+  registries:
+    - name: private
+      git:
+        repository: https://git.example.com/r.git
+        branch: main
+        auth: {username: reader, passwordSecretRef: {name: git-creds, key: token}}
+    - {name: public, git: {repository: https://git.example.com/p.git}}
+"""
+
+
+def test_registry_private_git_password_is_a_mounted_secret_file() -> None:
+    from mcpfleet.platform.kubernetes.render import Owner, render
+
+    plan = mcpregistry.plan(obj(PRIVATE_GIT), k8s())
+    assert plan.problems == ()
+    content = plan.config_files[0].content
+    config = RegistryConfig.model_validate(yaml.safe_load(content))
+    private, public = config.sources
+    assert private.git is not None and private.git.auth is not None and public.git is not None
+    assert private.git.auth.username == "reader"
+    assert private.git.auth.passwordFile == "/etc/mcpfleet/secrets/git-private-password"
+    assert public.git.auth is None
+    assert "git-creds" not in content and "token" not in content
+    (secret_file,) = plan.secret_files
+    assert secret_file.filename == "git-private-password"
+    assert (secret_file.secret.name, secret_file.secret.key) == ("git-creds", "token")
+
+    # Kubernetes: one projected Secret volume, the key at exactly the file the config names.
+    manifests = render(plan, Owner("MCPRegistry", "catalog", "team", "uid-1"), k8s().images)
+    deployment = next(m for m in manifests if m["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if "projected" in v]
+    assert volume["projected"]["sources"] == [
+        {"secret": {"name": "git-creds", "items": [{"key": "token", "path": "git-private-password"}]}}
+    ]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] and f"{mount['mountPath']}/git-private-password" == private.git.auth.passwordFile
+    config_map = next(m for m in manifests if m["kind"] == "ConfigMap")
+    assert "git-creds" not in json.dumps(config_map)
+
+    # With PostgreSQL too: both Secret keys in the one volume.
+    with_db = PRIVATE_GIT + "  databaseConfig: {dbAppUserPasswordSecretRef: {name: db, key: pw}}\n"
+    assert [f.filename for f in mcpregistry.plan(obj(with_db), k8s()).secret_files] == [
+        "git-private-password",
+        "db-password",
+    ]
+
+    # Locally: the same SecretFile, the config naming it relative to the config dir (the runner writes it).
+    local_plan = mcpregistry.plan(obj(PRIVATE_GIT), local())
+    assert local_plan.problems == () and local_plan.secret_files == plan.secret_files
+    local_config = RegistryConfig.model_validate(yaml.safe_load(local_plan.config_files[0].content))
+    assert local_config.sources[0].git is not None and local_config.sources[0].git.auth is not None
+    assert local_config.sources[0].git.auth.passwordFile == "secrets/git-private-password"
 
 
 def test_registry_status_has_no_stopped_phase() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -69,8 +70,10 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def http_repo(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+@contextlib.contextmanager
+def serve_http_repo(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A bare repository with `registry.json` (one server, com.example/private) served over smart HTTP
+    at the yielded URL, answering only requests with basic auth USER / PASSWORD."""
     if not BACKEND.exists():
         pytest.fail(f"{BACKEND} is missing: the git package provides it (apt-get install -y git)")
     work = tmp_path / "work"
@@ -101,6 +104,12 @@ def http_repo(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def http_repo(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    with serve_http_repo(tmp_path) as served:
+        yield served
 
 
 async def test_git_over_http_with_basic_auth(http_repo: tuple[str, Path]) -> None:

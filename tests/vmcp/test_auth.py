@@ -3,75 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import jwt
 import orjson
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+import yaml
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+from mcpfleet.vmcp.config import ConfigError, load_config
+from mcpfleet.vmcp.server import ServeOptions, build_app
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
+from tests.oidc import Issuer
 from tests.vmcp.conftest import GatewayFactory
-from tests.vmcp.servers import JsonRpcBackend, Served
+from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
 HDR = dict(STREAMABLE_HTTP_HEADERS)
 INIT = initialize_request()
-
-
-class Issuer:
-    """A local OIDC issuer: discovery document + JWKS whose keys the test rotates."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, Any] = {}
-        self.base = ""
-        self.jwks_hits = 0
-
-    def add_rsa(self, kid: str) -> Any:
-        k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.keys[kid] = ("RS256", k)
-        return k
-
-    def add_ec(self, kid: str) -> Any:
-        k = ec.generate_private_key(ec.SECP256R1())
-        self.keys[kid] = ("ES256", k)
-        return k
-
-    def token(self, kid: str, *, aud: str = "vmcp", exp: float | None = None, iss: str | None = None) -> str:
-        alg, key = self.keys[kid]
-        claims = {
-            "iss": iss or self.base,
-            "aud": aud,
-            "sub": "user-1",
-            "exp": int(exp or time.time() + 300),
-            "iat": int(time.time()),
-        }
-        return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        if scope["path"] == "/.well-known/openid-configuration":
-            body = orjson.dumps({"issuer": self.base, "jwks_uri": self.base + "/jwks"})
-        else:
-            self.jwks_hits += 1
-            jwks = []
-            for kid, (alg, key) in self.keys.items():
-                algo = RSAAlgorithm if alg == "RS256" else ECAlgorithm
-                jwk = algo.to_jwk(key.public_key(), as_dict=True)
-                jwks.append({**jwk, "kid": kid, "alg": alg, "use": "sig"})
-            body = orjson.dumps({"keys": jwks})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
 
 
 class TokenEndpoint:
@@ -138,7 +91,8 @@ async def test_oidc_incoming(issuer: Issuer, gateway: GatewayFactory, served: An
     s = await served(be)
     issuer.add_rsa("r1")
     issuer.add_ec("e1")
-    auth = {"type": "oidc", "oidc": {"issuer": issuer.base, "audience": "vmcp"}}  # JWKS found via discovery
+    # JWKS found via discovery; a loopback http:// issuer needs the development-only opt-in.
+    auth = {"type": "oidc", "oidc": {"issuer": issuer.base, "audience": "vmcp", "insecureAllowHTTP": True}}
     gw = await gateway({"backends": [{"name": "be", "url": s.url}], "incomingAuth": auth})
     calls_before = dict(be.calls)
     async with aiohttp.ClientSession() as h:
@@ -196,6 +150,39 @@ async def test_oidc_incoming(issuer: Issuer, gateway: GatewayFactory, served: An
         assert meta["authorization_servers"] == [issuer.base]
 
 
+async def test_oidc_settings_from_a_mounted_file(issuer: Issuer, served: Any, tmp_path: Path) -> None:
+    """`incomingAuth.oidcFile` (an oidcConfigRef / configMap key mounted by the operator) is read at
+    start; the audience given beside it overrides the file's."""
+    be = JsonRpcBackend("be")
+    s = await served(be)
+    issuer.add_rsa("r1")
+    settings = {"issuer": issuer.base, "audience": "shared", "insecureAllowHTTP": True}
+    (tmp_path / "oidc.json").write_text(json.dumps(settings))
+    config = {
+        "backends": [{"name": "be", "url": s.url}],
+        "incomingAuth": {"type": "oidc", "oidcFile": "oidc.json", "oidc": {"audience": "vmcp"}},
+    }
+    (tmp_path / "vmcp.yaml").write_text(yaml.safe_dump(config))
+    cfg = load_config(tmp_path / "vmcp.yaml")
+    port = free_port()
+    app = build_app(cfg, ServeOptions(host="127.0.0.1", port=port))
+    try:
+        gw = await served(app, port)
+        async with aiohttp.ClientSession() as h:
+            shared = {**HDR, "authorization": "Bearer " + issuer.token("r1", aud="shared")}
+            status, headers, _ = await post(h, gw.url, INIT, shared)
+            assert status == 401 and "Audience" in headers["WWW-Authenticate"]
+            status, _, _ = await post(
+                h, gw.url, INIT, {**HDR, "authorization": "Bearer " + issuer.token("r1")}
+            )
+            assert status == 200
+    finally:
+        await app.aclose()
+    (tmp_path / "oidc.json").unlink()
+    with pytest.raises(ConfigError, match=r"incomingAuth\.oidcFile: cannot read"):
+        load_config(tmp_path / "vmcp.yaml")
+
+
 async def test_outgoing_header_injection_from_env(
     gateway: GatewayFactory, served: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +210,62 @@ async def test_outgoing_header_injection_from_env(
     assert be.headers_by_method["tools/call"]["x-api-key"] == "s3cret-value"
 
 
+async def test_outgoing_bearer_token_from_env(
+    gateway: GatewayFactory, served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Secret mounted as env often ends with a newline: the header must not carry it.
+    monkeypatch.setenv("VMCP_TEST_BEARER", "tok-123\n")
+    locked = JsonRpcBackend("locked", require_header=("authorization", "Bearer tok-123"))
+    open_ = JsonRpcBackend("open")
+    s_locked, s_open = await served(locked), await served(open_)
+    outgoing = {
+        "backends": {"locked": {"type": "bearer_token", "bearerToken": {"tokenEnv": "VMCP_TEST_BEARER"}}}
+    }
+    gw = await gateway(
+        {
+            "backends": [{"name": "locked", "url": s_locked.url}, {"name": "open", "url": s_open.url}],
+            "outgoingAuth": outgoing,
+        }
+    )
+    async with aiohttp.ClientSession() as h:
+        _, headers, _ = await post(h, gw.url, INIT, HDR)
+        hdr = {**HDR, "mcp-session-id": headers["mcp-session-id"]}
+        listed = await post(h, gw.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, hdr)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "locked_echo", "arguments": {}},
+        }
+        _status, _, body = await post(h, gw.url, call, hdr)
+        async with h.get(gw.base + "/status") as r:
+            backends = {b["name"]: b for b in (await r.json())["backends"]}
+    assert {t["name"] for t in listed[2]["result"]["tools"]} == {"locked_echo", "open_echo"}
+    assert body["result"]["isError"] is False
+    # Every request to the locked backend (handshake included) carried the token; the other got none.
+    assert locked.headers_by_method["initialize"]["authorization"] == "Bearer tok-123"
+    assert locked.headers_by_method["tools/call"]["authorization"] == "Bearer tok-123"
+    assert "authorization" not in open_.headers_by_method["initialize"]
+    assert backends["locked"]["state"] == "ready", backends
+
+
+async def test_outgoing_bearer_token_missing_env_is_named() -> None:
+    from mcpfleet.vmcp.auth.outgoing import OutgoingAuthError, OutgoingAuthFactory
+    from mcpfleet.vmcp.config import OutgoingAuth
+
+    cfg = OutgoingAuth.model_validate(
+        {"backends": {"b": {"type": "bearer_token", "bearerToken": {"tokenEnv": "VMCP_TEST_UNSET_TOKEN"}}}}
+    )
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(OutgoingAuthError, match=r"outgoingAuth.backends\[b\].bearerToken.tokenEnv"):
+            OutgoingAuthFactory(cfg).for_backend("b", http)
+        inline = OutgoingAuth.model_validate(
+            {"default": {"type": "bearer_token", "bearerToken": {"token": "t"}}}
+        )
+        headers = await OutgoingAuthFactory(inline).for_backend("x", http).headers(None)
+    assert headers == {"authorization": "Bearer t"}
+
+
 async def test_outgoing_token_exchange_cached(issuer: Issuer, gateway: GatewayFactory, served: Any) -> None:
     te = TokenEndpoint()
     te_srv = await served(te)
@@ -248,7 +291,12 @@ async def test_outgoing_token_exchange_cached(issuer: Issuer, gateway: GatewayFa
             "backends": [{"name": "api", "url": s.url}],
             "incomingAuth": {
                 "type": "oidc",
-                "oidc": {"issuer": issuer.base, "audience": "vmcp", "jwksUrl": issuer.base + "/jwks"},
+                "oidc": {
+                    "issuer": issuer.base,
+                    "audience": "vmcp",
+                    "jwksUrl": issuer.base + "/jwks",
+                    "insecureAllowHTTP": True,
+                },
             },
             "outgoingAuth": outgoing,
         }

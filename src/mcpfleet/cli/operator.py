@@ -48,6 +48,12 @@ def run(
         "0 = any free port; -1 = off).",
     ),
     metrics_host: str | None = typer.Option(None, "--metrics-host", help="Address of the metrics endpoint."),
+    pending_grace_seconds: float | None = typer.Option(
+        None,
+        "--pending-grace-seconds",
+        help="How long a new workload's first status waits for Running before showing Pending "
+        "($MCPFLEET_PENDING_GRACE_SECONDS, default 2; 0 = at once).",
+    ),
 ) -> None:
     """Watch mcpfleet objects and reconcile them into Deployments, Services, ConfigMaps and RBAC."""
     import asyncio
@@ -69,6 +75,7 @@ def run(
             workers=workers,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            pending_grace_seconds=pending_grace_seconds,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

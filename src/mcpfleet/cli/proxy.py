@@ -51,19 +51,42 @@ def proxy(
     allowed_host: list[str] = typer.Option(
         [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."
     ),
+    forward_all_paths: bool = typer.Option(
+        False,
+        "--forward-all-paths",
+        help="--remote: forward every path (not only /mcp) to the same path on the remote's origin.",
+    ),
+    auth_config: str | None = typer.Option(
+        None,
+        "--auth-config",
+        help="Incoming auth (JSON: {type: oidc, oidc: {...}, oidcFile: ...}); every path but /health needs a token.",
+    ),
+    public_url: str | None = typer.Option(
+        None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
+    ),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve a stdio MCP server over HTTP: COMMAND ARGS... after `--`, a container (--attach), or --remote URL.
 
     Example: mcpfleet proxy --port 8080 -- uvx mcp-server-time
     """
+    from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth, load_auth_config
     from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
+    from mcpfleet.proxy.http_app import ProxyApp
     from mcpfleet.proxy.remote import RemoteProxyApp, headers_from_env
-    from mcpfleet.proxy.serve import build_stdio_app, run
+    from mcpfleet.proxy.serve import build_stdio_app, run, with_auth
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     command = list(ctx.args)
     app: object
+    auth: IncomingAuth | None = None
+    if auth_config is not None:
+        try:
+            # Read once at start; a missing or invalid file stops the proxy: it never serves
+            # without the auth it was configured with.
+            auth = load_auth_config(auth_config)
+        except AuthConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
             raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")
@@ -79,18 +102,27 @@ def proxy(
                 raise typer.BadParameter(
                     "give either --remote or a command after --, not both", param_hint="--remote"
                 )
-            app = RemoteProxyApp(remote, headers_from_env(_pairs(header_from_env, "--header-from-env")))
+            app = RemoteProxyApp(
+                remote,
+                headers_from_env(_pairs(header_from_env, "--header-from-env")),
+                all_paths=forward_all_paths,
+            )
         else:
             if not command:
                 raise typer.BadParameter("give the stdio server command after `--`", param_hint="COMMAND")
             if header_from_env:
                 raise typer.BadParameter("only used with --remote", param_hint="--header-from-env")
+            if forward_all_paths:
+                raise typer.BadParameter("only used with --remote", param_hint="--forward-all-paths")
             app = build_stdio_app(
                 command, host=host, transport=transport, allowed_hosts=allowed_host, isolation=isolation
             )
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
+    mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
+    assert isinstance(app, ProxyApp | RemoteProxyApp)
+    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url)
     try:
-        run(app, host, port, log_level)
+        run(served, host, port, log_level)
     except KeyboardInterrupt:
         pass

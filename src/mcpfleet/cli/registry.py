@@ -19,32 +19,54 @@ def serve(
     ),
     port: int | None = typer.Option(None, "--port", help="Port to bind (default: server.port, 8080)."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    trace_exporter: str | None = typer.Option(
+        None,
+        "--trace-exporter",
+        help="Trace exporters: otlp, console or none (comma-separated). Default: $OTEL_TRACES_EXPORTER; "
+        "otlp when an OTLP endpoint is set; else tracing is off. See docs/observability.md.",
+    ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="OTLP/HTTP base URL of the collector, e.g. http://collector:4318 "
+        "(default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
+    ),
 ) -> None:
     """Serve the registry API, syncing the configured sources in the background."""
     import logging
 
     import uvicorn
 
+    from mcpfleet import telemetry
     from mcpfleet.registry.app import create_app
     from mcpfleet.registry.config import ConfigError, load_config
     from mcpfleet.registry.service import RegistryService
 
     try:
         cfg = load_config(config)
-    except ConfigError as exc:
+        provider = telemetry.setup_tracing(
+            "mcpfleet-registry",
+            telemetry.TracingOptions(exporter=trace_exporter, endpoint=otlp_endpoint),
+            resource_attributes={"mcpfleet.registry.name": cfg.registryName},
+        )
+    except (ConfigError, telemetry.TracingConfigError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
+    tracer = telemetry.tracer_of(provider)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if log_level.lower() != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter at every start
-    service = RegistryService(cfg, config.resolve().parent)
-    uvicorn.run(
-        create_app(service),
-        host=host or cfg.server.host,
-        port=cfg.server.port if port is None else port,
-        loop="uvloop",
-        http="httptools",
-        log_level=log_level,
-        access_log=False,
-        lifespan="on",
-    )
+    service = RegistryService(cfg, config.resolve().parent, tracer=tracer)
+    try:
+        uvicorn.run(
+            create_app(service, tracer=tracer),
+            host=host or cfg.server.host,
+            port=cfg.server.port if port is None else port,
+            loop="uvloop",
+            http="httptools",
+            log_level=log_level,
+            access_log=False,
+            lifespan="on",
+        )
+    finally:
+        telemetry.shutdown(provider)  # flush the spans still buffered

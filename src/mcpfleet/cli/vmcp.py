@@ -32,12 +32,25 @@ def serve(
         None, "--public-url", help="External base URL (OAuth resource metadata)."
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+    trace_exporter: str | None = typer.Option(
+        None,
+        "--trace-exporter",
+        help="Trace exporters: otlp, console or none (comma-separated). Default: $OTEL_TRACES_EXPORTER; "
+        "otlp when an OTLP endpoint is set; else tracing is off. See docs/observability.md.",
+    ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="OTLP/HTTP base URL of the collector, e.g. http://collector:4318 "
+        "(default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
+    ),
 ) -> None:
     """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics."""
     import logging
 
     import uvicorn
 
+    from mcpfleet import telemetry
     from mcpfleet.vmcp.config import ConfigError, load_config
     from mcpfleet.vmcp.server import ServeOptions, build_app
 
@@ -52,19 +65,27 @@ def serve(
             allowed_hosts=allowed_host or None,
             public_url=public_url,
         )
-        asgi = build_app(cfg, opts)
-    except ConfigError as exc:
+        provider = telemetry.setup_tracing(
+            "mcpfleet-vmcp",
+            telemetry.TracingOptions(exporter=trace_exporter, endpoint=otlp_endpoint),
+            resource_attributes={"mcpfleet.vmcp.name": cfg.name},
+        )
+        asgi = build_app(cfg, opts, tracer=telemetry.tracer_of(provider))
+    except (ConfigError, telemetry.TracingConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    uvicorn.run(
-        asgi,
-        host=host,
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        proxy_headers=False,  # nothing here reads X-Forwarded-*; skip the middleware on the hot path
-        timeout_graceful_shutdown=5,  # notification streams never end by themselves
-        log_level="warning",
-        access_log=False,
-    )
+    try:
+        uvicorn.run(
+            asgi,
+            host=host,
+            port=port,
+            loop="uvloop",
+            http="httptools",
+            lifespan="on",
+            proxy_headers=False,  # nothing here reads X-Forwarded-*; skip the middleware on the hot path
+            timeout_graceful_shutdown=5,  # notification streams never end by themselves
+            log_level="warning",
+            access_log=False,
+        )
+    finally:
+        telemetry.shutdown(provider)  # flush the spans still buffered

@@ -14,17 +14,21 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import kopf
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY, VERSION
 from mcpfleet.operator.controller import Controller
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Store
-from mcpfleet.platform.kubernetes.api import KubeApi
+from mcpfleet.platform.kubernetes.api import KubeApi, login_from
 from mcpfleet.reconcile.common import MANAGED_BY
 
 log = logging.getLogger("mcpfleet.operator")
@@ -101,40 +105,79 @@ def build_registry(controller: Controller, settings: OperatorSettings) -> kopf.O
     return registry
 
 
+class NoDiffBaseStorage(kopf.DiffBaseStorage):
+    """Keeps no diff base: only raw event handlers are registered, so kopf never diffs an object.
+
+    kopf's default storage deep-copies every object on every watch event to build a diff base that
+    only its change handlers (on.create / on.update) read; that copy was ~10 % of the operator's CPU
+    while 1,000 servers converged.
+    """
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def kopf_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    settings.persistence.diffbase_storage = NoDiffBaseStorage()
     # The controller posts its own events; kopf must not turn log lines into Event writes.
     settings.posting.enabled = False
-    settings.batching.batch_window = 0.05
     settings.watching.server_timeout = 600
     settings.watching.client_timeout = 660
     settings.networking.request_timeout = 60
     return settings
 
 
-def metrics_text(controller: Controller) -> str:
-    lines = [
-        "# HELP mcpfleet_operator_api_requests_total API requests made by the operator's client.",
-        "# TYPE mcpfleet_operator_api_requests_total counter",
-    ]
-    for (verb, kind), count in sorted(controller.api.requests.items()):
-        lines.append(f'mcpfleet_operator_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
-    lines += [
-        "# HELP mcpfleet_operator_reconciles_total Reconcile passes by kind.",
-        "# TYPE mcpfleet_operator_reconciles_total counter",
-    ]
-    for kind, count in sorted(controller.stats.reconciles_by_kind.items()):
-        lines.append(f'mcpfleet_operator_reconciles_total{{kind="{kind}"}} {count}')
-    lines += [
-        "# HELP mcpfleet_operator_queue_depth Keys waiting or being reconciled.",
-        "# TYPE mcpfleet_operator_queue_depth gauge",
-        f"mcpfleet_operator_queue_depth {len(controller.queue)}",
-        "# TYPE mcpfleet_operator_reconcile_errors_total counter",
-        f"mcpfleet_operator_reconcile_errors_total {controller.stats.errors}",
-        "# TYPE mcpfleet_operator_conflicts_total counter",
-        f"mcpfleet_operator_conflicts_total {controller.stats.conflicts}",
-    ]
-    return "\n".join(lines) + "\n"
+class ControllerCollector(Collector):
+    """Exposes the controller's own counters at scrape time (nothing is copied on the hot path)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def collect(self) -> Iterator[Metric]:
+        controller = self.controller
+        requests = CounterMetricFamily(
+            "mcpfleet_operator_api_requests",
+            "API requests made by the operator's client.",
+            labels=["verb", "kind"],
+        )
+        for (verb, kind), count in sorted(controller.api.requests.items()):
+            requests.add_metric([verb, kind], count)
+        reconciles = CounterMetricFamily(
+            "mcpfleet_operator_reconciles", "Reconcile passes by kind.", labels=["kind"]
+        )
+        for kind, count in sorted(controller.stats.reconciles_by_kind.items()):
+            reconciles.add_metric([kind], count)
+        yield requests
+        yield reconciles
+        yield GaugeMetricFamily(
+            "mcpfleet_operator_queue_depth", "Keys waiting or being reconciled.", value=len(controller.queue)
+        )
+        yield CounterMetricFamily(
+            "mcpfleet_operator_reconcile_errors",
+            "Reconcile passes that failed (retried with backoff).",
+            value=controller.stats.errors,
+        )
+        yield CounterMetricFamily(
+            "mcpfleet_operator_conflicts",
+            "Status writes refused with 409 (the object was re-read and reconciled again).",
+            value=controller.stats.conflicts,
+        )
+
+
+def metrics_registry(controller: Controller) -> CollectorRegistry:
+    """A registry of this controller only (no process-global state: tests run several operators)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ControllerCollector(controller))
+    return registry
 
 
 def stats_document(controller: Controller) -> dict[str, Any]:
@@ -156,8 +199,10 @@ def stats_document(controller: Controller) -> dict[str, Any]:
 
 
 async def serve_http(controller: Controller, host: str, port: int) -> web.AppRunner:
+    registry = metrics_registry(controller)
+
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text=metrics_text(controller), content_type="text/plain")
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def stats(_: web.Request) -> web.Response:
         return web.json_response(stats_document(controller))
@@ -192,24 +237,12 @@ async def serve_http(controller: Controller, host: str, port: int) -> web.AppRun
     return runner
 
 
-def make_client(settings: OperatorSettings) -> Any:
-    from lightkube import AsyncClient, KubeConfig
-
-    config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
-    import httpx2
-
-    # HTTP/2: every request of the many concurrent passes shares one connection (one TLS handshake)
-    # instead of churning through a small keep-alive pool.
-    return AsyncClient(config=config, field_manager="mcpfleet", timeout=httpx2.Timeout(30.0), http2=True)
-
-
 async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = None) -> None:
     """Run until `stop` is set (or forever): kopf watches, controller workers, the HTTP endpoint."""
     if settings.kubeconfig:
         # kopf's own login reads KUBECONFIG; the flag wins over whatever the environment had.
         os.environ["KUBECONFIG"] = settings.kubeconfig
-    client = make_client(settings)
-    api = KubeApi(client)
+    api = KubeApi(login_from(settings.kubeconfig))
     controller = Controller(api, Store(), settings)
     registry = build_registry(controller, settings)
     ready = asyncio.Event()
@@ -266,4 +299,4 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
         await asyncio.gather(controller_task, sync_task, return_exceptions=True)
         if runner is not None:
             await runner.cleanup()
-        await client.close()
+        await api.close()

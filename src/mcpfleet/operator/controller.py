@@ -21,11 +21,10 @@ import asyncio
 import collections
 import fnmatch
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
-
-from lightkube import ApiError
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import API_VERSION, LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
@@ -33,7 +32,7 @@ from mcpfleet.api.resource import Resource
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Entry, ObjKey, Store
-from mcpfleet.platform.kubernetes.api import KubeApi
+from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 from mcpfleet.platform.kubernetes.apply import apply_children
 from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
@@ -135,6 +134,8 @@ class Controller:
         self._failures: collections.Counter[ObjKey] = collections.Counter()
         self._now = now
         self._background: set[asyncio.Task[None]] = set()
+        self._first_seen: dict[str, float] = {}
+        """uid -> when a workload without status was first reconciled (see `_defer_first_status`)."""
         self.synced = asyncio.Event()
         """Set once kopf delivered the initial listing (the operator is ready)."""
 
@@ -146,6 +147,7 @@ class Controller:
         key = (kind, namespace, name)
         if event_type == "DELETED":
             previous, current = self.store.remove(kind, namespace, name), None
+            self._first_seen.pop(meta.get("uid", ""), None)
         else:
             previous, current = self.store.put(raw)
             if previous is current:
@@ -282,12 +284,12 @@ class Controller:
                 await self.reconcile(key)
                 self._failures.pop(key, None)
             except ApiError as exc:
-                if exc.status.code == 409:
+                if exc.code == 409:
                     self.stats.conflicts += 1
                     await self._reread(key)
                     self.queue.add(key)
                 else:
-                    await self._failed(key, f"API error {exc.status.code}: {exc.status.message}")
+                    await self._failed(key, f"API error {exc.code}: {exc.message}")
             except Exception as exc:  # a bug or an unreachable API server: retry with backoff
                 log.exception("reconcile of %s/%s/%s failed", *key)
                 await self._failed(key, f"{type(exc).__name__}: {exc}")
@@ -425,14 +427,14 @@ class Controller:
                     self.api, desired, self.store.child, self.store.owned(key, entry.uid)
                 )
             except ApiError as exc:
-                if exc.status.code in (400, 422):
+                if exc.code in (400, 422):
                     # The API server refuses a child rendered from this spec: retrying cannot help,
                     # the object is Failed until its spec changes.
-                    rejected = f"the API server refused a child: {exc.status.message}"
+                    rejected = f"the API server refused a child: {exc.message}"
                 else:
-                    if exc.status.code != 409:
+                    if exc.code != 409:
                         await self._event(
-                            entry, "ApplyFailed", f"applying children failed: {exc.status.message}", "Warning"
+                            entry, "ApplyFailed", f"applying children failed: {exc.message}", "Warning"
                         )
                     raise
         if result is not None:
@@ -457,6 +459,8 @@ class Controller:
         if rejected is not None:
             observation = replace(observation, failed=True, failure_message=rejected)
         status = self._status(kind, model, plan, observation, world)
+        if self._defer_first_status(key, entry, status):
+            return
         written = await self._write_status(entry, status)
         if written and rejected is not None:
             await self._event(entry, "ApplyFailed", rejected, "Warning")
@@ -468,6 +472,24 @@ class Controller:
             await self._event(entry, "InvalidSpec", "; ".join(plan.problems), "Warning")
         elif written and getattr(status, "phase", None) == "Failed" and observation.failure_message:
             await self._event(entry, "WorkloadFailed", observation.failure_message, "Warning")
+
+    def _defer_first_status(self, key: ObjKey, entry: Entry, status: ApiModel) -> bool:
+        """Hold back a new workload's first status while it is Pending, up to the grace period.
+
+        Most workloads are Running a moment after their children exist; writing Pending first would
+        cost every one of them a second status write. The pass is re-run when the grace period ends
+        (or earlier, on any change), and a workload still starting then shows Pending.
+        """
+        grace = self.settings.pending_grace_seconds
+        if grace > 0 and not entry.raw.get("status") and getattr(status, "phase", None) == "Pending":
+            first = self._first_seen.setdefault(entry.uid, time.monotonic())
+            remaining = first + grace - time.monotonic()
+            if remaining > 0:
+                self.queue.add_after(key, remaining)
+                return True
+        if self._first_seen.pop(entry.uid, None) is not None:
+            self.queue.cancel_after(key)  # the status is written now: the look-again is moot
+        return False
 
     async def _invalid_workload(self, entry: Entry) -> None:
         """A spec the models refuse (the CRD schema let it through): Failed, naming the field."""

@@ -16,7 +16,7 @@ class WorkQueue(Generic[K]):
         self._pending: set[K] = set()
         self._active: set[K] = set()
         self._dirty: set[K] = set()
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
 
     def add(self, key: K) -> None:
         if key in self._active:
@@ -28,15 +28,21 @@ class WorkQueue(Generic[K]):
         self._queue.put_nowait(key)
 
     def add_after(self, key: K, delay: float) -> None:
+        """Add `key` after `delay` seconds; replaces a delayed add of the same key not yet due."""
+        self.cancel_after(key)
         loop = asyncio.get_running_loop()
-        handle: asyncio.TimerHandle
 
         def fire() -> None:
-            self._timers.discard(handle)
+            self._timers.pop(key, None)
             self.add(key)
 
-        handle = loop.call_later(delay, fire)
-        self._timers.add(handle)
+        self._timers[key] = loop.call_later(delay, fire)
+
+    def cancel_after(self, key: K) -> None:
+        """Drop a delayed add of `key` (its reason went away, e.g. the status it waited for was written)."""
+        handle = self._timers.pop(key, None)
+        if handle is not None:
+            handle.cancel()
 
     async def get(self) -> K:
         key = await self._queue.get()
@@ -59,6 +65,6 @@ class WorkQueue(Generic[K]):
         return len(self._pending) + len(self._active)
 
     def close(self) -> None:
-        for handle in self._timers:
+        for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

@@ -30,6 +30,11 @@ class OperatorSettings:
     metrics_port: int | None = 8080
     """Port of /metrics and /healthz (None: no endpoint; 0: any free port, printed at start)."""
     metrics_host: str = "0.0.0.0"
+    pending_grace_seconds: float = 2.0
+    """How long a new workload's first status may wait for a settled phase (0: write Pending at once).
+
+    Most workloads start within a second or two: waiting spares them the Pending write that would be
+    replaced by Running moments later. One still starting after the grace period shows Pending."""
 
     @property
     def clusterwide(self) -> bool:
@@ -55,6 +60,7 @@ def from_environment(
     workers: int | None = None,
     metrics_port: int | None = None,
     metrics_host: str | None = None,
+    pending_grace_seconds: float | None = None,
 ) -> OperatorSettings:
     """Flags win over the environment; a bad value raises ValueError naming the flag and variable."""
     env = os.environ
@@ -70,6 +76,19 @@ def from_environment(
         ) from None
     if resync <= 0:
         raise ValueError("--resync-seconds / MCPFLEET_RESYNC_SECONDS: must be positive")
+    grace_raw = (
+        pending_grace_seconds
+        if pending_grace_seconds is not None
+        else env.get("MCPFLEET_PENDING_GRACE_SECONDS", "2")
+    )
+    try:
+        grace = float(grace_raw)
+    except ValueError:
+        raise ValueError(
+            f"--pending-grace-seconds / MCPFLEET_PENDING_GRACE_SECONDS: not a number: {grace_raw!r}"
+        ) from None
+    if grace < 0:
+        raise ValueError("--pending-grace-seconds / MCPFLEET_PENDING_GRACE_SECONDS: must not be negative")
     level = (log_level or env.get("MCPFLEET_LOG_LEVEL", "info")).lower()
     if level not in ("debug", "info", "warning", "error"):
         raise ValueError(
@@ -103,4 +122,5 @@ def from_environment(
         workers=workers if workers is not None else int(env.get("MCPFLEET_WORKERS", "32")),
         metrics_port=port,
         metrics_host=metrics_host or env.get("MCPFLEET_METRICS_HOST", "0.0.0.0"),
+        pending_grace_seconds=grace,
     )

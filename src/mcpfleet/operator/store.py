@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from mcpfleet.api.kinds import KIND_BY_NAME, ManifestError, parse_manifest
 from mcpfleet.api.resource import Resource
+from mcpfleet.platform.kubernetes.observe import reconcile_inputs
 
 ObjKey = tuple[str, str, str]
 """(kind, namespace, name) of an mcpfleet object."""
@@ -148,7 +149,11 @@ class Store:
         return (raw["apiVersion"], raw["kind"], meta.get("namespace", ""), meta["name"])
 
     def put_child(self, raw: dict[str, Any]) -> tuple[ObjKey | None, bool]:
-        """Store a child; returns (its owner, whether this is a version not seen before)."""
+        """Store a child; returns (its owner, whether a reconcile could see a difference).
+
+        A newer version that differs only in fields no reconcile reads (`reconcile_inputs`) is
+        stored but reported unchanged, so it does not cost its owner a pass.
+        """
         raw["metadata"].pop("managedFields", None)
         key = self.child_key(raw)
         current = self.children.get(key)
@@ -163,6 +168,8 @@ class Store:
         self.children[key] = raw
         if owner is not None:
             self.children_of[owner].add(key)
+        if current is not None and old_owner == owner:
+            return owner, reconcile_inputs(current) != reconcile_inputs(raw)
         return owner, True
 
     def remove_child(self, raw: dict[str, Any]) -> ObjKey | None:

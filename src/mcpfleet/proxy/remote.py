@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -52,11 +53,17 @@ def headers_from_env(mapping: Mapping[str, str], environ: Mapping[str, str] | No
 
 @dataclass
 class RemoteProxyApp:
-    """ASGI app relaying `/mcp` to `remote_url`."""
+    """ASGI app relaying `/mcp` to `remote_url`.
+
+    With `all_paths`, every path but `/health` goes to the same path on `remote_url`'s origin: the
+    front of an HTTP MCP server in the same pod (`/mcp`, or `/sse` plus the `/messages/` URLs its
+    endpoint event names), which is how incoming auth is put in front of a server that has none.
+    """
 
     remote_url: str
     extra_headers: dict[str, str] = field(default_factory=dict)
     connect_timeout: float = 10.0
+    all_paths: bool = False
     _session: aiohttp.ClientSession | None = None
     _last_error: str | None = None
     _requests: int = 0
@@ -97,12 +104,15 @@ class RemoteProxyApp:
             }
             await Response(orjson.dumps(body), 200, media_type="application/json")(scope, receive, send)
             return
+        if self.all_paths:
+            await self._forward(scope, receive, send, _origin(self.remote_url) + scope["path"])
+            return
         if scope["path"].rstrip("/") != "/mcp":
             await Response("Not Found", 404)(scope, receive, send)
             return
-        await self._forward(scope, receive, send)
+        await self._forward(scope, receive, send, self.remote_url)
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str) -> None:
         assert self._session is not None, "RemoteProxyApp.start() was not called"
         self._requests += 1
         body = bytearray()
@@ -117,7 +127,6 @@ class RemoteProxyApp:
             if k.decode("latin-1").lower() not in HOP_BY_HOP
         }
         headers.update(self.extra_headers)
-        url = self.remote_url
         if scope.get("query_string"):
             url += ("&" if "?" in url else "?") + scope["query_string"].decode("latin-1")
         try:
@@ -145,3 +154,9 @@ class RemoteProxyApp:
             except (aiohttp.ClientError, ConnectionResetError) as exc:
                 log.debug("remote stream ended: %s", exc)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _origin(url: str) -> str:
+    """`http://host:port/any/path` -> `http://host:port`."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mcpfleet.auth.asgi import AuthGuard
+from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.proxy.remote import RemoteProxyApp
@@ -44,6 +46,30 @@ def build_stdio_app(
     )
 
 
+def with_auth(
+    app: ProxyApp | RemoteProxyApp,
+    auth: IncomingAuth | None,
+    *,
+    mcp_path: str = "/mcp",
+    public_url: str | None = None,
+) -> Any:
+    """`app` behind incoming auth (`mcpfleet.auth`): every path but `/health` needs a valid token.
+
+    A remote-mode app does not forward the validated `Authorization` header: the token was issued
+    for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
+    credentials come from `--header-from-env`).
+    """
+    if auth is None or auth.type == "anonymous":
+        return app
+    return AuthGuard(
+        app,
+        auth,
+        mcp_path=mcp_path,
+        public_url=public_url,
+        forward_authorization=not isinstance(app, RemoteProxyApp),
+    )
+
+
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -73,7 +99,7 @@ async def serve(app: Any, host: str, port: int, log_level: str = "warning") -> N
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
-def run(app: ProxyApp | RemoteProxyApp, host: str, port: int, log_level: str = "warning") -> None:
+def run(app: Any, host: str, port: int, log_level: str = "warning") -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvicorn[standard] brings it

@@ -1,5 +1,9 @@
 """Reconcile rules of MCPRegistry: the rendered registry server config, what runs, the flat status.
 
+Secrets never enter the rendered config: the database password and the password of a private git
+source (`git.auth.passwordSecretRef`) are `SecretFile`s - a projected Secret volume on Kubernetes,
+mode-0600 files under the config dir locally - and the config names their paths (`passwordFile`).
+
 Status is the MCPServer pattern (ToolHive after its status consolidation): phase Pending / Running /
 Failed / Terminating, a Ready condition (reasons Ready / NotReady, or InvalidSpec), readyReplicas,
 url only while Running, observedGeneration. Sync state belongs to the registry server, not the CR.
@@ -12,6 +16,7 @@ from typing import Any
 import yaml
 
 from mcpfleet.api.mcpregistry import MCPRegistry, MCPRegistryStatus, RegistrySource
+from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.reconcile.common import child_name_problem, labels
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
@@ -22,6 +27,7 @@ from mcpfleet.reconcile.model import (
     WorkloadObservation,
     WorkloadPlan,
     World,
+    secret_file_path,
 )
 from mcpfleet.reconcile.status import workload_status
 
@@ -32,22 +38,30 @@ DATA_DIR = "/var/lib/mcpfleet"
 DB_PASSWORD_FILE = "db-password"
 
 
+def git_password_file(source: str) -> str:
+    """SecretFile name of a git source's password (source names are unique DNS labels)."""
+    return f"git-{source}-password"
+
+
+def _git_secret_files(registry: MCPRegistry) -> tuple[SecretFile, ...]:
+    return tuple(
+        SecretFile(git_password_file(s.name), s.git.auth.password_secret_ref)
+        for s in registry.spec.registries
+        if s.git is not None and s.git.auth is not None
+    )
+
+
 class RenderError(ValueError):
     """The spec cannot be rendered into a registry config; the message names the field."""
 
 
-def _source(registry: MCPRegistry, index: int, source: RegistrySource) -> dict[str, Any]:
-    where = f"spec.registries[{index}]"
+def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> dict[str, Any]:
     out: dict[str, Any] = {"name": source.name, "format": source.format}
     if source.config_map_ref is not None:
         ref = source.config_map_ref
         out["configMap"] = {"namespace": registry.namespace, "name": ref.name, "key": ref.key}
     elif source.git is not None:
         git = source.git
-        if git.auth is not None:
-            raise RenderError(
-                f"{where}.git.auth: private git repositories are not supported by the registry server yet"
-            )
         out["git"] = {
             k: v
             for k, v in {
@@ -59,6 +73,12 @@ def _source(registry: MCPRegistry, index: int, source: RegistrySource) -> dict[s
             }.items()
             if v is not None
         }
+        if git.auth is not None:
+            # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
+            out["git"]["auth"] = {
+                "username": git.auth.username,
+                "passwordFile": secret_file_path(world.platform, git_password_file(source.name)),
+            }
     elif source.api is not None:
         out["api"] = {"url": source.api.endpoint}
         out["format"] = "upstream"  # an API source always speaks the upstream format
@@ -81,7 +101,7 @@ def render_config(registry: MCPRegistry, world: World) -> dict[str, Any]:
     spec = registry.spec
     document: dict[str, Any] = {
         "registryName": registry.name,
-        "sources": [_source(registry, i, s) for i, s in enumerate(spec.registries)],
+        "sources": [_source(registry, s, world) for s in spec.registries],
     }
     database: dict[str, Any] = {}
     if spec.database_config is not None:
@@ -127,7 +147,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         "{port}",
     ]
     rbac: tuple[RbacRule, ...] = ()
-    secret_files: tuple[SecretFile, ...] = ()
+    secret_files = _git_secret_files(registry)
     kubernetes = world.platform == "kubernetes"
     if kubernetes:
         command += ["--host", "0.0.0.0"]
@@ -148,9 +168,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         rbac = tuple(rules)
         if spec.database_config is not None:
             ref = spec.database_config.db_app_user_password_secret_ref
-            from mcpfleet.api.meta import SecretKeyRef
-
-            secret_files = (SecretFile(DB_PASSWORD_FILE, SecretKeyRef(name=ref.name, key=ref.key)),)
+            secret_files += (SecretFile(DB_PASSWORD_FILE, SecretKeyRef(name=ref.name, key=ref.key)),)
     return WorkloadPlan(
         kind="MCPRegistry",
         name=registry.name,

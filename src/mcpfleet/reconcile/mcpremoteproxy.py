@@ -3,6 +3,9 @@
 Headers from `headerForward` reach the proxy as environment variables named on the command line
 (`--header-from-env HEADER=ENV`): plaintext values as plain env, secret values as secretKeyRef env,
 so no header value is ever written into a ConfigMap or the command line.
+
+Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
+itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
 
 RUN_CONFIG = "runconfig.json"
 PROXY_CONTAINER = "proxy"
@@ -35,13 +39,12 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
     ref = spec.external_auth_config_ref
     if ref is not None and ref.name not in world.external_auth_configs:
         problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {ref.name} not found")
-    if spec.oidc_config_ref is not None or (
-        spec.oidc_config is not None and spec.oidc_config.type == "configMap"
-    ):
-        problems.append(
-            "oidcConfigRef / oidcConfig.configMap: incoming OIDC for MCPRemoteProxy is not supported yet"
-        )
+    problems.extend(_auth(proxy, world).problems)
     return problems
+
+
+def _auth(proxy: MCPRemoteProxy, world: World) -> IncomingAuthPlan:
+    return incoming_auth(proxy.spec.oidc_config, proxy.spec.oidc_config_ref, world.platform)
 
 
 def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
@@ -110,14 +113,20 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     if world.platform == "kubernetes":
         for host in service_hosts(child_name("MCPRemoteProxy", proxy.name), proxy.namespace, spec.proxy_port):
             command += ["--allowed-host", host]
+    auth = _auth(proxy, world)
+    command += proxy_args(auth)
     container = Container(
         name=PROXY_CONTAINER,
         command=tuple(command),
         port=spec.proxy_port,
         env=tuple(env),
-        secret_env=tuple(secrets),
+        secret_env=(*secrets, *auth.secret_env),
         resources=resources_dict(spec.resources),
+        service_account_token=auth.service_account_token,
     )
+    config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(proxy, world)))]
+    if auth.document is not None:
+        config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     return WorkloadPlan(
         kind="MCPRemoteProxy",
         name=proxy.name,
@@ -128,7 +137,8 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         # The proxy serves streamable HTTP on /mcp whatever the remote's transport.
         url_path="/mcp",
         health_path="/health",
-        config_files=(ConfigFile(RUN_CONFIG, canonical_json(run_config(proxy, world))),),
+        config_files=tuple(config_files),
+        config_map_files=auth.config_map_files,
         service_account=spec.service_account,
         labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
         conditions=group_condition(spec.group_ref, world),

@@ -8,6 +8,12 @@
   a runner container reaches it through the attach API (`mcpfleet proxy --attach NS/POD/mcp`), the
   pod name coming from the downward API; the Role allows `pods/attach` in the namespace.
 
+Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
+(`--auth-config {config_dir}/auth.json`). An http server has no proxy of its own, so with OIDC one
+runs beside it (`mcpfleet proxy --remote http://127.0.0.1:MCPPORT --forward-all-paths`) and the
+Service targets it; that needs an `mcpPort` different from `proxyPort`, else a plan problem. Never
+does a server configured with OIDC run without it.
+
 The run config (ConfigMap / file `runconfig.json`) records what runs plus the configHash of the
 referenced MCPToolConfig / MCPExternalAuthConfig, so a change to either rolls the pods. It never
 holds secret values: those travel as secretKeyRef env.
@@ -33,6 +39,7 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
 
 RUN_CONFIG = "runconfig.json"
 SERVER_CONTAINER = "mcp"
@@ -57,13 +64,26 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     ref = spec.external_auth_config_ref
     if ref is not None and ref.name not in world.external_auth_configs:
         problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {ref.name} not found")
-    if spec.oidc_config_ref is not None or (
-        spec.oidc_config is not None and spec.oidc_config.type == "configMap"
-    ):
+    auth = _auth(server, world)
+    problems.extend(auth.problems)
+    if _no_port_for_auth_proxy(server, world):
         problems.append(
-            "oidcConfigRef / oidcConfig.configMap: incoming OIDC for MCPServer is not supported yet"
+            "spec.mcpPort: with incoming OIDC an http server runs behind the auth proxy, which listens on"
+            f" proxyPort ({spec.proxy_port}): set mcpPort to the port the server listens on, a different one"
         )
     return problems
+
+
+def _auth(server: MCPServer, world: World) -> IncomingAuthPlan:
+    return incoming_auth(server.spec.oidc_config, server.spec.oidc_config_ref, world.platform)
+
+
+def _no_port_for_auth_proxy(server: MCPServer, world: World) -> bool:
+    """An http server with OIDC needs its own mcpPort; on Kubernetes the proxy in front holds proxyPort."""
+    spec = server.spec
+    if spec.transport == "stdio" or _auth(server, world).document is None:
+        return False
+    return spec.mcp_port is None or (world.platform == "kubernetes" and spec.mcp_port == spec.proxy_port)
 
 
 def run_config(server: MCPServer, world: World) -> dict[str, object]:
@@ -110,6 +130,11 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     if kubernetes:
         for host in service_hosts(child_name("MCPServer", server.name), server.namespace, spec.proxy_port):
             allowed += ("--allowed-host", host)
+    auth = _auth(server, world)
+    if spec.transport != "stdio" and auth.document is not None:
+        return _behind_auth_proxy(server, auth, allowed)
+    # The proxy enforces incoming auth: its settings in auth.json, the client secret as env.
+    auth_args = proxy_args(auth)
     if spec.transport != "stdio":
         port = spec.mcp_port or spec.proxy_port
         if spec.is_package:
@@ -146,6 +171,7 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         "--port",
         "{port}",
         *allowed,
+        *auth_args,
     )
     if spec.is_package:
         container = Container(
@@ -153,8 +179,9 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
             command=(*proxy, "--", *package_command(spec.image, spec.args)),
             port=spec.proxy_port,
             env=env,
-            secret_env=secrets,
+            secret_env=secrets + auth.secret_env,
             resources=resources,
+            service_account_token=auth.service_account_token,
         )
         return (container,), PROXY_CONTAINER, ()
     # OCI image speaking stdio: its own container with stdin open, reached through pods/attach.
@@ -173,12 +200,57 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         command=(*proxy, "--attach", f"{server.namespace}/$(POD_NAME)/{SERVER_CONTAINER}"),
         port=spec.proxy_port,
         field_env=(("POD_NAME", "metadata.name"),),
+        secret_env=auth.secret_env,
+        service_account_token=auth.service_account_token,
     )
     rbac = (
         RbacRule(api_groups=("",), resources=("pods",), verbs=("get",)),
         RbacRule(api_groups=("",), resources=("pods/attach",), verbs=("create", "get")),
     )
     return (server_container, runner), PROXY_CONTAINER, rbac
+
+
+def _behind_auth_proxy(
+    server: MCPServer, auth: IncomingAuthPlan, allowed: tuple[str, ...]
+) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
+    """An http server with incoming OIDC: it has no auth of its own, so `mcpfleet proxy --remote`
+    runs beside it in the pod, checks every request and forwards it (every path: /mcp, or /sse and
+    its /messages/) to the server on 127.0.0.1:mcpPort; the Service targets the proxy."""
+    spec = server.spec
+    assert spec.mcp_port is not None  # else a plan problem (see _problems)
+    env = plain_env(spec.env)
+    resources = resources_dict(spec.resources)
+    server_container = Container(
+        name=SERVER_CONTAINER,
+        command=package_command(spec.image, spec.args) if spec.is_package else (),
+        args=() if spec.is_package else tuple(spec.args or ()),
+        image=None if spec.is_package else spec.image,
+        port=spec.mcp_port,
+        fixed_port=True,
+        env=env,
+        secret_env=secret_env(spec.secrets),
+        resources=resources,
+    )
+    proxy = Container(
+        name=PROXY_CONTAINER,
+        command=(
+            "mcpfleet",
+            "proxy",
+            "--remote",
+            f"http://127.0.0.1:{spec.mcp_port}",
+            "--forward-all-paths",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "{port}",
+            *allowed,
+            *proxy_args(auth),
+        ),
+        port=spec.proxy_port,
+        secret_env=auth.secret_env,
+        service_account_token=auth.service_account_token,
+    )
+    return (server_container, proxy), PROXY_CONTAINER, ()
 
 
 def plan(server: MCPServer, world: World) -> WorkloadPlan:
@@ -206,12 +278,18 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
                     "stdio servers run at most 1 replica",
                 )
             )
-    if problems and world.platform == "local" and not spec.is_package:
+    auth = _auth(server, world)
+    if problems and (auth.problems or (world.platform == "local" and not spec.is_package)):
         containers: tuple[Container, ...] = ()
         serving = None
         rbac: tuple[RbacRule, ...] = ()
+    elif _no_port_for_auth_proxy(server, world):
+        containers, serving, rbac = (), None, ()
     else:
         containers, serving, rbac = _containers(server, world)
+    config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(server, world)))]
+    if auth.document is not None:
+        config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     return WorkloadPlan(
         kind="MCPServer",
         name=server.name,
@@ -222,7 +300,8 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         url_path=url_path(server),
         # Only the proxy has /health; a server image run directly is probed on its TCP port.
         health_path="/health" if serving == PROXY_CONTAINER else "",
-        config_files=(ConfigFile(RUN_CONFIG, canonical_json(run_config(server, world))),),
+        config_files=tuple(config_files),
+        config_map_files=auth.config_map_files if serving is not None else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("MCPServer", server.name, "mcp-server"),

@@ -17,13 +17,21 @@ from mcpfleet.api.mcpgroup import MCPGroup
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
-from mcpfleet.api.meta import ConditionStatus, SecretKeyRef
+from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 
 KUBERNETES_CONFIG_DIR = "/etc/mcpfleet/config"
 """Where ConfigFiles are mounted on Kubernetes (the value of `{config_dir}` there)."""
 KUBERNETES_SECRET_DIR = "/etc/mcpfleet/secrets"
 """Where SecretFiles are mounted on Kubernetes."""
+LOCAL_SECRET_DIR = "secrets"
+"""Where the local platform writes SecretFiles: relative to the config dir (the process's working
+directory, and the folder the services resolve relative paths in their config against)."""
+
+KUBERNETES_CONFIGMAP_DIR = "/etc/mcpfleet/configmaps"
+"""Where ConfigMapFiles (keys of the user's own ConfigMaps) are mounted on Kubernetes."""
+KUBERNETES_TOKEN_DIR = "/var/run/secrets/mcpfleet/serviceaccount"
+"""Where a container with `service_account_token` finds `token`, `ca.crt` and `namespace` on Kubernetes."""
 
 WorkloadKind = Literal["MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry"]
 
@@ -78,14 +86,39 @@ class Container:
     e.g. ("POD_NAME", "metadata.name"). Kubernetes expands `$(POD_NAME)` in `command`."""
     fixed_port: bool = False
     """The server binds `port` itself (an http package or image): the platform cannot choose it."""
+    service_account_token: bool = False
+    """Mount a token of the pod's service account, the cluster CA and the namespace into this container
+    at `KUBERNETES_TOKEN_DIR` (a projected volume, independent of automountServiceAccountToken): what a
+    proxy validating Kubernetes service-account tokens reads the API server's JWKS with (Kubernetes only)."""
 
 
 @dataclass(frozen=True)
 class SecretFile:
-    """A Secret key mounted as a file in `KUBERNETES_SECRET_DIR` (Kubernetes only)."""
+    """A Secret key the workload reads as a file; its path in config comes from `secret_file_path`.
+
+    Kubernetes mounts it from a projected Secret volume at `KUBERNETES_SECRET_DIR`; the local platform
+    writes it (mode 0600) into `LOCAL_SECRET_DIR` under the config dir. Never in a ConfigMap.
+    """
 
     filename: str
     secret: SecretKeyRef
+
+
+def secret_file_path(platform: Platform, filename: str) -> str:
+    """The path a rendered config names for the SecretFile `filename` on `platform`."""
+    if platform == "kubernetes":
+        return f"{KUBERNETES_SECRET_DIR}/{filename}"
+    return f"{LOCAL_SECRET_DIR}/{filename}"
+
+
+@dataclass(frozen=True)
+class ConfigMapFile:
+    """A key of a ConfigMap the user manages, mounted as a file in `KUBERNETES_CONFIGMAP_DIR` (Kubernetes
+    only; e.g. shared OIDC settings). Its content is not known to the plan, so a change to it reaches
+    the workload at its next start."""
+
+    filename: str
+    config_map: ConfigMapKeyRef
 
 
 @dataclass(frozen=True)
@@ -125,7 +158,9 @@ class WorkloadPlan:
     """Extra conditions the plan implies: (type, status, reason, message), e.g. ReplicasCapped."""
     problems: tuple[str, ...] = ()
     secret_files: tuple[SecretFile, ...] = ()
-    """Secret keys mounted as files in `KUBERNETES_SECRET_DIR` (Kubernetes only)."""
+    """Secret keys the workload reads as files (see `SecretFile`)."""
+    config_map_files: tuple[ConfigMapFile, ...] = ()
+    """Keys of the user's ConfigMaps mounted as files in `KUBERNETES_CONFIGMAP_DIR` (Kubernetes only)."""
     data_dir: str | None = None
     """A writable scratch directory the workload needs at this path (an emptyDir on Kubernetes)."""
     service_type: str = "ClusterIP"

@@ -3,8 +3,8 @@
 The vMCP config (`vmcp.yaml`) is rendered from the spec plus the group's membership: every member
 MCPServer / MCPRemoteProxy with an observed URL becomes a backend; referenced MCPToolConfigs are
 inlined; outgoing auth from MCPExternalAuthConfigs is resolved, secret values reaching the gateway
-as secretKeyRef env named in the config (`headerValueEnv`, `clientSecretEnv`). The dict is validated
-by the gateway's own model (`mcpfleet.vmcp.config.VMCPConfig`), so a shape mismatch fails loudly.
+as secretKeyRef env named in the config (`headerValueEnv`, `tokenEnv`, `clientSecretEnv`). The dict
+is validated by the gateway's own model (`mcpfleet.vmcp.config.VMCPConfig`), so a shape mismatch fails loudly.
 
 Status: Pending / Ready / Degraded / Failed. Backend health and capability counts come only from the
 running gateway (it patches `discoveredBackends`, `toolCount`… itself); the operator lists the
@@ -37,6 +37,7 @@ from mcpfleet.reconcile.model import (
     WorkloadPlan,
     World,
 )
+from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
 
 CONFIG_FILE = "vmcp.yaml"
 CONTAINER = "vmcp"
@@ -101,6 +102,10 @@ def _auth_strategy(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -
                 "header_value_env": secrets.add(ref.name, ref.key),
             },
         }
+    if spec.type == "bearerToken" and spec.bearer_token is not None:
+        # `Authorization: Bearer <token>`; the token reaches the gateway only as secretKeyRef env.
+        ref = spec.bearer_token.token_secret_ref
+        return {"type": "bearer_token", "bearer_token": {"token_env": secrets.add(ref.name, ref.key)}}
     if spec.type == "tokenExchange" and spec.token_exchange is not None:
         exchange = spec.token_exchange
         block: dict[str, Any] = {
@@ -174,35 +179,35 @@ def _member_auth_ref(name: str, world: World) -> str | None:
     return None
 
 
-def _incoming(vmcp: VirtualMCPServer) -> dict[str, Any]:
+def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
     incoming = vmcp.spec.incoming_auth
     if incoming.type == "anonymous":
+        return IncomingAuthPlan()
+    # The gateway's pod always has its own token mounted (it watches its group through the API).
+    return incoming_auth(
+        incoming.oidc_config,
+        incoming.oidc_config_ref,
+        world.platform,
+        where="spec.incomingAuth",
+        token_dir=AUTOMOUNT_TOKEN_DIR,
+    )
+
+
+def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> dict[str, Any]:
+    """The `incomingAuth` block of the vMCP config (see `reconcile/oidc.py` for each OIDC form)."""
+    auth = _incoming_plan(vmcp, world)
+    if auth.problems:
+        raise RenderError("; ".join(auth.problems))
+    if auth.document is None:
         return {"type": "anonymous"}
-    oidc = incoming.oidc_config
-    if oidc is None or oidc.type == "configMap":
-        raise RenderError(
-            "spec.incomingAuth: OIDC settings from a ConfigMap (oidcConfigRef / configMap)"
-            " are not supported yet"
-        )
-    if oidc.type == "inline" and oidc.inline is not None:
-        inline = oidc.inline
-        block: dict[str, Any] = {
-            "issuer": inline.issuer,
-            "audience": inline.audience,
-            "jwks_url": inline.jwks_url,
-            "client_id": inline.client_id,
-            "resource": oidc.resource_url,
-            "scopes": list(inline.scopes or ()),
-            "insecure_allow_http": inline.insecure_allow_http,
+    document = dict(auth.document)
+    for secret in auth.secret_env:
+        # The client secret reaches the gateway as secretKeyRef env, like the outgoing secrets.
+        document["oidc"] = {
+            **document["oidc"],
+            "clientSecretEnv": secrets.add(secret.secret.name, secret.secret.key),
         }
-    else:
-        kube = oidc.kubernetes
-        block = {
-            "issuer": kube.issuer if kube else "https://kubernetes.default.svc",
-            "audience": kube.audience if kube else "mcpfleet",
-            "resource": oidc.resource_url,
-        }
-    return {"type": "oidc", "oidc": {k: v for k, v in block.items() if v is not None}}
+    return document
 
 
 def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[dict[str, Any], tuple[SecretEnv, ...]]:
@@ -271,7 +276,7 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[dict[str, Any],
             t.model_dump(exclude_none=True, mode="json") for t in config.composite_tools or ()
         ],
         "tool_configs": tool_configs,
-        "incoming_auth": _incoming(vmcp),
+        "incoming_auth": _incoming(vmcp, world, secrets),
         "outgoing_auth": _outgoing(vmcp, world, secrets),
         "operational": config.operational.model_dump(exclude_none=True, mode="json")
         if config.operational
@@ -351,6 +356,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         url_path="/mcp",
         health_path="/health",
         config_files=config_files,
+        config_map_files=_incoming_plan(vmcp, world).config_map_files if config_files else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),

@@ -173,6 +173,24 @@ class RegistryApi:
         return route, 200, headers, page.body
 
 
+_TEMPLATES = {
+    "list": "/servers",
+    "versions": "/servers/{serverName}/versions",
+    "get": "/servers/{serverName}/versions/{version}",
+}
+
+
+def route_template(raw_path: bytes) -> str | None:
+    """The route template of an API path (`/v0.1/servers/{serverName}/versions`), None if unknown."""
+    path = raw_path.split(b"?", 1)[0]
+    prefix = PREFIXES[0] if path.startswith(PREFIXES[0]) else PREFIXES[1]
+    rest = path[len(prefix) :].strip(b"/")
+    segments = [unquote(s.decode("latin-1"), errors="replace") for s in rest.split(b"/")] if rest else []
+    route, _ = _route(segments)
+    template = _TEMPLATES.get(route)
+    return prefix[: -len(b"/servers")].decode() + template if template is not None else None
+
+
 def _header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope["headers"]:
         if key == name:

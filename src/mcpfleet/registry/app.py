@@ -3,22 +3,33 @@
 `/v0.1/servers…` and `/v0/servers…` go straight to `RegistryApi` (pre-serialized pages, no framework
 work per request); everything else — health, readiness, version, status, metrics, the OpenAPI document
 and the service's lifespan — is FastAPI.
+
+With a tracer, `RegistryApp` wraps both in a SERVER span per HTTP request, `<METHOD> <route template>`
+with `http.route` and `http.response.status_code` (a dozen lines here rather than
+opentelemetry-instrumentation-asgi: see docs/observability.md). The probe and scrape endpoints
+(`/health`, `/readiness`, `/metrics`) are not traced.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
+from opentelemetry.trace import SpanKind
 
-from mcpfleet import __version__
-from mcpfleet.registry.api import Receive, RegistryApi, Scope, Send, is_api_path
+from mcpfleet import __version__, telemetry
+from mcpfleet.registry.api import Receive, RegistryApi, Scope, Send, is_api_path, route_template
 from mcpfleet.registry.openapi import build_openapi
 from mcpfleet.registry.service import RegistryService
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+_UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
 
 
 class _OrjsonResponse(Response):
@@ -96,19 +107,70 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
 class RegistryApp:
     """The ASGI callable uvicorn serves."""
 
-    def __init__(self, service: RegistryService, manage_lifespan: bool = True) -> None:
+    def __init__(
+        self, service: RegistryService, manage_lifespan: bool = True, tracer: Tracer | None = None
+    ) -> None:
         self.service = service
         self.fastapi = create_fastapi(service, manage_lifespan)
         self.api = RegistryApi(service.current, service.metrics)
+        self.tracer = tracer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if self.tracer is not None and scope["path"] not in _UNTRACED:
+                await self._traced(self.tracer, scope, receive, send)
+                return
             raw = scope.get("raw_path") or scope["path"].encode()
             if is_api_path(raw):
                 await self.api(scope, receive, send)
                 return
         await self.fastapi(scope, receive, send)  # type: ignore[arg-type]
 
+    async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") or scope["path"].encode()
+        api = is_api_path(raw)
+        route = route_template(raw) if api else None
+        method = scope["method"]
+        status = 500  # when the handler fails before it answers
 
-def create_app(service: RegistryService, manage_lifespan: bool = True) -> RegistryApp:
-    return RegistryApp(service, manage_lifespan)
+        async def capture(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        attrs = {
+            "http.request.method": method,
+            "url.path": scope["path"],
+            "url.scheme": scope.get("scheme", "http"),
+        }
+        name = f"{method} {route}" if route else method
+        parent = telemetry.extract(headers)
+        with telemetry.current_span(tracer, name, SpanKind.SERVER, attrs, parent) as span:
+            try:
+                if api:
+                    await self.api(scope, receive, capture)
+                else:
+                    await self.fastapi(scope, receive, capture)  # type: ignore[arg-type]
+            except BaseException as exc:
+                telemetry.record_error(span, type(exc).__qualname__)
+                raise
+            if route is None:
+                # Starlette leaves the matched route in the scope; unmatched paths keep the bare name.
+                path = getattr(scope.get("route"), "path", None)
+                if isinstance(path, str):
+                    route = path
+                    span.update_name(f"{method} {path}")
+            if route is not None:
+                span.set_attribute("http.route", route)
+            span.set_attribute("http.response.status_code", status)
+            if status >= 500:
+                telemetry.record_error(span, str(status))
+
+
+def create_app(
+    service: RegistryService, manage_lifespan: bool = True, tracer: Tracer | None = None
+) -> RegistryApp:
+    """The registry's ASGI app; `tracer` (see `mcpfleet.telemetry`) adds a span per request."""
+    return RegistryApp(service, manage_lifespan, tracer)

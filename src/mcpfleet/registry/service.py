@@ -8,6 +8,7 @@ import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lightkube import AsyncClient
 
@@ -18,6 +19,9 @@ from mcpfleet.registry.sources.base import SourceReader
 from mcpfleet.registry.sources.kubernetes import WorkloadSource
 from mcpfleet.registry.store import Store, database_url
 from mcpfleet.registry.sync import Syncer, build_reader
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
 _GENERATION_POLL_SECONDS = 2.0
@@ -33,8 +37,10 @@ class RegistryService:
         kube_client: Callable[[], AsyncClient] = AsyncClient,
         workloads: WorkloadSource | None = None,
         run_loops: bool = True,
+        tracer: Tracer | None = None,
     ) -> None:
         self.config = config
+        self.tracer = tracer  # for the sync spans; None: tracing off
         self.base_dir = base_dir
         self.metrics = RegistryMetrics()
         self.catalogue = Catalogue(0, [])
@@ -91,7 +97,9 @@ class RegistryService:
             s.name: build_reader(self.config, s, self.base_dir, self._kube_client, self._workloads)
             for s in self.config.sources
         }
-        self._syncer = Syncer(self.config, self._store, readers, self.metrics, self.reload)
+        self._syncer = Syncer(
+            self.config, self._store, readers, self.metrics, self.reload, tracer=self.tracer
+        )
         await self._syncer.start()
         if self.run_loops:
             self._tasks.append(asyncio.create_task(self._syncer.run(), name="registry-sync"))

@@ -4,6 +4,7 @@ Each source is fetched when its `syncPolicy.interval` elapses; the fetched conte
 its hash or the source's filter changed since the last good sync (so an idle registry writes nothing).
 A failed fetch or a document that cannot be read at all keeps the source's last good data and records
 the error; per-entry problems (schema violations, duplicates) are recorded while valid entries load.
+With a tracer, each sync of a source is a span `registry.sync <source>` (kind, result, entries, errors).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightkube import AsyncClient
+from opentelemetry.trace import SpanKind
 
+from mcpfleet import telemetry
 from mcpfleet.registry.config import RegistryConfig, Source, parse_duration
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.metrics import RegistryMetrics
@@ -30,6 +33,9 @@ from mcpfleet.registry.sources.git import GitReader
 from mcpfleet.registry.sources.kubernetes import KubernetesWorkloads, WorkloadReader, WorkloadSource
 from mcpfleet.registry.sources.url import UrlReader
 from mcpfleet.registry.store import SourceState, Store, now_iso
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
 _MAX_REPORTED_ERRORS = 200
@@ -96,8 +102,11 @@ class Syncer:
         readers: dict[str, SourceReader],
         metrics: RegistryMetrics,
         on_change: Callable[[], Awaitable[None]],
+        *,
+        tracer: Tracer | None = None,
     ) -> None:
         self.config = config
+        self.tracer = tracer
         self.store = store
         self.readers = readers
         self.metrics = metrics
@@ -136,6 +145,25 @@ class Syncer:
 
     async def sync_source(self, name: str) -> str:
         """Sync one source; returns "applied", "unchanged" or "failed"."""
+        if self.tracer is None:
+            return await self._sync_source(name)
+        source = next(s for s in self.config.sources if s.name == name)
+        attrs = {telemetry.REGISTRY_SOURCE: name, telemetry.REGISTRY_SOURCE_KIND: source.kind}
+        with telemetry.current_span(self.tracer, f"registry.sync {name}", SpanKind.INTERNAL, attrs) as span:
+            result = await self._sync_source(name)
+            state = self.states[name]
+            span.set_attributes(
+                {
+                    telemetry.REGISTRY_SYNC_RESULT: result,
+                    telemetry.REGISTRY_SYNC_ENTRIES: state.entry_count,
+                    telemetry.REGISTRY_SYNC_ENTRY_ERRORS: len(state.entry_errors),
+                }
+            )
+            if result == "failed":
+                telemetry.record_error(span, "sync_failed", state.last_error)
+            return result
+
+    async def _sync_source(self, name: str) -> str:
         source = next(s for s in self.config.sources if s.name == name)
         state = self.states.setdefault(name, SourceState(name))
         started = time.perf_counter()

@@ -13,6 +13,11 @@ selects the 2026-07-28 single-exchange path (per-request `_meta` envelope, `Mcp-
 Endpoints: `/mcp`, `/health` (process alive), `/readyz` (backends usable per
 partialFailureMode), `/status` (JSON), `/metrics` (Prometheus), and
 `/.well-known/oauth-protected-resource` when incoming auth is OIDC.
+
+With a tracer, every JSON-RPC request (`initialize`, `server/discover` and everything dispatched to
+the gateway) is a SERVER span `<method> [<tool or prompt>]` whose parent is the caller's
+`traceparent` header (or `params._meta.traceparent`); notifications, client responses and the
+standing notification streams are not traced. Without one, the only cost is an `is None` test.
 """
 
 from __future__ import annotations
@@ -23,12 +28,19 @@ import fnmatch
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import SpanKind
+
+from mcpfleet import telemetry
+from mcpfleet.auth.asgi import unauthorized
+from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
 from mcpfleet.vmcp import wire
-from mcpfleet.vmcp.auth.incoming import AnonymousAuthenticator, Authenticator, AuthError
 from mcpfleet.vmcp.gateway import CallContext, ClientSession, Gateway, Listener
 from mcpfleet.vmcp.wire import RPCError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +155,10 @@ class VMCPApp:
         allowed_origins: list[str] | None = None,
         manage_gateway: bool = True,
         resource_metadata: dict[str, Any] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.gateway = gateway
+        self.tracer = tracer
         self.auth = authenticator or AnonymousAuthenticator()
         self.anonymous = isinstance(self.auth, AnonymousAuthenticator)
         self.allowed_hosts = allowed_hosts
@@ -228,16 +242,8 @@ class VMCPApp:
             try:
                 await self.auth.authenticate(h.get("authorization"))
             except AuthError as exc:
-                msg = str(exc) or None
-                body = wire.dumps(
-                    wire.error_message(None, wire.UNAUTHORIZED, msg or "authentication required")
-                )
-                await _respond(
-                    send,
-                    401,
-                    body,
-                    [*_JSON, (b"www-authenticate", self.auth.challenge(msg).encode("latin-1"))],
-                )
+                headers, body = unauthorized(self.auth, exc)
+                await _respond(send, 401, body, headers)
                 return
             token = h["authorization"].partition(" ")[2].strip()
         version = h.get(wire.H_VERSION)
@@ -319,7 +325,13 @@ class VMCPApp:
         method = msg.get("method")
         req_id = msg.get("id")
         if method == "initialize":
-            await self._initialize(send, msg, token)
+            if self.tracer is None:
+                await self._initialize(send, msg, token)
+            else:
+                params = msg.get("params")
+                version = params.get("protocolVersion") if isinstance(params, dict) else None
+                with self._server_span(self.tracer, method, params, h, "legacy", version, None, req_id):
+                    await self._initialize(send, msg, token)
             return
         session, problem = self._session(h)
         if problem is not None:
@@ -336,7 +348,12 @@ class VMCPApp:
         stream = _Stream(send, sid_header)
         ctx = CallContext(era="legacy", session=session, emit=stream.emit, token=token, client_id=req_id)
         try:
-            result = await self.gateway.dispatch(method, msg.get("params"), ctx)
+            if self.tracer is None:
+                result = await self.gateway.dispatch(method, msg.get("params"), ctx)
+            else:
+                result = await self._traced_dispatch(
+                    self.tracer, method, msg.get("params"), ctx, h, session.version, session.id, req_id
+                )
             body = _response(req_id, result)
         except RPCError as exc:
             body = wire.dumps(wire.error_message(req_id, exc.code, exc.message, exc.data))
@@ -500,7 +517,11 @@ class VMCPApp:
         self.gateway.metrics.client_request(method)
         params = msg.get("params")
         if method == "server/discover":
-            await _respond(send, 200, _response(req_id, self._discover()))
+            if self.tracer is None:
+                await _respond(send, 200, _response(req_id, self._discover()))
+            else:
+                with self._server_span(self.tracer, method, params, h, "modern", version, None, req_id):
+                    await _respond(send, 200, _response(req_id, self._discover()))
             return
         if method == "subscriptions/listen":
             await self._listen(receive, send, req_id, params or {})
@@ -516,7 +537,12 @@ class VMCPApp:
         stream = _Stream(send, [])
         ctx = CallContext(era="modern", emit=stream.emit, token=token, forward_headers=fwd)
         try:
-            result = await self.gateway.dispatch(method, params, ctx)
+            if self.tracer is None:
+                result = await self.gateway.dispatch(method, params, ctx)
+            else:
+                result = await self._traced_dispatch(
+                    self.tracer, method, params, ctx, h, version, None, req_id
+                )
         except RPCError as exc:
             body = wire.dumps(wire.error_message(req_id, exc.code, exc.message, exc.data))
             await stream.finish(wire.ERROR_HTTP_STATUS.get(exc.code, 200), body)
@@ -524,6 +550,70 @@ class VMCPApp:
         if isinstance(result, dict) and "resultType" not in result:
             result["resultType"] = "complete"
         await stream.finish(200, _response(req_id, result))
+
+    # ---- tracing ---------------------------------------------------------------------------
+
+    def _server_span(
+        self,
+        tracer: Tracer,
+        method: str,
+        params: Any,
+        h: dict[str, str],
+        era: str,
+        version: str | None,
+        session_id: str | None,
+        req_id: Any,
+    ) -> telemetry.current_span:
+        p = params if isinstance(params, dict) else {}
+        attrs: dict[str, Any] = {
+            telemetry.MCP_METHOD: method,
+            telemetry.VMCP_ERA: era,
+            telemetry.JSONRPC_REQUEST_ID: str(req_id),
+        }
+        if version:
+            attrs[telemetry.MCP_PROTOCOL_VERSION] = str(version)
+        if session_id:
+            attrs[telemetry.MCP_SESSION_ID] = session_id
+        target = p.get("name") if method in ("tools/call", "prompts/get") else None
+        if isinstance(target, str):
+            attrs[telemetry.TOOL_NAME if method == "tools/call" else telemetry.PROMPT_NAME] = target
+        uri = p.get("uri")
+        if isinstance(uri, str):
+            attrs[telemetry.MCP_RESOURCE_URI] = uri
+        parent = None
+        if "traceparent" in h:
+            parent = telemetry.extract(h)
+        else:
+            meta = p.get("_meta")
+            if isinstance(meta, dict) and "traceparent" in meta:
+                parent = telemetry.extract(meta)  # the MCP semantic conventions' carrier
+        name = f"{method} {target}" if isinstance(target, str) else method
+        return telemetry.current_span(tracer, name, SpanKind.SERVER, attrs, parent)
+
+    async def _traced_dispatch(
+        self,
+        tracer: Tracer,
+        method: str,
+        params: Any,
+        ctx: CallContext,
+        h: dict[str, str],
+        version: str | None,
+        session_id: str | None,
+        req_id: Any,
+    ) -> dict[str, Any] | bytes:
+        with self._server_span(tracer, method, params, h, ctx.era, version, session_id, req_id) as span:
+            try:
+                result = await self.gateway.dispatch(method, params, ctx)
+            except RPCError as exc:
+                span.set_attribute(telemetry.RPC_STATUS_CODE, str(exc.code))
+                telemetry.record_error(span, str(exc.code), exc.message)
+                raise
+            except BaseException as exc:
+                telemetry.record_error(span, type(exc).__qualname__)
+                raise
+            if method == "tools/call" and isinstance(result, dict) and result.get("isError") is True:
+                telemetry.record_error(span, "tool_error")
+            return result
 
     async def _modern_error(self, send: Send, req_id: Any, exc: RPCError) -> None:
         body = wire.dumps(wire.error_message(req_id, exc.code, exc.message, exc.data))

@@ -8,6 +8,10 @@ exactly one template keeps the value's type. A step's `output` is the backend re
 are there too. `condition` is a template that must render truthy (`eq`, `ne`, `not`, `and`, `or`
 are understood). `onError`: `abort` (default) fails the tool, `continue` records the error and
 uses `defaultResults` as the output, `retry` retries `retryCount` times after `retryDelay`.
+
+With a tracer, a run is an INTERNAL span `composite <tool>` and each step a child span
+`composite.step <id>` (outcome ok / skipped / continued / failed, attempts); the backend calls a
+step makes are CLIENT spans under it (the context travels into the step tasks with contextvars).
 """
 
 from __future__ import annotations
@@ -17,10 +21,16 @@ import json
 import re
 import shlex
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import SpanKind
+
+from mcpfleet import telemetry
 from mcpfleet.vmcp.config import CompositeTool, WorkflowStep, parse_duration
 from mcpfleet.vmcp.wire import RPCError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
 
 StepCall = Callable[[str, dict[str, Any], Any, "float | None"], Awaitable[dict[str, Any]]]
 
@@ -134,10 +144,25 @@ def step_output(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class CompositeRunner:
-    def __init__(self, call: StepCall) -> None:
+    def __init__(self, call: StepCall, *, tracer: Tracer | None = None) -> None:
         self._call = call
+        self._tracer = tracer
 
     async def run(self, tool: CompositeTool, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        if self._tracer is None:
+            return await self._run(tool, params, ctx)
+        attrs: dict[str, Any] = {
+            telemetry.VMCP_COMPOSITE: tool.name,
+            "mcpfleet.vmcp.composite.steps": len(tool.steps),
+        }
+        with telemetry.current_span(self._tracer, f"composite {tool.name}", SpanKind.INTERNAL, attrs) as span:
+            result = await self._run(tool, params, ctx)
+            if result.get("isError"):
+                texts = [c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict)]
+                telemetry.record_error(span, "tool_error", "\n".join(texts) or None)
+            return result
+
+    async def _run(self, tool: CompositeTool, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         total = parse_duration(tool.timeout) if tool.timeout else None
         try:
             async with asyncio.timeout(total):
@@ -176,6 +201,34 @@ class CompositeRunner:
         return scope
 
     async def _step(self, s: WorkflowStep, scope: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        if self._tracer is None:
+            return await self._run_step(s, scope, ctx, None)
+        attrs = {telemetry.VMCP_STEP_ID: s.id, telemetry.VMCP_STEP_TOOL: s.tool}
+        with telemetry.current_span(self._tracer, f"composite.step {s.id}", SpanKind.INTERNAL, attrs) as span:
+            try:
+                out = await self._run_step(s, scope, ctx, span)
+            except StepFailed as exc:
+                span.set_attribute(telemetry.VMCP_OUTCOME, "failed")
+                telemetry.record_error(span, "step_failed", str(exc))
+                raise
+            except BaseException as exc:
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                span.set_attribute(telemetry.VMCP_OUTCOME, "cancelled" if cancelled else "failed")
+                telemetry.record_error(span, type(exc).__qualname__, None if cancelled else str(exc))
+                raise
+            if out.get("skipped"):
+                outcome = "skipped"
+            elif out.get("isError"):
+                outcome = "continued"
+                telemetry.record_error(span, "step_failed", out.get("error"))
+            else:
+                outcome = "ok"
+            span.set_attribute(telemetry.VMCP_OUTCOME, outcome)
+            return out
+
+    async def _run_step(
+        self, s: WorkflowStep, scope: dict[str, Any], ctx: Any, span: Span | None
+    ) -> dict[str, Any]:
         if s.condition is not None and not _truthy(render(s.condition, scope)):
             return {"output": dict(s.default_results or {}), "content": [], "isError": False, "skipped": True}
         args = {k: render(v, scope) for k, v in s.arguments.items()}
@@ -186,6 +239,8 @@ class CompositeRunner:
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(delay)
+            if span is not None:
+                span.set_attribute(telemetry.VMCP_STEP_ATTEMPTS, attempt + 1)
             try:
                 res = await self._call(s.tool, args, ctx, timeout)
             except RPCError as exc:

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from mcpfleet.api.virtualmcpserver import CircuitBreaker as SpecCircuitBreaker
+from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -166,24 +167,6 @@ class CompositeTool(_Model):
     output: dict[str, Any] | None = None
 
 
-class OIDCConfig(_Model):
-    issuer: str
-    audience: str | None = None
-    jwks_url: str | None = None
-    client_id: str | None = None
-    resource: str | None = None
-    scopes: list[str] = Field(default_factory=list)
-    insecure_allow_http: bool = False
-    # JWKS refresh: how long keys are cached before a scheduled refetch (an unknown `kid`
-    # triggers an immediate, rate-limited refetch regardless).
-    jwks_cache_seconds: float = 300.0
-
-
-class IncomingAuth(_Model):
-    type: Literal["anonymous", "oidc"] = "anonymous"
-    oidc: OIDCConfig | None = None
-
-
 class HeaderInjection(_Model):
     header_name: str = Field(min_length=1)
     header_value: str | None = None
@@ -201,9 +184,18 @@ class TokenExchange(_Model):
     subject_provider_name: str | None = None
 
 
+class BearerToken(_Model):
+    """A static token sent as `Authorization: Bearer <token>` (MCPExternalAuthConfig type bearerToken)."""
+
+    token: str | None = None
+    token_env: str | None = None
+    """Environment variable holding the token (how a Kubernetes Secret reaches the pod)."""
+
+
 class BackendAuthStrategy(_Model):
-    type: Literal["unauthenticated", "header_injection", "token_exchange"] = "unauthenticated"
+    type: Literal["unauthenticated", "header_injection", "bearer_token", "token_exchange"] = "unauthenticated"
     header_injection: HeaderInjection | None = None
+    bearer_token: BearerToken | None = None
     token_exchange: TokenExchange | None = None
 
 
@@ -285,8 +277,9 @@ class VMCPConfig(_Model):
                         raise ValueError(
                             f"compositeTools[{ct.name}].steps[{s.id}].dependsOn: unknown step {dep!r}"
                         )
-        if self.incoming_auth.type == "oidc" and self.incoming_auth.oidc is None:
-            raise ValueError("incomingAuth.oidc: required when incomingAuth.type is 'oidc'")
+        problems = self.incoming_auth.problems("incomingAuth")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 
@@ -303,7 +296,13 @@ def load_config(path: str | Path) -> VMCPConfig:
         raise ConfigError(f"cannot read config {p}: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {p} is not valid YAML: {exc}") from exc
-    return parse_config(raw or {}, source=str(p))
+    config = parse_config(raw or {}, source=str(p))
+    try:
+        # `incomingAuth.oidcFile` (a mounted ConfigMap key) is read once, at start.
+        config.incoming_auth = config.incoming_auth.resolved(p.parent)
+    except AuthConfigError as exc:
+        raise ConfigError(f"{p}: incomingAuth.{exc}") from exc
+    return config
 
 
 def parse_config(raw: Any, source: str = "config") -> VMCPConfig:

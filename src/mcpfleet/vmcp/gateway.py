@@ -15,10 +15,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import aiohttp
+from opentelemetry.trace import SpanKind, set_span_in_context
 
+from mcpfleet import telemetry
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
@@ -30,6 +33,9 @@ from mcpfleet.vmcp.metrics import Metrics
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
 from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
 from mcpfleet.vmcp.wire import RPCError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +124,12 @@ class Gateway:
         http: aiohttp.ClientSession | None = None,
         status_writer: StatusWriter | None = None,
         metrics: Metrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.config = config
+        # None: tracing off, and the call path pays one `is None` test for it.
+        self.tracer = tracer
+        self._span_attrs: dict[str, dict[str, Any]] = {}
         self.source = source
         self._http = http
         self._own_http = http is None
@@ -131,7 +141,7 @@ class Gateway:
         self.sessions: dict[str, ClientSession] = {}
         self.listeners: set[Listener] = set()
         self.composites = {c.name: c for c in config.composite_tools}
-        self._runner = CompositeRunner(self._call_step)
+        self._runner = CompositeRunner(self._call_step, tracer=tracer)
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
         fh = config.operational.failure_handling
         self._check_interval = parse_duration(fh.health_check_interval)
@@ -564,6 +574,99 @@ class Gateway:
         ctx: CallContext,
         time_limit: float | None = None,
     ) -> dict[str, Any]:
+        if self.tracer is None:
+            return await self._forward_call(backend, method, params, ctx, time_limit, None)
+        return await self._forward_traced(self.tracer, backend, method, params, ctx, time_limit)
+
+    def _backend_attrs(self, backend: str) -> dict[str, Any]:
+        """Span attributes naming a backend (url.full, server.address / server.port), cached per URL."""
+        b = self.backends.get(backend)
+        url = b.spec.url if b is not None else ""
+        attrs = self._span_attrs.get(url)
+        if attrs is None:
+            attrs = {}
+            if url:
+                parts = urlsplit(url)
+                attrs["url.full"] = url
+                if parts.hostname:
+                    attrs["server.address"] = parts.hostname
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+                attrs["server.port"] = port
+            self._span_attrs[url] = attrs
+        return attrs
+
+    async def _forward_traced(
+        self,
+        tracer: Tracer,
+        backend: str,
+        method: str,
+        params: dict[str, Any],
+        ctx: CallContext,
+        time_limit: float | None,
+    ) -> dict[str, Any]:
+        """`_forward` inside a CLIENT span whose context goes to the backend as `traceparent`."""
+        attrs: dict[str, Any] = {
+            telemetry.MCP_METHOD: method,
+            telemetry.VMCP_BACKEND: backend,
+            telemetry.VMCP_ERA: ctx.era,
+            **self._backend_attrs(backend),
+        }
+        target = params.get("name") if method in ("tools/call", "prompts/get") else None
+        if isinstance(target, str):
+            attrs[telemetry.TOOL_NAME if method == "tools/call" else telemetry.PROMPT_NAME] = target
+            name = f"{method} {target}"
+        else:
+            name = method
+        uri = params.get("uri")
+        if isinstance(uri, str):
+            attrs[telemetry.MCP_RESOURCE_URI] = uri
+        # Not made the current span: nothing below it in this process has spans, and the backend
+        # learns about it from the headers (saves the context attach / detach on the call path).
+        span = tracer.start_span(
+            name,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        try:
+            headers: dict[str, str] = {}
+            telemetry.inject(headers, set_span_in_context(span))
+            try:
+                res = await self._forward_call(backend, method, params, ctx, time_limit, headers)
+            except BackendUnavailable as exc:
+                span.set_attribute(telemetry.VMCP_OUTCOME, "unavailable")
+                span.set_attribute(telemetry.RPC_STATUS_CODE, str(exc.code))
+                telemetry.record_error(span, str(exc.code), exc.message)
+                raise
+            except RPCError as exc:
+                span.set_attribute(telemetry.VMCP_OUTCOME, "rpc_error")
+                span.set_attribute(telemetry.RPC_STATUS_CODE, str(exc.code))
+                telemetry.record_error(span, str(exc.code), exc.message)
+                raise
+            except BaseException as exc:
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                span.set_attribute(telemetry.VMCP_OUTCOME, "cancelled" if cancelled else "error")
+                telemetry.record_error(span, type(exc).__qualname__)
+                raise
+            if method == "tools/call" and res.get("isError") is True:
+                span.set_attribute(telemetry.VMCP_OUTCOME, "tool_error")
+                telemetry.record_error(span, "tool_error")
+            else:
+                span.set_attribute(telemetry.VMCP_OUTCOME, "ok")
+            return res
+        finally:
+            span.end()
+
+    async def _forward_call(
+        self,
+        backend: str,
+        method: str,
+        params: dict[str, Any],
+        ctx: CallContext,
+        time_limit: float | None,
+        trace_headers: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
         b = self.backends.get(backend)
         up = b.upstream if b is not None else None
         if b is None or up is None:
@@ -591,6 +694,7 @@ class Gateway:
                 subject_token=ctx.token,
                 time_limit=time_limit,
                 request_id_sink=sink,
+                trace_headers=trace_headers,
             )
         except BackendUnavailable as exc:
             m.error()

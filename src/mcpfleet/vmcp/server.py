@@ -8,12 +8,10 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
+from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
-from mcpfleet.vmcp.auth.incoming import make_authenticator
 from mcpfleet.vmcp.backends import (
     BackendSource,
     BackendSpec,
@@ -24,6 +22,9 @@ from mcpfleet.vmcp.backends import (
 from mcpfleet.vmcp.config import ConfigError, VMCPConfig
 from mcpfleet.vmcp.gateway import Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 
 @dataclass
@@ -109,12 +110,18 @@ def build_app(
     *,
     source: BackendSource | None = None,
     status_writer: StatusWriter | None = None,
+    tracer: Tracer | None = None,
 ) -> VMCPApp:
-    """The ASGI app; the gateway starts and stops with the ASGI lifespan."""
+    """The ASGI app; the gateway starts and stops with the ASGI lifespan.
+
+    `tracer` (see `mcpfleet.telemetry`) turns on request, backend-call and composite-step spans;
+    None leaves tracing off.
+    """
     gateway = Gateway(
         config,
         source or make_source(config),
         status_writer=status_writer or make_status_writer(config, opts),
+        tracer=tracer,
     )
     allowed_hosts = opts.allowed_hosts
     allowed_origins = None
@@ -125,48 +132,21 @@ def build_app(
     resource_metadata = None
     auth = None
     if config.incoming_auth.type == "oidc":
-        oidc = config.incoming_auth.oidc
-        assert oidc is not None
+        try:
+            # load_config() has read `oidcFile` already; a config built in code is resolved here.
+            incoming = config.incoming_auth.resolved()
+        except AuthConfigError as exc:
+            raise ConfigError(f"incomingAuth.{exc}") from exc
+        assert incoming.oidc is not None
         base = opts.public_url or f"http://{opts.host}:{opts.port}"
-        resource_metadata = {
-            "resource": oidc.resource or f"{base}/mcp",
-            "authorization_servers": [oidc.issuer],
-            "scopes_supported": oidc.scopes,
-            "bearer_methods_supported": ["header"],
-        }
-        auth = _DeferredOIDC(config, f"{base}/.well-known/oauth-protected-resource")
+        resource_metadata = protected_resource_metadata(incoming.oidc, f"{base}/mcp")
+        # The authenticator opens its HTTP session on first use, inside the server's event loop.
+        auth = make_authenticator(incoming, resource_metadata=f"{base}/.well-known/oauth-protected-resource")
     return VMCPApp(
         gateway,
         auth,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
         resource_metadata=resource_metadata,
+        tracer=tracer,
     )
-
-
-class _DeferredOIDC:
-    """Creates the OIDC authenticator's HTTP session on first use (inside the server's event loop)."""
-
-    def __init__(self, config: VMCPConfig, resource_metadata_url: str) -> None:
-        self._config = config
-        self._url = resource_metadata_url
-        self._inner: Any = None
-        self._http: aiohttp.ClientSession | None = None
-
-    def _get(self) -> Any:
-        if self._inner is None:
-            self._http = aiohttp.ClientSession()
-            self._inner = make_authenticator(self._config.incoming_auth, self._http, self._url)
-        return self._inner
-
-    async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
-            self._inner = None
-
-    async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
-        return await self._get().authenticate(authorization)  # type: ignore[no-any-return]
-
-    def challenge(self, error: str | None) -> str:
-        return self._get().challenge(error)  # type: ignore[no-any-return]

@@ -9,6 +9,9 @@ both protocol eras of streamable HTTP and picks per request:
 * 2026-07-28 ("modern"): sessionless; every request carries the `_meta` envelope and the
   `Mcp-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers. Probed with `server/discover`.
 
+`trace_headers` (W3C `traceparent` / `tracestate` / `baggage` of the gateway's client span, see
+`mcpfleet.telemetry`) go on the request of a call in either era and on SSE-transport POSTs.
+
 Responses come back as JSON or as an SSE stream; intermediate messages of a call (progress,
 logging, server-to-client requests) go to the caller's `on_message` so the front-end can stream
 them through. `SSEUpstream` covers the older HTTP+SSE transport (`transport: sse`).
@@ -95,6 +98,7 @@ class BaseUpstream:
         subject_token: str | None = None,
         time_limit: float | None = None,
         request_id_sink: Callable[[int], None] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -231,6 +235,7 @@ class Upstream(BaseUpstream):
         subject_token: str | None = None,
         time_limit: float | None = None,
         request_id_sink: Callable[[int], None] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         t = self.timeout if time_limit is None else time_limit
         if (era == "modern" and self.modern) or not self.legacy:
@@ -239,7 +244,9 @@ class Upstream(BaseUpstream):
             if wire.META_VERSION not in meta:
                 meta.update(self._modern_envelope)
             p["_meta"] = meta
-            return await self._post_modern(method, p, headers, on_message, subject_token, t, request_id_sink)
+            return await self._post_modern(
+                method, p, headers, on_message, subject_token, t, request_id_sink, trace_headers
+            )
         # Legacy wire: drop the 2026 envelope keys a modern client put in _meta.
         if params and "_meta" in params:
             meta = {k: v for k, v in params["_meta"].items() if k not in _ENVELOPE_KEYS}
@@ -248,7 +255,9 @@ class Upstream(BaseUpstream):
                 params["_meta"] = meta
             else:
                 del params["_meta"]
-        return await self._post_legacy(method, params, on_message, subject_token, t, request_id_sink)
+        return await self._post_legacy(
+            method, params, on_message, subject_token, t, request_id_sink, trace_headers
+        )
 
     async def _post_legacy(
         self,
@@ -258,6 +267,7 @@ class Upstream(BaseUpstream):
         subject_token: str | None,
         time_limit: float,
         request_id_sink: Callable[[int], None] | None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         for attempt in (0, 1):
             rid = next(_ids)
@@ -267,6 +277,8 @@ class Upstream(BaseUpstream):
             if params is not None:
                 body["params"] = params
             hdrs = self._legacy_headers()
+            if trace_headers:
+                hdrs.update(trace_headers)
             hdrs.update(await self._auth.headers(subject_token))
             try:
                 return (await self._exchange(body, hdrs, on_message, time_limit, subject_token))[1]
@@ -286,6 +298,7 @@ class Upstream(BaseUpstream):
         subject_token: str | None,
         time_limit: float | None = None,
         request_id_sink: Callable[[int], None] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         rid = next(_ids)
         if request_id_sink is not None:
@@ -302,6 +315,8 @@ class Upstream(BaseUpstream):
             hdrs[wire.H_NAME] = _encode_header(params[name_key])
         if extra_headers:
             hdrs.update(extra_headers)
+        if trace_headers:
+            hdrs.update(trace_headers)
         hdrs.update(await self._auth.headers(subject_token))
         body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         return (
@@ -667,6 +682,7 @@ class SSEUpstream(BaseUpstream):
         subject_token: str | None = None,
         time_limit: float | None = None,
         request_id_sink: Callable[[int], None] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         if (
             self._endpoint is None
@@ -687,7 +703,7 @@ class SSEUpstream(BaseUpstream):
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
-            await self._post(body, subject_token)
+            await self._post(body, subject_token, trace_headers)
             async with asyncio.timeout(self.timeout if time_limit is None else time_limit):
                 return _result_of(await fut)
         except TimeoutError:
@@ -695,9 +711,13 @@ class SSEUpstream(BaseUpstream):
         finally:
             self._pending.pop(rid, None)
 
-    async def _post(self, msg: dict[str, Any], subject_token: str | None) -> None:
+    async def _post(
+        self, msg: dict[str, Any], subject_token: str | None, trace_headers: Mapping[str, str] | None = None
+    ) -> None:
         assert self._endpoint is not None
         hdrs = {"content-type": "application/json"}
+        if trace_headers:
+            hdrs.update(trace_headers)
         hdrs.update(await self._auth.headers(subject_token))
         try:
             async with self._http.post(self._endpoint.result(), data=wire.dumps(msg), headers=hdrs) as r:

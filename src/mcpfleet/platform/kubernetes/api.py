@@ -1,5 +1,13 @@
-"""The Kubernetes API as the platform uses it: apply, merge-patch, delete, get and events on plain
-dicts, through the lightkube async client, with every request counted at the client.
+"""The Kubernetes API as the operator uses it: server-side apply, merge-patch, create, delete, get and
+list on plain dicts, over one aiohttp session, with every request counted at the client.
+
+Why aiohttp and not lightkube here: this is the operator's hot path (every child apply, status patch
+and event of a 1,000-server rollout). Measured on the development machine (400 server-side applies
+of a Deployment, 32 at a time; `bench/kubeclient.py`), lightkube over HTTP/2 spent 3.5 ms of client
+CPU per request, lightkube over HTTP/1.1 2.5 ms, aiohttp 0.8 ms — and the operator shares the two
+cores with the API server it waits on. Credentials come from kopf's own login (kubeconfig or the
+pod's service account), so the watches and the writes always authenticate the same way; a 401 logs
+in again once (a rotated service-account token) before failing.
 
 Counting here (rather than on the server) is what the benchmark reports as "API requests per object"
 and what the idle-resync test asserts to be zero writes.
@@ -8,58 +16,151 @@ and what the idle-resync test asserts to be zero writes.
 from __future__ import annotations
 
 import collections
+import json
+import os
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from lightkube import ApiError, AsyncClient
-from lightkube.core.resource import Resource as LightkubeResource
-from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Event, Service, ServiceAccount
-from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
-from lightkube.types import PatchType
+import aiohttp
+import kopf
 
 from mcpfleet.api.kinds import ALL_KINDS
-from mcpfleet.api.meta import API_VERSION, GROUP, VERSION
+from mcpfleet.api.meta import API_VERSION
 
 FIELD_MANAGER = "mcpfleet"
 WRITE_VERBS = frozenset({"apply", "patch", "create", "delete"})
+REQUEST_TIMEOUT = 30.0
 
-_BUILTIN: dict[tuple[str, str], type[LightkubeResource]] = {
-    ("apps/v1", "Deployment"): Deployment,
-    ("v1", "ConfigMap"): ConfigMap,
-    ("v1", "Service"): Service,
-    ("v1", "ServiceAccount"): ServiceAccount,
-    ("v1", "Event"): Event,
-    ("rbac.authorization.k8s.io/v1", "Role"): Role,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): RoleBinding,
+_BUILTIN_PLURALS: dict[tuple[str, str], str] = {
+    ("apps/v1", "Deployment"): "deployments",
+    ("v1", "ConfigMap"): "configmaps",
+    ("v1", "Service"): "services",
+    ("v1", "ServiceAccount"): "serviceaccounts",
+    ("v1", "Event"): "events",
+    ("rbac.authorization.k8s.io/v1", "Role"): "roles",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
 }
 
+Login = Callable[[], kopf.ConnectionInfo]
+"""Returns fresh credentials (called at the first request and again after a 401)."""
 
-def _custom_resources() -> dict[tuple[str, str], type[LightkubeResource]]:
+
+class ApiError(Exception):
+    """The API server answered with an error status; `code` is the HTTP status."""
+
+    def __init__(self, code: int, message: str, reason: str = "") -> None:
+        super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.reason = reason
+
+
+def _plurals() -> dict[tuple[str, str], str]:
     return {
-        (API_VERSION, kind.info.kind): create_namespaced_resource(
-            GROUP, VERSION, kind.info.kind, kind.info.plural
-        )
-        for kind in ALL_KINDS
+        **_BUILTIN_PLURALS,
+        **{(API_VERSION, kind.info.kind): kind.info.plural for kind in ALL_KINDS},
     }
+
+
+def login_from(kubeconfig: str | None) -> Login:
+    """kopf's login: this kubeconfig when named, else the pod's service account, else $KUBECONFIG."""
+
+    def login() -> kopf.ConnectionInfo:
+        settings = kopf.OperatorSettings()
+        if kubeconfig is None:
+            info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(
+                settings=settings
+            )
+        else:
+            # kopf's kubeconfig login reads only $KUBECONFIG: point it at ours for the call.
+            previous = os.environ.get("KUBECONFIG")
+            os.environ["KUBECONFIG"] = kubeconfig
+            try:
+                info = kopf.login_with_kubeconfig(settings=settings)
+            finally:
+                if previous is None:
+                    os.environ.pop("KUBECONFIG", None)
+                else:
+                    os.environ["KUBECONFIG"] = previous
+        if info is None:
+            raise RuntimeError("no Kubernetes credentials: not in a pod and no kubeconfig found")
+        return info
+
+    return login
 
 
 class KubeApi:
     """Dict-in, dict-out access to the objects the operator manages; counts requests by verb and kind."""
 
-    def __init__(self, client: AsyncClient, field_manager: str = FIELD_MANAGER) -> None:
-        self.client = client
+    def __init__(self, login: Login, field_manager: str = FIELD_MANAGER, connections: int = 32) -> None:
+        self.login = login
         self.field_manager = field_manager
+        self.connections = connections
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
-        self._resources = {**_BUILTIN, **_custom_resources()}
+        self._plurals = _plurals()
+        self._session: aiohttp.ClientSession | None = None
+        self._server = ""
 
-    def resource(self, api_version: str, kind: str) -> type[LightkubeResource]:
+    # -- plumbing -------------------------------------------------------------------------------
+    def _connect(self) -> aiohttp.ClientSession:
+        info = self.login()
+        self._server = info.server.rstrip("/")
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.connections, ssl=info.as_ssl_context()),
+            headers={**info.as_http_headers(), "User-Agent": "mcpfleet-operator"},
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def path(self, api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
         try:
-            return self._resources[(api_version, kind)]
+            plural = self._plurals[(api_version, kind)]
         except KeyError:
             raise ValueError(f"unsupported kind {api_version}/{kind}") from None
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        scope = f"/namespaces/{namespace}" if namespace else ""
+        return f"{base}{scope}/{plural}" + (f"/{name}" if name else "")
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        for attempt in (1, 2):
+            if self._session is None:
+                self._session = self._connect()
+            async with self._session.request(
+                method,
+                self._server + path,
+                data=data,
+                params=params,
+                headers={"Content-Type": content_type, "Accept": "application/json"},
+            ) as response:
+                if response.status == 401 and attempt == 1:
+                    # The token may have rotated under us: log in again, once.
+                    await self.close()
+                    continue
+                text = await response.text()
+                payload: dict[str, Any] = json.loads(text) if text else {}
+                if response.status >= 400:
+                    raise ApiError(
+                        response.status,
+                        str(payload.get("message") or response.reason or ""),
+                        str(payload.get("reason") or ""),
+                    )
+                return payload
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _count(self, verb: str, kind: str) -> None:
         self.requests[(verb, kind)] += 1
@@ -72,26 +173,18 @@ class KubeApi:
     def total(self) -> int:
         return sum(self.requests.values())
 
-    @staticmethod
-    def _dict(obj: Any) -> dict[str, Any]:
-        result: dict[str, Any] = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-        return result
-
+    # -- verbs ----------------------------------------------------------------------------------
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply with force: the operator owns every field it renders."""
-        res: Any = self.resource(manifest["apiVersion"], manifest["kind"])
         meta = manifest["metadata"]
         self._count("apply", manifest["kind"])
-        obj = await self.client.patch(
-            res,
-            meta["name"],
-            manifest,
-            namespace=meta.get("namespace"),
-            patch_type=PatchType.APPLY,
-            field_manager=self.field_manager,
-            force=True,
+        return await self._request(
+            "PATCH",
+            self.path(manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"]),
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+            params={"fieldManager": self.field_manager, "force": "true"},
         )
-        return self._dict(obj)
 
     async def patch(
         self,
@@ -104,46 +197,51 @@ class KubeApi:
         subresource: str | None = None,
     ) -> dict[str, Any]:
         """JSON merge patch; a `metadata.resourceVersion` in `body` makes it conditional (409 if stale)."""
-        res: Any = self.resource(api_version, kind)
-        if subresource == "status":
-            res = res.Status
         self._count("patch", kind if subresource is None else f"{kind}/{subresource}")
-        obj = await self.client.patch(res, name, body, namespace=namespace, patch_type=PatchType.MERGE)
-        return self._dict(obj)
+        path = self.path(api_version, kind, namespace, name) + (f"/{subresource}" if subresource else "")
+        return await self._request(
+            "PATCH",
+            path,
+            body=body,
+            content_type="application/merge-patch+json",
+            params={"fieldManager": self.field_manager},
+        )
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        res: Any = self.resource(api_version, kind)
         self._count("get", kind)
         try:
-            obj = await self.client.get(res, name, namespace=namespace)
+            return await self._request("GET", self.path(api_version, kind, namespace, name))
         except ApiError as exc:
-            if exc.status.code == 404:
+            if exc.code == 404:
                 return None
             raise
-        return self._dict(obj)
 
     async def list(
         self, api_version: str, kind: str, namespace: str | None, labels: dict[str, str] | None = None
     ) -> list[dict[str, Any]]:
         """Every object of a kind in `namespace` (None: all namespaces), as dicts with apiVersion/kind."""
-        res: Any = self.resource(api_version, kind)
         self._count("list", kind)
-        items = []
-        selector: Any = labels
-        async for obj in self.client.list(res, namespace=namespace or "*", labels=selector, chunk_size=500):
-            item = self._dict(obj)
-            item["apiVersion"] = api_version
-            item["kind"] = kind
-            items.append(item)
-        return items
+        params = {"limit": "500"}
+        if labels:
+            params["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        items: list[dict[str, Any]] = []
+        while True:
+            page = await self._request("GET", self.path(api_version, kind, namespace), params=params)
+            for item in page.get("items") or ():
+                item["apiVersion"] = api_version
+                item["kind"] = kind
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params = {**params, "continue": token}
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        res: Any = self.resource(api_version, kind)
         self._count("delete", kind)
         try:
-            await self.client.delete(res, name, namespace=namespace)
+            await self._request("DELETE", self.path(api_version, kind, namespace, name))
         except ApiError as exc:
-            if exc.status.code != 404:
+            if exc.code != 404:
                 raise
 
     async def event(
@@ -180,5 +278,4 @@ class KubeApi:
             "count": 1,
         }
         self._count("create", "Event")
-        event: Any = Event.from_dict(body)
-        await self.client.create(event)
+        await self._request("POST", self.path("v1", "Event", meta["namespace"]), body=body)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpfleet.platform.kubernetes.render import url_of
+from mcpfleet.api.meta import ANNOTATION_CONFIG_CHECKSUM
+from mcpfleet.platform.kubernetes.render import ANNOTATION_APPLIED_HASH, url_of
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan
 
 
@@ -53,4 +54,46 @@ def observe(
         failed=failed,
         failure_message=message,
         terminating=terminating,
+    )
+
+
+def _annotations(meta: dict[str, Any]) -> tuple[str | None, str | None]:
+    annotations = meta.get("annotations") or {}
+    return annotations.get(ANNOTATION_APPLIED_HASH), annotations.get(ANNOTATION_CONFIG_CHECKSUM)
+
+
+def reconcile_inputs(child: dict[str, Any]) -> tuple[Any, ...]:
+    """The parts of a child a reconcile reads: what `observe` and `apply.unchanged` look at.
+
+    A watch event that leaves these equal cannot change the outcome of a pass, so the owner is not
+    reconciled again. A Deployment's controller updates its status ~5 times while one pod starts;
+    most of those updates touch only fields nothing here reads (availableReplicas, timestamps).
+    """
+    meta = child.get("metadata") or {}
+    spec = child.get("spec") or {}
+    status = child.get("status") or {}
+    identity = (
+        meta.get("uid"),
+        meta.get("generation"),
+        bool(meta.get("deletionTimestamp")),
+        _annotations(meta),
+        tuple((r.get("uid"), r.get("controller")) for r in meta.get("ownerReferences") or ()),
+    )
+    if child.get("kind") != "Deployment":
+        return identity
+    template = spec.get("template") or {}
+    conditions = tuple(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+        for c in status.get("conditions") or ()
+        if c.get("type") in ("Progressing", "ReplicaFailure")
+        and (c.get("status") == "True") == (c.get("type") == "ReplicaFailure")
+    )
+    return (
+        identity,
+        spec.get("replicas"),
+        _annotations(template.get("metadata") or {}),
+        status.get("observedGeneration"),
+        status.get("readyReplicas"),
+        status.get("updatedReplicas"),
+        conditions,
     )

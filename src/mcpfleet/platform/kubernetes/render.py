@@ -5,6 +5,11 @@ object), the mcpfleet labels, and `mcpfleet.dev/applied-hash`: a sha256 of the m
 which lets the applier skip an unchanged child without a request. The pod template carries
 `mcpfleet.dev/config-checksum` (sha256 of the rendered config files): a config change rolls the
 pods, an unchanged config does not.
+
+A ServiceAccount (with its Role and RoleBinding) is rendered only for a plan that calls the
+Kubernetes API (`plan.rbac` non-empty). Every other pod runs as `spec.serviceAccount` or the
+namespace's default account with no token mounted: it holds no credential at all, which is less
+than a dedicated account would give it, and it saves the cluster a write per workload.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from mcpfleet.api.meta import (
 from mcpfleet.reconcile.common import LABEL_KIND, canonical_json, child_name, service_url, sha256_of
 from mcpfleet.reconcile.model import (
     KUBERNETES_CONFIG_DIR,
+    KUBERNETES_CONFIGMAP_DIR,
     KUBERNETES_SECRET_DIR,
+    KUBERNETES_TOKEN_DIR,
     Container,
     Images,
     WorkloadPlan,
@@ -31,6 +38,8 @@ ANNOTATION_APPLIED_HASH = f"{GROUP}/applied-hash"
 CONFIG_VOLUME = "config"
 SECRET_VOLUME = "secrets"
 DATA_VOLUME = "data"
+CONFIGMAP_VOLUME = "configmaps"
+TOKEN_VOLUME = "mcpfleet-token"
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,10 @@ def _container(plan: WorkloadPlan, container: Container, images: Images) -> dict
         mounts.append({"name": CONFIG_VOLUME, "mountPath": KUBERNETES_CONFIG_DIR, "readOnly": True})
     if plan.secret_files:
         mounts.append({"name": SECRET_VOLUME, "mountPath": KUBERNETES_SECRET_DIR, "readOnly": True})
+    if plan.config_map_files:
+        mounts.append({"name": CONFIGMAP_VOLUME, "mountPath": KUBERNETES_CONFIGMAP_DIR, "readOnly": True})
+    if container.service_account_token:
+        mounts.append({"name": TOKEN_VOLUME, "mountPath": KUBERNETES_TOKEN_DIR, "readOnly": True})
     if plan.data_dir:
         mounts.append({"name": DATA_VOLUME, "mountPath": plan.data_dir})
     if mounts:
@@ -131,8 +144,11 @@ def config_map_name(plan: WorkloadPlan) -> str:
     return f"{child_name(plan.kind, plan.name)}-config"
 
 
-def service_account_name(plan: WorkloadPlan) -> str:
-    return plan.service_account or child_name(plan.kind, plan.name)
+def service_account_name(plan: WorkloadPlan) -> str | None:
+    """The pod's account: the spec's, our own when the plan calls the API, else the namespace default."""
+    if plan.service_account is not None:
+        return plan.service_account
+    return child_name(plan.kind, plan.name) if plan.rbac else None
 
 
 def serving_port(plan: WorkloadPlan) -> int | None:
@@ -173,13 +189,13 @@ def render(plan: WorkloadPlan, owner: Owner, images: Images) -> list[dict[str, A
                 "data": {f.filename: f.content for f in plan.config_files},
             }
         )
-    if plan.service_account is None:
+    if plan.service_account is None and plan.rbac:
         manifests.append(
             {
                 "apiVersion": "v1",
                 "kind": "ServiceAccount",
                 "metadata": _metadata(plan, owner, name),
-                "automountServiceAccountToken": bool(plan.rbac),
+                "automountServiceAccountToken": True,
             }
         )
     if plan.rbac:
@@ -237,14 +253,63 @@ def render(plan: WorkloadPlan, owner: Owner, images: Images) -> list[dict[str, A
                 },
             }
         )
+    if plan.config_map_files:
+        # The user's own ConfigMap keys (e.g. shared OIDC settings), one file each.
+        volumes.append(
+            {
+                "name": CONFIGMAP_VOLUME,
+                "projected": {
+                    "sources": [
+                        {
+                            "configMap": {
+                                "name": f.config_map.name,
+                                "items": [{"key": f.config_map.key, "path": f.filename}],
+                            }
+                        }
+                        for f in plan.config_map_files
+                    ]
+                },
+            }
+        )
+    if any(c.service_account_token for c in plan.containers):
+        # What automountServiceAccountToken would mount, for the containers that ask for it only
+        # (the proxy reading the API server's JWKS), whatever the pod's automount setting.
+        volumes.append(
+            {
+                "name": TOKEN_VOLUME,
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                        {
+                            "configMap": {
+                                "name": "kube-root-ca.crt",
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                            }
+                        },
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {
+                                        "path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                    }
+                                ]
+                            }
+                        },
+                    ]
+                },
+            }
+        )
     if plan.data_dir:
         volumes.append({"name": DATA_VOLUME, "emptyDir": {}})
     pod_labels = {**plan.labels, **selector_labels(plan)}
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": service_account_name(plan),
         "automountServiceAccountToken": bool(plan.rbac) or plan.service_account is not None,
         "containers": [_container(plan, c, images) for c in plan.containers],
     }
+    account = service_account_name(plan)
+    if account is not None:
+        pod_spec["serviceAccountName"] = account
     if volumes:
         pod_spec["volumes"] = volumes
     manifests.append(

@@ -7,6 +7,8 @@ local state (`LocalBackendSource`) and writes its status report to a file the re
 the registry's `kubernetes` sources list the locally running labelled workloads (`LocalWorkloads`)
 and re-sync as soon as they change. This is to the local platform what the ServiceAccount and RBAC
 rules are on Kubernetes: how the workload reaches the platform's state, not what it runs.
+Tracing follows the standard `OTEL_*` environment variables the children inherit from `mcpfleet up`
+(docs/observability.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import sys
 from pathlib import Path
 
+from mcpfleet import telemetry
 from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads, is_member_backend
 
 log = logging.getLogger("mcpfleet.local.dataplane")
@@ -79,9 +82,21 @@ async def run_vmcp(args: argparse.Namespace) -> int:
         source = StaticBackendSource(static)
     writer: StatusWriter = FileStatusWriter(args.status_file) if args.status_file else NoopStatusWriter()
     options = ServeOptions(host=args.host, port=args.port)
-    app = build_app(config, options, source=source, status_writer=writer)
+    try:
+        provider = telemetry.setup_tracing(
+            "mcpfleet-vmcp", resource_attributes={"mcpfleet.vmcp.name": config.name}
+        )
+    except telemetry.TracingConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app = build_app(
+        config, options, source=source, status_writer=writer, tracer=telemetry.tracer_of(provider)
+    )
     print(f"mcpfleet vmcp listening on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
-    await _serve(app, args.host, args.port)
+    try:
+        await _serve(app, args.host, args.port)
+    finally:
+        telemetry.shutdown(provider)
     return 0
 
 
@@ -96,10 +111,19 @@ async def run_registry(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     namespaces = sorted({ns for s in config.sources if s.kubernetes for ns in s.kubernetes.namespaces})
+    try:
+        provider = telemetry.setup_tracing(
+            "mcpfleet-registry", resource_attributes={"mcpfleet.registry.name": config.registryName}
+        )
+    except telemetry.TracingConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tracer = telemetry.tracer_of(provider)
     service = RegistryService(
         config,
         args.config.resolve().parent,
         workloads=LocalWorkloads(args.state_dir, config.registryName, namespaces),
+        tracer=tracer,
     )
     await service.start()
     follower = asyncio.create_task(
@@ -107,12 +131,13 @@ async def run_registry(args: argparse.Namespace) -> int:
     )
     print(f"mcpfleet registry listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     try:
-        await _serve(create_app(service, manage_lifespan=False), args.host, args.port)
+        await _serve(create_app(service, manage_lifespan=False, tracer=tracer), args.host, args.port)
     finally:
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follower
         await service.stop()
+        telemetry.shutdown(provider)
     return 0
 
 

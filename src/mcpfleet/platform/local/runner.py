@@ -13,7 +13,9 @@ How a plan becomes processes (what the platform, not the rule, decides):
   beyond this machine;
 * `mcpfleet vmcp serve` / `mcpfleet registry serve` run through `platform.local.dataplane`, which
   gives them local discovery instead of the Kubernetes API (the local twin of their RBAC);
-* a Secret key is read from `$MCPFLEET_SECRET_<NAME>_<KEY>` or `STATE/secrets/<name>/<key>`.
+* a Secret key is read from `$MCPFLEET_SECRET_<NAME>_<KEY>` or `STATE/secrets/<name>/<key>`; it reaches
+  the process as the environment variable the plan names (`secret_env`) or, for a `SecretFile`, as a
+  mode-0600 file in `<config dir>/secrets/` (the twin of the projected Secret volume on Kubernetes).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +51,14 @@ from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator
 from mcpfleet.platform.local.snapshot import WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
-from mcpfleet.reconcile.model import Container, SecretEnv, WorkloadObservation, WorkloadPlan, World
+from mcpfleet.reconcile.model import (
+    LOCAL_SECRET_DIR,
+    Container,
+    SecretEnv,
+    WorkloadObservation,
+    WorkloadPlan,
+    World,
+)
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +283,9 @@ class Runner:
         for obj in await self.state.objects():
             if (obj.kind, obj.namespace, obj.name) not in loaded:
                 await self.state.delete_object(obj.kind, obj.namespace, obj.name)
+                # Secret values written for it go with it (its other files, e.g. a catalogue, stay).
+                secrets = self.config_dir(obj.kind, obj.namespace, obj.name) / LOCAL_SECRET_DIR
+                shutil.rmtree(secrets, ignore_errors=True)
                 if self.on_status is not None:
                     self.on_status(obj.kind, obj.namespace, obj.name, {})
         self._loaded = loaded
@@ -328,6 +341,7 @@ class Runner:
         config_dir.mkdir(parents=True, exist_ok=True)  # also the processes' working directory
         for config in plan.config_files:
             self._write(config_dir / config.filename, config.content)
+        self._write_secret_files(config_dir, plan)
         data_dir = self.state_dir / "data" / plan.kind.lower() / plan.namespace / plan.name
         if plan.data_dir:
             data_dir.mkdir(parents=True, exist_ok=True)
@@ -350,8 +364,13 @@ class Runner:
                     )
                     if replica == 0:
                         desired.serving_port = port
-                    if plan.kind == "MCPServer" and plan.health_path == "/health":
-                        # A stdio server behind `mcpfleet proxy`: Running means it answers MCP.
+                    if (
+                        plan.kind == "MCPServer"
+                        and plan.health_path == "/health"
+                        and "--auth-config" not in container.command
+                    ):
+                        # A stdio server behind `mcpfleet proxy`: Running means it answers MCP
+                        # (not probed through incoming auth: the probe holds no token).
                         probe = f"http://{LOOPBACK}:{port}/mcp"
                 log_name = plan.name if single else f"{plan.name}-{container.name}-{replica}"
                 if plan.kind != "MCPServer":
@@ -427,6 +446,32 @@ class Runner:
         for secret in container.secret_env:
             env[secret.env_name] = self._secret(secret)
         return env
+
+    def _write_secret_files(self, config_dir: Path, plan: WorkloadPlan) -> None:
+        """The plan's SecretFiles as mode-0600 files in a mode-0700 folder; stale ones removed."""
+        folder = config_dir / LOCAL_SECRET_DIR
+        wanted = {f.filename for f in plan.secret_files}
+        if folder.is_dir():
+            for stale in folder.iterdir():
+                if stale.name not in wanted:
+                    stale.unlink(missing_ok=True)
+        if not plan.secret_files:
+            return
+        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.chmod(0o700)
+        for secret_file in plan.secret_files:
+            value = self._secret(SecretEnv(secret_file.filename, secret_file.secret))
+            path = folder / secret_file.filename
+            with contextlib.suppress(OSError):
+                if path.read_text() == value:
+                    continue
+            tmp = path.with_name(path.name + ".tmp")
+            # Created 0600 (not chmod-ed after the write): the value is never readable by others.
+            tmp.unlink(missing_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(value)
+            os.replace(tmp, path)  # the service reads the new value at its next use, as with a Secret volume
 
     def _secret(self, secret: SecretEnv) -> str:
         name, key = secret.secret.name, secret.secret.key

@@ -1,1 +1,2 @@
-"""Authentication of the gateway: incoming (clients -> vMCP) and outgoing (vMCP -> backends)."""
+"""Authentication of the gateway toward its backends (outgoing). Incoming auth (clients -> vMCP) is
+shared with the proxy and lives in `mcpfleet.auth`."""

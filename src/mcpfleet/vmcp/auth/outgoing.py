@@ -4,6 +4,8 @@ Strategies (`outgoingAuth.default` / `outgoingAuth.backends[name]`):
 * `unauthenticated`: nothing.
 * `header_injection`: a fixed header whose value comes from `headerValue` or, better, from the
   environment variable `headerValueEnv` (how a Kubernetes Secret reaches the pod).
+* `bearer_token`: `Authorization: Bearer <token>` with a static token from `token` or, better, from
+  the environment variable `tokenEnv`.
 * `token_exchange`: RFC 8693 - the client's incoming bearer token is exchanged at `tokenUrl` for
   a backend-scoped token, cached per subject token until shortly before it expires. Requests with
   no incoming token (health checks, anonymous clients) go without an Authorization header.
@@ -134,6 +136,21 @@ class OutgoingAuthFactory:
             if value is None:
                 raise OutgoingAuthError(f"{where}.headerInjection: set headerValue or headerValueEnv")
             provider = HeaderInjectionAuth(hi.header_name, value)
+        elif strategy.type == "bearer_token":
+            bt = strategy.bearer_token
+            if bt is None:
+                raise OutgoingAuthError(f"{where}.bearerToken: required for type bearer_token")
+            token = bt.token
+            if bt.token_env:
+                token = os.environ.get(bt.token_env)
+                if token is None:
+                    raise OutgoingAuthError(
+                        f"{where}.bearerToken.tokenEnv: environment variable {bt.token_env!r} is not set"
+                    )
+            token = (token or "").strip()  # a Secret written with a trailing newline still works
+            if not token:
+                raise OutgoingAuthError(f"{where}.bearerToken: set token or tokenEnv (to a non-empty value)")
+            provider = HeaderInjectionAuth("authorization", f"Bearer {token}")
         elif strategy.type == "token_exchange":
             if strategy.token_exchange is None:
                 raise OutgoingAuthError(f"{where}.tokenExchange: required for type token_exchange")

@@ -1,0 +1,146 @@
+"""An ASGI guard that enforces incoming auth in front of any app, plus the shared 401 answer.
+
+Every HTTP path except the open ones (`/health`) needs a valid token; a missing or bad one gets
+`401` with `WWW-Authenticate: Bearer realm="mcp", resource_metadata=..., error=...` and a JSON-RPC
+error body, and the wrapped app never sees the request. With OIDC the guard serves the RFC 9728
+protected-resource metadata at `/.well-known/oauth-protected-resource` (and under the path-suffixed
+form `/.well-known/oauth-protected-resource/mcp` that MCP clients try first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import orjson
+
+from mcpfleet.auth.oidc import (
+    AnonymousAuthenticator,
+    Authenticator,
+    AuthError,
+    IncomingAuth,
+    make_authenticator,
+    protected_resource_metadata,
+)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+UNAUTHORIZED = -32011
+"""The JSON-RPC error code of a 401 body (the same the vMCP gateway has always used)."""
+
+
+def unauthorized(
+    auth: Authenticator, error: AuthError, resource_metadata: str | None = None
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """Headers and body of the 401 answer to a request that failed `auth`."""
+    message = str(error) or None
+    body = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": UNAUTHORIZED, "message": message or "authentication required"},
+        }
+    )
+    challenge = auth.challenge(message, resource_metadata).encode("latin-1", "replace")
+    return [(b"content-type", b"application/json"), (b"www-authenticate", challenge)], body
+
+
+class AuthGuard:
+    """Wraps an ASGI app: authenticates every request except `open_paths` (exact paths).
+
+    `mcp_path` is the endpoint advertised as the protected resource when the config names none;
+    the base URL is `public_url`, else taken from the request's Host header. With
+    `forward_authorization` off, the validated `Authorization` header is removed before the request
+    reaches the app (a reverse proxy must not pass a token meant for itself upstream).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        config: IncomingAuth,
+        *,
+        open_paths: Iterable[str] = ("/health",),
+        mcp_path: str = "/mcp",
+        public_url: str | None = None,
+        forward_authorization: bool = True,
+        authenticator: Authenticator | None = None,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.auth = authenticator or make_authenticator(config)
+        self.anonymous = isinstance(self.auth, AnonymousAuthenticator)
+        self.open_paths = frozenset(open_paths)
+        self.mcp_path = mcp_path
+        self.public_url = public_url.rstrip("/") if public_url else None
+        self.forward_authorization = forward_authorization
+
+    async def aclose(self) -> None:
+        closer = getattr(self.auth, "close", None)
+        if closer is not None:
+            await closer()
+
+    def _base(self, scope: Scope) -> str:
+        if self.public_url:
+            return self.public_url
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+        if not host:
+            server = scope.get("server") or ("localhost", None)
+            host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
+        return f"{scope.get('scheme', 'http')}://{host}"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._closing(send))
+            return
+        if scope["type"] != "http" or self.anonymous:
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        if path == WELL_KNOWN or path.startswith(WELL_KNOWN + "/"):
+            assert self.config.oidc is not None
+            document = protected_resource_metadata(self.config.oidc, self._base(scope) + self.mcp_path)
+            await _respond(send, 200, [(b"content-type", b"application/json")], orjson.dumps(document))
+            return
+        authorization = next(
+            (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None
+        )
+        try:
+            await self.auth.authenticate(authorization)
+        except AuthError as exc:
+            headers, body = unauthorized(self.auth, exc, self._base(scope) + WELL_KNOWN)
+            await _drain(receive)
+            await _respond(send, 401, headers, body)
+            return
+        if not self.forward_authorization:
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"authorization"]}
+        await self.app(scope, receive, send)
+
+    def _closing(self, send: Send) -> Send:
+        """Close the authenticator's HTTP session when the app finishes its lifespan shutdown."""
+
+        async def wrapped(message: dict[str, Any]) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await self.aclose()
+            await send(message)
+
+        return wrapped
+
+
+async def _drain(receive: Receive) -> None:
+    """Read the request body so the connection can be reused after the 401."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+
+
+async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,396 @@
+"""Incoming auth: who may call a data-plane service (the proxy, the vMCP gateway).
+
+This module owns the incoming-auth config (`IncomingAuth`: the vMCP config's `incomingAuth` block,
+and the whole file `mcpfleet proxy --auth-config` reads) and the authenticators.
+
+`anonymous` lets everyone in. `oidc` requires `Authorization: Bearer <token>`:
+
+* a JWT signed RS256/ES256 by a key of the issuer's JWKS, with the configured issuer and audience
+  and a valid time window. The JWKS is cached (`jwksCacheSeconds`) and refetched at once, at most
+  once a second, when a token names an unknown `kid` - that is how key rotation is followed without
+  a restart. The JWKS URL is `jwksUrl`, or else found through the issuer's
+  `/.well-known/openid-configuration`. `jwksCaFile` / `jwksTokenFile` authenticate that fetch
+  (Kubernetes service-account tokens: the API server's `/openid/v1/jwks`, read with the pod's own
+  token and CA); `serviceAccountNamespace` / `serviceAccountName` restrict such tokens further.
+* an opaque token, when `introspectionUrl` is set: RFC 7662 introspection, the client
+  authenticating with `clientId` and the secret from the environment variable `clientSecretEnv`
+  (secrets never sit in a config file).
+
+`oidcFile` names a JSON (or YAML) file with the OIDC settings - a mounted ConfigMap key; the
+fields given in `oidc` override it (the audience / scopes of an `oidcConfigRef`).
+`IncomingAuth.resolved()` merges the two when the service starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import ssl
+import time
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import aiohttp
+import jwt
+import yaml
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+ALGORITHMS = ["RS256", "ES256"]
+LEEWAY_SECONDS = 30
+
+
+class _Model(BaseModel):
+    """camelCase keys (snake_case accepted too); unknown keys are rejected so typos surface."""
+
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+        populate_by_name=True,
+        extra="forbid",
+    )
+
+
+class OIDCConfig(_Model):
+    """OIDC settings of incoming auth. `issuer` may come from `IncomingAuth.oidcFile` instead."""
+
+    issuer: str | None = None
+    audience: str | None = None
+    jwks_url: str | None = None
+    client_id: str | None = None
+    client_secret_env: str | None = None
+    """Environment variable holding the OAuth client secret (introspection); never the value itself."""
+    introspection_url: str | None = None
+    resource: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    insecure_allow_http: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("insecureAllowHTTP", "insecureAllowHttp", "insecure_allow_http"),
+    )
+    # JWKS refresh: how long keys are cached before a scheduled refetch (an unknown `kid`
+    # triggers an immediate, rate-limited refetch regardless).
+    jwks_cache_seconds: float = 300.0
+    jwks_ca_file: str | None = None
+    """CA bundle that verifies the JWKS / discovery endpoint (e.g. the pod's service-account ca.crt)."""
+    jwks_token_file: str | None = None
+    """A bearer token sent with JWKS / discovery requests, re-read at each fetch (projected tokens rotate)."""
+    service_account_namespace: str | None = None
+    """Only accept Kubernetes service-account tokens of this namespace."""
+    service_account_name: str | None = None
+    """Only accept Kubernetes service-account tokens of this service account."""
+
+    def problems(self, where: str) -> list[str]:
+        out: list[str] = []
+        if not self.issuer:
+            out.append(f"{where}.issuer: required")
+        urls = {"issuer": self.issuer, "jwksUrl": self.jwks_url, "introspectionUrl": self.introspection_url}
+        for name, url in urls.items():
+            if url is None:
+                continue
+            if not url.startswith(("https://", "http://")):
+                out.append(f"{where}.{name}: expected an http(s) URL, got {url!r}")
+            elif url.startswith("http://") and not self.insecure_allow_http:
+                out.append(f"{where}.{name}: http:// needs insecureAllowHTTP: true (development only)")
+        return out
+
+
+class IncomingAuth(_Model):
+    """Who may call the service: `anonymous`, or `oidc` with settings in `oidc` and/or `oidcFile`."""
+
+    type: Literal["anonymous", "oidc"] = "anonymous"
+    oidc: OIDCConfig | None = None
+    oidc_file: str | None = None
+    """A file with the OIDC settings (a mounted ConfigMap key); fields set in `oidc` override it."""
+
+    def problems(self, where: str = "") -> list[str]:
+        """Shape problems, each naming its field (`where` prefixes the paths, e.g. "incomingAuth")."""
+        prefix = f"{where}." if where else ""
+        if self.type != "oidc":
+            return []
+        if self.oidc is None and self.oidc_file is None:
+            return [f"{prefix}oidc: required when {prefix}type is 'oidc'"]
+        if self.oidc_file is not None:
+            return []  # checked once the file is read (resolved())
+        assert self.oidc is not None
+        return self.oidc.problems(f"{prefix}oidc")
+
+    def resolved(self, base_dir: Path | None = None) -> IncomingAuth:
+        """The settings with `oidcFile` read and merged (relative paths against `base_dir`).
+
+        Raises AuthConfigError naming the file or field: a service must not start without the
+        auth it was configured with.
+        """
+        if self.type != "oidc" or self.oidc_file is None:
+            problems = self.problems()
+            if problems:
+                raise AuthConfigError("; ".join(problems))
+            return self
+        path = Path(self.oidc_file)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise AuthConfigError(f"oidcFile: cannot read {path}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise AuthConfigError(f"oidcFile: {path} is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise AuthConfigError(f"oidcFile: {path} must hold a JSON object of OIDC settings")
+        try:
+            from_file = OIDCConfig.model_validate(raw)
+        except ValidationError as exc:
+            raise AuthConfigError(f"oidcFile {path}: " + _errors(exc)) from None
+        overrides = self.oidc.model_dump(exclude_unset=True) if self.oidc is not None else {}
+        merged = from_file.model_copy(update=overrides)
+        result = IncomingAuth(type="oidc", oidc=merged)
+        problems = merged.problems(f"oidcFile ({path})")
+        if problems:
+            raise AuthConfigError("; ".join(problems))
+        return result
+
+
+class AuthConfigError(Exception):
+    """The auth config is missing or invalid; the message names the file or field."""
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(x) for x in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def load_auth_config(path: str | Path) -> IncomingAuth:
+    """Read an auth config file (JSON or YAML, the shape of the vMCP's `incomingAuth` block) and resolve
+    its `oidcFile` relative to the file's folder. Raises AuthConfigError naming the field."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise AuthConfigError(f"cannot read auth config {p}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise AuthConfigError(f"auth config {p} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise AuthConfigError(f"auth config {p}: expected a JSON object with `type`")
+    try:
+        cfg = IncomingAuth.model_validate(raw)
+    except ValidationError as exc:
+        raise AuthConfigError(f"auth config {p}: " + _errors(exc)) from None
+    try:
+        return cfg.resolved(p.parent)
+    except AuthConfigError as exc:
+        raise AuthConfigError(f"auth config {p}: {exc}") from None
+
+
+class AuthError(Exception):
+    """The request is not authenticated; `message` goes into WWW-Authenticate."""
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
+        """Claims of the caller (None for anonymous); raises AuthError."""
+        ...
+
+    def challenge(self, error: str | None, resource_metadata: str | None = None) -> str: ...
+
+
+class AnonymousAuthenticator:
+    async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
+        return None
+
+    def challenge(self, error: str | None, resource_metadata: str | None = None) -> str:
+        return "Bearer"
+
+
+class OIDCAuthenticator:
+    """Validates bearer tokens against an OIDC issuer. Without `http`, it opens (and `close()`s) its own
+    aiohttp session on first use, inside the serving event loop."""
+
+    def __init__(
+        self,
+        cfg: OIDCConfig,
+        http: aiohttp.ClientSession | None = None,
+        resource_metadata: str | None = None,
+    ) -> None:
+        if not cfg.issuer:
+            raise AuthConfigError("oidc.issuer: required")
+        self.cfg = cfg
+        self.issuer: str = cfg.issuer
+        self._http = http
+        self._owns_http = http is None
+        self._keys: dict[str, Any] = {}
+        self._fetched_at = 0.0
+        self._lock = asyncio.Lock()
+        self._jwks_url = cfg.jwks_url
+        self._ssl: ssl.SSLContext | None = None
+        self.resource_metadata = resource_metadata
+        self.fetches = 0
+
+    async def close(self) -> None:
+        if self._owns_http and self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    def challenge(self, error: str | None, resource_metadata: str | None = None) -> str:
+        parts = ['Bearer realm="mcp"']
+        metadata = resource_metadata or self.resource_metadata
+        if metadata:
+            parts.append(f'resource_metadata="{metadata}"')
+        if self.cfg.scopes:
+            parts.append('scope="' + " ".join(self.cfg.scopes).replace('"', "'") + '"')
+        if error:
+            parts.append('error="invalid_token"')
+            parts.append('error_description="' + error.replace('"', "'") + '"')
+        return ", ".join(parts)
+
+    async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
+        if not authorization:
+            raise AuthError("")
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthError("expected a Bearer token")
+        token = token.strip()
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            if self.cfg.introspection_url:
+                return self._restrict(await self._introspect(token))
+            raise AuthError(f"malformed token: {exc}") from None
+        alg = header.get("alg")
+        if alg not in ALGORITHMS:
+            raise AuthError(f"unsupported algorithm {alg!r}")
+        key = await self._key(header.get("kid"))
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key=key,
+                algorithms=ALGORITHMS,
+                audience=self.cfg.audience,
+                issuer=self.issuer,
+                options={"require": ["exp", "iss"], "verify_aud": self.cfg.audience is not None},
+                leeway=LEEWAY_SECONDS,
+            )
+        except jwt.PyJWTError as exc:
+            raise AuthError(str(exc)) from None
+        return self._restrict(claims)
+
+    def _restrict(self, claims: dict[str, Any]) -> dict[str, Any]:
+        """Kubernetes service-account tokens: `sub` is system:serviceaccount:NAMESPACE:NAME."""
+        ns, name = self.cfg.service_account_namespace, self.cfg.service_account_name
+        if ns is None and name is None:
+            return claims
+        parts = str(claims.get("sub", "")).split(":")
+        if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
+            raise AuthError("not a Kubernetes service-account token")
+        if ns is not None and parts[2] != ns:
+            raise AuthError(f"service-account tokens of namespace {ns!r} only")
+        if name is not None and parts[3] != name:
+            raise AuthError(f"tokens of service account {name!r} only")
+        return claims
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        return self._http
+
+    def _fetch_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.cfg.jwks_ca_file:
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context(cafile=self.cfg.jwks_ca_file)
+            options["ssl"] = self._ssl
+        if self.cfg.jwks_token_file:
+            with open(self.cfg.jwks_token_file) as f:
+                options["headers"] = {"Authorization": "Bearer " + f.read().strip()}
+        return options
+
+    async def _key(self, kid: str | None) -> Any:
+        stale = time.monotonic() - self._fetched_at > self.cfg.jwks_cache_seconds
+        if stale or (kid not in self._keys and time.monotonic() - self._fetched_at > 1.0):
+            async with self._lock:
+                if time.monotonic() - self._fetched_at > 1.0 or not self._keys:
+                    await self._refresh()
+        if kid is None and len(self._keys) == 1:
+            return next(iter(self._keys.values()))
+        if kid not in self._keys:
+            raise AuthError(f"unknown signing key {kid!r}")
+        return self._keys[kid]
+
+    async def _refresh(self) -> None:
+        http = self._session()
+        try:
+            options = self._fetch_options()
+            if self._jwks_url is None:
+                url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
+                async with http.get(url, **options) as r:
+                    self._jwks_url = str((await r.json(content_type=None))["jwks_uri"])
+            async with http.get(self._jwks_url, **options) as r:
+                r.raise_for_status()
+                data = await r.json(content_type=None)
+        except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
+            self._fetched_at = time.monotonic()
+            raise AuthError(f"cannot fetch the issuer's keys: {type(exc).__name__}") from None
+        self.fetches += 1
+        keys: dict[str, Any] = {}
+        for jwk in data.get("keys", []) if isinstance(data, dict) else []:
+            kty = jwk.get("kty")
+            try:
+                if kty == "RSA":
+                    keys[jwk.get("kid") or ""] = RSAAlgorithm.from_jwk(json.dumps(jwk))
+                elif kty == "EC":
+                    keys[jwk.get("kid") or ""] = ECAlgorithm.from_jwk(json.dumps(jwk))
+            except (jwt.PyJWTError, ValueError, KeyError):
+                continue
+        self._keys = keys
+        self._fetched_at = time.monotonic()
+
+    async def _introspect(self, token: str) -> dict[str, Any]:
+        """RFC 7662: ask the issuer whether an opaque token is active, and check what it says."""
+        assert self.cfg.introspection_url is not None
+        options = self._fetch_options()
+        options.pop("headers", None)
+        if self.cfg.client_id:
+            secret = os.environ.get(self.cfg.client_secret_env, "") if self.cfg.client_secret_env else ""
+            basic = base64.b64encode(f"{self.cfg.client_id}:{secret}".encode()).decode()
+            options["headers"] = {"Authorization": f"Basic {basic}"}
+        form = {"token": token, "token_type_hint": "access_token"}
+        try:
+            async with self._session().post(self.cfg.introspection_url, data=form, **options) as r:
+                r.raise_for_status()
+                answer = await r.json(content_type=None)
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise AuthError(f"cannot introspect the token: {type(exc).__name__}") from None
+        if not isinstance(answer, dict) or answer.get("active") is not True:
+            raise AuthError("token is not active")
+        exp = answer.get("exp")
+        if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < time.time():
+            raise AuthError("token has expired")
+        if "iss" in answer and answer["iss"] != self.issuer:
+            raise AuthError("invalid issuer")
+        if self.cfg.audience is not None and "aud" in answer:
+            audiences = answer["aud"] if isinstance(answer["aud"], list) else [answer["aud"]]
+            if self.cfg.audience not in audiences:
+                raise AuthError("audience doesn't match")
+        return answer
+
+
+def make_authenticator(
+    cfg: IncomingAuth, http: aiohttp.ClientSession | None = None, resource_metadata: str | None = None
+) -> Authenticator:
+    """The authenticator for a resolved config (see `IncomingAuth.resolved`)."""
+    if cfg.type == "oidc":
+        if cfg.oidc is None or cfg.oidc_file is not None:
+            raise AuthConfigError("incoming auth: resolve oidcFile before building the authenticator")
+        return OIDCAuthenticator(cfg.oidc, http, resource_metadata)
+    return AnonymousAuthenticator()
+
+
+def protected_resource_metadata(cfg: OIDCConfig, resource: str) -> dict[str, Any]:
+    """The RFC 9728 document: which authorization server protects `resource` (cfg.resource wins)."""
+    return {
+        "resource": cfg.resource or resource,
+        "authorization_servers": [cfg.issuer],
+        "scopes_supported": cfg.scopes,
+        "bearer_methods_supported": ["header"],
+    }
