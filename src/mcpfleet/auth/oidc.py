@@ -130,14 +130,7 @@ class IncomingAuth(_Model):
         path = Path(self.oidc_file)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise AuthConfigError(f"oidcFile: cannot read {path}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise AuthConfigError(f"oidcFile: {path} is not valid JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise AuthConfigError(f"oidcFile: {path} must hold a JSON object of OIDC settings")
+        raw = _read_object(path, "oidcFile: ", "of OIDC settings")
         try:
             from_file = OIDCConfig.model_validate(raw)
         except ValidationError as exc:
@@ -155,6 +148,19 @@ class AuthConfigError(Exception):
     """The auth config is missing or invalid; the message names the file or field."""
 
 
+def _read_object(path: Path, what: str, holding: str) -> dict[str, Any]:
+    """A JSON (or YAML) file holding one object; AuthConfigError names `what` and the file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise AuthConfigError(f"{what}cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise AuthConfigError(f"{what}{path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise AuthConfigError(f"{what}{path} must hold a JSON object {holding}")
+    return raw
+
+
 def _errors(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(x) for x in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
@@ -165,14 +171,7 @@ def load_auth_config(path: str | Path) -> IncomingAuth:
     """Read an auth config file (JSON or YAML, the shape of the vMCP's `incomingAuth` block) and resolve
     its `oidcFile` relative to the file's folder. Raises AuthConfigError naming the field."""
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise AuthConfigError(f"cannot read auth config {p}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise AuthConfigError(f"auth config {p} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise AuthConfigError(f"auth config {p}: expected a JSON object with `type`")
+    raw = _read_object(p, "auth config: ", "with `type`")
     try:
         cfg = IncomingAuth.model_validate(raw)
     except ValidationError as exc:

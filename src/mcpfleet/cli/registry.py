@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from mcpfleet.cli import tracing_options
+
 app = typer.Typer(
     help="The MCP registry server (upstream registry API over synced sources).", no_args_is_help=True
 )
@@ -19,18 +21,8 @@ def serve(
     ),
     port: int | None = typer.Option(None, "--port", help="Port to bind (default: server.port, 8080)."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
-    trace_exporter: str | None = typer.Option(
-        None,
-        "--trace-exporter",
-        help="Trace exporters: otlp, console or none (comma-separated). Default: $OTEL_TRACES_EXPORTER; "
-        "otlp when an OTLP endpoint is set; else tracing is off. See docs/observability.md.",
-    ),
-    otlp_endpoint: str | None = typer.Option(
-        None,
-        "--otlp-endpoint",
-        help="OTLP/HTTP base URL of the collector, e.g. http://collector:4318 "
-        "(default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
-    ),
+    trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
+    otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
 ) -> None:
     """Serve the registry API, syncing the configured sources in the background."""
     import logging

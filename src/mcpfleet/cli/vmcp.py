@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from mcpfleet.cli import tracing_options
+
 app = typer.Typer(
     help="Virtual MCP gateway: one MCP endpoint in front of a group of servers.", no_args_is_help=True
 )
@@ -32,18 +34,8 @@ def serve(
         None, "--public-url", help="External base URL (OAuth resource metadata)."
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
-    trace_exporter: str | None = typer.Option(
-        None,
-        "--trace-exporter",
-        help="Trace exporters: otlp, console or none (comma-separated). Default: $OTEL_TRACES_EXPORTER; "
-        "otlp when an OTLP endpoint is set; else tracing is off. See docs/observability.md.",
-    ),
-    otlp_endpoint: str | None = typer.Option(
-        None,
-        "--otlp-endpoint",
-        help="OTLP/HTTP base URL of the collector, e.g. http://collector:4318 "
-        "(default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
-    ),
+    trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
+    otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
 ) -> None:
     """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics."""
     import logging

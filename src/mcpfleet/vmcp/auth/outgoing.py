@@ -35,6 +35,14 @@ class OutgoingAuthError(Exception):
     pass
 
 
+def _from_env(name: str, where: str) -> str:
+    """A secret value the renderer passed as an environment variable (from a Secret key)."""
+    value = os.environ.get(name)
+    if value is None:
+        raise OutgoingAuthError(f"{where}: environment variable {name!r} is not set")
+    return value
+
+
 class HeaderInjectionAuth:
     def __init__(self, name: str, value: str) -> None:
         self._headers = {name: value}
@@ -128,11 +136,7 @@ class OutgoingAuthFactory:
                 raise OutgoingAuthError(f"{where}.headerInjection: required for type header_injection")
             value = hi.header_value
             if hi.header_value_env:
-                value = os.environ.get(hi.header_value_env)
-                if value is None:
-                    raise OutgoingAuthError(
-                        f"{where}.headerInjection.headerValueEnv: environment variable {hi.header_value_env!r} is not set"
-                    )
+                value = _from_env(hi.header_value_env, f"{where}.headerInjection.headerValueEnv")
             if value is None:
                 raise OutgoingAuthError(f"{where}.headerInjection: set headerValue or headerValueEnv")
             provider = HeaderInjectionAuth(hi.header_name, value)
@@ -142,11 +146,7 @@ class OutgoingAuthFactory:
                 raise OutgoingAuthError(f"{where}.bearerToken: required for type bearer_token")
             token = bt.token
             if bt.token_env:
-                token = os.environ.get(bt.token_env)
-                if token is None:
-                    raise OutgoingAuthError(
-                        f"{where}.bearerToken.tokenEnv: environment variable {bt.token_env!r} is not set"
-                    )
+                token = _from_env(bt.token_env, f"{where}.bearerToken.tokenEnv")
             token = (token or "").strip()  # a Secret written with a trailing newline still works
             if not token:
                 raise OutgoingAuthError(f"{where}.bearerToken: set token or tokenEnv (to a non-empty value)")
