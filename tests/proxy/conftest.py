@@ -21,6 +21,7 @@ import uvicorn
 
 from mcpfleet.proxy.backend import ChildFactory
 from mcpfleet.proxy.serve import bind, build_stdio_app
+from mcpfleet.toolconfig import ToolPolicy
 from tests.conformance import harness
 
 VENV_BIN = Path(sys.executable).parent
@@ -69,9 +70,15 @@ async def running_proxy(
     transport: str = "streamable-http",
     factory: ChildFactory | None = None,
     isolation: str = "shared",
+    tool_policy: ToolPolicy | None = None,
 ) -> AsyncIterator[RunningProxy]:
     app = build_stdio_app(
-        command, host="127.0.0.1", transport=transport, factory=factory, isolation=isolation
+        command,
+        host="127.0.0.1",
+        transport=transport,
+        factory=factory,
+        isolation=isolation,
+        tool_policy=tool_policy,
     )
     async with serve_app(app) as base:
         yield RunningProxy(base, app)

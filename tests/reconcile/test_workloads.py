@@ -142,6 +142,67 @@ def test_missing_tool_config_is_a_problem_and_its_hash_rolls_the_config() -> Non
     assert p1.config_checksum == p1again.config_checksum != p2.config_checksum
 
 
+TOOLS = "kind: MCPToolConfig\nmetadata: {name: tc}\nspec: {toolsFilter: [a], toolsOverride: {a: {name: b}}}"
+
+
+def test_tool_config_ref_makes_the_proxy_read_the_run_config() -> None:
+    from mcpfleet.platform.kubernetes.render import Owner, render
+    from mcpfleet.proxy.runconfig import RunConfig
+
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: s}\nspec: {image: 'uvx://s@1', args: [x], toolConfigRef: {name: tc}}"
+    )
+    for world in (local(tool_configs={"tc": obj(TOOLS)}), k8s(tool_configs={"tc": obj(TOOLS)})):
+        plan = mcpserver.plan(server, world)
+        (container,) = plan.containers
+        command = container.command
+        at = command.index("--run-config")
+        assert command[at + 1] == "{config_dir}/runconfig.json"
+        assert command[at + 2 :] == ("--", "uvx", "s@1", "x")  # the package command stays last
+        # What the proxy reads: the file the plan writes, with the MCPToolConfig's spec in it.
+        (run_config,) = [c for c in plan.config_files if c.filename == "runconfig.json"]
+        policy = RunConfig.model_validate(json.loads(run_config.content)).tool_policy()
+        assert policy is not None and policy.allow == {"a"} and policy.original_name("b") == "a"
+    manifests = render(plan, Owner("MCPServer", "s", "team", "uid-1"), k8s().images)
+    pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    (rendered,) = pod["containers"]
+    assert "/etc/mcpfleet/config/runconfig.json" in rendered["command"]
+    assert {"name": "config", "mountPath": "/etc/mcpfleet/config", "readOnly": True} in rendered[
+        "volumeMounts"
+    ]
+    # An OCI stdio image: the attaching runner reads it too.
+    oci = obj(
+        "kind: MCPServer\nmetadata: {name: s}\nspec: {image: 'ghcr.io/a/b:1', toolConfigRef: {name: tc}}"
+    )
+    runner = mcpserver.plan(oci, k8s(tool_configs={"tc": obj(TOOLS)})).containers[1]
+    assert runner.command[-4:-2] == ("--run-config", "{config_dir}/runconfig.json")
+    # Without a toolConfigRef the command is unchanged.
+    assert "--run-config" not in mcpserver.plan(obj(TIME), k8s()).containers[0].command
+
+
+def test_stdio_members_own_tool_config_is_left_to_their_proxy() -> None:
+    stdio = obj(
+        "kind: MCPServer\nmetadata: {name: time}\nspec: {image: 'uvx://t', groupRef: tools, toolConfigRef: {name: tc}}"
+    )
+    http = obj(
+        "kind: MCPServer\nmetadata: {name: web}\nspec: {image: 'uvx://w', transport: streamable-http,"
+        " mcpPort: 9000, groupRef: tools, toolConfigRef: {name: tc}}"
+    )
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        groups={"tools": obj("kind: MCPGroup\nmetadata: {name: tools}")},
+        servers=(stdio, http),
+        tool_configs={"tc": obj(TOOLS)},
+        backend_urls={"time": "http://t/mcp", "web": "http://w/mcp"},
+    )
+    document = yaml.safe_load(virtualmcpserver.plan(obj(VMCP), world).config_files[0].content)
+    # The stdio server's proxy already filters and renames; the gateway applies the http server's.
+    assert [(t["workload"], t["toolConfigRef"]) for t in document["aggregation"]["tools"]] == [
+        ("web", {"name": "tc"})
+    ]
+
+
 def test_stdio_replicas_capped_condition() -> None:
     plan = mcpserver.plan(obj(TIME), k8s())
     capped = [c for c in plan.conditions if c[0] == "ReplicasCapped"]

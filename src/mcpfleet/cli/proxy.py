@@ -61,6 +61,11 @@ def proxy(
         "--auth-config",
         help="Incoming auth (JSON: {type: oidc, oidc: {...}, oidcFile: ...}); every path but /health needs a token.",
     ),
+    run_config: str | None = typer.Option(
+        None,
+        "--run-config",
+        help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) is enforced.",
+    ),
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
     ),
@@ -74,7 +79,9 @@ def proxy(
     from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
     from mcpfleet.proxy.http_app import ProxyApp
     from mcpfleet.proxy.remote import RemoteProxyApp, headers_from_env
+    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
     from mcpfleet.proxy.serve import build_stdio_app, run, with_auth
+    from mcpfleet.toolconfig import ToolPolicy
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     command = list(ctx.args)
@@ -87,6 +94,18 @@ def proxy(
             auth = load_auth_config(auth_config)
         except AuthConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
+    tool_policy: ToolPolicy | None = None
+    if run_config is not None:
+        try:
+            # Read once at start, like --auth-config: never serve tools the config hides.
+            tool_policy = load_run_config(run_config).tool_policy()
+        except RunConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
+        if tool_policy is not None and remote is not None:
+            raise typer.BadParameter(
+                "toolConfig cannot be enforced in --remote mode (a byte relay); give it to a stdio proxy",
+                param_hint="--run-config",
+            )
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
             raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")
@@ -95,7 +114,12 @@ def proxy(
             conn = load_kubeconfig(kubeconfig, context) if kubeconfig else in_cluster_connection()
             factory = attach_factory(conn, target)
             app = build_stdio_app(
-                [], host=host, transport=transport, allowed_hosts=allowed_host, factory=factory
+                [],
+                host=host,
+                transport=transport,
+                allowed_hosts=allowed_host,
+                factory=factory,
+                tool_policy=tool_policy,
             )
         elif remote is not None:
             if command:
@@ -115,7 +139,12 @@ def proxy(
             if forward_all_paths:
                 raise typer.BadParameter("only used with --remote", param_hint="--forward-all-paths")
             app = build_stdio_app(
-                command, host=host, transport=transport, allowed_hosts=allowed_host, isolation=isolation
+                command,
+                host=host,
+                transport=transport,
+                allowed_hosts=allowed_host,
+                isolation=isolation,
+                tool_policy=tool_policy,
             )
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc

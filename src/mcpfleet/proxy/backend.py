@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from mcpfleet.proxy.child import BackoffPolicy, ChildProcess, ChildStatus, LifecycleHandler, MessageHandler
 from mcpfleet.proxy.mux import Multiplexer
+from mcpfleet.toolconfig import ToolPolicy
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,10 @@ class StdioBackend:
         single_stdio: bool = False,
         per_session: bool = False,
         ready_timeout: float = 30.0,
+        tool_policy: ToolPolicy | None = None,
     ) -> None:
         self._factory = factory
+        self._tool_policy = tool_policy
         self._per_session = per_session
         self._single = single_stdio
         self._ready_timeout = ready_timeout
@@ -117,7 +120,7 @@ class StdioBackend:
         """A new child for one session alone (`--isolation session`); give it back with `release`."""
         self._dedicated_ids += 1
         name = f"session server {self._dedicated_ids}"
-        mux = Multiplexer(name=name, ready_timeout=self._ready_timeout)
+        mux = Multiplexer(name=name, ready_timeout=self._ready_timeout, tool_policy=self._tool_policy)
         child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
         mux.bind(child)
         self._dedicated[id(mux)] = Channel(era="handshake", child=child, mux=mux)
@@ -139,7 +142,7 @@ class StdioBackend:
             if era in self._channels:
                 return self._channels[era]
             name = "server" if self._single else f"{era} server"
-            mux = Multiplexer(name=name, ready_timeout=self._ready_timeout)
+            mux = Multiplexer(name=name, ready_timeout=self._ready_timeout, tool_policy=self._tool_policy)
             child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
             mux.bind(child)
             await child.start()

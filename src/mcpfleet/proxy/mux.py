@@ -19,7 +19,11 @@ what sharing one child requires:
   `_meta["io.modelcontextprotocol/subscriptionId"]`; it is mapped back like a request id;
 * child restart: in-flight requests fail with an error naming the cause, and when the child had
   been initialised (handshake era) the new process is initialised again with the last
-  `initialize` params before any client request reaches it, so sessions survive a crash.
+  `initialize` params before any client request reaches it, so sessions survive a crash;
+* tool policy (an MCPToolConfig from `--run-config`, `mcpfleet.toolconfig`): `tools/list` results
+  are filtered and overridden page by page (the proxy's own `call`s too, so cached schemas use the
+  names clients see); a `tools/call` for a hidden tool is answered here as an unknown tool and a
+  renamed tool's call reaches the child under its original name.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from mcpfleet.toolconfig import ToolPolicy, unknown_tool_result
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +110,7 @@ class Multiplexer:
     _reinit_task: asyncio.Task[None] | None = None
     stats: _Stats = field(default_factory=_Stats)
     on_tools_changed: Callable[[], Awaitable[None]] | None = None
+    tool_policy: ToolPolicy | None = None
 
     def bind(self, child: ChildLink) -> None:
         self._child = child
@@ -141,6 +148,20 @@ class Multiplexer:
         """Forward a client request; the response arrives later through `peer.deliver`."""
         client_id: RequestId = message["id"]
         method = str(message.get("method", ""))
+        if self.tool_policy is not None and method == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if isinstance(params, dict) and isinstance(name, str):
+                original = self.tool_policy.original_name(name)
+                if original is None:
+                    result = unknown_tool_result(name)
+                    meta = params.get("_meta")
+                    if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+                        result["resultType"] = "complete"  # required from 2026-07-28 on
+                    await peer.deliver({"jsonrpc": "2.0", "id": client_id, "result": result}, None)
+                    return
+                if original != name:
+                    message = {**message, "params": {**params, "name": original}}
         if not await self._wait_ready():
             await peer.deliver(_error(client_id, INTERNAL_ERROR, f"{self.name} is not running"), None)
             return
@@ -228,6 +249,8 @@ class Multiplexer:
             return
         self._drop(child_id)  # type: ignore[arg-type]
         self.stats.responses += 1
+        if self.tool_policy is not None and pending.method == "tools/list":
+            message = _present_tools(message, self.tool_policy)
         if pending.future is not None:
             if not pending.future.done():
                 pending.future.set_result(message)
@@ -388,6 +411,14 @@ class Multiplexer:
 
     def _broadcast_targets(self) -> list[Peer]:
         return [peer for peer in self._peers.values() if peer.broadcast]
+
+
+def _present_tools(message: JSON, policy: ToolPolicy) -> JSON:
+    """A `tools/list` response (one page) as the tool policy lets clients see it."""
+    result = message.get("result")
+    if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+        return message
+    return {**message, "result": {**result, "tools": policy.present(result["tools"])}}
 
 
 def _key(value: Any) -> tuple[str, Any]:

@@ -15,6 +15,7 @@ from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.proxy.remote import RemoteProxyApp
+from mcpfleet.toolconfig import ToolPolicy
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +29,23 @@ def build_stdio_app(
     env: Mapping[str, str] | None = None,
     factory: ChildFactory | None = None,
     isolation: str = "shared",
+    tool_policy: ToolPolicy | None = None,
 ) -> ProxyApp:
-    """The proxy app for a local command, or for `factory` (e.g. an attached container) when given."""
+    """The proxy app for a local command, or for `factory` (e.g. an attached container) when given.
+
+    `tool_policy` (an MCPToolConfig's filter and overrides, from the run config) is enforced on
+    every transport and era: all of them reach the child through the multiplexer.
+    """
     if transport not in ("streamable-http", "sse"):
         raise ValueError(f"--transport: expected streamable-http or sse, got {transport!r}")
     if factory is None:
-        backend = StdioBackend(process_factory(command, env=env), per_session=isolation == "session")
+        backend = StdioBackend(
+            process_factory(command, env=env), per_session=isolation == "session", tool_policy=tool_policy
+        )
     else:
         if isolation != "shared":
             raise ValueError("--isolation session needs a command: an attached container has one stdio")
-        backend = StdioBackend(factory, single_stdio=True)
+        backend = StdioBackend(factory, single_stdio=True, tool_policy=tool_policy)
     return ProxyApp(
         backend,
         security=security_for(host, allowed_hosts),

@@ -16,7 +16,10 @@ does a server configured with OIDC run without it.
 
 The run config (ConfigMap / file `runconfig.json`) records what runs plus the configHash of the
 referenced MCPToolConfig / MCPExternalAuthConfig, so a change to either rolls the pods. It never
-holds secret values: those travel as secretKeyRef env.
+holds secret values: those travel as secretKeyRef env. With a `toolConfigRef` it also holds that
+MCPToolConfig's spec, and a stdio server's proxy gets `--run-config {config_dir}/runconfig.json`
+and enforces the filter and overrides itself. An http server has no relay that could: its
+toolConfigRef is applied only by a vMCP gateway over its group (docs/operator.md, Known limits).
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         return _behind_auth_proxy(server, auth, allowed)
     # The proxy enforces incoming auth: its settings in auth.json, the client secret as env.
     auth_args = proxy_args(auth)
+    # ...and the MCPToolConfig, which it reads from the run config (only given when one is referenced).
+    run_config_args = ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref else ()
     if spec.transport != "stdio":
         port = spec.mcp_port or spec.proxy_port
         if spec.is_package:
@@ -172,6 +177,7 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         "{port}",
         *allowed,
         *auth_args,
+        *run_config_args,
     )
     if spec.is_package:
         container = Container(

@@ -235,11 +235,14 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[dict[str, Any],
     )
     tools = list(aggregation.get("tools") or [])
     listed = {t["workload"] for t in tools}
-    # A member's own toolConfigRef applies in the gateway unless the aggregation lists that backend.
+    # A member's own toolConfigRef applies in the gateway unless the aggregation lists that backend,
+    # or the member's proxy already enforces it (stdio servers: `--run-config`); applying it twice
+    # would hide renamed tools, whose new names the filter does not list.
     for server in world.servers:
         if (
             server.spec.group_ref == config.group_ref
             and server.spec.tool_config_ref
+            and server.spec.transport != "stdio"
             and server.name not in listed
         ):
             tools.append(

@@ -4,7 +4,8 @@ Pure functions, no I/O: given each backend's cached tools / resources / template
 the `aggregation` config, compute what clients see and how each name routes back to
 (backend, original name). Order of operations per backend: overrides (rename / describe), then
 filters (hidden tools stay routable for composite steps), then conflict resolution across
-backends (`prefix` | `priority` | `manual`).
+backends (`prefix` | `priority` | `manual`). The override and filter semantics are
+`mcpfleet.toolconfig`'s, shared with the proxy.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpfleet.toolconfig import Override, apply_override, filtered_out
 from mcpfleet.vmcp.config import Aggregation, ToolConfig, ToolOverride
 
 
@@ -60,17 +62,10 @@ class _Candidate:
     item: dict[str, Any]
 
 
-def _apply_override(tool: dict[str, Any], ov: ToolOverride) -> dict[str, Any]:
-    t = dict(tool)
-    if ov.name:
-        t["name"] = ov.name
-    if ov.description is not None:
-        t["description"] = ov.description
-    if ov.annotations is not None:
-        ann = dict(t.get("annotations") or {})
-        ann.update(ov.annotations.model_dump(by_alias=True, exclude_none=True))
-        t["annotations"] = ann
-    return t
+def _override(ov: ToolOverride) -> Override:
+    """The gateway config's override in the shared form (`mcpfleet.toolconfig`)."""
+    annotations = ov.annotations.model_dump(by_alias=True, exclude_none=True) if ov.annotations else None
+    return Override(name=ov.name, description=ov.description, annotations=annotations)
 
 
 def _resolve(
@@ -151,11 +146,11 @@ def build(
         for tool in b.tools:
             original = tool["name"]
             ov = overrides.get(original)
-            t = _apply_override(tool, ov) if ov is not None else tool
+            t = apply_override(tool, _override(ov)) if ov is not None else tool
             route = Route(b.name, original)
             agg.step_routes[f"{b.name}.{original}"] = route
             agg.step_routes[f"{b.name}.{t['name']}"] = route
-            hidden = exclude_all or (bool(allow) and original not in allow and t["name"] not in allow)
+            hidden = exclude_all or filtered_out(original, t["name"], allow)
             if not hidden:
                 visible.append(_Candidate(b.name, original, t["name"], t))
     for c in _resolve(visible, cfg, "tool"):

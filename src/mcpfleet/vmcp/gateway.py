@@ -22,6 +22,7 @@ import aiohttp
 from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
+from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
@@ -544,7 +545,7 @@ class Gateway:
         route = self.aggs[ctx.era].tool_routes.get(name) if isinstance(name, str) else None
         if route is None:
             # Like the SDK servers: an unknown tool is a tool-level error result, not a protocol error.
-            return {"content": [{"type": "text", "text": f"Unknown tool: {name}"}], "isError": True}
+            return unknown_tool_result(name)
         if route.original != name:
             p = {**p, "name": route.original}
         return await self._forward(route.backend, "tools/call", p, ctx)
