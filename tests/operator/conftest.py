@@ -67,6 +67,8 @@ class OperatorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self.starts = 0
+        self.listening = threading.Event()
+        """Set once the metrics endpoint of the current start answers (a standby never syncs)."""
 
     def start(self, timeout: float = 60.0, wait: bool = True) -> None:
         """Start the process; with `wait`, return once it listed everything (synced)."""
@@ -95,7 +97,8 @@ class OperatorProcess:
         log.write(f"--- start #{self.starts}: {' '.join(args)}\n".encode())
         log.flush()
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.PIPE, env=self.cluster.env())
-        port_found = threading.Event()
+        self.port = None
+        port_found = self.listening = threading.Event()
 
         def pump() -> None:
             assert self.proc is not None and self.proc.stderr is not None
@@ -114,6 +117,11 @@ class OperatorProcess:
             self.kill()
             raise AssertionError(f"the operator did not start within {timeout}s:\n{self.log_tail()}")
         self.wait(lambda s: s["synced"], "the operator to sync", timeout)
+
+    def wait_listening(self, timeout: float = 60.0) -> None:
+        if not self.listening.wait(timeout):
+            self.kill()
+            raise AssertionError(f"the operator did not start within {timeout}s:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -1,5 +1,5 @@
-"""`kubectl apply -k deploy/` on the dev cluster: CRDs, namespace, RBAC and the operator Deployment,
-whose pod turns Ready through kwok."""
+"""`kubectl apply -k deploy/` on the dev cluster: CRDs, namespace, RBAC and the operator Deployment
+(two replicas with leader election), whose pods turn Ready through kwok."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def test_kustomize_install_brings_the_operator_up(
         "deployment/mcpfleet-operator",
         "--timeout=90s",
     )
+    deployment = dev_cluster.get_json(
+        "/apis/apps/v1/namespaces/mcpfleet-system/deployments/mcpfleet-operator"
+    )
+    assert deployment is not None and deployment["spec"]["replicas"] == 2
+    assert "--leader-elect" in deployment["spec"]["template"]["spec"]["containers"][0]["command"]
     pods = dev_cluster.kubectl(
         "get", "pods", "-n", "mcpfleet-system", "-l", "app.kubernetes.io/name=mcpfleet-operator",
         "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}",
@@ -37,12 +42,19 @@ def test_kustomize_install_brings_the_operator_up(
         ("create", "roles.rbac.authorization.k8s.io", "-n", "default"),
         ("create", "events", "-n", "default"),
         ("list", "customresourcedefinitions.apiextensions.k8s.io"),
+        # Leader election: its own Lease in its own namespace.
+        ("create", "leases.coordination.k8s.io", "-n", "mcpfleet-system"),
+        ("update", "leases.coordination.k8s.io/mcpfleet-operator", "-n", "mcpfleet-system"),
+        ("get", "leases.coordination.k8s.io/mcpfleet-operator", "-n", "mcpfleet-system"),
     ]
     denied = [
         ("get", "secrets", "-n", "default"),
         ("create", "pods", "-n", "default"),
         ("delete", "mcpservers.mcpfleet.dev", "-n", "default"),
         ("create", "clusterroles.rbac.authorization.k8s.io"),
+        ("update", "leases.coordination.k8s.io/kube-scheduler", "-n", "mcpfleet-system"),
+        ("update", "leases.coordination.k8s.io", "-n", "default"),
+        ("delete", "leases.coordination.k8s.io/mcpfleet-operator", "-n", "mcpfleet-system"),
     ]
     for args in allowed:
         result = dev_cluster.kubectl("auth", "can-i", *args, f"--as={SA}", check=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 app = typer.Typer(help="The Kubernetes operator.", no_args_is_help=True)
+LEADERSHIP_LOST_EXIT = 3
+"""Exit status after losing the lease (the pod restarts as a standby)."""
 
 
 @app.command()
@@ -54,11 +56,47 @@ def run(
         help="How long a new workload's first status waits for Running before showing Pending "
         "($MCPFLEET_PENDING_GRACE_SECONDS, default 2; 0 = at once).",
     ),
+    leader_elect: bool | None = typer.Option(
+        None,
+        "--leader-elect/--no-leader-elect",
+        help="Hold a coordination.k8s.io Lease before watching or writing, so that several replicas can "
+        "run and one leads ($MCPFLEET_LEADER_ELECT, default off).",
+    ),
+    leader_election_namespace: str | None = typer.Option(
+        None,
+        "--leader-election-namespace",
+        help="Namespace of the Lease ($MCPFLEET_LEADER_ELECTION_NAMESPACE; default: the pod's own "
+        "namespace, else default).",
+    ),
+    leader_election_id: str | None = typer.Option(
+        None,
+        "--leader-election-id",
+        help="Name of the Lease ($MCPFLEET_LEADER_ELECTION_ID, default mcpfleet-operator).",
+    ),
+    leader_election_lease_duration: float | None = typer.Option(
+        None,
+        "--leader-election-lease-duration",
+        help="Seconds a standby waits after the lease last changed before taking it over "
+        "($MCPFLEET_LEADER_ELECTION_LEASE_DURATION, default 15).",
+    ),
+    leader_election_renew_deadline: float | None = typer.Option(
+        None,
+        "--leader-election-renew-deadline",
+        help="Seconds the leader keeps trying to renew before it stops leading and exits "
+        "($MCPFLEET_LEADER_ELECTION_RENEW_DEADLINE, default 10).",
+    ),
+    leader_election_retry_period: float | None = typer.Option(
+        None,
+        "--leader-election-retry-period",
+        help="Seconds between renewals and acquire attempts ($MCPFLEET_LEADER_ELECTION_RETRY_PERIOD, "
+        "default 2).",
+    ),
 ) -> None:
     """Watch mcpfleet objects and reconcile them into Deployments, Services, ConfigMaps and RBAC."""
     import asyncio
 
     from mcpfleet.operator.app import configure_logging, run_operator
+    from mcpfleet.operator.leader import LeadershipLost
     from mcpfleet.operator.settings import from_environment
 
     try:
@@ -76,6 +114,12 @@ def run(
             metrics_port=metrics_port,
             metrics_host=metrics_host,
             pending_grace_seconds=pending_grace_seconds,
+            leader_elect=leader_elect,
+            leader_election_namespace=leader_election_namespace,
+            leader_election_id=leader_election_id,
+            leader_election_lease_duration=leader_election_lease_duration,
+            leader_election_renew_deadline=leader_election_renew_deadline,
+            leader_election_retry_period=leader_election_retry_period,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -84,3 +128,7 @@ def run(
         asyncio.run(run_operator(settings))
     except KeyboardInterrupt:
         pass
+    except LeadershipLost as exc:
+        # Exit non-zero: the pod restarts and joins again as a standby (client-go's controllers exit too).
+        typer.echo(f"mcpfleet operator: leadership lost: {exc}; exiting", err=True)
+        raise typer.Exit(LEADERSHIP_LOST_EXIT) from None

@@ -4,6 +4,9 @@ kopf does the watching (list + watch per resource and namespace, reconnects, nam
 from a kubeconfig or the pod's service account). Only raw event handlers are registered, so kopf
 writes nothing to the objects (no progress annotations, no finalizers): the controller decides every
 write. Handlers are registered on a registry built here, never on kopf's global one.
+
+With `--leader-elect` (`operator.leader`), kopf and the controller start only once this process holds
+the Lease: a standby serves /healthz, /metrics and /stats and makes no request but the Lease's.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,6 +31,7 @@ from prometheus_client.registry import Collector
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY, VERSION
 from mcpfleet.operator.controller import Controller
+from mcpfleet.operator.leader import LeaderElectionConfig, LeaderElector, LeadershipLost, new_identity
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Store
 from mcpfleet.platform.kubernetes.api import KubeApi, login_from
@@ -139,17 +145,21 @@ def kopf_settings() -> kopf.OperatorSettings:
 class ControllerCollector(Collector):
     """Exposes the controller's own counters at scrape time (nothing is copied on the hot path)."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: Controller, elector: LeaderElector | None = None) -> None:
         self.controller = controller
+        self.elector = elector
 
     def collect(self) -> Iterator[Metric]:
         controller = self.controller
         requests = CounterMetricFamily(
             "mcpfleet_operator_api_requests",
-            "API requests made by the operator's client.",
+            "API requests made by the operator's client (the Lease's by the leader elector).",
             labels=["verb", "kind"],
         )
-        for (verb, kind), count in sorted(controller.api.requests.items()):
+        counted = controller.api.requests.copy()
+        if self.elector is not None and isinstance(self.elector.api, KubeApi):
+            counted.update(self.elector.api.requests)
+        for (verb, kind), count in sorted(counted.items()):
             requests.add_metric([verb, kind], count)
         reconciles = CounterMetricFamily(
             "mcpfleet_operator_reconciles", "Reconcile passes by kind.", labels=["kind"]
@@ -171,18 +181,39 @@ class ControllerCollector(Collector):
             "Status writes refused with 409 (the object was re-read and reconciled again).",
             value=controller.stats.conflicts,
         )
+        yield GaugeMetricFamily(
+            "mcpfleet_operator_leader",
+            "1 while this process leads (always 1 without --leader-elect), 0 while it stands by.",
+            value=1 if is_leader(self.elector) else 0,
+        )
 
 
-def metrics_registry(controller: Controller) -> CollectorRegistry:
+def is_leader(elector: LeaderElector | None) -> bool:
+    """Without leader election the only process acts as the leader."""
+    return elector is None or elector.leading
+
+
+def metrics_registry(controller: Controller, elector: LeaderElector | None = None) -> CollectorRegistry:
     """A registry of this controller only (no process-global state: tests run several operators)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ControllerCollector(controller))
+    registry.register(ControllerCollector(controller, elector))
     return registry
 
 
-def stats_document(controller: Controller) -> dict[str, Any]:
-    """JSON for tests and the benchmark: request counts, reconciles per object, queue state."""
+def stats_document(controller: Controller, elector: LeaderElector | None = None) -> dict[str, Any]:
+    """JSON for tests and the benchmark: request counts, reconciles per object, queue state.
+
+    `requests` / `writes` / `total` are the controller's (a standby's stay at zero); the Lease's own
+    requests are under `leaderElection.requests`.
+    """
+    election: dict[str, Any] | None = None
+    if elector is not None:
+        election = elector.state()
+        if isinstance(elector.api, KubeApi):
+            election["requests"] = {f"{v} {k}": n for (v, k), n in sorted(elector.api.requests.items())}
     return {
+        "leader": is_leader(elector),
+        "leaderElection": election,
         "requests": {f"{verb} {kind}": n for (verb, kind), n in sorted(controller.api.requests.items())},
         "writes": controller.api.writes,
         "total": controller.api.total,
@@ -198,24 +229,30 @@ def stats_document(controller: Controller) -> dict[str, Any]:
     }
 
 
-async def serve_http(controller: Controller, host: str, port: int) -> web.AppRunner:
-    registry = metrics_registry(controller)
+async def serve_http(
+    controller: Controller, host: str, port: int, elector: LeaderElector | None = None
+) -> web.AppRunner:
+    registry = metrics_registry(controller, elector)
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def stats(_: web.Request) -> web.Response:
-        return web.json_response(stats_document(controller))
+        return web.json_response(stats_document(controller, elector))
 
     async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")  # alive: the event loop answers
+        return web.Response(text="ok")  # alive: the event loop answers (a standby too)
 
     async def readyz(_: web.Request) -> web.Response:
+        if not is_leader(elector):
+            return web.Response(text="standby", status=503)
         if controller.synced.is_set():
             return web.Response(text="ok")
         return web.Response(text="starting", status=503)
 
     async def resync(_: web.Request) -> web.Response:
+        if not is_leader(elector):
+            return web.json_response({"error": "standby: not leading"}, status=503)
         await controller.relist()
         return web.json_response({"queued": len(controller.queue)})
 
@@ -237,32 +274,69 @@ async def serve_http(controller: Controller, host: str, port: int) -> web.AppRun
     return runner
 
 
+def _leader_elector(settings: OperatorSettings) -> LeaderElector | None:
+    election = settings.leader_election
+    if not election.enabled:
+        return None
+    config = LeaderElectionConfig(
+        namespace=election.namespace,
+        name=election.name,
+        identity=new_identity(),
+        lease_duration=election.lease_duration,
+        renew_deadline=election.renew_deadline,
+        retry_period=election.retry_period,
+    )
+    # A client of its own: a renewal never waits behind the reconciles' connections, and the
+    # controller's request counters stay the controller's (a standby's remain at zero).
+    return LeaderElector(KubeApi(login_from(settings.kubeconfig), connections=2), config)
+
+
+def _on_signals(stopping: asyncio.Event) -> bool:
+    """SIGTERM / SIGINT set `stopping` (until kopf, once started, takes both signals over)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    loop = asyncio.get_running_loop()
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
+
+
 async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = None) -> None:
-    """Run until `stop` is set (or forever): kopf watches, controller workers, the HTTP endpoint."""
+    """Run until `stop` is set (or forever): kopf watches, controller workers, the HTTP endpoint.
+
+    With leader election the HTTP endpoint starts at once and kopf and the workers only once the
+    Lease is held. Raises `LeadershipLost` (after stopping every writer, so the caller exits
+    non-zero) when the lease is lost; on any other exit the leader releases the lease last.
+    """
     if settings.kubeconfig:
         # kopf's own login reads KUBECONFIG; the flag wins over whatever the environment had.
         os.environ["KUBECONFIG"] = settings.kubeconfig
     api = KubeApi(login_from(settings.kubeconfig))
     controller = Controller(api, Store(), settings)
+    elector = _leader_elector(settings)
     registry = build_registry(controller, settings)
     ready = asyncio.Event()
     stop_flag = asyncio.Event()
+    stopping = asyncio.Event()
     runner = None
-    if settings.metrics_port is not None:
-        runner = await serve_http(controller, settings.metrics_host, settings.metrics_port)
-    kopf_task = asyncio.create_task(
-        kopf.operator(
-            registry=registry,
-            settings=kopf_settings(),
-            standalone=True,
-            clusterwide=settings.clusterwide,
-            namespaces=settings.namespaces,
-            ready_flag=ready,
-            stop_flag=stop_flag,
-        ),
-        name="kopf",
-    )
-    controller_task = asyncio.create_task(controller.run(), name="controller")
+    kopf_task: asyncio.Task[Any] | None = None
+    controller_task: asyncio.Task[Any] | None = None
+    sync_task: asyncio.Task[Any] | None = None
+    lease_task: asyncio.Task[Any] | None = None
+    signals_task: asyncio.Task[Any] | None = None
+
+    async def wait_stop() -> None:
+        waits = [asyncio.ensure_future(stopping.wait())]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def mark_synced() -> None:
         await ready.wait()
@@ -279,24 +353,80 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
             len(controller.store.children),
         )
 
-    sync_task = asyncio.create_task(mark_synced(), name="synced")
-    waiters: list[asyncio.Task[Any]] = [kopf_task, controller_task]
-    stop_task: asyncio.Task[Any] | None = asyncio.create_task(stop.wait()) if stop is not None else None
-    if stop_task is not None:
-        waiters.append(stop_task)
+    async def reclaim_signals() -> None:
+        # kopf installs its own SIGTERM / SIGINT handlers as it starts (once, before it is ready).
+        # Take them back: a leader's stop then releases the lease as soon as the workers stopped,
+        # instead of after kopf's own shutdown (which lets its idle per-object workers expire, ~5 s).
+        await ready.wait()
+        await asyncio.sleep(0.5)
+        _on_signals(stopping)
+
+    stop_task = asyncio.create_task(wait_stop(), name="stop")
+    own_signals = False
     try:
+        if settings.metrics_port is not None:
+            runner = await serve_http(controller, settings.metrics_host, settings.metrics_port, elector)
+        if elector is not None:
+            # A standby has no kopf to catch SIGTERM: stop cleanly on it (nothing to release).
+            own_signals = _on_signals(stopping)
+            acquire_task = asyncio.create_task(elector.acquire(), name="leader-acquire")
+            await asyncio.wait([acquire_task, stop_task], return_when=asyncio.FIRST_COMPLETED)
+            if not acquire_task.done():
+                acquire_task.cancel()
+                await asyncio.gather(acquire_task, return_exceptions=True)
+                return
+            acquire_task.result()
+            lease_task = asyncio.create_task(elector.hold(), name="leader-renew")
+        # The workers exist before kopf starts: kopf's shutdown waits for (and cancels) only the tasks
+        # created after its own start, so it neither holds the exit up nor races us for the workers.
+        controller_task = asyncio.create_task(controller.run(), name="controller")
+        await asyncio.sleep(0)
+        kopf_task = asyncio.create_task(
+            kopf.operator(
+                registry=registry,
+                settings=kopf_settings(),
+                standalone=True,
+                clusterwide=settings.clusterwide,
+                namespaces=settings.namespaces,
+                ready_flag=ready,
+                stop_flag=stop_flag,
+            ),
+            name="kopf",
+        )
+        sync_task = asyncio.create_task(mark_synced(), name="synced")
+        if own_signals:
+            signals_task = asyncio.create_task(reclaim_signals(), name="signals")
+        waiters = [t for t in (kopf_task, controller_task, stop_task, lease_task) if t is not None]
         done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            if task is not stop_task and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            exc = None if task is stop_task or task.cancelled() else task.exception()
+            if exc is not None:
+                if isinstance(exc, LeadershipLost):
+                    log.error("leadership lost: %s; stopping every writer and exiting", exc)
+                raise exc
     finally:
-        stop_flag.set()
-        for pending in (controller_task, sync_task, stop_task):
+        # Writers stop first: the workers and their event posts. kopf writes nothing (raw event handlers
+        # only, no posting, no peering), so the lease is released as soon as they stopped, and a
+        # standby takes over while kopf is still winding its watchers down.
+        for pending in (controller_task, sync_task, stop_task, lease_task, signals_task):
             if pending is not None:
                 pending.cancel()
-        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
-            await asyncio.wait_for(kopf_task, timeout=10)
-        await asyncio.gather(controller_task, sync_task, return_exceptions=True)
+        stop_flag.set()
+        await asyncio.gather(
+            *(t for t in (controller_task, sync_task, stop_task, lease_task, signals_task) if t is not None),
+            return_exceptions=True,
+        )
+        if elector is not None:
+            await elector.release()
+        if kopf_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(kopf_task, timeout=10)
+        if own_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
         if runner is not None:
             await runner.cleanup()
         await api.close()
+        if elector is not None and isinstance(elector.api, KubeApi):
+            await elector.api.close()

@@ -229,6 +229,12 @@ class Controller:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            # Events still being posted end with the run: once it returns, nothing writes any more
+            # (a leader releases its lease only after that).
+            background = list(self._background)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             self.queue.close()
 
     def resync(self) -> None:

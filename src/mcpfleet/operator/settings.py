@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from mcpfleet.reconcile.model import Images
 
 DEFAULT_IMAGE = "ghcr.io/mcpfleet/mcpfleet:latest"
 LogFormat = Literal["text", "json"]
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+DEFAULT_LEASE_NAME = "mcpfleet-operator"
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True)
+class LeaderElectionSettings:
+    """`--leader-elect`: hold a coordination.k8s.io/v1 Lease before watching or writing anything."""
+
+    enabled: bool = False
+    namespace: str = "default"
+    """Namespace of the Lease: the pod's own namespace in a cluster."""
+    name: str = DEFAULT_LEASE_NAME
+    """Name of the Lease (`--leader-election-id`)."""
+    lease_duration: float = 15.0
+    """client-go's defaults: a standby takes over 15 s after it last saw the lease change; the leader
+    gives up after 10 s without a successful renewal; both retry every 2 s."""
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +58,8 @@ class OperatorSettings:
 
     Most workloads start within a second or two: waiting spares them the Pending write that would be
     replaced by Running moments later. One still starting after the grace period shows Pending."""
+    leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+    """Off by default: one process, nothing to hold."""
 
     @property
     def clusterwide(self) -> bool:
@@ -44,6 +69,91 @@ class OperatorSettings:
 def _env_list(name: str) -> tuple[str, ...]:
     raw = os.environ.get(name, "")
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def default_leader_namespace() -> str:
+    """The pod's own namespace (from its service-account mount), else `default`."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def _seconds(value: float | str | None, default: str, flag: str, variable: str) -> float:
+    env_value = os.environ.get(variable)
+    raw = value if value is not None else (env_value if env_value not in (None, "") else default)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"{flag} / {variable}: not a number of seconds: {raw!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{flag} / {variable}: must be a positive number of seconds, got {raw!r}")
+    return seconds
+
+
+def _flag_bool(value: bool | None, flag: str, variable: str) -> bool:
+    if value is not None:
+        return value
+    raw = os.environ.get(variable, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{flag} / {variable}: expected true or false, got {raw!r}")
+
+
+def leader_election_settings(
+    *,
+    leader_elect: bool | None = None,
+    namespace: str | None = None,
+    lease_name: str | None = None,
+    lease_duration: float | None = None,
+    renew_deadline: float | None = None,
+    retry_period: float | None = None,
+) -> LeaderElectionSettings:
+    """Flags win over the environment; validated as client-go validates its config."""
+    env = os.environ
+    elect = _flag_bool(leader_elect, "--leader-elect", "MCPFLEET_LEADER_ELECT")
+    ns = namespace or env.get("MCPFLEET_LEADER_ELECTION_NAMESPACE") or default_leader_namespace()
+    if len(ns) > 63 or not _DNS_LABEL.fullmatch(ns):
+        raise ValueError(
+            f"--leader-election-namespace / MCPFLEET_LEADER_ELECTION_NAMESPACE: not a namespace name: {ns!r}"
+        )
+    name = lease_name or env.get("MCPFLEET_LEADER_ELECTION_ID") or DEFAULT_LEASE_NAME
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ValueError(f"--leader-election-id / MCPFLEET_LEADER_ELECTION_ID: not a Lease name: {name!r}")
+    lease = _seconds(
+        lease_duration, "15", "--leader-election-lease-duration", "MCPFLEET_LEADER_ELECTION_LEASE_DURATION"
+    )
+    renew = _seconds(
+        renew_deadline, "10", "--leader-election-renew-deadline", "MCPFLEET_LEADER_ELECTION_RENEW_DEADLINE"
+    )
+    retry = _seconds(
+        retry_period, "2", "--leader-election-retry-period", "MCPFLEET_LEADER_ELECTION_RETRY_PERIOD"
+    )
+    if lease < 1:
+        raise ValueError(
+            "--leader-election-lease-duration / MCPFLEET_LEADER_ELECTION_LEASE_DURATION: "
+            f"must be at least 1 second, got {lease:g}"
+        )
+    if renew >= lease:
+        raise ValueError(
+            "--leader-election-renew-deadline / MCPFLEET_LEADER_ELECTION_RENEW_DEADLINE: "
+            f"must be shorter than the lease duration ({renew:g}s >= {lease:g}s)"
+        )
+    if renew <= 1.2 * retry:
+        raise ValueError(
+            "--leader-election-retry-period / MCPFLEET_LEADER_ELECTION_RETRY_PERIOD: "
+            f"the renew deadline ({renew:g}s) must exceed 1.2 x the retry period ({retry:g}s)"
+        )
+    return LeaderElectionSettings(
+        enabled=elect,
+        namespace=ns,
+        name=name,
+        lease_duration=lease,
+        renew_deadline=renew,
+        retry_period=retry,
+    )
 
 
 def from_environment(
@@ -61,6 +171,12 @@ def from_environment(
     metrics_port: int | None = None,
     metrics_host: str | None = None,
     pending_grace_seconds: float | None = None,
+    leader_elect: bool | None = None,
+    leader_election_namespace: str | None = None,
+    leader_election_id: str | None = None,
+    leader_election_lease_duration: float | None = None,
+    leader_election_renew_deadline: float | None = None,
+    leader_election_retry_period: float | None = None,
 ) -> OperatorSettings:
     """Flags win over the environment; a bad value raises ValueError naming the flag and variable."""
     env = os.environ
@@ -112,6 +228,14 @@ def from_environment(
         raise ValueError(f"--metrics-port / MCPFLEET_METRICS_PORT: not a port: {port_raw!r}") from None
     if port is not None and port < 0:
         port = None
+    leader_election = leader_election_settings(
+        leader_elect=leader_elect,
+        namespace=leader_election_namespace,
+        lease_name=leader_election_id,
+        lease_duration=leader_election_lease_duration,
+        renew_deadline=leader_election_renew_deadline,
+        retry_period=leader_election_retry_period,
+    )
     return OperatorSettings(
         namespaces=chosen,
         resync_seconds=resync,
@@ -123,4 +247,5 @@ def from_environment(
         metrics_port=port,
         metrics_host=metrics_host or env.get("MCPFLEET_METRICS_HOST", "0.0.0.0"),
         pending_grace_seconds=grace,
+        leader_election=leader_election,
     )

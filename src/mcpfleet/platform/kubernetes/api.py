@@ -1,5 +1,5 @@
-"""The Kubernetes API as the operator uses it: server-side apply, merge-patch, create, delete, get and
-list on plain dicts, over one aiohttp session, with every request counted at the client.
+"""The Kubernetes API as the operator uses it: server-side apply, merge-patch, create, replace (PUT),
+delete, get and list on plain dicts, over one aiohttp session, with every request counted at the client.
 
 Why aiohttp and not lightkube here: this is the operator's hot path (every child apply, status patch
 and event of a 1,000-server rollout). Measured on the development machine (400 server-side applies
@@ -30,7 +30,7 @@ from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import API_VERSION
 
 FIELD_MANAGER = "mcpfleet"
-WRITE_VERBS = frozenset({"apply", "patch", "create", "delete"})
+WRITE_VERBS = frozenset({"apply", "patch", "create", "update", "delete"})
 REQUEST_TIMEOUT = 30.0
 
 _BUILTIN_PLURALS: dict[tuple[str, str], str] = {
@@ -41,6 +41,7 @@ _BUILTIN_PLURALS: dict[tuple[str, str], str] = {
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("coordination.k8s.io/v1", "Lease"): "leases",
 }
 
 Login = Callable[[], kopf.ConnectionInfo]
@@ -204,6 +205,28 @@ class KubeApi:
             path,
             body=body,
             content_type="application/merge-patch+json",
+            params={"fieldManager": self.field_manager},
+        )
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """POST a new object; 409 (AlreadyExists) if one of that name exists."""
+        meta = manifest["metadata"]
+        self._count("create", manifest["kind"])
+        return await self._request(
+            "POST",
+            self.path(manifest["apiVersion"], manifest["kind"], meta.get("namespace")),
+            body=manifest,
+            params={"fieldManager": self.field_manager},
+        )
+
+    async def replace(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; its `metadata.resourceVersion` makes it conditional (409 if stale)."""
+        meta = manifest["metadata"]
+        self._count("update", manifest["kind"])
+        return await self._request(
+            "PUT",
+            self.path(manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"]),
+            body=manifest,
             params={"fieldManager": self.field_manager},
         )
 
