@@ -233,7 +233,10 @@ def test_settings_flags_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     assert from_environment(all_namespaces=True).clusterwide
     with pytest.raises(ValueError, match="--resync-seconds / MCPFLEET_RESYNC_SECONDS"):
         from_environment(resync_seconds=-1)
-    assert settings.pending_grace_seconds == 2.0
+    assert settings.pending_grace_seconds == 2.0 and settings.otlp_endpoint is None
+    assert from_environment(otlp_endpoint="http://c:4318").otlp_endpoint == "http://c:4318"
+    with pytest.raises(ValueError, match="--otlp-endpoint / MCPFLEET_OTLP_ENDPOINT"):
+        from_environment(otlp_endpoint="c:4318")
     assert from_environment(pending_grace_seconds=0).pending_grace_seconds == 0
     with pytest.raises(ValueError, match="--pending-grace-seconds / MCPFLEET_PENDING_GRACE_SECONDS"):
         from_environment(pending_grace_seconds=-1)

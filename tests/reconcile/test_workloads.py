@@ -285,6 +285,22 @@ def test_vmcp_config_lists_group_members_with_urls() -> None:
     assert "--status-resource" in plan.containers[0].command
 
 
+def test_tracing_endpoint_reaches_only_the_data_plane_services() -> None:
+    attributes = "k8s.namespace.name=team,mcpfleet.kind={kind},mcpfleet.name={name}"
+    endpoint = "http://collector.obs:4318"
+    gateway = virtualmcpserver.plan(obj(VMCP), _vmcp_world(otlp_endpoint=endpoint)).containers[0]
+    assert gateway.env == (
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+        ("OTEL_RESOURCE_ATTRIBUTES", attributes.format(kind="VirtualMCPServer", name="gw")),
+    )
+    registry = mcpregistry.plan(obj(REGISTRY), k8s(otlp_endpoint=endpoint)).containers[0]
+    assert dict(registry.env)["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+    # Not told: no tracing settings at all. A runner proxy is not traced.
+    assert virtualmcpserver.plan(obj(VMCP), _vmcp_world()).containers[0].env == ()
+    assert mcpregistry.plan(obj(REGISTRY), k8s()).containers[0].env == ()
+    assert mcpserver.plan(obj(TIME), k8s(otlp_endpoint=endpoint)).containers[0].env == ()
+
+
 def test_vmcp_missing_group_fails() -> None:
     plan = virtualmcpserver.plan(obj(VMCP), World(platform="kubernetes", namespace="team"))
     assert plan.problems == ("spec.config.groupRef: MCPGroup tools not found",)

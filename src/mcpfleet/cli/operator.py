@@ -50,6 +50,12 @@ def run(
         "0 = any free port; -1 = off).",
     ),
     metrics_host: str | None = typer.Option(None, "--metrics-host", help="Address of the metrics endpoint."),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="OTLP/HTTP collector the vMCP gateways and registry servers send traces to "
+        "($MCPFLEET_OTLP_ENDPOINT; default: no tracing).",
+    ),
     pending_grace_seconds: float | None = typer.Option(
         None,
         "--pending-grace-seconds",
@@ -114,6 +120,7 @@ def run(
             metrics_port=metrics_port,
             metrics_host=metrics_host,
             pending_grace_seconds=pending_grace_seconds,
+            otlp_endpoint=otlp_endpoint,
             leader_elect=leader_elect,
             leader_election_namespace=leader_election_namespace,
             leader_election_id=leader_election_id,

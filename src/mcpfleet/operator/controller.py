@@ -364,6 +364,7 @@ class Controller:
             platform="kubernetes",
             namespace=namespace,
             images=self.settings.images,
+            otlp_endpoint=self.settings.otlp_endpoint,
             groups=groups,
             tool_configs=tool_configs,
             external_auth_configs=auths,

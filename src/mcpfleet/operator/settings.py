@@ -53,6 +53,8 @@ class OperatorSettings:
     metrics_port: int | None = 8080
     """Port of /metrics and /healthz (None: no endpoint; 0: any free port, printed at start)."""
     metrics_host: str = "0.0.0.0"
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP collector the vMCP gateways and registry servers send traces to (None: no tracing)."""
     pending_grace_seconds: float = 2.0
     """How long a new workload's first status may wait for a settled phase (0: write Pending at once).
 
@@ -170,6 +172,7 @@ def from_environment(
     workers: int | None = None,
     metrics_port: int | None = None,
     metrics_host: str | None = None,
+    otlp_endpoint: str | None = None,
     pending_grace_seconds: float | None = None,
     leader_elect: bool | None = None,
     leader_election_namespace: str | None = None,
@@ -246,6 +249,15 @@ def from_environment(
         workers=workers if workers is not None else int(env.get("MCPFLEET_WORKERS", "32")),
         metrics_port=port,
         metrics_host=metrics_host or env.get("MCPFLEET_METRICS_HOST", "0.0.0.0"),
+        otlp_endpoint=_otlp_endpoint(otlp_endpoint or env.get("MCPFLEET_OTLP_ENDPOINT") or None),
         pending_grace_seconds=grace,
         leader_election=leader_election,
     )
+
+
+def _otlp_endpoint(value: str | None) -> str | None:
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError(
+            f"--otlp-endpoint / MCPFLEET_OTLP_ENDPOINT: expected an http(s):// URL, got {value!r}"
+        )
+    return value

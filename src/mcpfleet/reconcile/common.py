@@ -128,3 +128,19 @@ def service_hosts(name: str, namespace: str, port: int) -> tuple[str, ...]:
 def service_url(name: str, namespace: str, port: int, path: str) -> str:
     """The in-cluster URL of a Service (what `status.url` shows on Kubernetes)."""
     return f"http://{name}.{namespace}.svc.cluster.local:{port}{path}"
+
+
+def tracing_env(world: World, kind: str, name: str) -> tuple[tuple[str, str], ...]:
+    """OTLP settings for a data-plane service (vMCP, registry) when the platform traces; else none.
+
+    The resource attributes tell one workload's spans from another's in the collector.
+    """
+    if not world.otlp_endpoint:
+        return ()
+    return (
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", world.otlp_endpoint),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            f"k8s.namespace.name={world.namespace},mcpfleet.kind={kind},mcpfleet.name={name}",
+        ),
+    )

@@ -17,7 +17,7 @@ import yaml
 
 from mcpfleet.api.mcpregistry import MCPRegistry, MCPRegistryStatus, RegistrySource
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile.common import child_name_problem, labels
+from mcpfleet.reconcile.common import child_name_problem, labels, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     ConfigFile,
@@ -174,7 +174,14 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         name=registry.name,
         namespace=registry.namespace,
         replicas=1 if spec.replicas is None else spec.replicas,
-        containers=(Container(name=CONTAINER, command=tuple(command), port=PORT),),
+        containers=(
+            Container(
+                name=CONTAINER,
+                command=tuple(command),
+                port=PORT,
+                env=tracing_env(world, "MCPRegistry", registry.name),
+            ),
+        ),
         serving_container=CONTAINER,
         url_path="",
         health_path="/health",

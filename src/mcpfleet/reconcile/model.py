@@ -214,6 +214,8 @@ class World:
     platform: Platform
     namespace: str
     images: Images = field(default_factory=Images)
+    otlp_endpoint: str | None = None
+    """Where the data-plane services send traces (OTLP/HTTP), when the platform was told; else none."""
     groups: dict[str, MCPGroup] = field(default_factory=dict)
     servers: tuple[MCPServer, ...] = ()
     remote_proxies: tuple[MCPRemoteProxy, ...] = ()

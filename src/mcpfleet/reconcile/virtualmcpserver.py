@@ -26,7 +26,14 @@ from mcpfleet.api.virtualmcpserver import (
     VirtualMCPServer,
     VirtualMCPServerStatus,
 )
-from mcpfleet.reconcile.common import child_name, child_name_problem, group_condition, labels, service_hosts
+from mcpfleet.reconcile.common import (
+    child_name,
+    child_name_problem,
+    group_condition,
+    labels,
+    service_hosts,
+    tracing_env,
+)
 from mcpfleet.reconcile.mcpserver import url_path as server_url_path
 from mcpfleet.reconcile.model import (
     ConfigFile,
@@ -348,7 +355,13 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
                 resource_names=(vmcp.name,),
             ),
         )
-    container = Container(name=CONTAINER, command=tuple(command), port=PORT, secret_env=secret_env)
+    container = Container(
+        name=CONTAINER,
+        command=tuple(command),
+        port=PORT,
+        env=tracing_env(world, "VirtualMCPServer", vmcp.name),
+        secret_env=secret_env,
+    )
     return WorkloadPlan(
         kind="VirtualMCPServer",
         name=vmcp.name,
