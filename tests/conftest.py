@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
 
 from mcpfleet.devcluster.handle import ClusterHandle
 
@@ -110,3 +114,13 @@ def crds_installed(dev_cluster: ClusterHandle) -> list[str]:
         return dev_cluster.apply_crds(CRDS_DIR)
     except FileNotFoundError:
         pytest.fail(f"{CRDS_DIR} has no CRD manifests: generate them with `make crds`", pytrace=False)
+
+
+@pytest.fixture
+def tracing() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
+    """A tracer whose finished spans are kept in memory, for asserting what a service traced."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter
+    provider.shutdown()

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
 
 from mcpfleet import telemetry
 from mcpfleet.telemetry import TracingConfigError, TracingOptions, exporter_names, setup_tracing
@@ -100,11 +101,8 @@ def test_unsupported_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> No
         setup_tracing("svc", TracingOptions(exporter="otlp"))
 
 
-def test_inject_and_extract_round_trip() -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("t")
+def test_inject_and_extract_round_trip(tracing: tuple[Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = tracing
     headers: dict[str, str] = {}
     with tracer.start_as_current_span("out") as span:
         telemetry.inject(headers)
@@ -117,7 +115,6 @@ def test_inject_and_extract_round_trip() -> None:
     empty: dict[str, str] = {}
     telemetry.inject(empty)  # no current span: nothing to propagate
     assert "traceparent" not in empty
-    provider.shutdown()
 
 
 def test_vmcp_serve_refuses_a_bad_exporter(tmp_path: Path) -> None:

@@ -27,6 +27,17 @@ from tests.conformance import harness
 VENV_BIN = Path(sys.executable).parent
 
 
+async def wait_healthy(base: str, attempts: int = 300) -> None:
+    """Wait (0.1 s steps) until a proxy started as a process answers /health with 200."""
+    async with aiohttp.ClientSession() as http:
+        for _ in range(attempts):
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.get(f"{base}/health") as response:
+                    if response.status == 200:
+                        return
+            await asyncio.sleep(0.1)
+
+
 @dataclass
 class RunningProxy:
     base: str

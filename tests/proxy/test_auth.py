@@ -31,7 +31,7 @@ from tests.conformance import harness
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.proxy.attach_endpoint import AttachEndpoint
-from tests.proxy.conftest import serve_app
+from tests.proxy.conftest import serve_app, wait_healthy
 from tests.proxy.test_attach import _factory
 
 AUDIENCE = "mcp-time"
@@ -267,13 +267,8 @@ async def test_cli_enforces_the_auth_config_and_refuses_a_broken_one(tmp_path: P
         proc = await asyncio.create_subprocess_exec(*cmd, stderr=subprocess.DEVNULL, env=dict(os.environ))
         try:
             base = f"http://127.0.0.1:{port}"
+            await wait_healthy(base)
             async with aiohttp.ClientSession() as http:
-                for _ in range(300):
-                    with contextlib.suppress(aiohttp.ClientError):
-                        async with http.get(f"{base}/health") as r:
-                            if r.status == 200:
-                                break
-                    await asyncio.sleep(0.1)
                 shared = "Bearer " + issuer.token("r1", aud="shared")
                 await assert_refused(http, "POST", f"{base}/mcp", shared, "the ref's audience overrides")
                 await assert_refused(http, "POST", f"{base}/mcp", None, "missing")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -11,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from mcp.client.client import Client
 from mcp.client.sse import sse_client
@@ -25,7 +23,7 @@ from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
 from mcpfleet.toolconfig import Override, ToolPolicy
 from tests.conformance import harness
 from tests.proxy.attach_endpoint import AttachEndpoint
-from tests.proxy.conftest import running_proxy
+from tests.proxy.conftest import running_proxy, wait_healthy
 
 ERAS = ["legacy", "2026-07-28"]
 
@@ -220,13 +218,7 @@ async def test_cli_enforces_the_run_config_and_refuses_a_broken_one(tmp_path: Pa
     proc = await asyncio.create_subprocess_exec(*cmd, stderr=subprocess.DEVNULL, env=dict(os.environ))
     try:
         base = f"http://127.0.0.1:{port}"
-        async with aiohttp.ClientSession() as http:
-            for _ in range(300):
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"{base}/health") as r:
-                        if r.status == 200:
-                            break
-                await asyncio.sleep(0.1)
+        await wait_healthy(base)
         async with Client(f"{base}/mcp", mode="2026-07-28") as client:
             await _check(client)
     finally:

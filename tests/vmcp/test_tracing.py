@@ -8,15 +8,14 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from mcp.client.client import Client
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 
@@ -29,15 +28,6 @@ from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
 MODES = ["legacy", "2026-07-28"]
-
-
-@pytest.fixture
-def tracing() -> Iterator[tuple[Tracer, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider.get_tracer("test"), exporter
-    provider.shutdown()
 
 
 @pytest.fixture

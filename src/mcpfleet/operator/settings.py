@@ -81,15 +81,18 @@ def default_leader_namespace() -> str:
         return "default"
 
 
-def _seconds(value: float | str | None, default: str, flag: str, variable: str) -> float:
+def _seconds(
+    value: float | str | None, default: str, flag: str, variable: str, *, zero_ok: bool = False
+) -> float:
     env_value = os.environ.get(variable)
     raw = value if value is not None else (env_value if env_value not in (None, "") else default)
     try:
         seconds = float(raw)
     except ValueError:
         raise ValueError(f"{flag} / {variable}: not a number of seconds: {raw!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{flag} / {variable}: must be a positive number of seconds, got {raw!r}")
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero_ok):
+        least = "a non-negative" if zero_ok else "a positive"
+        raise ValueError(f"{flag} / {variable}: must be {least} number of seconds, got {raw!r}")
     return seconds
 
 
@@ -186,28 +189,14 @@ def from_environment(
     chosen = () if all_namespaces else tuple(namespaces or ()) or _env_list("MCPFLEET_NAMESPACES")
     if "*" in chosen:
         chosen = ()
-    resync_raw = resync_seconds if resync_seconds is not None else env.get("MCPFLEET_RESYNC_SECONDS", "300")
-    try:
-        resync = float(resync_raw)
-    except ValueError:
-        raise ValueError(
-            f"--resync-seconds / MCPFLEET_RESYNC_SECONDS: not a number: {resync_raw!r}"
-        ) from None
-    if resync <= 0:
-        raise ValueError("--resync-seconds / MCPFLEET_RESYNC_SECONDS: must be positive")
-    grace_raw = (
-        pending_grace_seconds
-        if pending_grace_seconds is not None
-        else env.get("MCPFLEET_PENDING_GRACE_SECONDS", "2")
+    resync = _seconds(resync_seconds, "300", "--resync-seconds", "MCPFLEET_RESYNC_SECONDS")
+    grace = _seconds(
+        pending_grace_seconds,
+        "2",
+        "--pending-grace-seconds",
+        "MCPFLEET_PENDING_GRACE_SECONDS",
+        zero_ok=True,
     )
-    try:
-        grace = float(grace_raw)
-    except ValueError:
-        raise ValueError(
-            f"--pending-grace-seconds / MCPFLEET_PENDING_GRACE_SECONDS: not a number: {grace_raw!r}"
-        ) from None
-    if grace < 0:
-        raise ValueError("--pending-grace-seconds / MCPFLEET_PENDING_GRACE_SECONDS: must not be negative")
     level = (log_level or env.get("MCPFLEET_LOG_LEVEL", "info")).lower()
     if level not in ("debug", "info", "warning", "error"):
         raise ValueError(
