@@ -6,8 +6,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.meta import (
-    DURATION_PATTERN,
     ApiModel,
     Condition,
     ConfigMapKeyRef,
@@ -96,11 +96,24 @@ class RegistryFilter(ApiModel):
     """Globs on tags."""
 
 
-class SyncPolicy(ApiModel):
+class SyncPolicy(RuleModel):
     """When a source is synced."""
 
-    interval: str = Field(pattern=DURATION_PATTERN)
-    """How often to sync, e.g. 30m."""
+    rules = (
+        Rule(
+            cel="duration(self.interval) >= duration('100ms')",
+            message="interval must be at least 100ms",
+            field_path=".interval",
+            check=lambda s: parse_duration(s.interval) >= 0.1,
+        ),
+    )
+
+    interval: Duration
+    """How often to sync, e.g. 30m; at least 100ms."""
+
+    @property
+    def seconds(self) -> float:
+        return parse_duration(self.interval)
 
 
 class RegistrySource(RuleModel):

@@ -11,9 +11,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef
+from mcpfleet.api.duration import Duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
 from mcpfleet.api.meta import (
-    DURATION_PATTERN,
     WORKLOAD_COLUMNS,
     ApiModel,
     Condition,
@@ -97,7 +97,7 @@ class StepOnError(ApiModel):
     """abort the tool, continue with the other steps, or retry the step."""
     retry_count: int | None = Field(default=None, ge=0, le=10)
     """Retries for action retry."""
-    retry_delay: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    retry_delay: Duration | None = None
     """Delay between retries."""
 
 
@@ -118,7 +118,7 @@ class WorkflowStep(ApiModel):
     """A template; the step runs only when it renders to a true value."""
     on_error: StepOnError | None = None
     """What to do when the step fails."""
-    timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    timeout: Duration | None = None
     """Time limit of the step."""
 
 
@@ -146,7 +146,7 @@ class CompositeTool(RuleModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
     )
     """Steps, forming a DAG through dependsOn."""
-    timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    timeout: Duration | None = None
     """Time limit of the whole tool."""
 
     @model_validator(mode="after")
@@ -172,22 +172,22 @@ class CircuitBreaker(ApiModel):
     """Turn the circuit breaker on."""
     failure_threshold: int = Field(default=5, ge=1)
     """Consecutive failures that open the circuit."""
-    timeout: str = Field(default="60s", pattern=DURATION_PATTERN)
+    timeout: Duration = "60s"
     """How long the circuit stays open before a trial call."""
 
 
 class FailureHandling(ApiModel):
     """Backend health checking and failure policy."""
 
-    health_check_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    health_check_interval: Duration = "30s"
     """Time between health checks of each backend."""
-    health_check_timeout: str = Field(default="10s", pattern=DURATION_PATTERN)
+    health_check_timeout: Duration = "10s"
     """Time limit of one health check."""
     unhealthy_threshold: int = Field(default=3, ge=1)
     """Consecutive failed checks before a backend is unhealthy."""
     partial_failure_mode: Literal["fail", "best_effort"] = "fail"
     """fail: an unhealthy backend makes the gateway not ready; best_effort: serve the healthy ones."""
-    status_reporting_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    status_reporting_interval: Duration = "30s"
     """How often the gateway reports its backends into the VirtualMCPServer status."""
     circuit_breaker: CircuitBreaker | None = None
     """Circuit breaker settings."""
@@ -196,9 +196,9 @@ class FailureHandling(ApiModel):
 class Timeouts(ApiModel):
     """Time limits of backend calls."""
 
-    default: str = Field(default="30s", pattern=DURATION_PATTERN)
+    default: Duration = "30s"
     """Default time limit of one backend call."""
-    per_workload: dict[str, str] | None = None
+    per_workload: dict[str, Duration] | None = None
     """Per-backend overrides of the default."""
 
 

@@ -8,36 +8,22 @@ server configuration. Every error names the offending key (e.g. `sources[1].sync
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h))+$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+from mcpfleet.api.duration import Duration
+from mcpfleet.api.mcpregistry import SyncPolicy
+from mcpfleet.api.meta import ApiModel
+
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
 _NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-def parse_duration(value: str) -> float:
-    """Seconds in a Go-style duration such as `30s`, `5m` or `1h30m`."""
-    if not _DURATION.match(value):
-        raise ValueError(f"invalid duration {value!r} (expected e.g. 30s, 5m, 1h30m)")
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
-
-
-class ConfigModel(BaseModel):
-    """Base: camelCase on the wire, unknown keys refused (a typo is an error, not a silent default)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    def dump(self) -> dict[str, Any]:
-        """The wire form: camelCase keys, unset optional fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+class ConfigModel(ApiModel):
+    """Base of the config file's models (ApiModel: camelCase on the wire, unknown keys refused)."""
 
 
 class FileSource(ConfigModel):
@@ -48,16 +34,10 @@ class FileSource(ConfigModel):
 class UrlSource(ConfigModel):
     url: str = Field(pattern=r"^https?://")
     """HTTP(S) address fetched with GET."""
-    timeout: str = "30s"
+    timeout: Duration = "30s"
     """Request timeout as a duration."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers (e.g. Authorization); never logged."""
-
-    @field_validator("timeout")
-    @classmethod
-    def _valid_timeout(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
 
 class ConfigMapSource(ConfigModel):
@@ -96,36 +76,14 @@ class ApiSource(ConfigModel):
     url: str = Field(pattern=r"^https?://")
     """Base URL of an upstream-compatible registry; `/v0.1/servers` is appended."""
     pageSize: int = Field(default=100, ge=1, le=100, alias="pageSize")
-    timeout: str = "30s"
+    timeout: Duration = "30s"
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers (e.g. Authorization); never logged."""
-
-    @field_validator("timeout")
-    @classmethod
-    def _valid_timeout(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
 
 class KubernetesSource(ConfigModel):
     namespaces: list[str] = Field(default_factory=list)
     """Namespaces to discover in; empty means every namespace the service account can list."""
-
-
-class SyncPolicy(ConfigModel):
-    interval: str = "5m"
-    """How often the source is fetched (a duration: 30s, 5m, 1h)."""
-
-    @field_validator("interval")
-    @classmethod
-    def _valid_interval(cls, value: str) -> str:
-        if parse_duration(value) < 0.1:
-            raise ValueError("interval must be at least 100ms")
-        return value
-
-    @property
-    def seconds(self) -> float:
-        return parse_duration(self.interval)
 
 
 class GlobFilter(ConfigModel):
@@ -153,7 +111,7 @@ class Source(ConfigModel):
     git: GitSource | None = None
     api: ApiSource | None = None
     kubernetes: KubernetesSource | None = None
-    syncPolicy: SyncPolicy = Field(default_factory=SyncPolicy, alias="syncPolicy")
+    syncPolicy: SyncPolicy = Field(default_factory=lambda: SyncPolicy(interval="5m"), alias="syncPolicy")
     filter: Filter = Field(default_factory=Filter)
 
     @model_validator(mode="after")
@@ -200,15 +158,9 @@ class RegistryConfig(ConfigModel):
     """Merged in order; on a name conflict the first source listed wins."""
     database: Database = Field(default_factory=Database)
     server: Server = Field(default_factory=Server)
-    deletedRetention: str = Field(default="168h", alias="deletedRetention")
+    deletedRetention: Duration = Field(default="168h", alias="deletedRetention")
     """How long an entry that left its sources stays visible as `status: deleted` (to `include_deleted`
     and `updated_since` readers) before it is purged."""
-
-    @field_validator("deletedRetention")
-    @classmethod
-    def _valid_retention(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
     @field_validator("sources")
     @classmethod

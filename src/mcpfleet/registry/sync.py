@@ -22,7 +22,8 @@ from lightkube import AsyncClient
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
-from mcpfleet.registry.config import RegistryConfig, Source, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.registry.config import RegistryConfig, Source
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.api import ApiReader

@@ -8,67 +8,23 @@ control plane and the gateway), so field names follow ToolHive's VirtualMCPServe
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    AfterValidator,
-    AliasGenerator,
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
+from mcpfleet.api.duration import Duration, parse_duration
+from mcpfleet.api.meta import ApiModel
 from mcpfleet.api.virtualmcpserver import CircuitBreaker as SpecCircuitBreaker
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-
-def parse_duration(value: str) -> float:
-    """Parse a Go-style duration ("30s", "1m30s", "250ms") into seconds; a bare number means seconds."""
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos = 0
-    total = 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"invalid duration {value!r} (expected e.g. '30s', '1m', '250ms')")
-    return total
-
-
-class _Model(BaseModel):
-    """Base: camelCase aliases, population by either name, unknown keys rejected (typos surface)."""
-
-    model_config = ConfigDict(
-        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
-        populate_by_name=True,
-        extra="forbid",
-    )
-
-
-def _check_duration(value: str) -> str:
-    parse_duration(value)
-    return value
-
-
-Duration = Annotated[str, AfterValidator(_check_duration)]
-
-
-class StaticBackend(_Model):
+class StaticBackend(ApiModel):
     """One pre-configured backend (static mode)."""
 
     name: str = Field(min_length=1)
@@ -77,7 +33,7 @@ class StaticBackend(_Model):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
-class ToolAnnotationsOverride(_Model):
+class ToolAnnotationsOverride(ApiModel):
     title: str | None = None
     read_only_hint: bool | None = None
     destructive_hint: bool | None = None
@@ -85,7 +41,7 @@ class ToolAnnotationsOverride(_Model):
     open_world_hint: bool | None = None
 
 
-class ToolOverride(_Model):
+class ToolOverride(ApiModel):
     """Rename / re-describe one backend tool (MCPToolConfig semantics)."""
 
     # Kept apart from api ToolOverride: adds `annotations`, and an annotations-only override is valid here.
@@ -95,11 +51,11 @@ class ToolOverride(_Model):
     annotations: ToolAnnotationsOverride | None = None
 
 
-class ToolConfigRef(_Model):
+class ToolConfigRef(ApiModel):
     name: str
 
 
-class ToolConfig(_Model):
+class ToolConfig(ApiModel):
     """The spec of an MCPToolConfig, inlined into the rendered config under `toolConfigs`."""
 
     # Kept apart from api MCPToolConfigSpec: empty-collection defaults and the vmcp ToolOverride.
@@ -108,7 +64,7 @@ class ToolConfig(_Model):
     tools_override: dict[str, ToolOverride] = Field(default_factory=dict)
 
 
-class WorkloadToolConfig(_Model):
+class WorkloadToolConfig(ApiModel):
     """Per-backend filter and overrides (`aggregation.tools[]`)."""
 
     # Kept apart from the api model: the gateway relies on empty-collection defaults (api: None).
@@ -120,13 +76,13 @@ class WorkloadToolConfig(_Model):
     tool_config_ref: ToolConfigRef | None = None
 
 
-class ConflictResolutionConfig(_Model):
+class ConflictResolutionConfig(ApiModel):
     # Kept apart from the api model: priorityOrder defaults to [] (api: None), no prefixFormat pattern.
     prefix_format: str = "{workload}_"
     priority_order: list[str] = Field(default_factory=list)
 
 
-class Aggregation(_Model):
+class Aggregation(ApiModel):
     # Kept apart from the api model: non-None defaults the gateway relies on; the priorityOrder rule is the CRD's.
     conflict_resolution: Literal["prefix", "priority", "manual"] = "prefix"
     conflict_resolution_config: ConflictResolutionConfig = Field(default_factory=ConflictResolutionConfig)
@@ -134,14 +90,14 @@ class Aggregation(_Model):
     exclude_all_tools: bool = False
 
 
-class OnError(_Model):
+class OnError(ApiModel):
     # Kept apart from api StepOnError: retryCount defaults to 0 (api: None) and retryDelay is a lenient Duration.
     action: Literal["abort", "continue", "retry"] = "abort"
     retry_count: int = Field(default=0, ge=0)
     retry_delay: Duration | None = None
 
 
-class WorkflowStep(_Model):
+class WorkflowStep(ApiModel):
     """One step of a composite tool; only `type: tool` steps are executed by this gateway."""
 
     # Kept apart from the api model: non-None defaults, `defaultResults`, and no CRD id/length limits.
@@ -157,7 +113,7 @@ class WorkflowStep(_Model):
     default_results: dict[str, Any] | None = None
 
 
-class CompositeTool(_Model):
+class CompositeTool(ApiModel):
     # Kept apart from the api model: non-None defaults (description, parameters) and the extra `output`.
     name: str = Field(min_length=1)
     description: str = ""
@@ -167,13 +123,13 @@ class CompositeTool(_Model):
     output: dict[str, Any] | None = None
 
 
-class HeaderInjection(_Model):
+class HeaderInjection(ApiModel):
     header_name: str = Field(min_length=1)
     header_value: str | None = None
     header_value_env: str | None = None
 
 
-class TokenExchange(_Model):
+class TokenExchange(ApiModel):
     token_url: str
     audience: str | None = None
     client_id: str | None = None
@@ -184,7 +140,7 @@ class TokenExchange(_Model):
     subject_provider_name: str | None = None
 
 
-class BearerToken(_Model):
+class BearerToken(ApiModel):
     """A static token sent as `Authorization: Bearer <token>` (MCPExternalAuthConfig type bearerToken)."""
 
     token: str | None = None
@@ -192,14 +148,14 @@ class BearerToken(_Model):
     """Environment variable holding the token (how a Kubernetes Secret reaches the pod)."""
 
 
-class BackendAuthStrategy(_Model):
+class BackendAuthStrategy(ApiModel):
     type: Literal["unauthenticated", "header_injection", "bearer_token", "token_exchange"] = "unauthenticated"
     header_injection: HeaderInjection | None = None
     bearer_token: BearerToken | None = None
     token_exchange: TokenExchange | None = None
 
 
-class OutgoingAuth(_Model):
+class OutgoingAuth(ApiModel):
     source: Literal["inline", "discovered"] = "inline"
     default: BackendAuthStrategy = Field(default_factory=BackendAuthStrategy)
     backends: dict[str, BackendAuthStrategy] = Field(default_factory=dict)
@@ -208,14 +164,10 @@ class OutgoingAuth(_Model):
         return self.backends.get(name, self.default)
 
 
-class CircuitBreaker(SpecCircuitBreaker):
-    """The spec's CircuitBreaker (mcpfleet.api.virtualmcpserver): enabled, failureThreshold and defaults."""
-
-    # Re-typed as Duration: config files also accept what parse_duration does (e.g. bare seconds).
-    timeout: Duration = "60s"
+CircuitBreaker = SpecCircuitBreaker
 
 
-class FailureHandling(_Model):
+class FailureHandling(ApiModel):
     # Kept apart from the api model: circuitBreaker defaults to an instance (api: None); lenient Durations.
     health_check_interval: Duration = "30s"
     health_check_timeout: Duration = "10s"
@@ -225,7 +177,7 @@ class FailureHandling(_Model):
     circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
 
 
-class Timeouts(_Model):
+class Timeouts(ApiModel):
     # Kept apart from the api model: perWorkload defaults to {} (api: None), plus for_backend().
     default: Duration = "30s"
     per_workload: dict[str, str] = Field(default_factory=dict)
@@ -234,14 +186,14 @@ class Timeouts(_Model):
         return parse_duration(self.per_workload.get(name, self.default))
 
 
-class Operational(_Model):
+class Operational(ApiModel):
     # Kept apart from the api model: non-None sub-model defaults; logLevel is any string here.
     log_level: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     failure_handling: FailureHandling = Field(default_factory=FailureHandling)
 
 
-class VMCPConfig(_Model):
+class VMCPConfig(ApiModel):
     """The whole vMCP config file (ToolHive `VirtualMCPServer.spec.config` shape)."""
 
     name: str = "vmcp"

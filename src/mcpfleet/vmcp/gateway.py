@@ -22,13 +22,14 @@ import aiohttp
 from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
+from mcpfleet.api.duration import parse_duration
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.composite import CompositeRunner
-from mcpfleet.vmcp.config import VMCPConfig, parse_duration
+from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth
 from mcpfleet.vmcp.metrics import Metrics
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
