@@ -51,7 +51,8 @@ class ApiModel(BaseModel):
 class Rule:
     """A cross-field constraint written once: as CEL for the API server and as Python for local validation.
 
-    `check` receives the model instance and returns True when the object is valid.
+    `check` receives the model instance and returns True when the object is valid; `detail`, when
+    given, says precisely what is wrong for Python callers (CEL messages are fixed strings).
     """
 
     cel: str
@@ -59,6 +60,7 @@ class Rule:
     field_path: str
     check: Callable[[Any], bool]
     reason: str = "FieldValueInvalid"
+    detail: Callable[[Any], str] | None = None
 
     def as_cel(self) -> dict[str, str]:
         rule = {"rule": self.cel, "message": self.message}
@@ -79,7 +81,8 @@ class RuleModel(ApiModel):
         for rule in self.rules:
             if not rule.check(self):
                 location = f"{rule.field_path}: " if rule.field_path else ""
-                raise ValueError(f"{location}{rule.message}")
+                message = rule.detail(self) if rule.detail else rule.message
+                raise ValueError(f"{location}{message}")
         return self
 
 

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfleet.toolconfig import Override, apply_override, filtered_out
-from mcpfleet.vmcp.config import Aggregation, ToolConfig, ToolOverride
+from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec, ToolOverride
+from mcpfleet.api.virtualmcpserver import Aggregation
+from mcpfleet.toolconfig import apply_override, filtered_out, override_of
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,6 @@ class _Candidate:
     original: str
     name: str
     item: dict[str, Any]
-
-
-def _override(ov: ToolOverride) -> Override:
-    """The gateway config's override in the shared form (`mcpfleet.toolconfig`)."""
-    annotations = ov.annotations.model_dump(by_alias=True, exclude_none=True) if ov.annotations else None
-    return Override(name=ov.name, description=ov.description, annotations=annotations)
 
 
 def _resolve(
@@ -124,7 +119,7 @@ def _template_regex(uri_template: str) -> re.Pattern[str]:
 def build(
     backends: Sequence[BackendLists],
     cfg: Aggregation,
-    tool_configs: dict[str, ToolConfig] | None = None,
+    tool_configs: dict[str, MCPToolConfigSpec] | None = None,
 ) -> Aggregate:
     """Merge backend lists into the advertised view and routing table (raises ConflictError)."""
     agg = Aggregate()
@@ -146,7 +141,7 @@ def build(
         for tool in b.tools:
             original = tool["name"]
             ov = overrides.get(original)
-            t = apply_override(tool, _override(ov)) if ov is not None else tool
+            t = apply_override(tool, override_of(ov)) if ov is not None else tool
             route = Route(b.name, original)
             agg.step_routes[f"{b.name}.{original}"] = route
             agg.step_routes[f"{b.name}.{t['name']}"] = route

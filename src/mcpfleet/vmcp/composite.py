@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.vmcp.config import CompositeTool, WorkflowStep
+from mcpfleet.api.virtualmcpserver import CompositeTool, WorkflowStep
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.vmcp.config import FailureHandling
+from mcpfleet.api.virtualmcpserver import FailureHandling
 
 State = Literal["ready", "degraded", "unavailable", "unknown"]
 Circuit = Literal["closed", "open", "half-open"]
