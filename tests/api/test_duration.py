@@ -92,7 +92,7 @@ def test_microsecond_interval_reaches_a_config_the_registry_server_accepts() -> 
     )
     assert isinstance(registry, MCPRegistry)
     for platform in ("kubernetes", "local"):
-        config = parse_config(render_config(registry, World(platform=platform, namespace="default")))
+        config = parse_config(render_config(registry, World(platform=platform, namespace="default")).dump())
         assert config.sources[0].syncPolicy.seconds == pytest.approx(2.0)
 
 

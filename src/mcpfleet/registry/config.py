@@ -1,38 +1,49 @@
-"""The registry server's configuration file: a pydantic model, read by the service, rendered by others.
+"""The registry server's configuration file: the MCPRegistry spec types plus what a renderer resolves.
 
 The operator (MCPRegistry controller) and the local platform build this model and write it out with
 `RegistryConfig.dump()`; `mcpfleet registry serve --config FILE` reads it back with `load_config`.
-Keys are camelCase on the wire (`registryName`, `syncPolicy`, `configMap`), like ToolHive's registry
-server configuration. Every error names the offending key (e.g. `sources[1].syncPolicy.interval`).
+Sync policies, filters, Kubernetes discovery and the git reference *are* the spec's models
+(`mcpfleet.api.mcpregistry`); a source here adds what the server needs to fetch it (the namespace of a
+ConfigMap, a mounted password file instead of a Secret reference, timeouts, headers) and a `file`
+kind for local use. Keys are camelCase on the wire (`registryName`, `syncPolicy`, `configMap`), like
+ToolHive's registry server configuration. Every error names the offending key (e.g.
+`sources[1].syncPolicy.interval`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration
-from mcpfleet.api.mcpregistry import SyncPolicy
-from mcpfleet.api.meta import ApiModel
+from mcpfleet.api.mcpregistry import (
+    APISource,
+    GitRef,
+    KubernetesSource,
+    RegistryFilter,
+    SourceFormat,
+    SyncPolicy,
+    URLSource,
+)
+from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
 
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
-_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-class ConfigModel(ApiModel):
-    """Base of the config file's models (ApiModel: camelCase on the wire, unknown keys refused)."""
+class FileSource(ApiModel):
+    """A registry file on the server's disk (local platform, tests)."""
 
-
-class FileSource(ConfigModel):
     path: str = Field(min_length=1)
     """Path of the registry file; relative paths are relative to the config file's folder."""
 
 
-class UrlSource(ConfigModel):
-    url: str = Field(pattern=r"^https?://")
+class UrlSource(URLSource):
+    """The spec's URL source, fetched with GET under a time limit and extra headers."""
+
+    endpoint: str = Field(alias="url", min_length=1, pattern=r"^https?://")
     """HTTP(S) address fetched with GET."""
     timeout: Duration = "30s"
     """Request timeout as a duration."""
@@ -40,40 +51,38 @@ class UrlSource(ConfigModel):
     """Extra request headers (e.g. Authorization); never logged."""
 
 
-class ConfigMapSource(ConfigModel):
-    namespace: str = Field(pattern=_NAME_PATTERN)
-    name: str = Field(min_length=1, max_length=253)
-    key: str = Field(min_length=1)
-    """Data key holding the registry file."""
+class ConfigMapSource(ConfigMapKeyRef):
+    """The spec's ConfigMap key, with the namespace it lives in."""
+
+    namespace: str = Field(pattern=DNS_LABEL_PATTERN)
+    """Namespace of the ConfigMap."""
 
 
-class GitAuth(ConfigModel):
+class GitAuth(ApiModel):
+    """HTTP basic auth toward a git repository."""
+
     username: str = Field(min_length=1)
     passwordFile: str = Field(min_length=1, alias="passwordFile")
     """File holding the password or token (e.g. a mounted Secret); sent as HTTP basic auth, never logged."""
 
 
-class GitSource(ConfigModel):
+class GitSource(GitRef):
+    """The spec's git reference; the repository may also be a local path (anything `git clone` takes)."""
+
     repository: str = Field(min_length=1)
     """Anything `git clone` accepts: URL or local path."""
-    auth: GitAuth | None = None
-    """Credentials for an HTTP(S) repository."""
-    branch: str | None = None
-    tag: str | None = None
     commit: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{7,40}$")
+    """Commit to check out (a hash: a name is a branch or a tag)."""
     path: str = Field(min_length=1)
     """Path of the registry file inside the repository."""
-
-    @model_validator(mode="after")
-    def _one_ref(self) -> GitSource:
-        refs = [k for k in ("branch", "tag", "commit") if getattr(self, k) is not None]
-        if len(refs) > 1:
-            raise ValueError(f"set at most one of branch, tag, commit (got {', '.join(refs)})")
-        return self
+    auth: GitAuth | None = None
+    """Credentials for an HTTP(S) repository."""
 
 
-class ApiSource(ConfigModel):
-    url: str = Field(pattern=r"^https?://")
+class ApiSource(APISource):
+    """The spec's upstream-registry API source, with paging, a time limit and extra headers."""
+
+    endpoint: str = Field(alias="url", min_length=1, pattern=r"^https?://")
     """Base URL of an upstream-compatible registry; `/v0.1/servers` is appended."""
     pageSize: int = Field(default=100, ge=1, le=100, alias="pageSize")
     timeout: Duration = "30s"
@@ -81,30 +90,11 @@ class ApiSource(ConfigModel):
     """Extra request headers (e.g. Authorization); never logged."""
 
 
-class KubernetesSource(ConfigModel):
-    namespaces: list[str] = Field(default_factory=list)
-    """Namespaces to discover in; empty means every namespace the service account can list."""
-
-
-class GlobFilter(ConfigModel):
-    include: list[str] = Field(default_factory=list)
-    """Shell-style globs; when non-empty, at least one must match."""
-    exclude: list[str] = Field(default_factory=list)
-    """Shell-style globs; any match drops the entry."""
-
-
-class Filter(ConfigModel):
-    names: GlobFilter = Field(default_factory=GlobFilter)
-    """Matched against the full name (`io.github.stacklok/fetch`) and the part after the slash."""
-    tags: GlobFilter = Field(default_factory=GlobFilter)
-    """Matched against the entry's tags (ToolHive tags under publisher-provided metadata)."""
-
-
-class Source(ConfigModel):
+class Source(ApiModel):
     """One source of entries; exactly one of the kind keys is set."""
 
-    name: str = Field(pattern=_NAME_PATTERN, max_length=63)
-    format: Literal["upstream", "toolhive"] = "upstream"
+    name: str = Field(pattern=DNS_LABEL_PATTERN, max_length=63)
+    format: SourceFormat = "upstream"
     file: FileSource | None = None
     url: UrlSource | None = None
     configMap: ConfigMapSource | None = Field(default=None, alias="configMap")
@@ -112,7 +102,7 @@ class Source(ConfigModel):
     api: ApiSource | None = None
     kubernetes: KubernetesSource | None = None
     syncPolicy: SyncPolicy = Field(default_factory=lambda: SyncPolicy(interval="5m"), alias="syncPolicy")
-    filter: Filter = Field(default_factory=Filter)
+    filter: RegistryFilter = Field(default_factory=RegistryFilter)
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> Source:
@@ -129,7 +119,7 @@ class Source(ConfigModel):
         return next(k for k in _SOURCE_KINDS if getattr(self, k) is not None)
 
 
-class Database(ConfigModel):
+class Database(ApiModel):
     url: str | None = None
     """SQLAlchemy URL: `sqlite+aiosqlite:///PATH` or `postgresql+asyncpg://USER@HOST:PORT/DB`.
     Default: an SQLite file `<registryName>.db` beside the config file."""
@@ -144,15 +134,15 @@ class Database(ConfigModel):
         return value
 
 
-class Server(ConfigModel):
+class Server(ApiModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
 
 
-class RegistryConfig(ConfigModel):
+class RegistryConfig(ApiModel):
     """The whole configuration file."""
 
-    registryName: str = Field(pattern=_NAME_PATTERN, max_length=63, alias="registryName")
+    registryName: str = Field(pattern=DNS_LABEL_PATTERN, max_length=63, alias="registryName")
     """Also the value of the `mcpfleet.dev/registry` label the kubernetes source selects on."""
     sources: list[Source] = Field(min_length=1)
     """Merged in order; on a name conflict the first source listed wins."""
