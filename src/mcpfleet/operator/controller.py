@@ -36,25 +36,15 @@ from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 from mcpfleet.platform.kubernetes.apply import apply_children
 from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
-from mcpfleet.reconcile import (
-    configkinds,
-    mcpexternalauthconfig,
-    mcpgroup,
-    mcpregistry,
-    mcpremoteproxy,
-    mcpserver,
-    mcptoolconfig,
-    virtualmcpserver,
-)
+from mcpfleet.reconcile import configkinds, kinds, mcpgroup
 from mcpfleet.reconcile.common import MANAGED_BY, child_name
-from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
-from mcpfleet.reconcile.status import workload_status
+from mcpfleet.reconcile.model import World
 
 log = logging.getLogger("mcpfleet.operator")
 
-WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
-CONFIG_KINDS = ("MCPToolConfig", "MCPExternalAuthConfig")
-MEMBER_KINDS = ("MCPServer", "MCPRemoteProxy")
+WORKLOAD_KINDS = tuple(kinds.WORKLOADS)
+CONFIG_KINDS = tuple(kinds.CONFIGS)
+MEMBER_KINDS = kinds.MEMBERS
 MAX_BACKOFF = 60.0
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
@@ -397,33 +387,14 @@ class Controller:
             virtual_servers=tuple(store.models("VirtualMCPServer", namespace)),
         )
 
-    def _plan(self, kind: str, model: Any, world: World) -> WorkloadPlan:
-        if kind == "MCPServer":
-            return mcpserver.plan(model, world)
-        if kind == "MCPRemoteProxy":
-            return mcpremoteproxy.plan(model, world)
-        if kind == "VirtualMCPServer":
-            return virtualmcpserver.plan(model, world)
-        return mcpregistry.plan(model, world)
-
-    def _status(
-        self, kind: str, model: Any, plan: WorkloadPlan, observation: WorkloadObservation, world: World
-    ) -> ApiModel:
-        now = self._now() if self._now else None
-        if kind == "VirtualMCPServer":
-            return virtualmcpserver.status(model.status, model, plan, observation, world, now=now)
-        if kind == "MCPRegistry":
-            return mcpregistry.status(model.status, model, plan, observation, now=now)
-        return workload_status(model.status, plan, observation, model.generation, now=now)
-
     async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
         kind, namespace, name = key
         if entry.model is None:
             await self._invalid_workload(entry)
             return
-        model = entry.model
+        model: Any = entry.model
         world = self.world(kind, namespace, model)
-        plan = self._plan(kind, model, world)
+        plan = kinds.plan(model, world)
         rejected: str | None = None
         result = None
         if not plan.problems and not entry.deleting:
@@ -465,7 +436,9 @@ class Controller:
         observation = observe(plan, deployment, service, terminating=entry.deleting)
         if rejected is not None:
             observation = replace(observation, failed=True, failure_message=rejected)
-        status = self._status(kind, model, plan, observation, world)
+        status = kinds.status(
+            model.status, model, plan, observation, world, self._now() if self._now else None
+        )
         if self._defer_first_status(key, entry, status):
             return
         written = await self._write_status(entry, status)
@@ -551,9 +524,8 @@ class Controller:
                 await self._event(entry, "InvalidSpec", entry.error or "invalid spec", "Warning")
             return
         world = self.world(kind, namespace, entry.model)
-        rules = mcptoolconfig if kind == "MCPToolConfig" else mcpexternalauthconfig
         config: Any = entry.model
-        status = rules.status(config.status, config, world, deleting=entry.deleting, now=now)
+        status = kinds.config_status(config.status, config, world, deleting=entry.deleting, now=now)
         refs = status.referencing_workloads
         finalizers = list(entry.raw["metadata"].get("finalizers") or [])
         held = configkinds.FINALIZER in finalizers
