@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mcpfleet.api.meta import ConfigStatus, WorkloadReference, set_condition
+from mcpfleet.api.meta import ConfigStatus, LocalObjectReference, WorkloadReference, set_condition
 from mcpfleet.api.resource import Resource
 from mcpfleet.reconcile.common import sha256_of
+from mcpfleet.reconcile.model import World
 
 CONDITION_VALID = "Valid"
 CONDITION_DELETION_BLOCKED = "DeletionBlocked"
@@ -23,6 +24,41 @@ def config_hash(obj: Resource) -> str:
     """sha256 over the spec as written on the wire (camelCase, unset fields left out)."""
     spec = getattr(obj, "spec")  # noqa: B009 - every config kind has a spec
     return sha256_of(spec.dump())
+
+
+def missing_refs(
+    tool_config: LocalObjectReference | None, external_auth: LocalObjectReference | None, world: World
+) -> list[str]:
+    """Problems naming a workload's `toolConfigRef` / `externalAuthConfigRef` that name no object."""
+    problems: list[str] = []
+    if tool_config is not None and tool_config.name not in world.tool_configs:
+        problems.append(f"toolConfigRef: MCPToolConfig {tool_config.name} not found")
+    if external_auth is not None and external_auth.name not in world.external_auth_configs:
+        problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {external_auth.name} not found")
+    return problems
+
+
+def run_config_refs(
+    tool_config: LocalObjectReference | None, external_auth: LocalObjectReference | None, world: World
+) -> dict[str, object]:
+    """The run config's `toolConfig` (the spec the proxy enforces) and `externalAuthConfig` entries."""
+    entries: dict[str, object] = {}
+    if tool_config is not None and tool_config.name in world.tool_configs:
+        found = world.tool_configs[tool_config.name]
+        entries["toolConfig"] = {
+            "name": found.name,
+            "configHash": config_hash(found),
+            "spec": found.spec.dump(),
+        }
+    if external_auth is not None and external_auth.name in world.external_auth_configs:
+        auth = world.external_auth_configs[external_auth.name]
+        # Only the hash and the type: the spec names Secrets, their values never reach a ConfigMap.
+        entries["externalAuthConfig"] = {
+            "name": auth.name,
+            "type": auth.spec.type,
+            "configHash": config_hash(auth),
+        }
+    return entries
 
 
 def references(

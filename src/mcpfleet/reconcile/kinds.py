@@ -23,39 +23,12 @@ from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
 from mcpfleet.reconcile.status import workload_status
 
 StatusRule = Callable[[Any, Any, WorkloadPlan, WorkloadObservation | None, World, str | None], ApiModel]
+"""(previous status, object, plan, observation, world, now) -> the new status."""
 
 
-def _flat(
-    previous: Any,
-    obj: Any,
-    plan: WorkloadPlan,
-    observation: WorkloadObservation | None,
-    world: World,
-    now: str | None,
-) -> ApiModel:
-    return workload_status(previous, plan, observation, obj.generation, now=now)
-
-
-def _gateway(
-    previous: Any,
-    obj: Any,
-    plan: WorkloadPlan,
-    observation: WorkloadObservation | None,
-    world: World,
-    now: str | None,
-) -> ApiModel:
-    return virtualmcpserver.status(previous, obj, plan, observation, world, now=now)
-
-
-def _registry(
-    previous: Any,
-    obj: Any,
-    plan: WorkloadPlan,
-    observation: WorkloadObservation | None,
-    world: World,
-    now: str | None,
-) -> ApiModel:
-    return mcpregistry.status(previous, obj, plan, observation, now=now)
+def _flat(prev: Any, obj: Any, plan: WorkloadPlan, seen: Any, world: World, now: str | None) -> ApiModel:
+    """The shared flat workload status (MCPServer, MCPRemoteProxy)."""
+    return workload_status(prev, plan, seen, obj.generation, now)
 
 
 @dataclass(frozen=True)
@@ -69,8 +42,14 @@ class WorkloadRules:
 WORKLOADS: dict[str, WorkloadRules] = {
     "MCPServer": WorkloadRules(mcpserver.plan, _flat),
     "MCPRemoteProxy": WorkloadRules(mcpremoteproxy.plan, _flat),
-    "VirtualMCPServer": WorkloadRules(virtualmcpserver.plan, _gateway),
-    "MCPRegistry": WorkloadRules(mcpregistry.plan, _registry),
+    "VirtualMCPServer": WorkloadRules(
+        virtualmcpserver.plan,
+        lambda prev, obj, plan, seen, world, now: virtualmcpserver.status(prev, obj, plan, seen, world, now),
+    ),
+    "MCPRegistry": WorkloadRules(
+        mcpregistry.plan,
+        lambda prev, obj, plan, seen, world, now: mcpregistry.status(prev, obj, plan, seen, now),
+    ),
 }
 """Workload kinds and their rules."""
 

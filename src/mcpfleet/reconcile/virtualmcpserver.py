@@ -18,7 +18,7 @@ import yaml
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
-from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef, set_condition
+from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import (
     BackendAuth,
     DiscoveredBackend,
@@ -46,6 +46,7 @@ from mcpfleet.reconcile.model import (
     World,
 )
 from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
+from mcpfleet.reconcile.status import ready_conditions
 from mcpfleet.vmcp.config import (
     Backend,
     BackendAuthStrategy,
@@ -439,25 +440,8 @@ def status(
             phase, reason = "Ready", "Ready"
             message = f"{ready_replicas}/{plan.replicas} replicas ready, {len(discovered)} backends"
         url = observation.url if observation else None
-    conditions = set_condition(
-        list(previous.conditions),
-        type="Ready",
-        status="True" if phase in ("Ready", "Degraded") else "False",
-        reason=reason,
-        message=message,
-        observed_generation=generation,
-        now=now,
-    )
-    for type_, cond_status, cond_reason, cond_message in plan.conditions:
-        conditions = set_condition(
-            conditions,
-            type=type_,
-            status=cond_status,
-            reason=cond_reason,
-            message=cond_message,
-            observed_generation=generation,
-            now=now,
-        )
+    ready = phase in ("Ready", "Degraded")
+    conditions = ready_conditions(previous.conditions, ready, reason, message, plan, generation, now)
     # Capability counts are the running gateway's report: kept while it serves, cleared otherwise.
     return VirtualMCPServerStatus(
         phase=phase,
