@@ -170,36 +170,19 @@ def set_condition(
     Keeping the transition time stable is what makes an unchanged status compare equal, so a
     resync writes nothing.
     """
-    result: list[Condition] = []
-    replaced = False
-    for condition in conditions:
-        if condition.type != type:
-            result.append(condition)
-            continue
-        replaced = True
-        transition = condition.last_transition_time if condition.status == status else (now or now_rfc3339())
-        result.append(
-            Condition(
-                type=type,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=observed_generation,
-                last_transition_time=transition,
-            )
-        )
-    if not replaced:
-        result.append(
-            Condition(
-                type=type,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=observed_generation,
-                last_transition_time=now or now_rfc3339(),
-            )
-        )
-    return result
+    old = find_condition(conditions, type)
+    unchanged = old is not None and old.status == status
+    new = Condition(
+        type=type,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=observed_generation,
+        last_transition_time=old.last_transition_time if old and unchanged else (now or now_rfc3339()),
+    )
+    if old is None:
+        return [*conditions, new]
+    return [new if c.type == type else c for c in conditions]
 
 
 def find_condition(conditions: list[Condition], type: str) -> Condition | None:

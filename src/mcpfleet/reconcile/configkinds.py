@@ -9,9 +9,13 @@ keeps a finalizer on it while `referencingWorkloads` is non-empty, and the statu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConfigStatus, LocalObjectReference, WorkloadReference, set_condition
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.reconcile.common import sha256_of
 from mcpfleet.reconcile.model import World
 
@@ -61,12 +65,22 @@ def run_config_refs(
     return entries
 
 
-def references(
-    candidates: Iterable[tuple[str, str, Iterable[str]]],
+def referencing(
+    name: str,
+    world: World,
+    member_ref: Callable[[Any], LocalObjectReference | None],
+    gateway_uses: Callable[[VirtualMCPServer], bool],
 ) -> list[WorkloadReference]:
-    """Sorted, de-duplicated references from (kind, name, referenced names) triples."""
-    refs = {(kind, name) for kind, name, _ in candidates}
-    return [WorkloadReference(kind=k, name=n) for k, n in sorted(refs)]
+    """Sorted references to the workloads using configuration object `name`: the MCPServers and
+    MCPRemoteProxies whose `member_ref(spec)` names it, the VirtualMCPServers `gateway_uses`."""
+    found: set[tuple[str, str]] = set()
+    members: tuple[MCPServer | MCPRemoteProxy, ...] = (*world.servers, *world.remote_proxies)
+    for member in members:
+        ref = member_ref(member.spec)
+        if ref is not None and ref.name == name:
+            found.add((member.kind, member.name))
+    found |= {("VirtualMCPServer", v.name) for v in world.virtual_servers if gateway_uses(v)}
+    return [WorkloadReference(kind=k, name=n) for k, n in sorted(found)]
 
 
 def describe(refs: list[WorkloadReference]) -> str:
