@@ -17,7 +17,7 @@ import yaml
 
 from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, MCPRegistryStatus, RegistrySource
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile.common import child_name_problem, labels, tracing_env
+from mcpfleet.reconcile.common import child_name_problem, labels, serve_command, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     ConfigFile,
@@ -141,15 +141,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         )
     except RenderError as exc:
         problems.append(str(exc))
-    command = [
-        "mcpfleet",
-        "registry",
-        "serve",
-        "--config",
-        f"{{config_dir}}/{CONFIG_FILE}",
-        "--port",
-        "{port}",
-    ]
+    command = serve_command("registry", CONFIG_FILE)
     rbac: tuple[RbacRule, ...] = ()
     secret_files = _git_secret_files(registry)
     kubernetes = world.platform == "kubernetes"

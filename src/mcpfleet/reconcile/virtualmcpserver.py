@@ -32,6 +32,7 @@ from mcpfleet.reconcile.common import (
     child_name_problem,
     group_condition,
     labels,
+    serve_command,
     service_hosts,
     tracing_env,
 )
@@ -313,15 +314,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
             config_files = (ConfigFile(CONFIG_FILE, yaml.safe_dump(rendered.dump(), sort_keys=True)),)
         except RenderError as exc:
             problems.append(str(exc))
-    command: list[str] = [
-        "mcpfleet",
-        "vmcp",
-        "serve",
-        "--config",
-        f"{{config_dir}}/{CONFIG_FILE}",
-        "--port",
-        "{port}",
-    ]
+    command: list[str] = serve_command("vmcp", CONFIG_FILE)
     rbac: tuple[RbacRule, ...] = ()
     if world.platform == "kubernetes":
         command += ["--host", "0.0.0.0", "--status-resource", vmcp.name]
