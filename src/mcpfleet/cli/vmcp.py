@@ -33,6 +33,19 @@ def serve(
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL (OAuth resource metadata)."
     ),
+    max_sessions: int = typer.Option(
+        10_000,
+        "--max-sessions",
+        envvar="MCPFLEET_VMCP_MAX_SESSIONS",
+        min=1,
+        help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503.",
+    ),
+    session_idle_timeout: str = typer.Option(
+        "1h",
+        "--session-idle-timeout",
+        envvar="MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT",
+        help="Forget a client session unused this long (no request, no open stream), e.g. 30m, 1h.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
@@ -43,10 +56,18 @@ def serve(
     import uvicorn
 
     from mcpfleet import telemetry
-    from mcpfleet.vmcp.config import ConfigError, load_config
+    from mcpfleet.vmcp.config import ConfigError, load_config, parse_duration
     from mcpfleet.vmcp.server import ServeOptions, build_app
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        idle = parse_duration(session_idle_timeout)
+    except ValueError as exc:
+        typer.echo(f"error: --session-idle-timeout: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if idle <= 0:
+        typer.echo("error: --session-idle-timeout: must be positive", err=True)
+        raise typer.Exit(2)
     try:
         cfg = load_config(config)
         opts = ServeOptions(
@@ -56,6 +77,8 @@ def serve(
             status_resource=status_resource,
             allowed_hosts=allowed_host or None,
             public_url=public_url,
+            max_sessions=max_sessions,
+            session_idle_seconds=idle,
         )
         provider = telemetry.setup_tracing(
             "mcpfleet-vmcp",

@@ -20,7 +20,7 @@ from mcpfleet.vmcp.backends import (
     StaticBackendSource,
 )
 from mcpfleet.vmcp.config import ConfigError, VMCPConfig
-from mcpfleet.vmcp.gateway import Gateway
+from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ class ServeOptions:
     status_resource: str | None = None  # VirtualMCPServer name to patch (Kubernetes)
     allowed_hosts: list[str] | None = None
     public_url: str | None = None
+    # 2025-era client sessions: at most this many at once; forgotten after this long unused.
+    max_sessions: int = MAX_SESSIONS
+    session_idle_seconds: float = SESSION_IDLE_SECONDS
 
 
 def static_specs(config: VMCPConfig) -> list[BackendSpec]:
@@ -122,6 +125,8 @@ def build_app(
         source or make_source(config),
         status_writer=status_writer or make_status_writer(config, opts),
         tracer=tracer,
+        max_sessions=opts.max_sessions,
+        session_idle=opts.session_idle_seconds,
     )
     allowed_hosts = opts.allowed_hosts
     allowed_origins = None
