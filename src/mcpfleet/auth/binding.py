@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 # The proxy's bindings table (session id -> subject) keeps at most this many entries (oldest go first).
@@ -64,3 +64,34 @@ class SessionBindings:
 
     def forget(self, session_id: str) -> None:
         self._subjects.pop(session_id, None)
+
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+SESSION_HEADER = b"mcp-session-id"
+
+
+def request_session(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The `Mcp-Session-Id` of an ASGI request, if any."""
+    for k, v in headers:
+        if k == SESSION_HEADER:
+            return v.decode("latin-1")
+    return None
+
+
+def binding_send(
+    send: Send, bindings: SessionBindings, subject: str | None, method: str, session_id: str | None
+) -> Send:
+    """Wrap an ASGI `send`: a session the response opens is bound to `subject`; a successful DELETE
+    of `session_id` forgets its binding."""
+
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status = int(message.get("status", 0))
+            opened = request_session(message.get("headers") or ())
+            if opened is not None and opened != session_id and status < 400:
+                bindings.bind(opened, subject)
+            elif method == "DELETE" and session_id is not None and 200 <= status < 300:
+                bindings.forget(session_id)
+        await send(message)
+
+    return wrapped
