@@ -143,7 +143,9 @@ async def test_pooled_connection_closed_by_the_server_is_not_used(client: Client
         assert script.connections == 2
 
 
-async def test_connection_idle_too_long_is_not_reused(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_connection_idle_too_long_is_not_reused(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(httpclient, "IDLE_SECONDS", 0.01)
     script = Script(reply=lambda i, head: (OK, False))
     async with ScriptServer(script) as srv:
@@ -227,7 +229,9 @@ async def _expect_http_error(client: Client, reply: bytes, close: bool = True) -
 
 
 async def test_content_length_over_the_cap_is_refused_up_front(client: Client) -> None:
-    msg = await _expect_http_error(client, b"HTTP/1.1 200 OK\r\ncontent-length: 99999999\r\n\r\n", close=False)
+    msg = await _expect_http_error(
+        client, b"HTTP/1.1 200 OK\r\ncontent-length: 99999999\r\n\r\n", close=False
+    )
     assert "limit" in msg
 
 

@@ -87,9 +87,7 @@ async def test_idle_sessions_expire_after_the_configured_time(gateway: GatewayFa
 
 async def test_expired_sessions_make_room_under_the_cap(gateway: GatewayFactory, served: Any) -> None:
     s = await served(JsonRpcBackend("be"))
-    gw = await gateway(
-        {"backends": [{"name": "be", "url": s.url}]}, max_sessions=2, session_idle_seconds=0.3
-    )
+    gw = await gateway({"backends": [{"name": "be", "url": s.url}]}, max_sessions=2, session_idle_seconds=0.3)
     async with aiohttp.ClientSession() as h:
         for _ in range(2):
             assert (await post(h, gw.url, initialize_request(), HDR))[0] == 200

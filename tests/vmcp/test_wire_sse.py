@@ -28,7 +28,7 @@ def _events(chunks: list[bytes], limit: int = wire.MAX_SSE_EVENT_BYTES) -> list[
 
 
 def test_basic_frames_and_line_endings() -> None:
-    raw = b": keep-alive\r\nevent: message\r\nid: 1\r\ndata: {\"a\":1}\r\n\r\ndata: x\rdata: y\r\rdata:z\n\n"
+    raw = b': keep-alive\r\nevent: message\r\nid: 1\r\ndata: {"a":1}\r\n\r\ndata: x\rdata: y\r\rdata:z\n\n'
     assert _events([raw]) == [("message", '{"a":1}', "1"), ("message", "x\ny", None), ("message", "z", None)]
 
 

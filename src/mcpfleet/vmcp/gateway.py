@@ -56,6 +56,7 @@ class SessionLimitError(RPCError):
             f"too many open sessions (limit {limit}); retry later, or end unused sessions with DELETE",
         )
 
+
 # list method -> (capability, result key, BackendLists attribute)
 LISTS: dict[str, tuple[str, str, str]] = {
     "tools/list": ("tools", "tools", "tools"),

@@ -458,7 +458,8 @@ class Upstream(BaseUpstream):
             detail = err.get("message") if isinstance(err, dict) else None
             raise RPCError(
                 wire.INTERNAL_ERROR,
-                f"backend {self.name!r} refused the request: HTTP {status}" + (f": {detail}" if detail else ""),
+                f"backend {self.name!r} refused the request: HTTP {status}"
+                + (f": {detail}" if detail else ""),
             )
         return msg
 
