@@ -52,8 +52,10 @@ _HIGH_WATER = 256 * 1024
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_BAD_VALUE = re.compile(r"[\r\n\x00]")
 _BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")
+# Names and targets already checked (a gateway uses a handful): the per-request check is a set lookup.
+_GOOD_NAMES: set[str] = set()
+_GOOD_TARGETS: set[str] = set()
 
 
 class HTTPError(OSError):
@@ -95,8 +97,18 @@ class Response:
 
     async def read(self) -> bytes:
         """The whole body; raises HTTPError if it was cut short, malformed or over the size cap."""
-        parts = [c async for c in self.iter_chunks()]
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        parts: list[bytes] = []
+        while True:
+            if self._chunks:
+                parts.extend(self._chunks)
+                self._chunks.clear()
+                self._buffered = 0
+                self._conn.resume()
+            if self._error is not None:
+                raise self._error  # an error wins over the end: a truncated body is not a body
+            if self._done:
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+            await self._wait()
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         while True:
@@ -299,15 +311,26 @@ class _Connection(asyncio.Protocol):
 
 
 def _check_request(method: str, path: str, headers: Mapping[str, str]) -> None:
-    if not _TOKEN.match(method):
-        raise InvalidRequest(f"invalid HTTP method {method!r}")
-    if not path or _BAD_TARGET.search(path):
-        raise InvalidRequest("invalid request target (empty, or control characters / spaces)")
+    if method not in _GOOD_NAMES:
+        if not _TOKEN.match(method):
+            raise InvalidRequest(f"invalid HTTP method {method!r}")
+        _remember(_GOOD_NAMES, method)
+    if path not in _GOOD_TARGETS:
+        if not path or _BAD_TARGET.search(path):
+            raise InvalidRequest("invalid request target (empty, or control characters / spaces)")
+        _remember(_GOOD_TARGETS, path)
     for k, v in headers.items():
-        if not _TOKEN.match(k):
-            raise InvalidRequest(f"invalid header name {k!r}")
-        if _BAD_VALUE.search(v):
+        if k not in _GOOD_NAMES:
+            if not _TOKEN.match(k):
+                raise InvalidRequest(f"invalid header name {k!r}")
+            _remember(_GOOD_NAMES, k)
+        if "\r" in v or "\n" in v or "\x00" in v:
             raise InvalidRequest(f"header {k!r}: value contains CR, LF or NUL")
+
+
+def _remember(cache: set[str], value: str) -> None:
+    if len(cache) < 4096:  # bounded: names and targets come from config, but be safe
+        cache.add(value)
 
 
 def host_header(host: str, port: int) -> str:
