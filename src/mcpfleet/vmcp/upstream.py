@@ -487,8 +487,10 @@ class Upstream(BaseUpstream):
                     if not ev.data:
                         continue
                     msg = wire.loads(ev.data)
+                    if not isinstance(msg, dict):
+                        raise ValueError("an SSE event whose data is not a JSON-RPC message")
                     if "method" not in msg and msg.get("id") == rid:
-                        return msg  # type: ignore[no-any-return]
+                        return msg
                     if on_message is not None:
                         await on_message(msg)
                 if resumed is not None:
