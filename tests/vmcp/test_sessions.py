@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 
 from mcpfleet.vmcp.app import VMCPApp
@@ -22,17 +21,10 @@ from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
+from tests.vmcp.test_auth import post
 
 HDR = dict(STREAMABLE_HTTP_HEADERS)
 REPO = Path(__file__).resolve().parents[2]
-
-
-async def post(
-    h: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str]
-) -> tuple[int, dict[str, str], Any]:
-    async with h.post(url, json=body, headers=headers) as r:
-        raw = await r.read()
-        return r.status, dict(r.headers), orjson.loads(raw) if raw else None
 
 
 def _call(i: int = 2) -> dict[str, Any]:
