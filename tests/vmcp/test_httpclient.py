@@ -190,6 +190,8 @@ async def test_bad_path_or_method_is_refused(client: Client) -> None:
         await client.request("POST", "http://127.0.0.1:1/a b", {})
     with pytest.raises(InvalidRequest):
         await client.request("PO ST", "http://127.0.0.1:1/a", {})
+    with pytest.raises(InvalidRequest):
+        await client.request("HEAD", "http://127.0.0.1:1/a", {})
 
 
 def test_host_header_brackets_ipv6() -> None:

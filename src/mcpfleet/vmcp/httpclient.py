@@ -314,6 +314,8 @@ def _check_request(method: str, path: str, headers: Mapping[str, str]) -> None:
     if method not in _GOOD_NAMES:
         if not _TOKEN.match(method):
             raise InvalidRequest(f"invalid HTTP method {method!r}")
+        if method == "HEAD":  # the response parser does not know a HEAD answer has no body
+            raise InvalidRequest("HEAD is not supported by this client")
         _remember(_GOOD_NAMES, method)
     if path not in _GOOD_TARGETS:
         if not path or _BAD_TARGET.search(path):
