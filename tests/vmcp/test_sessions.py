@@ -179,3 +179,25 @@ async def test_session_is_bound_to_the_subject_that_opened_it(
         assert status == 200 and body["result"]["content"][0]["text"].startswith("be:")
         async with h.delete(gw.url, headers={**alice, "mcp-session-id": sid}) as r:
             assert r.status == 200
+
+
+def test_session_limits_flags_env_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpfleet.platform.local.dataplane import _parser
+    from mcpfleet.vmcp.config import ConfigError
+    from mcpfleet.vmcp.server import ENV_MAX_SESSIONS, ENV_SESSION_IDLE, session_limits
+
+    monkeypatch.delenv(ENV_MAX_SESSIONS, raising=False)
+    monkeypatch.delenv(ENV_SESSION_IDLE, raising=False)
+    assert session_limits(None, None) == (10_000, 3600.0)
+    monkeypatch.setenv(ENV_MAX_SESSIONS, "7")
+    monkeypatch.setenv(ENV_SESSION_IDLE, "90s")
+    assert session_limits(None, None) == (7, 90.0)
+    assert session_limits(3, "2m") == (3, 120.0)  # flags win over the environment
+    for bad in (("x", None), (0, None), (None, "-1s"), (None, "later")):
+        with pytest.raises(ConfigError, match=r"--max-sessions|--session-idle-timeout"):
+            session_limits(*bad)
+    # The local platform's data-plane entry takes the same flags.
+    args = _parser().parse_args(
+        ["vmcp", "--state-dir", "s", "-c", "c.yaml", "--port", "1", "--max-sessions", "5"]
+    )
+    assert session_limits(args.max_sessions, args.session_idle_timeout) == (5, 90.0)

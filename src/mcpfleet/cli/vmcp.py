@@ -33,18 +33,17 @@ def serve(
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL (OAuth resource metadata)."
     ),
-    max_sessions: int = typer.Option(
-        10_000,
+    max_sessions: int | None = typer.Option(
+        None,
         "--max-sessions",
-        envvar="MCPFLEET_VMCP_MAX_SESSIONS",
-        min=1,
-        help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503.",
+        help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503. "
+        "Default: $MCPFLEET_VMCP_MAX_SESSIONS, else 10000.",
     ),
-    session_idle_timeout: str = typer.Option(
-        "1h",
+    session_idle_timeout: str | None = typer.Option(
+        None,
         "--session-idle-timeout",
-        envvar="MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT",
-        help="Forget a client session unused this long (no request, no open stream), e.g. 30m, 1h.",
+        help="Forget a client session unused this long (no request, no open stream), e.g. 30m. "
+        "Default: $MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT, else 1h.",
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
@@ -56,19 +55,12 @@ def serve(
     import uvicorn
 
     from mcpfleet import telemetry
-    from mcpfleet.vmcp.config import ConfigError, load_config, parse_duration
-    from mcpfleet.vmcp.server import ServeOptions, build_app
+    from mcpfleet.vmcp.config import ConfigError, load_config
+    from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        idle = parse_duration(session_idle_timeout)
-    except ValueError as exc:
-        typer.echo(f"error: --session-idle-timeout: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if idle <= 0:
-        typer.echo("error: --session-idle-timeout: must be positive", err=True)
-        raise typer.Exit(2)
-    try:
+        limit, idle = session_limits(max_sessions, session_idle_timeout)
         cfg = load_config(config)
         opts = ServeOptions(
             host=host,
@@ -77,7 +69,7 @@ def serve(
             status_resource=status_resource,
             allowed_hosts=allowed_host or None,
             public_url=public_url,
-            max_sessions=max_sessions,
+            max_sessions=limit,
             session_idle_seconds=idle,
         )
         provider = telemetry.setup_tracing(
