@@ -113,20 +113,24 @@ def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str
         spec["tty"] = False
     if container.resources:
         spec["resources"] = container.resources
-    mounts: list[dict[str, Any]] = []
-    if plan.config_files:
-        mounts.append({"name": CONFIG_VOLUME, "mountPath": KUBERNETES_CONFIG_DIR, "readOnly": True})
-    if plan.secret_files:
-        mounts.append({"name": SECRET_VOLUME, "mountPath": KUBERNETES_SECRET_DIR, "readOnly": True})
-    if plan.config_map_files:
-        mounts.append({"name": CONFIGMAP_VOLUME, "mountPath": KUBERNETES_CONFIGMAP_DIR, "readOnly": True})
-    if container.service_account_token:
-        mounts.append({"name": TOKEN_VOLUME, "mountPath": KUBERNETES_TOKEN_DIR, "readOnly": True})
-    if plan.data_dir:
-        mounts.append({"name": DATA_VOLUME, "mountPath": plan.data_dir})
+    mounts = _mounts(plan, container)
     if mounts:
         spec["volumeMounts"] = mounts
     return spec
+
+
+def _mounts(plan: WorkloadPlan, container: Container) -> list[dict[str, Any]]:
+    """Where a container sees the pod's volumes (see `volumes`)."""
+    wanted = (
+        (bool(plan.config_files), CONFIG_VOLUME, KUBERNETES_CONFIG_DIR),
+        (bool(plan.secret_files), SECRET_VOLUME, KUBERNETES_SECRET_DIR),
+        (bool(plan.config_map_files), CONFIGMAP_VOLUME, KUBERNETES_CONFIGMAP_DIR),
+        (container.service_account_token, TOKEN_VOLUME, KUBERNETES_TOKEN_DIR),
+    )
+    mounts = [{"name": name, "mountPath": path, "readOnly": True} for used, name, path in wanted if used]
+    if plan.data_dir:
+        mounts.append({"name": DATA_VOLUME, "mountPath": plan.data_dir})
+    return mounts
 
 
 def config_map_name(plan: WorkloadPlan) -> str:
