@@ -27,7 +27,10 @@ def b64(data: bytes) -> str:
 
 def raw(header: Any, payload: Any, signature: bytes = b"sig") -> str:
     """A token from arbitrary JSON (or bytes) parts, signed by nothing."""
-    part = lambda v: b64(v if isinstance(v, bytes) else orjson.dumps(v))  # noqa: E731
+
+    def part(value: Any) -> str:
+        return b64(value if isinstance(value, bytes) else orjson.dumps(value))
+
     return f"{part(header)}.{part(payload)}.{b64(signature)}"
 
 
