@@ -121,3 +121,25 @@ async def test_introspection_checks_active_audience_and_time(monkeypatch: pytest
     expected = base64.b64encode(b"my+client:p%40ss%3Aw%2Frd+%2B").decode()
     assert set(issuer.introspection_auth) == {f"Basic {expected}"}
     assert client_secret_basic("proxy", "pw") == "Basic cHJveHk6cHc="
+
+
+@pytest.mark.parametrize("platform", ["kubernetes", "local"])
+def test_an_inline_oidc_config_without_audience_fails_the_workload(platform: str) -> None:
+    """The renderers say it before anything starts, naming the spec field (both platforms)."""
+    from mcpfleet.reconcile import mcpremoteproxy
+    from mcpfleet.reconcile.model import World
+    from tests.reconcile.conftest import obj
+
+    inline = "oidcConfig: {type: inline, inline: {issuer: 'https://idp.example'}}"
+    proxy = obj(
+        f"kind: MCPRemoteProxy\nmetadata: {{name: r}}\nspec: {{remoteURL: 'https://x/mcp', {inline}}}"
+    )
+    plan = mcpremoteproxy.plan(proxy, World(platform=platform, namespace="team"))  # type: ignore[arg-type]
+    assert any(p.startswith("spec.oidcConfig.inline.audience: required") for p in plan.problems), (
+        plan.problems
+    )
+    with_resource = inline.replace("type: inline,", "type: inline, resourceUrl: 'https://r.example/mcp',")
+    proxy = obj(
+        f"kind: MCPRemoteProxy\nmetadata: {{name: r}}\nspec: {{remoteURL: 'https://x/mcp', {with_resource}}}"
+    )
+    assert mcpremoteproxy.plan(proxy, World(platform=platform, namespace="team")).problems == ()  # type: ignore[arg-type]
