@@ -101,3 +101,21 @@ def test_the_gateway_leaves_header_auth_of_a_remote_proxy_to_the_proxy(
     document = yaml.safe_load(plan.config_files[0].content)
     backends = document["outgoingAuth"]["backends"]
     assert ("r" in backends) == gateway_applies, backends
+
+
+@pytest.mark.parametrize("platform", ["kubernetes", "local"])
+def test_the_examples_claim_holds(platform: str) -> None:
+    """examples/kinds/remote-proxy.yaml: "adding a header from a Secret" - by the proxy itself."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "kinds" / "remote-proxy.yaml"
+    auth, proxy = (obj(yaml.safe_dump(d)) for d in yaml.safe_load_all(path.read_text()))
+    plan = mcpremoteproxy.plan(
+        proxy,
+        World(platform=platform, namespace="team", external_auth_configs={auth.name: auth}),  # type: ignore[arg-type]
+    )
+    assert plan.problems == ()
+    (container,) = plan.containers
+    assert "X-API-Key=MCPFLEET_EXTERNAL_AUTH" in container.command
+    (env,) = [s for s in container.secret_env if s.env_name == "MCPFLEET_EXTERNAL_AUTH"]
+    assert (env.secret.name, env.secret.key) == ("remote-credentials", "api-key")
