@@ -143,3 +143,14 @@ def test_an_inline_oidc_config_without_audience_fails_the_workload(platform: str
         f"kind: MCPRemoteProxy\nmetadata: {{name: r}}\nspec: {{remoteURL: 'https://x/mcp', {with_resource}}}"
     )
     assert mcpremoteproxy.plan(proxy, World(platform=platform, namespace="team")).problems == ()  # type: ignore[arg-type]
+
+
+def test_the_proxy_refuses_to_start_without_an_audience(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "auth.json"
+    path.write_text('{"type": "oidc", "oidc": {"issuer": "https://idp.example"}}')
+    cmd = [sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--port", "0", "--auth-config", str(path)]
+    done = subprocess.run([*cmd, "--", "true"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "oidc.audience: required" in done.stderr, done.stderr
