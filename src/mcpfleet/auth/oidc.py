@@ -9,14 +9,16 @@ and the whole file `mcpfleet proxy --auth-config` reads) and the authenticators.
   and a valid time window. The algorithm is taken from the key, never from the token: an RSA key
   verifies RS256 only, a P-256 key ES256 only, so a token cannot pick how it is checked (`alg:
   none`, HS256 keyed with a public key, an ES256 token naming an RSA `kid`: all 401). The audience
-  is required (`audience`, or else `resource`): an MCP server accepts only tokens issued for itself
-  (RFC 8707 / the MCP authorization spec), and a config without either is refused at start-up. The JWKS is cached (`jwksCacheSeconds`) and refetched at once, at most
-  once a second, when a token names an unknown `kid` - that is how key rotation is followed without
-  a restart. The JWKS URL is `jwksUrl`, or else found through the issuer's
+  is required (`audience`, or else `resource`): an MCP server accepts only tokens issued for
+  itself (RFC 8707 / the MCP authorization spec), and a config without either is refused at
+  start-up. The JWKS is cached (`jwksCacheSeconds`) and refetched at once, at most once a second,
+  when a token names an unknown `kid` - that is how key rotation is followed without a restart.
+  The JWKS URL is `jwksUrl`, or else found through the issuer's
   `/.well-known/openid-configuration`, whose `issuer` must equal the configured one (OIDC
-  Discovery 4.3: a document for another issuer would hand us its keys). `jwksCaFile` / `jwksTokenFile` authenticate that fetch
-  (Kubernetes service-account tokens: the API server's `/openid/v1/jwks`, read with the pod's own
-  token and CA); `serviceAccountNamespace` / `serviceAccountName` restrict such tokens further.
+  Discovery 4.3: a document for another issuer would hand us its keys). `jwksCaFile` /
+  `jwksTokenFile` authenticate that fetch (Kubernetes service-account tokens: the API server's
+  `/openid/v1/jwks`, read with the pod's own token and CA); `serviceAccountNamespace` /
+  `serviceAccountName` restrict such tokens further.
 * an opaque token, when `introspectionUrl` is set: RFC 7662 introspection, the client
   authenticating with `clientId` and the secret from the environment variable `clientSecretEnv`
   (secrets never sit in a config file; client_secret_basic, form-encoded as RFC 6749 2.3.1 says).
