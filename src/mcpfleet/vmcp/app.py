@@ -539,6 +539,19 @@ class VMCPApp:
         if isinstance(verdict, InboundLadderRejection):
             await self._modern_error(send, req_id, RPCError(verdict.code, verdict.message, verdict.data))
             return
+        await self._modern_request(receive, send, h, token, msg, version)
+
+    async def _modern_request(
+        self,
+        receive: Receive,
+        send: Send,
+        h: dict[str, str],
+        token: str | None,
+        msg: dict[str, Any],
+        version: str,
+    ) -> None:
+        """A 2026-07-28 request that passed the envelope checks: discover, listen, or a gateway method."""
+        req_id, method = msg["id"], msg["method"]
         self.gateway.metrics.client_request(method)
         params = msg.get("params")
         if method == "server/discover":
