@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 _UNIT = r"(ns|us|µs|ms|s|m|h)"
 DURATION_PATTERN = rf"^([0-9]+(\.[0-9]+)?{_UNIT})+$"
@@ -29,5 +29,14 @@ def parse_duration(value: str) -> float:
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _PART.findall(value))
 
 
-Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=DURATION_MAX_LENGTH)]
+def _checked(value: str) -> str:
+    parse_duration(value)  # the same test as the pattern, with a message people can act on
+    return value
+
+
+Duration = Annotated[
+    str,
+    Field(json_schema_extra={"maxLength": DURATION_MAX_LENGTH, "pattern": DURATION_PATTERN}),
+    AfterValidator(_checked),
+]
 """A Go-style duration string: the CRD gets the pattern, Python callers read it with `parse_duration`."""
