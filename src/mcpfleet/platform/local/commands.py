@@ -1,11 +1,12 @@
 """The bodies of `mcpfleet up` and `down` (the typer module only parses options; `get` and `logs`
 are in `views`, which loads less).
 
-`up` owns the process tree: it records its pid in the state, starts the runner, shows progress
-until every workload settled, prints the URLs, then reports changes until Ctrl-C / SIGTERM /
-`mcpfleet down`, and stops every child on the way out. `down` signals that `up` (by pid) and
-then stops anything recorded that is still alive, checking each pid really belongs to this
-state dir first.
+`up` owns the process tree: it takes the state dir's lock (`lock.UpLock`, an OS file lock held
+until it exits), starts the runner, shows progress until every workload settled, prints the URLs,
+then reports changes until Ctrl-C / SIGTERM / `mcpfleet down`, and stops every child on the way
+out. A second `up` that finds the lock held is refused before it opens the state, so it cannot
+disturb the first. `down` signals the lock's holder (by pid) and then stops anything recorded that
+is still alive, checking each pid really belongs to this state dir first.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 
 from mcpfleet.platform.local.display import SETTLED, progress_table, short
+from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
@@ -29,6 +31,7 @@ from mcpfleet.platform.local.supervisor import owned_by, signal_group
 from mcpfleet.platform.local.views import pid_alive
 
 META_UP_PID = "up_pid"
+"""Information only (the lock is `lock.UpLock`): the pid of the `up` that holds the lock."""
 META_MANIFESTS = "manifests"
 
 
@@ -74,22 +77,28 @@ async def run_up(
     port_range: tuple[int, int] | None = None,
     progress: bool = True,
 ) -> int:
-    state = await State.open(state_dir)
+    lock = UpLock(state_dir)
     try:
-        other = await state.get_meta(META_UP_PID)
-        if other is not None and int(other) != os.getpid() and pid_alive(int(other)):
-            console.print(
-                f"[red]error:[/] mcpfleet up is already running for {state_dir} (pid {other}); "
-                "run `mcpfleet down` first or use another --state-dir"
-            )
-            return 1
-        await state.set_meta(META_UP_PID, str(os.getpid()))
-        await state.set_meta(META_MANIFESTS, str(manifests))
-        return await _up(manifests, state, console, port_range, progress)
+        lock.acquire()
+    except LockHeld as held:
+        # Refused before the state is even opened: nothing of the running `up` is touched.
+        console.print(
+            f"[red]error:[/] mcpfleet up is already running for {state_dir} (pid {held.pid or '?'}); "
+            "run `mcpfleet down` first or use another --state-dir"
+        )
+        return 1
+    try:
+        state = await State.open(state_dir)
+        try:
+            await state.set_meta(META_UP_PID, str(os.getpid()))
+            await state.set_meta(META_MANIFESTS, str(manifests))
+            return await _up(manifests, state, console, port_range, progress)
+        finally:
+            with contextlib.suppress(Exception):
+                await state.set_meta(META_UP_PID, None)
+            await state.close()
     finally:
-        with contextlib.suppress(Exception):
-            await state.set_meta(META_UP_PID, None)
-        await state.close()
+        lock.release()
 
 
 async def _up(
@@ -207,13 +216,18 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
         return 0
     state = await State.open(state_dir)
     try:
-        up_pid = await state.get_meta(META_UP_PID)
-        if up_pid is not None and pid_alive(int(up_pid)):
-            os.kill(int(up_pid), signal.SIGTERM)
+        # The lock's holder is the running `up`; a pid row alone may be stale (the lock is the truth).
+        up_pid = holder_pid(state_dir)
+        if up_pid is not None and pid_alive(up_pid):
+            os.kill(up_pid, signal.SIGTERM)
             console.print(f"asked mcpfleet up (pid {up_pid}) to stop")
             deadline = time.monotonic() + wait_seconds
-            while pid_alive(int(up_pid)) and time.monotonic() < deadline:  # noqa: ASYNC110 - a foreign pid has no event
+            while pid_alive(up_pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - a foreign pid has no event
                 await asyncio.sleep(0.1)
+            if pid_alive(up_pid):
+                # It did not answer SIGTERM: never report "stopped" while it still runs.
+                os.kill(up_pid, signal.SIGKILL)
+                console.print(f"mcpfleet up (pid {up_pid}) did not stop in {wait_seconds:.0f}s; killed it")
         # Whatever is still recorded outlived `up` (it was killed with SIGKILL, or did not answer).
         leftover = [
             r.pid for r in await state.processes() if r.pid is not None and owned_by(r.pid, state_dir)
@@ -229,7 +243,8 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
         for row in await state.processes():
             await state.forget_process(row.key)
         stopped = len(leftover)
-        await state.set_meta(META_UP_PID, None)
+        if holder_pid(state_dir) is None:
+            await state.set_meta(META_UP_PID, None)
         console.print(
             "down: every process started by `mcpfleet up` is stopped"
             + (f" ({stopped} killed)" if stopped else "")

@@ -1,0 +1,174 @@
+"""Reading one manifest file within limits: size, nesting depth and alias expansion.
+
+Manifests are hostile input like any other: a folder can hold a 2 GB file, a binary, a YAML
+"billion laughs" (nine anchors of nine aliases each expand to 10^9 nodes) or 100,000 nested
+brackets (PyYAML's composer recurses per level). Each limit below turns one of them into a clear
+per-file error instead of a hang, a memory blow-up or a crash of the reconcile pass. Aliases are
+kept (Kubernetes accepts them too), but the size of a document *after* expansion is bounded.
+
+Defaults are generous for real manifests (the largest examples are a few KiB, 10 levels deep) and
+can be changed with environment variables of `mcpfleet up` (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+MAX_FILE_BYTES_ENV = "MCPFLEET_MANIFEST_MAX_BYTES"
+MAX_FILES_ENV = "MCPFLEET_MANIFEST_MAX_FILES"
+MAX_DEPTH_ENV = "MCPFLEET_MANIFEST_MAX_DEPTH"
+MAX_NODES_ENV = "MCPFLEET_MANIFEST_MAX_NODES"
+DEPTH_CEILING = 200
+
+
+@dataclass(frozen=True)
+class ManifestLimits:
+    """Bounds on what `mcpfleet up` reads from the manifests folder."""
+
+    max_file_bytes: int = 1024 * 1024
+    """One manifest file; Kubernetes stores at most ~1.5 MiB per object, a manifest file is rarely 100 KiB."""
+    max_files: int = 1000
+    """YAML files under DIR; files past the limit (in sort order) are reported, not read."""
+    max_depth: int = 100
+    """Nesting of mappings and sequences in one document."""
+    max_nodes: int = 100_000
+    """Nodes of one file after alias expansion (what the models and the state would hold)."""
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ManifestLimits:
+        """The defaults, each overridden by its environment variable when set to a positive integer."""
+        env = dict(os.environ) if environ is None else environ
+        default = cls()
+
+        def pick(name: str, value: int) -> int:
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                return value
+            try:
+                parsed = int(raw)
+            except ValueError:
+                raise ValueError(f"${name} must be a positive integer, got {raw!r}") from None
+            if parsed <= 0:
+                raise ValueError(f"${name} must be a positive integer, got {raw!r}")
+            if name == MAX_DEPTH_ENV and parsed > DEPTH_CEILING:
+                # The YAML composer and the models recurse per level: beyond this Python's stack ends.
+                raise ValueError(f"${name} must be at most {DEPTH_CEILING}, got {raw!r}")
+            return parsed
+
+        return cls(
+            max_file_bytes=pick(MAX_FILE_BYTES_ENV, default.max_file_bytes),
+            max_files=pick(MAX_FILES_ENV, default.max_files),
+            max_depth=pick(MAX_DEPTH_ENV, default.max_depth),
+            max_nodes=pick(MAX_NODES_ENV, default.max_nodes),
+        )
+
+
+class ManifestTooLarge(ValueError):
+    """A file beyond one of the limits; the message names the limit and how to raise it."""
+
+
+def read_text(path: Path, limits: ManifestLimits) -> str:
+    """The file as UTF-8 text, reading at most `max_file_bytes + 1` bytes (a huge file is never slurped).
+
+    Raises OSError (unreadable), UnicodeDecodeError (binary) or ManifestTooLarge.
+    """
+    # O_NONBLOCK: a FIFO swapped in after the listing must not block the loader forever.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(limits.max_file_bytes + 1)
+    if len(data) > limits.max_file_bytes:
+        raise ManifestTooLarge(
+            f"larger than {limits.max_file_bytes} bytes (set ${MAX_FILE_BYTES_ENV} to raise the limit)"
+        )
+    return data.decode("utf-8")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting beyond `max_depth` while composing (before it can recurse deeper)."""
+
+    max_depth = 100
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise ManifestTooLarge(
+                    f"nested deeper than {self.max_depth} levels (set ${MAX_DEPTH_ENV} to raise the limit)"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _expanded(
+    node: Node, memo: dict[int, tuple[int, int]], open_nodes: set[int], budget: int
+) -> tuple[int, int]:
+    """(nodes, depth) of `node` with every alias expanded, memoised per node (linear in the composed
+    graph). An alias can put a deep subtree under another deep one, so the depth is checked again here.
+
+    Anchors come before their aliases, so the walk meets each node first where it is defined: the
+    recursion is bounded by the depth limit already enforced while composing.
+    """
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    if id(node) in open_nodes:
+        raise ManifestTooLarge("a recursive alias (a node that contains itself) cannot be expanded")
+    open_nodes.add(id(node))
+    total, deepest = 1, 0
+    children: list[Node] = []
+    if isinstance(node, SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, MappingNode):
+        children = [part for pair in node.value for part in pair]
+    for child in children:
+        size, depth = _expanded(child, memo, open_nodes, budget)
+        total += size
+        deepest = max(deepest, depth)
+        if total > budget:
+            break
+    open_nodes.discard(id(node))
+    memo[id(node)] = (total, deepest + 1)
+    return total, deepest + 1
+
+
+def load_documents(text: str, limits: ManifestLimits) -> list[Any]:
+    """Every YAML document of `text` as plain Python data, within the depth and node limits.
+
+    Raises yaml.YAMLError (syntax) or ManifestTooLarge.
+    """
+    loader_class = type("BoundedLoader", (_BoundedLoader,), {"max_depth": limits.max_depth})
+    loader = loader_class(text)
+    documents: list[Any] = []
+    used = 0
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            size, depth = _expanded(node, {}, set(), limits.max_nodes - used + 1)
+            if depth > limits.max_depth:
+                raise ManifestTooLarge(
+                    f"nested deeper than {limits.max_depth} levels once aliases are expanded "
+                    f"(set ${MAX_DEPTH_ENV} to raise the limit)"
+                )
+            used += size
+            if used > limits.max_nodes:
+                raise ManifestTooLarge(
+                    f"more than {limits.max_nodes} YAML nodes once aliases are expanded "
+                    f"(set ${MAX_NODES_ENV} to raise the limit)"
+                )
+            documents.append(loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return documents
