@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from mcpfleet.platform.local.display import SETTLED, progress_table, short
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
@@ -83,7 +84,7 @@ async def run_up(
     except LockHeld as held:
         # Refused before the state is even opened: nothing of the running `up` is touched.
         console.print(
-            f"[red]error:[/] mcpfleet up is already running for {state_dir} (pid {held.pid or '?'}); "
+            f"[red]error:[/] mcpfleet up is already running for {escape(str(state_dir))} (pid {held.pid or '?'}); "
             "run `mcpfleet down` first or use another --state-dir"
         )
         return 1
@@ -126,13 +127,15 @@ async def _up(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
             if loop_task.done():
-                console.print(f"[red]error:[/] the reconcile loop stopped: {loop_task.exception()!r}")
+                console.print(
+                    f"[red]error:[/] the reconcile loop stopped: {escape(repr(loop_task.exception()))}"
+                )
                 return 1
             errors = [str(e) for e in runner.load_errors]
             if errors != shown_errors:
                 for error in errors:
                     if error not in shown_errors:
-                        console.print(f"[red]invalid manifest[/] {error}")
+                        console.print(f"[red]invalid manifest[/] {escape(str(error))}")
                 shown_errors = errors
     finally:
         console.print("stopping…")
@@ -163,10 +166,11 @@ class _Reporter:
             return
         stamp = time.strftime("%H:%M:%S")
         if not status:
-            self.console.print(f"{stamp} {kind}/{name} removed")
+            self.console.print(f"{stamp} {kind}/{name} removed", markup=False)
         elif kind in WORKLOAD_ORDER:
             detail = status.get("url") or short(status.get("message"), 200)
-            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}")
+            # The message may hold a process's stderr: printed as text, never as rich markup.
+            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}", markup=False)
 
 
 async def _show_progress(
@@ -196,15 +200,19 @@ def _print_summary(
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
     console.print(progress_table(workloads, runner.load_errors))
     for error in runner.load_errors:
-        console.print(f"[red]invalid manifest[/] {error}")
+        console.print(f"[red]invalid manifest[/] {escape(str(error))}")
     running = sum(1 for o in workloads if o.status.get("phase") in ("Running", "Ready", "Degraded"))
-    console.print(f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {state_dir})")
+    console.print(
+        f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {escape(str(state_dir))})"
+    )
     for obj in workloads:
         if obj.kind == "VirtualMCPServer" and obj.status.get("url"):
-            console.print(f"[bold]vMCP {obj.name}:[/] {obj.status['url']}")
+            console.print(f"[bold]vMCP {obj.name}:[/] {escape(str(obj.status['url']))}")
         if obj.kind == "MCPRegistry" and obj.status.get("url"):
-            console.print(f"[bold]registry {obj.name}:[/] {obj.status['url']}/v0.1/servers")
-    console.print(f"watching {runner.manifests} for changes; Ctrl-C or `mcpfleet down` stops everything")
+            console.print(f"[bold]registry {obj.name}:[/] {escape(str(obj.status['url']))}/v0.1/servers")
+    console.print(
+        f"watching {escape(str(runner.manifests))} for changes; Ctrl-C or `mcpfleet down` stops everything"
+    )
 
 
 # -- down -------------------------------------------------------------------------------------
@@ -212,7 +220,7 @@ def _print_summary(
 
 async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0) -> int:
     if not (state_dir / DB_FILENAME).exists():
-        console.print(f"nothing to stop: no state in {state_dir}")
+        console.print(f"nothing to stop: no state in {state_dir}", markup=False)
         return 0
     state = await State.open(state_dir)
     try:
