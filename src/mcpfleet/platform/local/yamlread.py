@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_FILE_BYTES_ENV = "MCPFLEET_MANIFEST_MAX_BYTES"
 MAX_FILES_ENV = "MCPFLEET_MANIFEST_MAX_FILES"
@@ -38,7 +38,8 @@ class ManifestLimits:
     max_depth: int = 100
     """Nesting of mappings and sequences in one document."""
     max_nodes: int = 100_000
-    """Nodes of one file after alias expansion (what the models and the state would hold)."""
+    """Nodes of one file after alias expansion (what the models and the state would hold). The text of
+    the scalars after expansion is also bounded, by `max_file_bytes`."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> ManifestLimits:
@@ -110,12 +111,20 @@ class _BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def _expanded(
-    node: Node, memo: dict[int, tuple[int, int]], open_nodes: set[int], budget: int
-) -> tuple[int, int]:
-    """(nodes, depth) of `node` with every alias expanded, memoised per node (linear in the composed
-    graph). An alias can put a deep subtree under another deep one, so the depth is checked again here.
+@dataclass
+class _Size:
+    """A subtree once aliases are expanded: nodes, depth, and characters of its scalars."""
 
+    nodes: int = 0
+    depth: int = 0
+    chars: int = 0
+
+
+def _expanded(node: Node, memo: dict[int, _Size], open_nodes: set[int], budget: _Size) -> _Size:
+    """The size of `node` with every alias expanded, memoised per node (linear in the composed graph).
+
+    Nodes: "billion laughs". Characters: one long string aliased 10,000 times is only 10,000 nodes
+    but gigabytes once stored as JSON. Depth: an alias can put a deep subtree under another deep one.
     Anchors come before their aliases, so the walk meets each node first where it is defined: the
     recursion is bounded by the depth limit already enforced while composing.
     """
@@ -125,21 +134,23 @@ def _expanded(
     if id(node) in open_nodes:
         raise ManifestTooLarge("a recursive alias (a node that contains itself) cannot be expanded")
     open_nodes.add(id(node))
-    total, deepest = 1, 0
+    size = _Size(nodes=1, depth=0, chars=len(node.value) if isinstance(node, ScalarNode) else 0)
     children: list[Node] = []
     if isinstance(node, SequenceNode):
         children = list(node.value)
     elif isinstance(node, MappingNode):
         children = [part for pair in node.value for part in pair]
     for child in children:
-        size, depth = _expanded(child, memo, open_nodes, budget)
-        total += size
-        deepest = max(deepest, depth)
-        if total > budget:
-            break
+        sub = _expanded(child, memo, open_nodes, budget)
+        size.nodes += sub.nodes
+        size.chars += sub.chars
+        size.depth = max(size.depth, sub.depth)
+        if size.nodes > budget.nodes or size.chars > budget.chars:
+            break  # already over: the caller refuses the document
+    size.depth += 1
     open_nodes.discard(id(node))
-    memo[id(node)] = (total, deepest + 1)
-    return total, deepest + 1
+    memo[id(node)] = size
+    return size
 
 
 def load_documents(text: str, limits: ManifestLimits) -> list[Any]:
@@ -150,23 +161,30 @@ def load_documents(text: str, limits: ManifestLimits) -> list[Any]:
     loader_class = type("BoundedLoader", (_BoundedLoader,), {"max_depth": limits.max_depth})
     loader = loader_class(text)
     documents: list[Any] = []
-    used = 0
+    used = _Size()
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
-            size, depth = _expanded(node, {}, set(), limits.max_nodes - used + 1)
-            if depth > limits.max_depth:
+            budget = _Size(limits.max_nodes - used.nodes + 1, 0, limits.max_file_bytes - used.chars + 1)
+            size = _expanded(node, {}, set(), budget)
+            used.nodes += size.nodes
+            used.chars += size.chars
+            if size.depth > limits.max_depth:
                 raise ManifestTooLarge(
                     f"nested deeper than {limits.max_depth} levels once aliases are expanded "
                     f"(set ${MAX_DEPTH_ENV} to raise the limit)"
                 )
-            used += size
-            if used > limits.max_nodes:
+            if used.nodes > limits.max_nodes:
                 raise ManifestTooLarge(
                     f"more than {limits.max_nodes} YAML nodes once aliases are expanded "
                     f"(set ${MAX_NODES_ENV} to raise the limit)"
+                )
+            if used.chars > limits.max_file_bytes:
+                raise ManifestTooLarge(
+                    f"larger than {limits.max_file_bytes} characters once aliases are expanded "
+                    f"(set ${MAX_FILE_BYTES_ENV} to raise the limit)"
                 )
             documents.append(loader.construct_document(node))
     finally:
