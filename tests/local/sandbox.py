@@ -81,4 +81,8 @@ def make_sandbox(root: Path) -> Sandbox:
         (secrets / "keep-me").write_text("precious\n")
         (box.outside / name / "runconfig.json").write_text('{"mine": true}\n')
     (box.outside / "private.env").write_text("MCPFLEET_SECRET_DB_PASSWORD=hunter2\n")
+    # A manifest a symlinked folder would bring in: it must never load.
+    (box.outside / "evil.yaml").write_text(
+        '{"apiVersion": "mcpfleet.dev/v1alpha1", "kind": "MCPGroup", "metadata": {"name": "from-outside"}, "spec": {}}\n'
+    )
     return box

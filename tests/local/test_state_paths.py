@@ -47,7 +47,7 @@ BAD_NAMESPACES = [
     "a-",
     "a" * 64,
     "é",
-    "ｄｅｆａｕｌｔ",  # full-width letters look like "default"
+    "\uff44\uff45\uff46\uff41\uff55\uff4c\uff54",  # full-width letters look like "default"
     "default\n",
     "default\x00",
     " default",
@@ -119,7 +119,10 @@ def test_fuzzed_names_never_leave_the_state_dir(name: str) -> None:
         return
     assert K8S_DNS1123_LABEL.fullmatch(name) and len(name) <= 253
     root = Path("/nonexistent-state-root")
-    assert safe_join(root, "config", "mcpgroup", "default", resource.name).parent == root / "config/mcpgroup/default"
+    assert (
+        safe_join(root, "config", "mcpgroup", "default", resource.name).parent
+        == root / "config/mcpgroup/default"
+    )
 
 
 @pytest.mark.parametrize("parts", [("..",), ("a", ".."), ("/etc",), ("a/b",), ("",), (".",), ("a\x00",)])

@@ -79,8 +79,9 @@ async def test_broken_and_duplicate_edits_keep_running_objects(running_up: Any) 
     (up.manifests / "a-newcomer.yaml").write_text(_remote("keeper", 10))
 
     def duplicate_reported() -> bool:
-        return "a-newcomer.yaml (document 1) MCPRemoteProxy/keeper: metadata.name: duplicate of keeper.yaml#1" in (
-            up.output.read_text()
+        return (
+            "a-newcomer.yaml (document 1) MCPRemoteProxy/keeper: metadata.name: duplicate of keeper.yaml#1"
+            in (up.output.read_text())
         )
 
     await up.wait_for("the newcomer reported as the duplicate", duplicate_reported, limit=30)

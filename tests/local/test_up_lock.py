@@ -28,12 +28,13 @@ async def _wait_serving(process: subprocess.Popen[str], log: Path, limit: float 
     """Until `up` printed its summary (it holds the lock and its first pass is done)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
+        output = await asyncio.to_thread(log.read_text)
         if process.poll() is not None:
-            raise AssertionError(f"up exited ({process.returncode}):\n{log.read_text()}")
-        if "watching" in log.read_text():
+            raise AssertionError(f"up exited ({process.returncode}):\n{output}")
+        if "watching" in output:
             return
         await asyncio.sleep(0.2)
-    raise AssertionError(f"up did not settle:\n{log.read_text()}")
+    raise AssertionError(f"up did not settle:\n{await asyncio.to_thread(log.read_text)}")
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
@@ -67,8 +68,12 @@ async def test_a_refused_second_up_leaves_the_first_one_in_charge(tmp_path: Path
         assert first.poll() is None
         assert _up_pid_row(state_dir) == str(first.pid)
 
-        down = subprocess.run(
-            [MCPFLEET, "down", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=60
+        down = await asyncio.to_thread(
+            subprocess.run,
+            [MCPFLEET, "down", "--state-dir", str(state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert down.returncode == 0, down.stderr
         assert f"asked mcpfleet up (pid {first.pid}) to stop" in down.stdout, down.stdout

@@ -37,9 +37,11 @@ class ManifestLimits:
     """YAML files under DIR; files past the limit (in sort order) are reported, not read."""
     max_depth: int = 100
     """Nesting of mappings and sequences in one document."""
-    max_nodes: int = 100_000
-    """Nodes of one file after alias expansion (what the models and the state would hold). The text of
-    the scalars after expansion is also bounded, by `max_file_bytes`."""
+    max_nodes: int = 20_000
+    """Nodes of one file, counted while parsing and again after alias expansion (what the models and
+    the state would hold). PyYAML parses about 10,000 nodes a second on a busy core, so this also
+    bounds the time one file can take. The text of the scalars after expansion is bounded by
+    `max_file_bytes`."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> ManifestLimits:
@@ -90,18 +92,28 @@ def read_text(path: Path, limits: ManifestLimits) -> str:
     return data.decode("utf-8")
 
 
+def _too_many_nodes(limit: int, when: str = "") -> str:
+    return f"more than {limit} YAML nodes{when} (set ${MAX_NODES_ENV} to raise the limit)"
+
+
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses nesting beyond `max_depth` while composing (before it can recurse deeper)."""
+    """SafeLoader that stops composing past `max_depth` levels or `max_nodes` nodes (before the
+    recursion goes deeper or the parse runs longer)."""
 
     max_depth = 100
+    max_nodes = 20_000
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > self.max_nodes:
+                raise ManifestTooLarge(_too_many_nodes(self.max_nodes))
             if self._depth > self.max_depth:
                 raise ManifestTooLarge(
                     f"nested deeper than {self.max_depth} levels (set ${MAX_DEPTH_ENV} to raise the limit)"
@@ -158,7 +170,8 @@ def load_documents(text: str, limits: ManifestLimits) -> list[Any]:
 
     Raises yaml.YAMLError (syntax) or ManifestTooLarge.
     """
-    loader_class = type("BoundedLoader", (_BoundedLoader,), {"max_depth": limits.max_depth})
+    bounds = {"max_depth": limits.max_depth, "max_nodes": limits.max_nodes}
+    loader_class = type("BoundedLoader", (_BoundedLoader,), bounds)
     loader = loader_class(text)
     documents: list[Any] = []
     used = _Size()
@@ -177,10 +190,7 @@ def load_documents(text: str, limits: ManifestLimits) -> list[Any]:
                     f"(set ${MAX_DEPTH_ENV} to raise the limit)"
                 )
             if used.nodes > limits.max_nodes:
-                raise ManifestTooLarge(
-                    f"more than {limits.max_nodes} YAML nodes once aliases are expanded "
-                    f"(set ${MAX_NODES_ENV} to raise the limit)"
-                )
+                raise ManifestTooLarge(_too_many_nodes(limits.max_nodes, " once aliases are expanded"))
             if used.chars > limits.max_file_bytes:
                 raise ManifestTooLarge(
                     f"larger than {limits.max_file_bytes} characters once aliases are expanded "
