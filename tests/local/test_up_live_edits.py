@@ -58,7 +58,8 @@ async def test_broken_and_duplicate_edits_keep_running_objects(running_up: Any) 
     condition = next(c for c in status["conditions"] if c["type"] == "ManifestApplied")
     assert condition["status"] == "False" and condition["reason"] == "InvalidManifest"
     assert _row(up, "MCPGroup", "team")["source"] == "keeper.yaml#2"  # the group of that file kept too
-    assert "the current one is invalid" in (_row(up, "MCPGroup", "team")["status"].get("message") or "")
+    group_conditions = _row(up, "MCPGroup", "team")["status"].get("conditions") or []
+    assert any(c["type"] == "ManifestApplied" and c["status"] == "False" for c in group_conditions)
     assert _pid(up, "keeper") == keeper_pid
     shown = yaml.safe_load(up.get("get", "rp", "keeper", "-o", "yaml"))
     assert "not valid YAML" in shown["status"]["message"]

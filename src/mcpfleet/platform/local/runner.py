@@ -287,17 +287,25 @@ class Runner:
         result = await asyncio.to_thread(load_dir, self.manifests, self.limits, owners)
         loaded = {item.key: item for item in result.objects}
         kept: dict[Key, str] = {}
+        errors = list(result.errors)
         for error in result.errors:
             for key, item in previous.items():
-                if key in loaded:
+                if key in kept:
                     continue
                 # A file that cannot be read keeps every object it held; like a rejected `kubectl
                 # apply`, an object whose new version is invalid keeps running as it was.
                 whole_file = error.document is None and item.file == error.file
-                if whole_file or (error.kind, error.name) == (key[0], key[2]):
-                    loaded[key] = item
-                    kept[key] = str(error)
-        self.load_errors = result.errors
+                if not (whole_file or (error.kind, error.name) == (key[0], key[2])):
+                    continue
+                newcomer = loaded.get(key)
+                if newcomer is not None and newcomer.file == item.file:
+                    continue  # loaded again from its own file: nothing to keep
+                if newcomer is not None:
+                    # Defined elsewhere too, while its own file is broken: the running one stays.
+                    errors.append(_duplicate_of(newcomer, item))
+                loaded[key] = item
+                kept[key] = str(error)
+        self.load_errors = errors
         self.kept = kept
         for error in result.errors:
             log.info("invalid manifest: %s", error)
@@ -338,9 +346,10 @@ class Runner:
             }
         )
         status["conditions"] = conditions
-        message = status.get("message")
-        kept = f"the last valid manifest keeps running; the current one is invalid: {error}"
-        status["message"] = f"{message}; {kept}" if message else kept
+        if key[0] in WORKLOAD_ORDER:  # only the workload statuses have a message (the others: the condition)
+            message = status.get("message")
+            kept = f"the last valid manifest keeps running; the current one is invalid: {error}"
+            status["message"] = f"{message}; {kept}" if message else kept
         return status
 
     def _world(self, namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
@@ -601,6 +610,13 @@ class Runner:
         ):
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
+
+
+def _duplicate_of(newcomer: Loaded, running: Loaded) -> LoadError:
+    document = int(newcomer.source.rpartition("#")[2])
+    reason = f"duplicate of {running.source}, which keeps running; this document is ignored"
+    kind, name = newcomer.resource.kind, newcomer.resource.name
+    return LoadError(newcomer.file, document, kind, name, (("metadata.name", reason),))
 
 
 def is_manifest_path(root: Path, path: str) -> bool:
