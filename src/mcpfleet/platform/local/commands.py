@@ -30,6 +30,7 @@ from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import owned_by, signal_group
 from mcpfleet.platform.local.views import pid_alive
+from mcpfleet.platform.local.yamlread import ManifestLimits
 
 META_UP_PID = "up_pid"
 """Information only (the lock is `lock.UpLock`): the pid of the `up` that holds the lock."""
@@ -78,6 +79,11 @@ async def run_up(
     port_range: tuple[int, int] | None = None,
     progress: bool = True,
 ) -> int:
+    try:
+        limits = ManifestLimits.from_env()
+    except ValueError as exc:
+        console.print(f"error: {exc}", markup=False)
+        return 2
     lock = UpLock(state_dir)
     try:
         lock.acquire()
@@ -93,7 +99,7 @@ async def run_up(
         try:
             await state.set_meta(META_UP_PID, str(os.getpid()))
             await state.set_meta(META_MANIFESTS, str(manifests))
-            return await _up(manifests, state, console, port_range, progress)
+            return await _up(manifests, state, console, port_range, progress, limits)
         finally:
             with contextlib.suppress(Exception):
                 await state.set_meta(META_UP_PID, None)
@@ -103,14 +109,19 @@ async def run_up(
 
 
 async def _up(
-    manifests: Path, state: State, console: Console, port_range: tuple[int, int] | None, progress: bool
+    manifests: Path,
+    state: State,
+    console: Console,
+    port_range: tuple[int, int] | None,
+    progress: bool,
+    limits: ManifestLimits,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     reporter = _Reporter(console)
-    runner = Runner(manifests, state, port_range=port_range, on_status=reporter.on_status)
+    runner = Runner(manifests, state, port_range=port_range, on_status=reporter.on_status, limits=limits)
     leftovers = await runner.stop_leftovers()
     if leftovers:
         console.print(f"stopped {leftovers} process(es) left behind by an earlier `mcpfleet up`")
