@@ -15,17 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.api.kinds import KIND_BY_NAME
 from mcpfleet.platform.local.yamlread import ManifestLimits
 
-KINDS = (
-    "MCPServer",
-    "MCPGroup",
-    "MCPRegistry",
-    "VirtualMCPServer",
-    "MCPToolConfig",
-    "MCPExternalAuthConfig",
-    "MCPRemoteProxy",
-)
+KINDS = tuple(KIND_BY_NAME)
 
 HOSTILE_NAMES = (
     "..",

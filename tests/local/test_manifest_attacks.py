@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 from mcpfleet.platform.local.loader import load_dir
 from mcpfleet.platform.local.paths import safe_join
 from tests.local.attack_corpus import SECRET_MARKER, Attack, doc, loader_attacks, materialise, text
-from tests.local.conftest import MCPFLEET, Up, manifest, start_up
+from tests.local.conftest import MCPFLEET, Up, manifest, start_up, stop_process
 from tests.local.sandbox import changes, make_sandbox
 
 ATTACKS = loader_attacks()
@@ -212,13 +211,7 @@ async def test_live_up_survives_the_corpus(tmp_path: Path) -> None:
         with (box.state / "state.db").open("rb") as db:
             assert SECRET_MARKER.encode() not in db.read()
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        stop_process(process)
     assert process.returncode == 0
     assert changes(before, box.snapshot()) == []
     assert not (box.root / "pwned").exists() and not (box.outside / "pwned").exists()

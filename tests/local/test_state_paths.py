@@ -12,6 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +23,7 @@ from mcpfleet.platform.local.loader import load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
-from tests.local.sandbox import changes, make_sandbox
+from tests.local.sandbox import Sandbox, changes, make_sandbox
 
 PORTS = (32100, 32199)
 """Inside the local tests' range, apart from the other in-process tests."""
@@ -154,6 +155,21 @@ def _remote_proxy(namespace: str, name: str = "upstream") -> str:
     )
 
 
+async def _one_pass(box: Sandbox) -> dict[str, Any]:
+    """One reconcile pass over the sandbox's manifests; the remote proxy's status. Nothing may start."""
+    state = await State.open(box.state)
+    runner = Runner(box.manifests, state, port_range=PORTS)
+    try:
+        await runner.reconcile()
+        obj = await state.get_object("MCPRemoteProxy", "default", "upstream")
+        assert obj is not None
+        assert not runner.supervisor.keys()
+        return dict(obj.status)
+    finally:
+        await runner.shutdown()
+        await state.close()
+
+
 @pytest.mark.timeout(60)
 async def test_traversing_namespaces_never_reach_outside(tmp_path: Path) -> None:
     """Today's main wrote runconfig.json to outside/upstream/ and deleted outside/*/secrets/*."""
@@ -190,18 +206,9 @@ async def test_a_symlink_planted_in_the_state_dir_is_not_followed(tmp_path: Path
     (box.state / "logs").mkdir()
     (box.state / "logs" / "mcpremoteproxy-upstream.log").symlink_to(box.outside / "private.env")
     before = box.snapshot()
-    state = await State.open(box.state)
-    runner = Runner(box.manifests, state, port_range=PORTS)
-    try:
-        await runner.reconcile()
-        obj = await state.get_object("MCPRemoteProxy", "default", "upstream")
-        assert obj is not None
-        assert obj.status["phase"] == "Failed", obj.status
-        assert "outside the state dir" in obj.status["message"]
-        assert not runner.supervisor.keys()
-    finally:
-        await runner.shutdown()
-        await state.close()
+    status = await _one_pass(box)
+    assert status["phase"] == "Failed", status
+    assert "outside the state dir" in status["message"]
     assert changes(before, box.snapshot()) == []
 
 
@@ -222,18 +229,10 @@ async def test_a_secret_reference_cannot_read_a_file_outside(tmp_path: Path) -> 
     document["spec"] = spec
     (box.manifests / "remote.yaml").write_text(json.dumps(document))
     (box.state / "secrets").mkdir(parents=True)
-    state = await State.open(box.state)
-    runner = Runner(box.manifests, state, port_range=PORTS)
-    try:
-        await runner.reconcile()
-        obj = await state.get_object("MCPRemoteProxy", "default", "upstream")
-        assert obj is not None and obj.status["phase"] == "Failed", obj and obj.status
-        assert "not a usable file name" in obj.status["message"]
-        assert not runner.supervisor.keys()
-    finally:
-        await runner.shutdown()
-        await state.close()
-    assert "hunter2" not in json.dumps(obj.status)
+    status = await _one_pass(box)
+    assert status["phase"] == "Failed", status
+    assert "not a usable file name" in status["message"]
+    assert "hunter2" not in json.dumps(status)
 
 
 def test_loader_rejects_traversal_before_anything_runs(tmp_path: Path) -> None:

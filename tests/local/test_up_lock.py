@@ -7,7 +7,6 @@ after which `mcpfleet down` said everything was stopped while the first `up` kep
 from __future__ import annotations
 
 import asyncio
-import signal
 import sqlite3
 import subprocess
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import MCPFLEET, manifest, pid_alive, start_up
+from tests.local.conftest import MCPFLEET, manifest, pid_alive, start_up, stop_process
 
 
 def _up_pid_row(state_dir: Path) -> str | None:
@@ -35,16 +34,6 @@ async def _wait_serving(process: subprocess.Popen[str], log: Path, limit: float 
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"up did not settle:\n{await asyncio.to_thread(log.read_text)}")
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 @pytest.mark.timeout(150)
@@ -91,7 +80,7 @@ async def test_a_refused_second_up_leaves_the_first_one_in_charge(tmp_path: Path
         await _wait_serving(fourth, tmp_path / "fourth.log")
     finally:
         for process in started:
-            _stop(process)
+            stop_process(process)
 
 
 def test_lock_is_exclusive_and_only_its_holder_releases_it(tmp_path: Path) -> None:
