@@ -63,7 +63,9 @@ async def test_broken_and_duplicate_edits_keep_running_objects(running_up: Any) 
     assert _pid(up, "keeper") == keeper_pid
     shown = yaml.safe_load(up.get("get", "rp", "keeper", "-o", "yaml"))
     assert "not valid YAML" in shown["status"]["message"]
-    assert "invalid manifest" in up.output.read_text()
+    await up.wait_for(
+        "the error printed by up", lambda: "invalid manifest" in up.output.read_text(), limit=10
+    )
 
     # Fixed again: the report goes away, the process was never restarted.
     (up.manifests / "keeper.yaml").write_text(keeper_yaml)
