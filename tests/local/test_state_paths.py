@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from mcpfleet.platform.local.loader import load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
+from tests.local.conftest import MCPFLEET
 from tests.local.sandbox import Sandbox, changes, make_sandbox
 
 PORTS = (32100, 32199)
@@ -240,3 +242,24 @@ def test_loader_rejects_traversal_before_anything_runs(tmp_path: Path) -> None:
     result = load_dir(tmp_path)
     assert result.objects == []
     assert [e.problems[0][0] for e in result.errors] == ["metadata.namespace", "metadata.namespace"]
+
+
+@pytest.mark.parametrize("entry", ["state.db", "up.lock", "config"])
+def test_up_refuses_a_state_dir_whose_entries_lead_outside(tmp_path: Path, entry: str) -> None:
+    """A `.mcpfleet/` shipped inside a cloned manifests folder, with `state.db` (or the lock, or
+    `config/`) linked outside: `up` refuses to start and creates nothing there."""
+    box = make_sandbox(tmp_path)
+    (box.manifests / "remote.yaml").write_text(_remote_proxy("default"))
+    box.state.mkdir()
+    (box.state / entry).symlink_to(box.outside / "created-by-up")
+    before = box.snapshot()
+    result = subprocess.run(
+        [MCPFLEET, "up", str(box.manifests), "--state-dir", str(box.state), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "unsafe state dir" in result.stdout and "outside" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert changes(before, box.snapshot()) == []

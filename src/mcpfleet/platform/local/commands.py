@@ -25,6 +25,7 @@ from rich.markup import escape
 
 from mcpfleet.platform.local.display import SETTLED, progress_table, short
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
+from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
@@ -84,9 +85,17 @@ async def run_up(
     except ValueError as exc:
         console.print(f"error: {exc}", markup=False)
         return 2
+    try:
+        check_state_dir(state_dir)
+    except PathEscapeError as exc:
+        console.print(f"error: unsafe state dir: {exc}", markup=False)
+        return 2
     lock = UpLock(state_dir)
     try:
         lock.acquire()
+    except OSError as exc:  # e.g. up.lock is a symlink (O_NOFOLLOW)
+        console.print(f"error: cannot lock {lock.path}: {exc}", markup=False)
+        return 2
     except LockHeld as held:
         # Refused before the state is even opened: nothing of the running `up` is touched.
         console.print(

@@ -55,3 +55,17 @@ def write_file(path: Path, content: str, mode: int = 0o644) -> None:
     with os.fdopen(fd, "w") as out:
         out.write(content)
     os.replace(tmp, path)
+
+
+STATE_ENTRIES = ("state.db", "state.db-wal", "state.db-shm", "up.lock", "logs", "config", "data", "secrets")
+"""What `up` creates at the top of its state dir."""
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """Refuse a state dir whose own entries lead outside it (PathEscapeError).
+
+    The state dir may come with the manifests (`.mcpfleet/` inside a cloned folder): a `state.db`
+    linked to `~/.bashrc` would make SQLite write there before any other check runs.
+    """
+    for entry in STATE_ENTRIES:
+        safe_join(state_dir, entry)
