@@ -144,6 +144,10 @@ def test_safe_join_refuses_a_symlink_that_leads_outside(tmp_path: Path) -> None:
         safe_join(root, "config", "evil", "runconfig.json")
     assert safe_join(root, "config", "fine", "x") == (root / "config" / "x").resolve()
     assert safe_join(root, "config", "new", "deeper") == (root / "config" / "new" / "deeper").resolve()
+    (root / "config" / "loop-a").symlink_to(root / "config" / "loop-b")
+    (root / "config" / "loop-b").symlink_to(root / "config" / "loop-a")
+    with pytest.raises(PathEscapeError):
+        safe_join(root, "config", "loop-a", "x")
 
 
 def _remote_proxy(namespace: str, name: str = "upstream") -> str:

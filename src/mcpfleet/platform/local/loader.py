@@ -75,8 +75,9 @@ class LoadResult:
     errors: list[LoadError] = field(default_factory=list)
 
 
-SHOWN_CHARS = 100
-"""Kind and name as echoed in an error are cut to this (they come from the hostile document)."""
+SHOWN_CHARS = 253
+"""Kind and name as echoed in an error are cut to this (they come from the hostile document); the
+longest valid name fits, so an invalid new version still matches the running object by name."""
 REASON_CHARS = 500
 
 

@@ -36,7 +36,10 @@ def safe_join(root: Path, *parts: str) -> Path:
             or (os.altsep is not None and os.altsep in part)
         ):
             raise PathEscapeError(f"{part!r} is not a single path component (under {base})")
-    candidate = base.joinpath(*parts).resolve()
+    try:
+        candidate = base.joinpath(*parts).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise PathEscapeError(f"{base.joinpath(*parts)} cannot be resolved: {exc}") from exc
     if candidate != base and not candidate.is_relative_to(base):
         raise PathEscapeError(f"{base.joinpath(*parts)} resolves to {candidate}, outside {base}")
     return candidate
