@@ -74,6 +74,8 @@ RESYNC_SECONDS = 1.0
 RELOAD_SECONDS = 10.0
 """Manifests are re-read at least this often even without a file event (events can be missed)."""
 LOOPBACK = "127.0.0.1"
+KEPT_ERROR_CHARS = 4000
+"""The error reported on a kept object is cut to this (a condition message holds at most 32768)."""
 MANIFEST_CONDITION = "ManifestApplied"
 """Local only: False while the object runs its last valid manifest because the current one is invalid."""
 
@@ -304,7 +306,7 @@ class Runner:
                     # Defined elsewhere too, while its own file is broken: the running one stays.
                     errors.append(_duplicate_of(newcomer, item))
                 loaded[key] = item
-                kept[key] = str(error)
+                kept[key] = str(error)[:KEPT_ERROR_CHARS]
         self.load_errors = errors
         self.kept = kept
         for error in result.errors:
@@ -523,7 +525,11 @@ class Runner:
         wanted = {f.filename for f in plan.secret_files}
         if folder.is_dir():
             for stale in folder.iterdir():
-                if stale.name not in wanted:
+                if stale.name in wanted:
+                    continue
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale)  # inside the checked folder: a leftover folder, not a secret
+                else:
                     stale.unlink(missing_ok=True)  # a symlink is removed itself, never its target
         if not plan.secret_files:
             return
