@@ -255,3 +255,13 @@ async def test_git_source_corpus(fmt: str, repo: Path, tmp_path: Path) -> None:
             await asyncio.to_thread(commit, case.content, case.id)
             await check_failed(h, case, problems)
     assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems)
+
+
+async def test_url_credentials_never_reach_last_error(tmp_path: Path) -> None:
+    url = "http://reader:hunter2@127.0.0.1:9/registry.json?api_key=s3cr3t&v=1"
+    cfg = make_config([{"name": "s", "url": {"url": url}}], sqlite(tmp_path))
+    async with running(cfg, tmp_path) as h:
+        await h.sync()
+        error = (await h.get("/status")).json()["sources"][0]["lastError"]
+        assert error.startswith("GET http://127.0.0.1:9/registry.json?api_key=***&v=*** failed")
+        assert "hunter2" not in error and "s3cr3t" not in error and "reader" not in error
