@@ -20,6 +20,7 @@ import yaml
 from aiohttp import web
 
 from mcpfleet.platform.kubernetes.api import ApiError, KubeApi, RetryPolicy, kubeconfig_login, login_from
+from tests.local_http import serving
 
 FAST = RetryPolicy(attempts=4, base=0.01, cap=0.05, retry_after_cap=0.5)
 
@@ -43,16 +44,9 @@ async def server() -> AsyncIterator[FakeServer]:
     fake = FakeServer()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    fake.url = f"http://127.0.0.1:{port}"
-    try:
+    async with serving(app) as url:
+        fake.url = url
         yield fake
-    finally:
-        await runner.cleanup()
 
 
 def client(server: FakeServer, retry: RetryPolicy = FAST) -> KubeApi:

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from mcpfleet.api.kinds import parse_manifest
+from mcpfleet.api.kinds import KIND_BY_NAME, parse_manifest
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
@@ -39,15 +39,7 @@ from mcpfleet.platform.local.runner import restart_checksum
 from mcpfleet.reconcile.model import Platform, World
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = {
-    "MCPServer",
-    "MCPGroup",
-    "MCPRegistry",
-    "VirtualMCPServer",
-    "MCPToolConfig",
-    "MCPExternalAuthConfig",
-    "MCPRemoteProxy",
-}
+KINDS = set(KIND_BY_NAME)
 NAMESPACE = "team"
 
 

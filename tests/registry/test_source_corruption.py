@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from mcpfleet.registry.sources.base import MAX_DOCUMENT_BYTES
+from tests.local_http import serving
 from tests.registry.conftest import Harness, make_config, running
 from tests.registry.corruption import EMPTY, GOOD_TOOLHIVE, GOOD_UPSTREAM, Case, corpus, good
 
@@ -177,16 +178,9 @@ async def http_source() -> AsyncIterator[Served]:
     served_ = Served()
     app = web.Application()
     app.router.add_get("/registry.json", served_.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    served_.url = f"http://127.0.0.1:{port}/registry.json"
-    try:
+    async with serving(app) as url:
+        served_.url = f"{url}/registry.json"
         yield served_
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
