@@ -1,5 +1,5 @@
 """Source corruption: every broken document of the corpus (`corruption.py`), in both formats, through
-real sources — a file, an HTTP URL served locally and a local git repository — fails the sync with an
+real sources — a file, an HTTP URL served locally, a local git repository and a ConfigMap on the dev cluster — fails the sync with an
 error naming the field, keeps the last good data served, and lists the source under the readiness
 probe's failingSources. Legitimately empty documents are good syncs. Issue 11 defect 9: a ToolHive
 document without `servers` and an upstream document whose every entry is rejected used to count as a
@@ -238,9 +238,7 @@ async def test_git_source_corpus(fmt: str, repo: Path, tmp_path: Path) -> None:
     commit(good(fmt), "good")
     source: dict[str, Any] = {"repository": str(repo), "branch": "main", "path": "registry.json"}
     cfg = make_config([{"name": "s", "format": fmt, "git": source}], sqlite(tmp_path))
-    # Every structural case and a sample of the rest: each one is a commit and a fetch.
-    cases = [c for c in CASES if c.fmt == fmt]
-    cases = [c for i, c in enumerate(cases) if "required" in c.expect or "expected" in c.expect or i % 4 == 0]
+    cases = sample(fmt)  # each case is a commit and a fetch
     problems: list[str] = []
     async with running(cfg, tmp_path) as h:
         await h.sync()
@@ -259,3 +257,49 @@ async def test_url_credentials_never_reach_last_error(tmp_path: Path) -> None:
         error = (await h.get("/status")).json()["sources"][0]["lastError"]
         assert error.startswith("GET http://127.0.0.1:9/registry.json?api_key=***&v=*** failed")
         assert "hunter2" not in error and "s3cr3t" not in error and "reader" not in error
+
+
+# -- configMap source: the corpus through the dev cluster's API server ---------------------------------
+
+
+def sample(fmt: str) -> list[Case]:
+    """Every structural case and a quarter of the rest (each one is a write through the API server)."""
+    cases = [c for c in CASES if c.fmt == fmt]
+    return [c for i, c in enumerate(cases) if "required" in c.expect or "expected" in c.expect or i % 4 == 0]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_configmap_source_corpus(
+    fmt: str, dev_cluster: Any, crds_installed: list[str], namespace: str, tmp_path: Path
+) -> None:
+    import base64
+
+    from tests.registry.test_kubernetes import client_factory
+
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def put(content: bytes, create: bool = False) -> None:
+        # binaryData carries any bytes, as a ConfigMap volume or `kubectl create --from-file` would.
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "registry", "namespace": namespace},
+            "binaryData": {"registry.json": base64.b64encode(content).decode()},
+        }
+        with dev_cluster.api(timeout=30) as api:
+            response = api.post(path, json=body) if create else api.put(f"{path}/registry", json=body)
+            response.raise_for_status()
+
+    put(good(fmt), create=True)
+    source = {"namespace": namespace, "name": "registry", "key": "registry.json"}
+    cfg = make_config([{"name": "s", "format": fmt, "configMap": source}], sqlite(tmp_path))
+    cases = sample(fmt)
+    problems: list[str] = []
+    async with running(cfg, tmp_path, kube_client=client_factory(dev_cluster)) as h:
+        await h.sync()
+        assert await served(h) == [good_name(fmt)]
+        for case in cases:
+            await asyncio.to_thread(put, case.content)
+            await check_failed(h, case, problems)
+    assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems)
