@@ -255,7 +255,7 @@ async def test_url_credentials_never_reach_last_error(tmp_path: Path) -> None:
     async with running(cfg, tmp_path) as h:
         await h.sync()
         error = (await h.get("/status")).json()["sources"][0]["lastError"]
-        assert error.startswith("GET http://127.0.0.1:9/registry.json?api_key=***&v=*** failed")
+        assert error.startswith("GET http://***@127.0.0.1:9/registry.json?api_key=***&v=*** failed")
         assert "hunter2" not in error and "s3cr3t" not in error and "reader" not in error
 
 

@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 import orjson
 
+from mcpfleet.redact import redact_url
 from mcpfleet.registry.entry import OFFICIAL_META, ParseResult
 from mcpfleet.registry.formats.upstream import entries_from_items
-from mcpfleet.registry.sources.base import Fetched, SourceError, shown_url
+from mcpfleet.registry.sources.base import Fetched, SourceError
 
 _FULL_EVERY = 10
 _MAX_PAGES = 10_000
@@ -43,11 +44,11 @@ class ApiReader:
                 response = await self._client.get(f"{self.base}/v0.1/servers", params=params)
             except httpx.HTTPError as exc:
                 raise SourceError(
-                    f"GET {shown_url(self.base)}/v0.1/servers failed: {type(exc).__name__}"
+                    f"GET {redact_url(self.base)}/v0.1/servers failed: {type(exc).__name__}"
                 ) from None
             if response.status_code != 200:
                 raise SourceError(
-                    f"GET {shown_url(self.base)}/v0.1/servers returned HTTP {response.status_code}"
+                    f"GET {redact_url(self.base)}/v0.1/servers returned HTTP {response.status_code}"
                 )
             try:
                 page = orjson.loads(response.content)
@@ -59,7 +60,7 @@ class ApiReader:
             if not cursor:
                 return out
             params["cursor"] = cursor
-        raise SourceError(f"{shown_url(self.base)}/v0.1/servers: more than {_MAX_PAGES} pages")
+        raise SourceError(f"{redact_url(self.base)}/v0.1/servers: more than {_MAX_PAGES} pages")
 
     async def fetch(self) -> Fetched:
         full = self._since is None or self._fetches % _FULL_EVERY == 0

@@ -6,27 +6,12 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from mcpfleet.registry.entry import ParseResult
 from mcpfleet.registry.formats import parse
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 """Largest registry document read from a file, URL, git or ConfigMap source (10,000 entries take ~20 MB)."""
-
-
-def shown_url(url: str) -> str:
-    """`url` as errors and logs may show it: no user:password@, query values replaced by `***`."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    query = "&".join(f"{k}=***" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, host + port, parts.path, query, ""))
 
 
 def too_large(size: int) -> SourceError:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import httpx
 
+from mcpfleet.redact import redact_text, redact_url
 from mcpfleet.registry.sources.base import (
     MAX_DOCUMENT_BYTES,
     Fetched,
     SourceError,
     fetched_bytes,
-    shown_url,
     too_large,
 )
 
@@ -23,16 +23,16 @@ class UrlReader:
         try:
             async with self._client.stream("GET", self.url) as response:
                 if response.status_code != 200:
-                    raise SourceError(f"GET {shown_url(self.url)} returned HTTP {response.status_code}")
+                    raise SourceError(f"GET {redact_url(self.url)} returned HTTP {response.status_code}")
                 content = bytearray()
                 async for chunk in response.aiter_bytes():
                     content += chunk
                     if len(content) > MAX_DOCUMENT_BYTES:
                         raise too_large(len(content))  # stop reading: memory stays bounded
         except httpx.HTTPError as exc:
-            shown = shown_url(self.url)
-            detail = str(exc).replace(self.url, shown)
-            raise SourceError(f"GET {shown} failed: {type(exc).__name__}: {detail}") from None
+            raise SourceError(
+                f"GET {redact_url(self.url)} failed: {type(exc).__name__}: {redact_text(str(exc))}"
+            ) from None
         return fetched_bytes(self.source, self.fmt, bytes(content))
 
     async def close(self) -> None:
