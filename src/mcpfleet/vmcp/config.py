@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_serializer, model_validator
 
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
@@ -99,6 +99,12 @@ class VMCPConfig(GatewayConfig):
     """Who may call the gateway, resolved (OIDC settings inline or as a mounted file)."""
     outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
     """Per-backend credentials, resolved from MCPExternalAuthConfigs."""
+
+    @field_serializer("incoming_auth")
+    def _only_what_was_set(self, incoming: IncomingAuth) -> dict[str, Any]:
+        # `oidc` next to an `oidcFile` overrides the file's settings key by key (`resolved`): written
+        # with its defaults, it would replace the file's scopes / insecureAllowHTTP / cache time.
+        return incoming.model_dump(by_alias=True, exclude_unset=True, exclude_none=True, mode="json")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> VMCPConfig:
