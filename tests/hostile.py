@@ -1,0 +1,399 @@
+"""Hostile-input helpers shared by the proxy and vMCP suites: a real HTTP server in a thread,
+raw POSTs in both protocol eras, the hypothesis strategies of the JSON-RPC fuzz suites and the
+checks every hostile answer must pass (no 5xx, no traceback, the service still answers).
+
+Servers run under uvicorn exactly as the CLIs run them (`BodyLimits` + `uvicorn_options`), on a
+loop in a background thread, so hypothesis drives them with plain blocking HTTP (it does not run
+async tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import uvicorn
+from hypothesis import strategies as st
+
+from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+TRACEBACK_MARKERS = (b"Traceback (most recent call last)", b'File "', b"Internal Server Error")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ThreadServers:
+    """ASGI apps served by uvicorn on one event loop in a background thread."""
+
+    apps: list[tuple[Any, int, HttpLimits | None]] = field(default_factory=list)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _servers: list[uvicorn.Server] = field(default_factory=list)
+    _thread: threading.Thread | None = None
+    _error: BaseException | None = None
+
+    def add(self, app: Any, limits: HttpLimits | None = HttpLimits()) -> str:
+        """Queue an app (started in order by `start`); returns its base URL."""
+        port = free_port()
+        self.apps.append((app, port, limits))
+        return f"http://127.0.0.1:{port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        ready = threading.Event()
+
+        async def main() -> None:
+            for app, port, limits in self.apps:
+                extra: dict[str, Any] = uvicorn_options(limits) if limits is not None else {}
+                served = BodyLimits(app, limits) if limits is not None else app
+                config = uvicorn.Config(
+                    served, host="127.0.0.1", port=port, log_level="error", lifespan="on", **extra
+                )
+                server = uvicorn.Server(config)
+                server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+                self._servers.append(server)
+                task = asyncio.create_task(server.serve())
+                while not server.started:
+                    if task.done():
+                        raise RuntimeError(f"server on port {port} did not start: {task.exception()!r}")
+                    await asyncio.sleep(0.02)
+            ready.set()
+            while not all(s.should_exit for s in self._servers):
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:  # reported to the test thread
+                self._error = exc
+                ready.set()
+
+        self._thread = threading.Thread(target=run, name="hostile-servers", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout) or self._error is not None:
+            raise RuntimeError(f"servers did not start: {self._error!r}")
+
+    def stop(self) -> None:
+        for server in reversed(self._servers):
+            server.should_exit = True
+            server.force_exit = True
+        if self._thread is not None:
+            self._thread.join(20)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+    def messages(self) -> list[Any]:
+        """The JSON-RPC messages of a JSON or SSE answer."""
+        if self.headers.get("content-type", "").startswith("text/event-stream"):
+            out = []
+            for line in self.body.splitlines():
+                if line.startswith(b"data:"):
+                    with contextlib.suppress(orjson.JSONDecodeError):
+                        out.append(orjson.loads(line[5:]))
+            return out
+        return [self.json()] if self.body else []
+
+
+def post(
+    base: str, body: bytes, headers: dict[str, str], *, timeout: float = 10.0, read_for: float = 3.0
+) -> Reply:
+    """One raw POST /mcp on a fresh connection. A body still streaming after `read_for` seconds
+    (an open notification stream) is cut there: its status and first bytes are what is judged."""
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request("POST", "/mcp", body=body, headers=headers)
+        resp = conn.getresponse()
+        if conn.sock is not None:  # None once the answer said `connection: close`
+            conn.sock.settimeout(read_for)
+        chunks = []
+        try:
+            while chunk := resp.read1(65536):
+                chunks.append(chunk)
+        except (TimeoutError, http.client.IncompleteRead):
+            pass
+        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, b"".join(chunks))
+    finally:
+        conn.close()
+
+
+BASE_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def modern_headers(message: Any) -> dict[str, str]:
+    """2026-07-28 headers that agree with the body (method / name mirrored) when they can."""
+    h = {**BASE_HEADERS, "mcp-protocol-version": MODERN}
+    if isinstance(message, dict):
+        method = message.get("method")
+        if isinstance(method, str) and method.isascii() and method.isprintable():
+            h["mcp-method"] = method
+        params = message.get("params")
+        if isinstance(params, dict):
+            name = params.get("name", params.get("uri"))
+            if isinstance(name, str) and name.isascii() and name.isprintable():
+                h["mcp-name"] = name
+    return h
+
+
+def open_session(base: str) -> str:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    reply = post(base, orjson.dumps(init), BASE_HEADERS)
+    assert reply.status == 200, reply
+    sid = reply.headers["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert post(base, orjson.dumps(note), {**BASE_HEADERS, "mcp-session-id": sid}).status == 202
+    return sid
+
+
+def legacy_headers(sid: str) -> dict[str, str]:
+    return {**BASE_HEADERS, "mcp-session-id": sid, "mcp-protocol-version": LEGACY}
+
+
+def good_tools_list(base: str, era: str, sid: str | None) -> list[dict[str, Any]]:
+    """A well-formed tools/list in `era`; asserts it is answered and returns the tools."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": "good", "method": "tools/list"}
+    if era == MODERN:
+        msg["params"] = {"_meta": META}
+        headers = modern_headers(msg)
+    else:
+        assert sid is not None
+        headers = legacy_headers(sid)
+    reply = post(base, orjson.dumps(msg), headers)
+    assert reply.status == 200, reply
+    answers = [m for m in reply.messages() if isinstance(m, dict) and m.get("id") == "good"]
+    assert answers and "result" in answers[0], reply
+    return list(answers[0]["result"]["tools"])
+
+
+def assert_sane(reply: Reply, what: Any) -> None:
+    """The invariant of every hostile answer: no 5xx and nothing that looks like a traceback."""
+    assert reply.status < 500, f"{reply.status} for {what!r}: {reply.body[:300]!r}"
+    for marker in TRACEBACK_MARKERS:
+        assert marker not in reply.body, f"traceback-like body for {what!r}: {reply.body[:300]!r}"
+
+
+class ErrorLog(logging.Handler):
+    """Collects ERROR records (and anything logged with a traceback) while installed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def tracebacks(self) -> list[str]:
+        return [f"{r.name}: {r.getMessage()}" for r in self.records if r.exc_info]
+
+
+@contextlib.contextmanager
+def error_log() -> Iterator[ErrorLog]:
+    handler = ErrorLog()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+
+
+def nested(depth: int, leaf: Any = 1) -> Any:
+    """`depth` levels of alternating objects and arrays around `leaf` (the outermost an object)."""
+    value = leaf
+    for i in range(depth):
+        value = {"k": value} if (depth - 1 - i) % 2 == 0 else [value]
+    return value
+
+
+# ---- hypothesis strategies ----------------------------------------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+METHODS = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+    "notifications/cancelled",
+    "notifications/initialized",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "tasks/get",
+]
+# Field names the services and the SDK types read, so generated params hit real code paths.
+PARAM_FIELDS = [
+    "name",
+    "arguments",
+    "uri",
+    "cursor",
+    "ref",
+    "argument",
+    "context",
+    "level",
+    "requestId",
+    "reason",
+    "notifications",
+    "protocolVersion",
+    "capabilities",
+    "clientInfo",
+    "progressToken",
+    "progress",
+    "_meta",
+]
+_field_values = st.one_of(
+    json_values,
+    st.just(META),
+    st.fixed_dictionaries({}, optional={"type": st.sampled_from(["ref/prompt", "ref/resource", 3]), "name": json_values, "uri": json_values}),
+    st.fixed_dictionaries({}, optional={"toolsListChanged": json_values, "resourceSubscriptions": json_values}),
+)
+params_values = st.one_of(
+    json_values,
+    st.dictionaries(st.sampled_from(PARAM_FIELDS), _field_values, max_size=5),
+    st.builds(lambda d: {**d, "_meta": META}, st.dictionaries(st.sampled_from(PARAM_FIELDS), _field_values, max_size=4)),
+)
+ids = st.one_of(st.integers(-5, 2**70), st.text(max_size=10), st.none(), st.booleans(), st.floats(allow_nan=False), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+envelopes = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "2.0", "2.0", "1.0", 2.0, None]),
+        "id": ids,
+        "method": st.one_of(st.sampled_from(METHODS), st.text(max_size=15), json_values),
+        "params": params_values,
+        "result": json_values,
+        "error": st.one_of(json_values, st.fixed_dictionaries({"code": json_values, "message": json_values})),
+    },
+)
+
+
+@st.composite
+def hostile_bodies(draw: st.DrawFn) -> tuple[bytes, Any]:
+    """A request body (bytes) and the message it encodes (None for raw garbage)."""
+    kind = draw(st.sampled_from(["envelope"] * 6 + ["batch", "deep", "garbage", "scalar"]))
+    if kind == "garbage":
+        return draw(st.binary(max_size=200)), None
+    if kind == "scalar":
+        value: Any = draw(json_values)
+    elif kind == "batch":
+        value = draw(st.lists(envelopes, max_size=3))
+    elif kind == "deep":
+        depth = draw(st.integers(min_value=1, max_value=600))
+        value = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x", "arguments": nested(depth)}}
+    else:
+        value = draw(envelopes)
+    try:
+        return orjson.dumps(value), value
+    except orjson.JSONEncodeError:  # deeper than orjson writes: encode by hand
+        return encode_deep(value), value
+
+
+def encode_deep(value: Any) -> bytes:
+    parts: list[bytes] = []
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, bytes):
+            parts.append(node)
+        elif isinstance(node, dict):
+            stack.append(b"}")
+            for i, (k, v) in enumerate(reversed(list(node.items()))):
+                if i:
+                    stack.append(b",")
+                stack.append(v)
+                stack.append(orjson.dumps(k) + b":")
+            stack.append(b"{")
+        elif isinstance(node, list):
+            stack.append(b"]")
+            for i, v in enumerate(reversed(node)):
+                if i:
+                    stack.append(b",")
+                stack.append(v)
+            stack.append(b"[")
+        else:
+            parts.append(orjson.dumps(node))
+    return b"".join(parts)
+
+
+content_types = st.sampled_from(
+    ["application/json"] * 6 + ["application/json; charset=utf-8", "APPLICATION/JSON", "text/plain", "", "application/jsonx"]
+)
+
+
+@dataclass
+class Counter:
+    cases: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def record(self, status: int) -> None:
+        self.cases += 1
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    @property
+    def server_errors(self) -> int:
+        return sum(n for s, n in self.statuses.items() if s >= 500)
+
+
+def fuzz_one(base: str, era: str, sid: str | None, body: bytes, value: Any, ctype: str, counter: Counter) -> None:
+    """Send one generated body in `era` and check the answer and that a good request still works."""
+    headers = modern_headers(value) if era == MODERN else legacy_headers(sid or "")
+    if ctype:
+        headers["content-type"] = ctype
+    else:
+        headers.pop("content-type")
+    reply = post(base, body, headers)
+    counter.record(reply.status)
+    assert_sane(reply, value if value is not None else body)
+
+
+Check = Callable[[], None]
