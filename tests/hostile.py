@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.client
+import json
 import logging
 import socket
 import threading
@@ -320,7 +321,7 @@ envelopes = st.fixed_dictionaries(
 @st.composite
 def hostile_bodies(draw: st.DrawFn) -> tuple[bytes, Any]:
     """A request body (bytes) and the message it encodes (None for raw garbage)."""
-    kind = draw(st.sampled_from(["envelope"] * 6 + ["batch", "deep", "garbage", "scalar"]))
+    kind = draw(st.sampled_from(["typed"] * 8 + ["envelope"] * 4 + ["batch", "deep", "garbage", "scalar"]))
     if kind == "garbage":
         return draw(st.binary(max_size=200)), None
     if kind == "scalar":
@@ -330,11 +331,21 @@ def hostile_bodies(draw: st.DrawFn) -> tuple[bytes, Any]:
     elif kind == "deep":
         depth = draw(st.integers(min_value=1, max_value=600))
         value = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x", "arguments": nested(depth)}}
+    elif kind == "typed":
+        # A well-formed envelope around generated params: reaches the per-method code paths.
+        value = {"jsonrpc": "2.0", "method": draw(st.sampled_from(METHODS))}
+        if draw(st.booleans()) or not value["method"].startswith("notifications/"):
+            value["id"] = draw(st.one_of(st.integers(0, 10**6), st.text(max_size=6)))
+        params = draw(params_values)
+        if isinstance(params, dict) and draw(st.integers(0, 3)):
+            params = {**params, "_meta": META}  # the 2026-07-28 envelope; legacy ignores it
+        if params != {} or draw(st.booleans()):
+            value["params"] = params
     else:
         value = draw(envelopes)
     try:
         return orjson.dumps(value), value
-    except orjson.JSONEncodeError:  # deeper than orjson writes: encode by hand
+    except (orjson.JSONEncodeError, TypeError):  # deeper (or bigger ints) than orjson writes
         return encode_deep(value), value
 
 
@@ -351,7 +362,7 @@ def encode_deep(value: Any) -> bytes:
                 if i:
                     stack.append(b",")
                 stack.append(v)
-                stack.append(orjson.dumps(k) + b":")
+                stack.append(json.dumps(k).encode() + b":")
             stack.append(b"{")
         elif isinstance(node, list):
             stack.append(b"]")
@@ -361,7 +372,7 @@ def encode_deep(value: Any) -> bytes:
                 stack.append(v)
             stack.append(b"[")
         else:
-            parts.append(orjson.dumps(node))
+            parts.append(json.dumps(node).encode())
     return b"".join(parts)
 
 
