@@ -122,21 +122,33 @@ class Reply:
 
 
 def post(
-    base: str, body: bytes, headers: dict[str, str], *, timeout: float = 10.0, read_for: float = 3.0
+    base: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float = 30.0,
+    read_for: float = 3.0,
+    until: bytes | None = None,
 ) -> Reply:
     """One raw POST /mcp on a fresh connection. A body still streaming after `read_for` seconds
-    (an open notification stream) is cut there: its status and first bytes are what is judged."""
+    (an open notification stream) is cut there: its status and first bytes are what is judged.
+    With `until`, reading also stops once those bytes arrived (waiting up to `timeout`)."""
     host, port = base.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
         conn.request("POST", "/mcp", body=body, headers=headers)
         resp = conn.getresponse()
         if conn.sock is not None:  # None once the answer said `connection: close`
-            conn.sock.settimeout(read_for)
+            conn.sock.settimeout(timeout if until else read_for)
         chunks = []
         try:
             while chunk := resp.read1(65536):
                 chunks.append(chunk)
+                if until is not None:
+                    buf = b"".join(chunks)
+                    tail = buf[buf.find(until) :] if until in buf else b""
+                    if b"\n\n" in tail or b"\r\n\r\n" in tail:  # the SSE event carrying it is complete
+                        break
         except (TimeoutError, http.client.IncompleteRead):
             pass
         return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, b"".join(chunks))
@@ -190,10 +202,10 @@ def good_tools_list(base: str, era: str, sid: str | None) -> list[dict[str, Any]
     else:
         assert sid is not None
         headers = legacy_headers(sid)
-    reply = post(base, orjson.dumps(msg), headers)
-    assert reply.status == 200, reply
+    reply = post(base, orjson.dumps(msg), headers, until=b'"id":"good"')
+    assert reply.status == 200, (reply.status, reply.body[:300])
     answers = [m for m in reply.messages() if isinstance(m, dict) and m.get("id") == "good"]
-    assert answers and "result" in answers[0], reply
+    assert answers and "result" in answers[0], reply.body[:300]
     return list(answers[0]["result"]["tools"])
 
 

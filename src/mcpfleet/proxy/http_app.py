@@ -289,23 +289,27 @@ async def screen_post(
     is checked here, after the same Host / Origin check the transport makes.
     """
     scope, receive = request.scope, request.receive
+    if not jsonrpc.is_json_media_type(request.headers.get("content-type")):
+        # Before the SDK's Host / Origin check, which answers a wrong media type with a plain 400.
+        await _error_response("Unsupported Media Type: Content-Type must be application/json", 415)(
+            scope, receive, send
+        )
+        return None
     err = await TransportSecurityMiddleware(security).validate_request(request, is_post=True)
     if err is not None:
         await err(scope, receive, send)
         return None
     body = await request.body()
-    problem = check_post(request.headers.get("content-type"), body, max_depth)
+    problem = check_post(body, max_depth)
     if problem is not None:
         await problem(scope, receive, send)
         return None
     return body, replay_body(body, receive)
 
 
-def check_post(content_type: str | None, body: bytes, max_depth: int) -> Response | None:
-    """The error response for a POST body the relay must not pass on, or None when it is fine:
-    415 unless application/json, 400 with a JSON-RPC error naming the field otherwise."""
-    if not jsonrpc.is_json_media_type(content_type):
-        return _error_response("Unsupported Media Type: Content-Type must be application/json", 415)
+def check_post(body: bytes, max_depth: int) -> Response | None:
+    """The error response for a POST body the relay must not pass on (400 with a JSON-RPC error
+    naming the field), or None when it is fine."""
     try:
         jsonrpc.check_message(jsonrpc.decode(body, max_depth))
     except jsonrpc.MessageError as exc:

@@ -147,6 +147,11 @@ async def handle_modern(
 ) -> None:
     """Serve one 2026-07-28 POST by relaying it to the envelope-era child."""
     request = Request(scope, receive)
+    if request.method == "POST" and not jsonrpc.is_json_media_type(request.headers.get("content-type")):
+        # Before the SDK's Host / Origin check, which answers a wrong media type with a plain 400.
+        message = "Unsupported Media Type: Content-Type must be application/json"
+        await _json_response(_error(None, INVALID_REQUEST, message), 415)(scope, receive, send)
+        return
     err = await TransportSecurityMiddleware(security).validate_request(
         request, is_post=request.method == "POST"
     )
@@ -159,10 +164,6 @@ async def handle_modern(
     has_json, has_sse = check_accept_headers(request)
     if not has_json or not has_sse:
         await Response(status_code=406)(scope, receive, send)
-        return
-    if not jsonrpc.is_json_media_type(request.headers.get("content-type")):
-        message = "Unsupported Media Type: Content-Type must be application/json"
-        await _json_response(_error(None, INVALID_REQUEST, message), 415)(scope, receive, send)
         return
     body = await request.body()
     try:
