@@ -61,6 +61,7 @@ class ThreadServers:
         ready = threading.Event()
 
         async def main() -> None:
+            tasks = []
             for app, port, limits in self.apps:
                 extra: dict[str, Any] = uvicorn_options(limits) if limits is not None else {}
                 served = BodyLimits(app, limits) if limits is not None else app
@@ -68,17 +69,15 @@ class ThreadServers:
                     served, host="127.0.0.1", port=port, log_level="error", lifespan="on", **extra
                 )
                 server = uvicorn.Server(config)
-                server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
                 self._servers.append(server)
                 task = asyncio.create_task(server.serve())
+                tasks.append(task)
                 while not server.started:
                     if task.done():
                         raise RuntimeError(f"server on port {port} did not start: {task.exception()!r}")
                     await asyncio.sleep(0.02)
             ready.set()
-            while not all(s.should_exit for s in self._servers):
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(0.5)
+            await asyncio.gather(*tasks, return_exceptions=True)  # each ends once told to exit
 
         def run() -> None:
             try:
@@ -179,7 +178,11 @@ def open_session(base: str) -> str:
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
     }
     reply = post(base, orjson.dumps(init), BASE_HEADERS)
     assert reply.status == 200, reply
@@ -260,7 +263,9 @@ _scalars = st.one_of(
 )
 json_values = st.recursive(
     _scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 METHODS = [
@@ -308,15 +313,35 @@ PARAM_FIELDS = [
 _field_values = st.one_of(
     json_values,
     st.just(META),
-    st.fixed_dictionaries({}, optional={"type": st.sampled_from(["ref/prompt", "ref/resource", 3]), "name": json_values, "uri": json_values}),
-    st.fixed_dictionaries({}, optional={"toolsListChanged": json_values, "resourceSubscriptions": json_values}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["ref/prompt", "ref/resource", 3]),
+            "name": json_values,
+            "uri": json_values,
+        },
+    ),
+    st.fixed_dictionaries(
+        {}, optional={"toolsListChanged": json_values, "resourceSubscriptions": json_values}
+    ),
 )
 params_values = st.one_of(
     json_values,
     st.dictionaries(st.sampled_from(PARAM_FIELDS), _field_values, max_size=5),
-    st.builds(lambda d: {**d, "_meta": META}, st.dictionaries(st.sampled_from(PARAM_FIELDS), _field_values, max_size=4)),
+    st.builds(
+        lambda d: {**d, "_meta": META},
+        st.dictionaries(st.sampled_from(PARAM_FIELDS), _field_values, max_size=4),
+    ),
 )
-ids = st.one_of(st.integers(-5, 2**70), st.text(max_size=10), st.none(), st.booleans(), st.floats(allow_nan=False), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+ids = st.one_of(
+    st.integers(-5, 2**70),
+    st.text(max_size=10),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 envelopes = st.fixed_dictionaries(
     {},
     optional={
@@ -342,7 +367,12 @@ def hostile_bodies(draw: st.DrawFn) -> tuple[bytes, Any]:
         value = draw(st.lists(envelopes, max_size=3))
     elif kind == "deep":
         depth = draw(st.integers(min_value=1, max_value=600))
-        value = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x", "arguments": nested(depth)}}
+        value = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "x", "arguments": nested(depth)},
+        }
     elif kind == "typed":
         # A well-formed envelope around generated params: reaches the per-method code paths.
         value = {"jsonrpc": "2.0", "method": draw(st.sampled_from(METHODS))}
@@ -389,7 +419,8 @@ def encode_deep(value: Any) -> bytes:
 
 
 content_types = st.sampled_from(
-    ["application/json"] * 6 + ["application/json; charset=utf-8", "APPLICATION/JSON", "text/plain", "", "application/jsonx"]
+    ["application/json"] * 6
+    + ["application/json; charset=utf-8", "APPLICATION/JSON", "text/plain", "", "application/jsonx"]
 )
 
 
@@ -407,7 +438,9 @@ class Counter:
         return sum(n for s, n in self.statuses.items() if s >= 500)
 
 
-def fuzz_one(base: str, era: str, sid: str | None, body: bytes, value: Any, ctype: str, counter: Counter) -> None:
+def fuzz_one(
+    base: str, era: str, sid: str | None, body: bytes, value: Any, ctype: str, counter: Counter
+) -> None:
     """Send one generated body in `era` and check the answer and that a good request still works."""
     headers = modern_headers(value) if era == MODERN else legacy_headers(sid or "")
     if ctype:

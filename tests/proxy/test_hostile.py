@@ -44,7 +44,9 @@ LIMITS = HttpLimits(max_body_bytes=64 * 1024, body_timeout=1.0, header_timeout=1
 
 def start_proxy(limits: HttpLimits = LIMITS) -> tuple[ThreadServers, str]:
     servers = ThreadServers()
-    app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1", max_json_depth=limits.max_json_depth)
+    app = build_stdio_app(
+        harness.fixture_stdio_command(), host="127.0.0.1", max_json_depth=limits.max_json_depth
+    )
     base = servers.add(app, limits)
     servers.start()
     return servers, base
@@ -78,7 +80,10 @@ ENVELOPES = [
     ({"jsonrpc": "2.0", "id": [1], "method": "tools/list"}, '"id"'),
     ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, '"id"'),
     ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": "x"}, '"params"'),
-    ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"progressToken": {}}}}, "progressToken"),
+    (
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"progressToken": {}}}},
+        "progressToken",
+    ),
     ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}, "requestId"),
     ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], "batch"),
 ]
@@ -128,12 +133,16 @@ def test_deep_arguments(proxy: str, sid: str, era: str, depth: int) -> None:
 def test_oversized_and_stalled_bodies(proxy: str) -> None:
     host, port = proxy.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                  b"content-length: 52428800\r\n\r\n{")
+        s.sendall(
+            b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: 52428800\r\n\r\n{"
+        )
         assert s.recv(100).startswith(b"HTTP/1.1 413")
     with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                  b"content-length: 100\r\n\r\n{")
+        s.sendall(
+            b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: 100\r\n\r\n{"
+        )
         assert s.recv(100).startswith(b"HTTP/1.1 408")
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
@@ -147,7 +156,16 @@ def test_cli_releases_1000_stalled_connections() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
     port = free_port()
     env = {**os.environ, "MCPFLEET_HEADER_TIMEOUT": "2"}
-    cmd = [sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), "--", *harness.fixture_stdio_command()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mcpfleet.cli.main",
+        "proxy",
+        "--port",
+        str(port),
+        "--",
+        *harness.fixture_stdio_command(),
+    ]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     sockets: list[socket.socket] = []
     try:

@@ -87,20 +87,37 @@ def error_of(reply: Any) -> dict[str, Any]:
 LEGACY_TYPED = [
     ({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": [1, 2]}, -32602, "params"),
     (
-        {"jsonrpc": "2.0", "id": 3, "method": "completion/complete", "params": {"ref": "x", "argument": {"name": "a", "value": "b"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "completion/complete",
+            "params": {"ref": "x", "argument": {"name": "a", "value": "b"}},
+        },
         -32602,
         "params.ref",
     ),
     ({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 5}}, -32602, "params.name"),
     ({"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": ["x"]}}, -32602, "params.name"),
     ({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": {}}}, -32602, "params.uri"),
-    ({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": 3}}, -32602, "params.level"),
-    ({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"progressToken": [1]}}}, -32602, "progressToken"),
+    (
+        {"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": 3}},
+        -32602,
+        "params.level",
+    ),
+    (
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"progressToken": [1]}}},
+        -32602,
+        "progressToken",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("message", "code", "field"), LEGACY_TYPED, ids=[m["method"] + "-" + f for m, _c, f in LEGACY_TYPED])
-def test_legacy_wrong_types_are_invalid_params(vmcp: str, sid: str, message: Any, code: int, field: str) -> None:
+@pytest.mark.parametrize(
+    ("message", "code", "field"), LEGACY_TYPED, ids=[f"{m['method']}-{f}" for m, _c, f in LEGACY_TYPED]
+)
+def test_legacy_wrong_types_are_invalid_params(
+    vmcp: str, sid: str, message: Any, code: int, field: str
+) -> None:
     with error_log() as log:
         err = error_of(legacy(vmcp, sid, message))
     assert err["code"] == code and field in err["message"], err
@@ -114,7 +131,11 @@ def test_initialize_with_string_params(vmcp: str) -> None:
     assert_sane(reply, msg)
     assert reply.status == 400 and error_of(reply)["code"] == -32600
     assert "params" in error_of(reply)["message"]
-    msg["params"] = {"protocolVersion": LEGACY, "capabilities": [], "clientInfo": {"name": "t", "version": "1"}}
+    msg["params"] = {
+        "protocolVersion": LEGACY,
+        "capabilities": [],
+        "clientInfo": {"name": "t", "version": "1"},
+    }
     reply = post(vmcp, orjson.dumps(msg), BASE_HEADERS)
     assert_sane(reply, msg)
     err = error_of(reply)
@@ -131,13 +152,37 @@ def test_cancel_with_list_request_id(vmcp: str, sid: str) -> None:
 
 
 MODERN_TYPED = [
-    ({"jsonrpc": "2.0", "id": 4, "method": "subscriptions/listen", "params": {"notifications": "all", "_meta": META}}, "params.notifications"),
-    ({"jsonrpc": "2.0", "id": 4, "method": "completion/complete", "params": {"ref": "x", "argument": {"name": "a", "value": "b"}, "_meta": META}}, "params.ref"),
-    ({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "alpha_echo", "arguments": [1], "_meta": META}}, "params.arguments"),
+    (
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "subscriptions/listen",
+            "params": {"notifications": "all", "_meta": META},
+        },
+        "params.notifications",
+    ),
+    (
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "completion/complete",
+            "params": {"ref": "x", "argument": {"name": "a", "value": "b"}, "_meta": META},
+        },
+        "params.ref",
+    ),
+    (
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "alpha_echo", "arguments": [1], "_meta": META},
+        },
+        "params.arguments",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("message", "field"), MODERN_TYPED, ids=[m["method"] for m, _f in MODERN_TYPED])
+@pytest.mark.parametrize(("message", "field"), MODERN_TYPED, ids=[str(m["method"]) for m, _f in MODERN_TYPED])
 def test_modern_wrong_types_are_invalid_params(vmcp: str, message: Any, field: str) -> None:
     with error_log() as log:
         reply = modern(vmcp, message)
@@ -192,7 +237,12 @@ def test_content_type_must_be_json(vmcp: str, sid: str, era: str, ctype: str) ->
 @pytest.mark.parametrize("depth", [62, 63, 300, 1100])
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
 def test_deep_arguments(vmcp: str, sid: str, era: str, depth: int) -> None:
-    msg = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "alpha_echo", "arguments": nested(depth)}}
+    msg = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "alpha_echo", "arguments": nested(depth)},
+    }
     if era == MODERN:
         msg["params"]["_meta"] = META  # type: ignore[index]
     headers = legacy_headers(sid) if era == LEGACY else modern_headers(msg)
@@ -223,13 +273,17 @@ def test_oversized_body_is_413_without_reading_it(vmcp: str, sid: str, era: str)
     # Announced as 50 MB and never sent: refused from the header alone.
     host, port = vmcp.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                  b"content-length: 52428800\r\n\r\n{")
+        s.sendall(
+            b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: 52428800\r\n\r\n{"
+        )
         assert s.recv(100).startswith(b"HTTP/1.1 413")
     # Chunked (no length): cut off once the limit is passed.
     with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                  b"transfer-encoding: chunked\r\n\r\n")
+        s.sendall(
+            b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
         chunk = b"x" * 16384
         for _ in range(5):
             s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -239,8 +293,10 @@ def test_oversized_body_is_413_without_reading_it(vmcp: str, sid: str, era: str)
 def test_stalled_body_is_408(vmcp: str) -> None:
     host, port = vmcp.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                  b"content-length: 100\r\n\r\n{\"jsonrpc\"")
+        s.sendall(
+            b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b'content-length: 100\r\n\r\n{"jsonrpc"'
+        )
         t0 = time.monotonic()
         answer = s.recv(200)
         assert answer.startswith(b"HTTP/1.1 408") and b"--body-timeout" in answer + s.recv(400)
@@ -249,9 +305,10 @@ def test_stalled_body_is_408(vmcp: str) -> None:
 
 def test_stalled_headers_are_closed(vmcp: str) -> None:
     host, port = vmcp.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as silent, socket.create_connection(
-        (host, int(port)), timeout=5
-    ) as partial:
+    with (
+        socket.create_connection((host, int(port)), timeout=5) as silent,
+        socket.create_connection((host, int(port)), timeout=5) as partial,
+    ):
         partial.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
         t0 = time.monotonic()
         assert silent.recv(100).startswith(b"HTTP/1.1 408")
