@@ -321,3 +321,63 @@ def test_huge_headers_are_431(vmcp: str) -> None:
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: " + b"a" * 70_000 + b"\r\n\r\n")
         assert s.recv(100).startswith(b"HTTP/1.1 431")
+
+
+def test_cli_releases_stalled_connections(tmp_path: Any) -> None:
+    """`mcpfleet vmcp serve` as a process, limits given as flags: 500 connections that never
+    finish their headers are closed by the server within seconds, and it still answers."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.hostile import free_port
+
+    cfg = tmp_path / "vmcp.yaml"
+    cfg.write_text(f"name: stalled\nbackends:\n  - name: gone\n    url: http://127.0.0.1:{free_port()}/mcp\n")
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "mcpfleet.cli.main",
+        "vmcp",
+        "serve",
+        "--config",
+        str(cfg),
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, "--header-timeout", "1", "--max-body-bytes", "1000"], stderr=subprocess.DEVNULL
+    )
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                time.sleep(0.1)
+        for i in range(500):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if i % 2:
+                s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            sockets.append(s)
+        t0 = time.monotonic()
+        closed = 0
+        for s in sockets:
+            s.settimeout(max(0.1, 10 - (time.monotonic() - t0)))
+            try:
+                while s.recv(4096):
+                    pass
+                closed += 1
+            except TimeoutError:
+                pass
+        assert closed == 500 and time.monotonic() - t0 < 6
+        big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 2000}}
+        assert post(f"http://127.0.0.1:{port}", orjson.dumps(big), BASE_HEADERS).status == 413
+    finally:
+        for s in sockets:
+            s.close()
+        proc.terminate()
+        proc.wait(10)
