@@ -196,3 +196,39 @@ def test_cli_releases_1000_stalled_connections() -> None:
             s.close()
         proc.terminate()
         proc.wait(10)
+
+
+def test_sse_transport_messages_are_checked() -> None:
+    """The deprecated HTTP+SSE transport's `/messages/` POSTs get the same envelope checks."""
+    import http.client
+
+    servers = ThreadServers()
+    app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1", transport="sse")
+    base = servers.add(app, LIMITS)
+    servers.start()
+    try:
+        host, port = base.removeprefix("http://").split(":")
+        stream = http.client.HTTPConnection(host, int(port), timeout=30)
+        stream.request("GET", "/sse", headers={"accept": "text/event-stream"})
+        resp = stream.getresponse()
+        endpoint = b""
+        while b"session_id=" not in endpoint:
+            endpoint += resp.read1(1024)
+        path = next(line for line in endpoint.splitlines() if line.startswith(b"data:"))[5:].strip().decode()
+        bad = [
+            {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 5},
+            {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"arguments": nested(100)}},
+        ]
+        for message in bad:
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn.request(
+                "POST", path, body=encode_deep(message), headers={"content-type": "application/json"}
+            )
+            reply = conn.getresponse()
+            body = reply.read()
+            assert reply.status == 400 and orjson.loads(body)["error"]["code"] == -32600, body
+            conn.close()
+        stream.close()
+    finally:
+        servers.stop()
