@@ -16,6 +16,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ import uvicorn
 from hypothesis import strategies as st
 
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
+from tests.conformance.harness import free_port
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -33,12 +35,6 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 TRACEBACK_MARKERS = (b"Traceback (most recent call last)", b'File "', b"Internal Server Error")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -97,6 +93,42 @@ class ThreadServers:
             server.force_exit = True
         if self._thread is not None:
             self._thread.join(20)
+
+
+@contextlib.contextmanager
+def running(start: Callable[[], tuple[ThreadServers, str]]) -> Iterator[str]:
+    """Servers from `start()` for the duration of the block; yields the base URL it returned."""
+    servers, base = start()
+    try:
+        yield base
+    finally:
+        servers.stop()
+
+
+def stall(port: int, count: int, budget: float) -> tuple[int, float]:
+    """Open `count` connections that never finish a request (half send nothing, half stop inside
+    the headers); return how many the server closed within `budget` seconds, and the time taken."""
+    sockets: list[socket.socket] = []
+    try:
+        for i in range(count):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if i % 2:
+                s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            sockets.append(s)
+        t0 = time.monotonic()
+        closed = 0
+        for s in sockets:
+            s.settimeout(max(0.1, budget - (time.monotonic() - t0)))
+            try:
+                while s.recv(4096):
+                    pass
+                closed += 1
+            except TimeoutError:
+                pass
+        return closed, time.monotonic() - t0
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @dataclass
@@ -250,6 +282,33 @@ def nested(depth: int, leaf: Any = 1) -> Any:
     for i in range(depth):
         value = {"k": value} if (depth - 1 - i) % 2 == 0 else [value]
     return value
+
+
+# Invalid JSON-RPC envelopes (defect 13) and a word their error message must contain.
+ENVELOPES: list[tuple[Any, str]] = [
+    ({"jsonrpc": "2.0", "id": 5}, '"method"'),
+    ({"jsonrpc": "2.0", "id": 5, "method": 123}, '"method"'),
+    ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, '"id"'),
+    ({"jsonrpc": "2.0", "id": [1], "method": "tools/list"}, '"id"'),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, '"id"'),
+    ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, '"id"'),
+    ({"jsonrpc": "1.0", "id": 1, "method": "tools/list"}, '"jsonrpc"'),
+    ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": "x"}, '"params"'),
+    ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "result": {}}, '"result"'),
+    (
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"progressToken": {}}}},
+        "progressToken",
+    ),
+    ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}, "requestId"),
+    ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], "batch"),
+]
+
+
+def check_envelope_refused(reply: Reply, field: str) -> None:
+    assert reply.status == 400, reply
+    err = reply.json()
+    assert err["error"]["code"] in (-32600, -32602) and field in err["error"]["message"], err
+    assert err["id"] in (None, 1, 5)  # object / array / float ids are never echoed back
 
 
 # ---- hypothesis strategies ----------------------------------------------------------------
@@ -452,4 +511,29 @@ def fuzz_one(
     assert_sane(reply, value if value is not None else body)
 
 
-Check = Callable[[], None]
+def run_fuzz(base: str, era: str, counter: Counter, examples: int) -> None:
+    """`examples` generated bodies against `base` in `era`; a good tools/list after a quarter of
+    them and at the end; no traceback logged meanwhile."""
+    from hypothesis import HealthCheck, given, settings
+
+    sid = open_session(base) if era == LEGACY else None
+    good_tools_list(base, era, sid)  # the service (and a proxy's child of this era) is up
+
+    @given(body=hostile_bodies(), ctype=content_types, check_after=st.integers(0, 3))
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def run(body: tuple[bytes, Any], ctype: str, check_after: int) -> None:
+        fuzz_one(base, era, sid, body[0], body[1], ctype, counter)
+        if check_after == 0:  # every case would double the run time
+            good_tools_list(base, era, sid)
+
+    with error_log() as log:
+        run()
+    assert not log.tracebacks(), log.tracebacks()[:5]
+    assert good_tools_list(base, era, sid)
+
+
+def report_counts(service: str, counters: dict[str, Counter], minimum: int) -> None:
+    for era, counter in counters.items():
+        print(f"{service} fuzz {era}: {counter.cases} cases, statuses {sorted(counter.statuses.items())}")
+        assert counter.cases >= minimum, (era, counter.cases)
+        assert counter.server_errors == 0

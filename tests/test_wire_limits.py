@@ -90,7 +90,7 @@ def test_params_errors_name_the_field() -> None:
         )
     assert caught.value.code == -32602 and "params.ref" in caught.value.message
     assert caught.value.request_id == 7
-    with pytest.raises(jsonrpc.MessageError, match="params.clientInfo"):
+    with pytest.raises(jsonrpc.MessageError, match=r"params\.clientInfo"):
         jsonrpc.check_params(
             "request", "initialize", {"protocolVersion": "x", "capabilities": {}}, "2025-11-25"
         )

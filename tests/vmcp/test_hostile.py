@@ -8,6 +8,7 @@ unbounded read on the code before the fix. The gateway runs as `mcpfleet vmcp se
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,13 +19,16 @@ import pytest
 from mcpfleet.httplimits import HttpLimits
 from mcpfleet.vmcp.config import parse_config
 from mcpfleet.vmcp.server import ServeOptions, build_app
+from tests.conformance import harness
 from tests.hostile import (
     BASE_HEADERS,
+    ENVELOPES,
     LEGACY,
     META,
     MODERN,
     ThreadServers,
     assert_sane,
+    check_envelope_refused,
     encode_deep,
     error_log,
     good_tools_list,
@@ -33,6 +37,8 @@ from tests.hostile import (
     nested,
     open_session,
     post,
+    running,
+    stall,
 )
 from tests.vmcp.servers import sdk_backend
 
@@ -52,11 +58,8 @@ def start_gateway(limits: HttpLimits = LIMITS) -> tuple[ThreadServers, str]:
 
 @pytest.fixture(scope="module")
 def vmcp() -> Iterator[str]:
-    servers, base = start_gateway()
-    try:
+    with running(start_gateway) as base:
         yield base
-    finally:
-        servers.stop()
 
 
 @pytest.fixture(scope="module")
@@ -194,29 +197,12 @@ def test_modern_wrong_types_are_invalid_params(vmcp: str, message: Any, field: s
 
 # -- defect 13: invalid JSON-RPC envelopes --------------------------------------------------------
 
-ENVELOPES = [
-    ({"jsonrpc": "2.0", "id": 5}, '"method"'),
-    ({"jsonrpc": "2.0", "id": 5, "method": 123}, '"method"'),
-    ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, '"id"'),
-    ({"jsonrpc": "2.0", "id": [1], "method": "tools/list"}, '"id"'),
-    ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, '"id"'),
-    ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, '"id"'),
-    ({"jsonrpc": "1.0", "id": 1, "method": "tools/list"}, '"jsonrpc"'),
-    ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": "x"}, '"params"'),
-    ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "result": {}}, '"result"'),
-    ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], "batch"),
-]
-
 
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
 @pytest.mark.parametrize(("message", "field"), ENVELOPES, ids=[str(i) for i in range(len(ENVELOPES))])
 def test_invalid_envelopes_are_refused(vmcp: str, sid: str, era: str, message: Any, field: str) -> None:
     reply = legacy(vmcp, sid, message) if era == LEGACY else modern(vmcp, message)
-    assert reply.status == 400, reply
-    err = reply.json()
-    assert err["error"]["code"] == -32600 and field in err["error"]["message"], err
-    # Object / array ids are never echoed back.
-    assert err["id"] in (None, 1, 5)
+    check_envelope_refused(reply, field)
 
 
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
@@ -326,15 +312,11 @@ def test_huge_headers_are_431(vmcp: str) -> None:
 def test_cli_releases_stalled_connections(tmp_path: Any) -> None:
     """`mcpfleet vmcp serve` as a process, limits given as flags: 500 connections that never
     finish their headers are closed by the server within seconds, and it still answers."""
-    import subprocess
-    import sys
-    import urllib.request
-
-    from tests.hostile import free_port
-
     cfg = tmp_path / "vmcp.yaml"
-    cfg.write_text(f"name: stalled\nbackends:\n  - name: gone\n    url: http://127.0.0.1:{free_port()}/mcp\n")
-    port = free_port()
+    cfg.write_text(
+        f"name: stalled\nbackends:\n  - name: gone\n    url: http://127.0.0.1:{harness.free_port()}/mcp\n"
+    )
+    port = harness.free_port()
     cmd = [
         sys.executable,
         "-m",
@@ -346,38 +328,10 @@ def test_cli_releases_stalled_connections(tmp_path: Any) -> None:
         "--port",
         str(port),
     ]
-    proc = subprocess.Popen(
-        [*cmd, "--header-timeout", "1", "--max-body-bytes", "1000"], stderr=subprocess.DEVNULL
-    )
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                time.sleep(0.1)
-        for i in range(500):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            if i % 2:
-                s.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
-            sockets.append(s)
-        t0 = time.monotonic()
-        closed = 0
-        for s in sockets:
-            s.settimeout(max(0.1, 10 - (time.monotonic() - t0)))
-            try:
-                while s.recv(4096):
-                    pass
-                closed += 1
-            except TimeoutError:
-                pass
-        assert closed == 500 and time.monotonic() - t0 < 6
+    with harness.serving(
+        [*cmd, "--header-timeout", "1", "--max-body-bytes", "1000"], f"http://127.0.0.1:{port}/health"
+    ):
+        closed, elapsed = stall(port, 500, budget=10)
+        assert closed == 500 and elapsed < 6
         big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 2000}}
         assert post(f"http://127.0.0.1:{port}", orjson.dumps(big), BASE_HEADERS).status == 413
-    finally:
-        for s in sockets:
-            s.close()
-        proc.terminate()
-        proc.wait(10)
