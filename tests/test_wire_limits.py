@@ -132,3 +132,11 @@ def test_cli_refuses_a_bad_limit() -> None:
         cli, ["vmcp", "serve", "--config", "x.yaml"], env={"MCPFLEET_MAX_BODY_BYTES": "big"}
     )
     assert result.exit_code == 2 and "MCPFLEET_MAX_BODY_BYTES" in result.output
+
+
+def test_integers_beyond_64_bits_are_refused_digits_in_strings_are_not() -> None:
+    body = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{"n":[1,18446744073709551616]}}}'
+    with pytest.raises(jsonrpc.MessageError) as caught:
+        jsonrpc.decode(body)
+    assert "params.arguments.n[1]" in caught.value.message and caught.value.request_id == 3
+    assert jsonrpc.decode(b'{"card":"12345678901234567890123","max":18446744073709551615}')["max"] == 2**64 - 1

@@ -13,11 +13,13 @@ The bound is applied right after decoding, before anything else looks at the mes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
 import orjson
 import pydantic
+import pydantic_core
 from mcp.types.methods import validate_client_notification, validate_client_request
 
 PARSE_ERROR: Final = -32700
@@ -69,28 +71,67 @@ def decode(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     # (counted in C, strings included) cannot exceed it, which skips the walk for most requests.
     if body.count(b"{") + body.count(b"[") > max_depth:
         check_depth(value, max_depth)
+    if _LONG_NUMBER.search(body) is not None:
+        _check_integers(body, value)
     return value
+
+
+# 20 digits in a row: the shortest integer literal that may not fit in 64 bits.
+_LONG_NUMBER = re.compile(rb"\d{20}")
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+def _check_integers(body: bytes, value: Any) -> None:
+    """Refuse integer literals outside the 64-bit range orjson writes. orjson reads them as
+    floats, but the SDK transports parse the same body with pydantic-core, which keeps them as
+    integers that then cannot be relayed. Only runs for bodies holding 20 digits in a row."""
+    exact = pydantic_core.from_json(body)
+    for node, _depth, path in _walk(exact):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, int) and not isinstance(child, bool) and not _INT_MIN <= child <= _INT_MAX:
+                where = _dotted((*path, _segment(key)))
+                raise MessageError(
+                    INVALID_REQUEST,
+                    f"Invalid Request: {where} is an integer outside the 64-bit range",
+                    _request_id_of(value),
+                )
 
 
 def check_depth(value: Any, max_depth: int) -> None:
     """Raise MessageError (-32600) naming the first path nested deeper than `max_depth` levels."""
+    for _node, depth, path in _walk(value):
+        if depth > max_depth:
+            raise MessageError(
+                INVALID_REQUEST,
+                f"Invalid Request: {_dotted(path) or 'the message'} is nested deeper than {max_depth} "
+                f"levels (limit: --max-json-depth)",
+                _request_id_of(value),
+            )
+
+
+def _walk(value: Any) -> Iterator[tuple[Any, int, tuple[str, ...]]]:
+    """Every array / object in `value` with its depth (the root is 1) and path, without recursion."""
     if not isinstance(value, dict | list):
         return
     stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
     while stack:
         node, depth, path = stack.pop()
-        if depth > max_depth:
-            where = ".".join(path[:4]) + (".…" if len(path) > 4 else "")
-            raise MessageError(
-                INVALID_REQUEST,
-                f"Invalid Request: {where or 'the message'} is nested deeper than {max_depth} levels "
-                f"(limit: --max-json-depth)",
-                _request_id_of(value),
-            )
+        yield node, depth, path
         items = node.items() if isinstance(node, dict) else enumerate(node)
         for key, child in items:
             if isinstance(child, dict | list):
-                stack.append((child, depth + 1, (*path, f"[{key}]" if isinstance(key, int) else str(key))))
+                stack.append((child, depth + 1, (*path, _segment(key))))
+
+
+def _segment(key: Any) -> str:
+    return f"[{key}]" if isinstance(key, int) else str(key)
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    """`params.arguments.k[0]`, cut after 4 steps (a path 1,000 levels deep is no help)."""
+    text = ".".join(path[:4]).replace(".[", "[")
+    return text + ("…" if len(path) > 4 else "")
 
 
 def valid_id(value: Any) -> bool:

@@ -27,6 +27,7 @@ from tests.hostile import (
     ThreadServers,
     assert_sane,
     check_envelope_refused,
+    encode,
     encode_deep,
     error_log,
     good_tools_list,
@@ -65,7 +66,7 @@ def sid(proxy: str) -> str:
 
 def send(base: str, era: str, sid: str, message: Any, body: bytes | None = None) -> Any:
     headers = legacy_headers(sid) if era == LEGACY else modern_headers(message)
-    reply = post(base, body if body is not None else orjson.dumps(message), headers)
+    reply = post(base, body if body is not None else encode(message), headers)
     assert_sane(reply, message)
     return reply
 

@@ -29,6 +29,7 @@ from tests.hostile import (
     ThreadServers,
     assert_sane,
     check_envelope_refused,
+    encode,
     encode_deep,
     error_log,
     good_tools_list,
@@ -68,13 +69,13 @@ def sid(vmcp: str) -> str:
 
 
 def legacy(base: str, sid: str, message: Any, **headers: str) -> Any:
-    reply = post(base, orjson.dumps(message), {**legacy_headers(sid), **headers})
+    reply = post(base, encode(message), {**legacy_headers(sid), **headers})
     assert_sane(reply, message)
     return reply
 
 
 def modern(base: str, message: Any, **headers: str) -> Any:
-    reply = post(base, orjson.dumps(message), {**modern_headers(message), **headers})
+    reply = post(base, encode(message), {**modern_headers(message), **headers})
     assert_sane(reply, message)
     return reply
 
