@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from tests.conformance.harness import free_port
 
+# Small limits so the limit tests are quick: 64 KiB bodies, 1 s to send a body or headers.
+TEST_LIMITS = HttpLimits(max_body_bytes=64 * 1024, body_timeout=1.0, header_timeout=1.0, max_json_depth=64)
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 META = {
@@ -312,6 +314,18 @@ ENVELOPES: list[tuple[Any, str]] = [
         "64-bit",
     ),
 ]
+
+
+def check_content_type(base: str, era: str, sid: str, ctype: str) -> None:
+    """A POST with a wrong Content-Type is 415 in both eras; a right one in any spelling is served."""
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+    headers = legacy_headers(sid) if era == LEGACY else modern_headers(msg)
+    headers["content-type"] = ctype
+    reply = post(base, orjson.dumps(msg), headers)
+    assert reply.status == 415, reply
+    headers["content-type"] = "Application/JSON; charset=utf-8"
+    reply = post(base, orjson.dumps(msg), headers, until=b'"id":1')
+    assert reply.status == 200, (reply.status, reply.body[:200])
 
 
 def check_envelope_refused(reply: Reply, field: str) -> None:

@@ -139,4 +139,6 @@ def test_integers_beyond_64_bits_are_refused_digits_in_strings_are_not() -> None
     with pytest.raises(jsonrpc.MessageError) as caught:
         jsonrpc.decode(body)
     assert "params.arguments.n[1]" in caught.value.message and caught.value.request_id == 3
-    assert jsonrpc.decode(b'{"card":"12345678901234567890123","max":18446744073709551615}')["max"] == 2**64 - 1
+    assert (
+        jsonrpc.decode(b'{"card":"12345678901234567890123","max":18446744073709551615}')["max"] == 2**64 - 1
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import resource
 import socket
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,8 +23,10 @@ from tests.hostile import (
     LEGACY,
     META,
     MODERN,
+    TEST_LIMITS,
     ThreadServers,
     assert_sane,
+    check_content_type,
     check_envelope_refused,
     encode,
     encode_deep,
@@ -40,10 +41,8 @@ from tests.hostile import (
     stall,
 )
 
-LIMITS = HttpLimits(max_body_bytes=64 * 1024, body_timeout=1.0, header_timeout=1.0, max_json_depth=64)
 
-
-def start_proxy(limits: HttpLimits = LIMITS) -> tuple[ThreadServers, str]:
+def start_proxy(limits: HttpLimits = TEST_LIMITS) -> tuple[ThreadServers, str]:
     servers = ThreadServers()
     app = build_stdio_app(
         harness.fixture_stdio_command(), host="127.0.0.1", max_json_depth=limits.max_json_depth
@@ -84,10 +83,7 @@ def test_invalid_envelopes_are_refused(proxy: str, sid: str, era: str, message: 
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
 @pytest.mark.parametrize("ctype", ["text/plain", "application/jsonx", ""])
 def test_content_type_must_be_json(proxy: str, sid: str, era: str, ctype: str) -> None:
-    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
-    headers = legacy_headers(sid) if era == LEGACY else modern_headers(msg)
-    headers["content-type"] = ctype
-    assert post(proxy, orjson.dumps(msg), headers).status == 415
+    check_content_type(proxy, era, sid, ctype)
 
 
 @pytest.mark.parametrize("depth", [62, 63, 300])
@@ -135,16 +131,7 @@ def test_cli_releases_1000_stalled_connections(monkeypatch: pytest.MonkeyPatch) 
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
     monkeypatch.setenv("MCPFLEET_HEADER_TIMEOUT", "2")
     port = harness.free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "mcpfleet.cli.main",
-        "proxy",
-        "--port",
-        str(port),
-        "--",
-        *harness.fixture_stdio_command(),
-    ]
+    cmd = harness._proxy_command(port, "--", *harness.fixture_stdio_command())
     with harness.serving(cmd, f"http://127.0.0.1:{port}/health"):
         closed, elapsed = stall(port, 1000, budget=15)
         print(f"1000 stalled connections: {closed} closed by the server after {elapsed:.1f} s")
@@ -158,7 +145,7 @@ def test_sse_transport_messages_are_checked() -> None:
 
     servers = ThreadServers()
     app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1", transport="sse")
-    base = servers.add(app, LIMITS)
+    base = servers.add(app, TEST_LIMITS)
     servers.start()
     try:
         host, port = base.removeprefix("http://").split(":")

@@ -26,8 +26,10 @@ from tests.hostile import (
     LEGACY,
     META,
     MODERN,
+    TEST_LIMITS,
     ThreadServers,
     assert_sane,
+    check_content_type,
     check_envelope_refused,
     encode,
     encode_deep,
@@ -43,10 +45,8 @@ from tests.hostile import (
 )
 from tests.vmcp.servers import sdk_backend
 
-LIMITS = HttpLimits(max_body_bytes=64 * 1024, body_timeout=1.0, header_timeout=1.0, max_json_depth=64)
 
-
-def start_gateway(limits: HttpLimits = LIMITS) -> tuple[ThreadServers, str]:
+def start_gateway(limits: HttpLimits = TEST_LIMITS) -> tuple[ThreadServers, str]:
     servers = ThreadServers()
     backend = servers.add(sdk_backend("alpha").streamable_http_app(), None)
     cfg = parse_config({"name": "hostile", "backends": [{"name": "alpha", "url": f"{backend}/mcp"}]})
@@ -209,13 +209,7 @@ def test_invalid_envelopes_are_refused(vmcp: str, sid: str, era: str, message: A
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
 @pytest.mark.parametrize("ctype", ["text/plain", "application/jsonx", ""])
 def test_content_type_must_be_json(vmcp: str, sid: str, era: str, ctype: str) -> None:
-    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
-    headers = legacy_headers(sid) if era == LEGACY else modern_headers(msg)
-    headers["content-type"] = ctype
-    reply = post(vmcp, orjson.dumps(msg), headers)
-    assert reply.status == 415, reply
-    headers["content-type"] = "Application/JSON; charset=utf-8"
-    assert post(vmcp, orjson.dumps(msg), headers).status == 200
+    check_content_type(vmcp, era, sid, ctype)
 
 
 # -- defect 7: nesting ---------------------------------------------------------------------------

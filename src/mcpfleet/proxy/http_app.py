@@ -304,6 +304,10 @@ async def screen_post(
     if problem is not None:
         await problem(scope, receive, send)
         return None
+    # Media types are case-insensitive (RFC 9110 8.3.1); the SDK transports compare exactly.
+    scope["headers"] = [
+        (key, b"application/json" if key == b"content-type" else value) for key, value in scope["headers"]
+    ]
     return body, replay_body(body, receive)
 
 
