@@ -16,7 +16,7 @@ import pytest
 from tests.hostile import LEGACY, MODERN, Counter, report_counts, run_fuzz, running
 from tests.proxy.test_hostile import start_proxy
 
-MIN_CASES = 500
+MIN_CASES = 400
 COUNTERS = {LEGACY: Counter(), MODERN: Counter()}
 
 
