@@ -33,6 +33,18 @@ def serve(
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL (OAuth resource metadata)."
     ),
+    max_sessions: int | None = typer.Option(
+        None,
+        "--max-sessions",
+        help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503. "
+        "Default: $MCPFLEET_VMCP_MAX_SESSIONS, else 10000.",
+    ),
+    session_idle_timeout: str | None = typer.Option(
+        None,
+        "--session-idle-timeout",
+        help="Forget a client session unused this long (no request, no open stream), e.g. 30m. "
+        "Default: $MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT, else 1h.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
@@ -51,13 +63,14 @@ def serve(
     from mcpfleet import telemetry
     from mcpfleet.httplimits import BodyLimits, uvicorn_options
     from mcpfleet.vmcp.config import ConfigError, load_config
-    from mcpfleet.vmcp.server import ServeOptions, build_app
+    from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     limits = limit_options.limits(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
     try:
+        limit, idle = session_limits(max_sessions, session_idle_timeout)
         cfg = load_config(config)
         opts = ServeOptions(
             host=host,
@@ -67,6 +80,8 @@ def serve(
             allowed_hosts=allowed_host or None,
             public_url=public_url,
             max_json_depth=limits.max_json_depth,
+            max_sessions=limit,
+            session_idle_seconds=idle,
         )
         provider = telemetry.setup_tracing(
             "mcpfleet-vmcp",
