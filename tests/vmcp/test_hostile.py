@@ -304,28 +304,32 @@ def test_huge_headers_are_431(vmcp: str) -> None:
         assert s.recv(100).startswith(b"HTTP/1.1 431")
 
 
-def test_cli_releases_stalled_connections(tmp_path: Any) -> None:
-    """`mcpfleet vmcp serve` as a process, limits given as flags: 500 connections that never
-    finish their headers are closed by the server within seconds, and it still answers."""
+@pytest.mark.parametrize("entry", ["cli-flags", "local-platform-env"])
+def test_cli_releases_stalled_connections(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, entry: str) -> None:
+    """The gateway as a process - `mcpfleet vmcp serve` with the limits as flags, and the local
+    platform's entry (what `mcpfleet up` starts) with them in the environment: 500 connections that
+    never finish their headers are closed within seconds, an oversized body is 413, it still answers."""
     cfg = tmp_path / "vmcp.yaml"
     cfg.write_text(
         f"name: stalled\nbackends:\n  - name: gone\n    url: http://127.0.0.1:{harness.free_port()}/mcp\n"
     )
     port = harness.free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "mcpfleet.cli.main",
-        "vmcp",
-        "serve",
-        "--config",
-        str(cfg),
-        "--port",
-        str(port),
-    ]
-    with harness.serving(
-        [*cmd, "--header-timeout", "1", "--max-body-bytes", "1000"], f"http://127.0.0.1:{port}/health"
-    ):
+    if entry == "cli-flags":
+        cmd = [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(cfg)]
+        cmd += ["--port", str(port), "--header-timeout", "1", "--max-body-bytes", "1000"]
+    else:
+        monkeypatch.setenv("MCPFLEET_HEADER_TIMEOUT", "1")
+        monkeypatch.setenv("MCPFLEET_MAX_BODY_BYTES", "1000")
+        cmd = [
+            sys.executable,
+            "-m",
+            "mcpfleet.platform.local.dataplane",
+            "vmcp",
+            "--state-dir",
+            str(tmp_path),
+        ]
+        cmd += ["--config", str(cfg), "--port", str(port)]
+    with harness.serving(cmd, f"http://127.0.0.1:{port}/health"):
         closed, elapsed = stall(port, 500, budget=10)
         assert closed == 500 and elapsed < 6
         big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 2000}}
