@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcpfleet.api.duration import parse_duration
 from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
 from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
@@ -20,7 +21,7 @@ from mcpfleet.vmcp.backends import (
     KubernetesBackendSource,
     StaticBackendSource,
 )
-from mcpfleet.vmcp.config import ConfigError, VMCPConfig, parse_duration
+from mcpfleet.vmcp.config import ConfigError, VMCPConfig
 from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
