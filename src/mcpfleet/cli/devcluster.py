@@ -40,13 +40,19 @@ def _progress(message: str) -> None:
 @app.command()
 def build(
     jobs: int | None = typer.Option(None, "--jobs", "-p", help="go build -p: packages built in parallel."),
+    real_node: bool = typer.Option(
+        False, "--real-node", help="Also build kubelet, kube-proxy, CoreDNS and the pause program."
+    ),
 ) -> None:
     """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once)."""
     from mcpfleet.devcluster.build import BuildError, BuildLayout, build_all, default_cache_root
+    from mcpfleet.devcluster.nodebuild import NodeLayout, build_node_locked
 
     layout = BuildLayout(default_cache_root())
     try:
         asyncio.run(build_all(layout, _progress, jobs))
+        if real_node:
+            asyncio.run(build_node_locked(NodeLayout(layout), _progress, jobs))
     except BuildError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -58,15 +64,25 @@ def up(
     state_dir: Path | None = StateDirOption,
     nodes: int = typer.Option(3, "--nodes", "-n", min=1, max=500, help="Number of fake (kwok) nodes."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for each readiness step."),
+    real_node: bool = typer.Option(
+        False,
+        "--real-node",
+        help="Also attach one real node (kubelet, containerd, CNI bridge, kube-proxy, CoreDNS) "
+        "where pods really run. Needs root; `down` undoes every host change.",
+    ),
 ) -> None:
     """Start the cluster (building binaries the first time); prints the kubeconfig path."""
     from mcpfleet.devcluster.build import BuildError
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster
+    from mcpfleet.devcluster.ociimage import ImageError
+    from mcpfleet.devcluster.realnode import RealNodeError
 
     cluster = DevCluster(_state_dir(state_dir))
     try:
-        info = asyncio.run(cluster.up(nodes=nodes, progress=_progress, ready_timeout=timeout))
-    except (ClusterError, BuildError) as exc:
+        info = asyncio.run(
+            cluster.up(nodes=nodes, progress=_progress, ready_timeout=timeout, real_node=real_node)
+        )
+    except (ClusterError, BuildError, RealNodeError, ImageError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(str(info.kubeconfig))
@@ -109,6 +125,16 @@ def status(state_dir: Path | None = StateDirOption) -> None:
     if st.ports:
         typer.echo("ports:      " + ", ".join(f"{k}={v}" for k, v in st.ports.items()))
     typer.echo(f"nodes:      {st.nodes_ready} Ready")
+    from mcpfleet.devcluster.realnode import RealNode
+
+    node = RealNode(cluster)
+    if node.attached():
+        typer.echo(f"real node:  {asyncio.run(node.node_summary())}")
+        for s in node.component_states():
+            state = f"running (pid {s.pid})" if s.running else "stopped"
+            typer.echo(f"  {s.name:<24} {state:<22} log {cluster.procs.log_file('realnode-' + s.name)}")
+    else:
+        typer.echo("real node:  not attached (`up --real-node` attaches one)")
     typer.echo(f"kubeconfig: {st.kubeconfig or '-'}")
     if not (st.all_running and st.ready):
         raise typer.Exit(1)
