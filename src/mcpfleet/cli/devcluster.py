@@ -155,3 +155,70 @@ def env(state_dir: Path | None = StateDirOption) -> None:
         typer.echo(f"# no kubeconfig yet in {cluster.state_dir}: run `mcpfleet dev-cluster up`", err=True)
     sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}\n")
     sys.stdout.write(f'export PATH={shlex.quote(str(layout.kube_bin))}:"$PATH"\n')
+
+
+@app.command()
+def image(
+    state_dir: Path | None = StateDirOption,
+    repo: Path = typer.Option(Path("."), "--repo", help="The mcpfleet checkout to build the wheel from."),
+    load: bool = typer.Option(
+        True, "--load/--no-load", help="Import it into the real node's containerd if one is attached."
+    ),
+) -> None:
+    """Build the mcpfleet OCI image with no registry and no Docker (debootstrap + wheel + umoci).
+
+    Prints the image reference (`localhost/mcpfleet:<content hash>`). Needs root.
+    """
+    from mcpfleet.devcluster.cluster import DevCluster
+    from mcpfleet.devcluster.image import ImageBuildError, build_image
+    from mcpfleet.devcluster.ociimage import ImageError, import_archive
+    from mcpfleet.devcluster.realnode import RealNode
+
+    try:
+        ref, archive = build_image(repo.resolve(), _progress)
+        node = RealNode(DevCluster(_state_dir(state_dir)))
+        if load and node.containerd_socket.exists():
+            _progress(f"importing {ref} into the real node's containerd")
+            import_archive(archive, str(node.containerd_socket))
+        elif load:
+            _progress("no real node attached: not imported (`up --real-node` imports it)")
+    except (ImageBuildError, ImageError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(ref)
+
+
+@app.command("install-operator")
+def install_operator(
+    state_dir: Path | None = StateDirOption,
+    repo: Path = typer.Option(Path("."), "--repo", help="The mcpfleet checkout whose deploy/ is applied."),
+    image_ref: str | None = typer.Option(
+        None, "--image", help="Image to run (default: the one `mcpfleet dev-cluster image` built last)."
+    ),
+    timeout: int = typer.Option(180, "--timeout", help="Seconds to wait for the rollout."),
+) -> None:
+    """Install the operator in-cluster: `kubectl apply -k` of deploy/ with the local image, then wait."""
+    import subprocess
+
+    from mcpfleet.devcluster.build import BuildLayout, default_cache_root
+    from mcpfleet.devcluster.cluster import DevCluster
+    from mcpfleet.devcluster.image import ImageLayout
+    from mcpfleet.devcluster.operator_install import DEPLOYMENT, NAMESPACE, write_overlay
+
+    cluster = DevCluster(_state_dir(state_dir))
+    ref_file = ImageLayout(default_cache_root()).ref_file
+    ref = image_ref or (ref_file.read_text().strip() if ref_file.is_file() else "")
+    if not ref:
+        typer.echo("error: no image: run `make image` (or pass --image)", err=True)
+        raise typer.Exit(1)
+    overlay = write_overlay(repo.resolve() / "deploy", cluster.state_dir / "operator-overlay", ref)
+    kubectl = [str(BuildLayout(default_cache_root()).binary("kubectl")), f"--kubeconfig={cluster.kubeconfig}"]
+    for args in (
+        ["apply", "--server-side", "--force-conflicts", "-k", str(overlay)],
+        ["-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}s"],
+    ):
+        proc = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            typer.echo(f"error: kubectl {' '.join(args)}:\n{proc.stdout}{proc.stderr}", err=True)
+            raise typer.Exit(1)
+    typer.echo(f"operator {NAMESPACE}/{DEPLOYMENT} running {ref}")
