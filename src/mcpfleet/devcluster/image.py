@@ -203,12 +203,47 @@ def build_image(repo: Path, progress: Progress, cache_root: Path | None = None) 
     started = time.monotonic()
     base = ensure_base(layout, progress)
     work = layout.dir / f"work-{key}"
+    try:
+        _build_into(
+            repo,
+            layout,
+            base,
+            work,
+            wheel_dir=work / "dist",
+            node_bin=node_bin,
+            ref=ref,
+            archive=archive,
+            progress=progress,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    # Keep only the newest archive: each is a few hundred MB.
+    for old in layout.dir.glob("mcpfleet-*.tar"):
+        if old != archive:
+            old.unlink()
+    layout.ref_file.write_text(ref + "\n")
+    progress(f"image {ref} built in {time.monotonic() - started:.0f}s ({archive.stat().st_size >> 20} MiB)")
+    return ref, archive
+
+
+def _build_into(
+    repo: Path,
+    layout: ImageLayout,
+    base: Path,
+    work: Path,
+    *,
+    wheel_dir: Path,
+    node_bin: Path,
+    ref: str,
+    archive: Path,
+    progress: Progress,
+) -> None:
     rootfs = work / "rootfs"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     progress("copying the base rootfs")
     _run(["cp", "-a", "--reflink=auto", str(base), str(rootfs)], "copy base rootfs")
-    wheel = build_wheel(repo, work / "dist")
+    wheel = build_wheel(repo, wheel_dir)
     shutil.copy2(wheel, rootfs / "tmp" / wheel.name)
     shutil.copy2("/etc/resolv.conf", rootfs / "etc/resolv.conf")
     shutil.copy2(
@@ -281,10 +316,6 @@ def build_image(repo: Path, progress: Progress, cache_root: Path | None = None) 
         env=IMAGE_ENV,
         workdir=HOME,
     )
-    shutil.rmtree(work, ignore_errors=True)
-    layout.ref_file.write_text(ref + "\n")
-    progress(f"image {ref} built in {time.monotonic() - started:.0f}s ({archive.stat().st_size >> 20} MiB)")
-    return ref, archive
 
 
 def build_small_image(

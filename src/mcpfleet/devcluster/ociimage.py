@@ -42,6 +42,8 @@ def tree_digest(root: Path, extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
+        if "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue  # written by every import: not content
         st = path.lstat()
         h.update(f"{rel}\0{st.st_mode:o}\0".encode())
         if path.is_symlink():
