@@ -157,8 +157,7 @@ class RealNode:
 root = "{d / "containerd/root"}"
 state = "{d / "containerd/state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
 
 [grpc]
   address = "{self.containerd_socket}"
@@ -254,7 +253,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "clientConnection": {"kubeconfig": str(self._kubeconfig("realnode"))},
             "mode": "iptables",
             "hostnameOverride": NODE_NAME,
-            "bindAddress": NODE_IP,
             "healthzBindAddress": f"127.0.0.1:{ports['kube-proxy-healthz']}",
             "metricsBindAddress": f"127.0.0.1:{ports['kube-proxy-metrics']}",
             "clusterCIDR": POD_SUBNET,
@@ -336,6 +334,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if any(s.running for s in states):
             progress("real node partly running: restarting it")
             await self.down(progress)
+        self.check_host_free()
         started = time.monotonic()
         info = self.cluster.info()
         api_port = info.ports["apiserver"]
@@ -399,10 +398,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     def _start(self, name: str, api_port: int, env: dict[str, str]) -> ProcessRecord:
         return self.cluster.procs.start(f"realnode-{name}", self._argv(name, api_port), env=env, cwd=self.dir)
 
+    def check_host_free(self) -> None:
+        """One real node per host (bridge, node IP, kubelet port): refuse if another state dir has it."""
+        alias_file = Path(f"/sys/class/net/{BRIDGE}/ifalias")
+        if alias_file.exists():
+            owner = alias_file.read_text().strip()
+            if owner and owner != str(self.dir):
+                raise RealNodeError(
+                    f"a real node of another dev cluster is attached to this host ({owner}); stop it first: "
+                    f"`mcpfleet dev-cluster down --state-dir {Path(owner).parent}`"
+                )
+
     def _ensure_bridge(self, ledger: HostLedger) -> None:
         if not Path(f"/sys/class/net/{BRIDGE}").exists():
             ledger.add_link(BRIDGE)
             _ip("link", "add", BRIDGE, "type", "bridge")
+            # The owner's state dir, on the link itself: gone with it, read by check_host_free.
+            _ip("link", "set", BRIDGE, "alias", str(self.dir))
         addrs = subprocess.run(
             ["ip", "-o", "-4", "addr", "show", "dev", BRIDGE], capture_output=True, text=True
         ).stdout
