@@ -64,7 +64,8 @@ def kubectl(cluster: DevCluster, *args: str, **kw: Any) -> str:
     )
     if proc.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)}: {proc.stderr}")
-    return proc.stdout
+    out: str = proc.stdout
+    return out
 
 
 def first_tool_call(cluster: DevCluster, ns: str) -> float:
