@@ -202,12 +202,27 @@ spec:
   image: uvx://mcp-server-time
   args: ["--local-timezone=UTC"]
 ---
+apiVersion: v1
+kind: Secret
+metadata: {{name: remote-credentials}}
+stringData: {{api-key: not-shown-anywhere}}
+---
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPExternalAuthConfig
+metadata: {{name: api-key}}
+spec:
+  type: headerInjection
+  headerInjection:
+    headerName: X-API-Key
+    valueSecretRef: {{name: remote-credentials, key: api-key}}
+---
 apiVersion: mcpfleet.dev/v1alpha1
 kind: MCPRemoteProxy
 metadata: {{name: time-remote}}
 spec:
   remoteURL: http://mcp-time.{ns}.svc.cluster.local:8080/mcp
   transport: streamable-http
+  externalAuthConfigRef: {{name: api-key}}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -435,3 +450,20 @@ spec:
     st = _status(k, ns, "mcpserver", "absent")
     ready: dict[str, Any] = next((c for c in st.get("conditions", []) if c["type"] == "Ready"), {})
     assert ready.get("status") != "True", st
+
+
+def test_zz_operator_rbac_was_enough(real_cluster: ClusterHandle, operator_installed: str) -> None:
+    """Runs last: every kind above was reconciled by the in-cluster operator under deploy/'s RBAC;
+    not one request of it was refused."""
+    logs = real_cluster.kubectl(
+        "-n",
+        "mcpfleet-system",
+        "logs",
+        "-l",
+        "app.kubernetes.io/name=mcpfleet-operator",
+        "--tail=-1",
+        "--prefix",
+    ).stdout
+    assert logs.strip(), "the operator logged nothing"
+    refused = [line for line in logs.splitlines() if "forbidden" in line.lower() or " 403" in line]
+    assert not refused, "\n".join(refused[:20])
