@@ -499,7 +499,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         """Points the `kubernetes` Service at the forwarder (the API server itself is on loopback)."""
         meta_labels = {
             "kubernetes.io/service-name": "kubernetes",
-            "endpointslice.kubernetes.io/managed-by": "mcpfleet.dev/dev-cluster",
+            "endpointslice.kubernetes.io/managed-by": "mcpfleet-dev-cluster",
         }
         slice_body = {
             "apiVersion": "discovery.k8s.io/v1",
