@@ -24,6 +24,9 @@ from typing import Any, TextIO
 
 import httpx
 
+from mcpfleet.platform.local.paths import safe_join
+from mcpfleet.redact import redact_text
+
 log = logging.getLogger(__name__)
 
 STATE_ENV = "MCPFLEET_LOCAL_STATE"
@@ -105,6 +108,7 @@ class Managed:
     ) -> None:
         self.spec = spec
         self.state = ProcessState()
+        self.logs_dir = logs_dir
         self.log_path = logs_dir / f"{spec.log_name}.log"
         self._on_change = on_change
         self._on_spawn = on_spawn
@@ -154,9 +158,13 @@ class Managed:
 
     async def _run_once(self) -> None:
         spec = self.spec
+        # Checked at every start: a symlink planted at logs/NAME.log must not redirect the log.
+        self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a", buffering=1) as logfile:
-            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n")
+            # The command line may hold a URL with credentials (`mcpfleet proxy --remote`).
+            shown = redact_text(" ".join(spec.argv))
+            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown}\n")
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
                 cwd=str(spec.cwd),
