@@ -7,6 +7,7 @@ state dir through down -> snapshot -> up --real-node -> down -> snapshot and com
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from tests.conftest import run_async
 from tests.realnode.conftest import _progress, realnode_state_dir
 
 from mcpfleet.devcluster.cluster import DevCluster
+from mcpfleet.devcluster.handle import ClusterHandle
 from mcpfleet.devcluster.hostchanges import snapshot_for_proof
 from mcpfleet.devcluster.realnode import BRIDGE, RealNode
 
@@ -29,6 +31,20 @@ def test_down_restores_every_host_change() -> None:
 
     run_async(cluster.up(nodes=1, progress=_progress, real_node=True))
     try:
+        # One real pod (the pause image is already in the node), so the CNI plugin, netns mounts,
+        # shims and pod cgroups are part of what must be undone.
+        handle = ClusterHandle(cluster.info())
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "sleeper", "namespace": "default"},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "pause", "image": RealNode(cluster).pause_ref()}],
+            },
+        }
+        handle.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        handle.kubectl("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=60s")
         during = snapshot_for_proof(prefixes)
         # The changes really happen (else the comparison below would prove nothing).
         assert BRIDGE in during["links"]
@@ -36,6 +52,8 @@ def test_down_restores_every_host_change() -> None:
         assert during["sysctls"]["net.ipv4.ip_forward"] == "1"
         assert during["sysctls"]["vm.overcommit_memory"] == "1"
         assert any("kubepods" in children for children in during["cgroups"].values())
+        assert during["dirs"]["/run/containerd"] and during["dirs"]["/run/netns"]
+        assert during["mounts"], "pod volumes and the network namespace are mounted"
         status = subprocess.run(
             [
                 str(Path(sys.executable).parent / "mcpfleet"),
