@@ -16,9 +16,6 @@ no-op, one lock shared with the control-plane build (two Go links at once would 
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +29,11 @@ from mcpfleet.devcluster.build import (
     _go_binary,
     _go_version,
     _is_built,
-    _open_lock,
     _prepare_module,
     _run,
     _stamp,
     _write_files,
+    build_lock,
     go_env,
     kube_ldflags,
     parse_kube_gomod,
@@ -257,14 +254,5 @@ async def build_node(layout: NodeLayout, progress: Progress, jobs: int | None = 
 
 async def build_node_locked(layout: NodeLayout, progress: Progress, jobs: int | None = None) -> bool:
     """build_node under the control-plane build's lock (never two Go builds at once)."""
-    lock_path = layout.build.cache_root / "k8s" / ".build.lock"
-    fd = _open_lock(lock_path)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"another build holds {lock_path}; waiting for it")
-            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+    async with build_lock(layout.build, progress):
         return await build_node(layout, progress, jobs)
-    finally:
-        os.close(fd)
