@@ -481,5 +481,11 @@ def test_zz_operator_rbac_was_enough(real_cluster: ClusterHandle, operator_insta
         "--prefix",
     ).stdout
     assert logs.strip(), "the operator logged nothing"
-    refused = [line for line in logs.splitlines() if "forbidden" in line.lower() or " 403" in line]
+    # A 403 from NamespaceLifecycle admission ("... because it is being terminated", a test's
+    # namespace deleted while its objects still reconcile) is not an RBAC refusal.
+    refused = [
+        line
+        for line in logs.splitlines()
+        if ("forbidden" in line.lower() or " 403" in line) and "being terminated" not in line
+    ]
     assert not refused, "\n".join(refused[:20])
