@@ -32,10 +32,9 @@ MACHINE_PATTERNS = {
 
 
 def _tracked_files() -> list[Path]:
-    out = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, timeout=60
-    ).stdout
-    files = [ROOT / name for name in out.decode().split("\0") if name]
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, timeout=60)
+    assert listed.returncode == 0, f"git ls-files failed in {ROOT} (not a git checkout?): {listed.stderr!r}"
+    files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
     assert len(files) > 100, f"git ls-files listed only {len(files)} files in {ROOT}"
     return files
 
