@@ -281,3 +281,37 @@ async def test_cli_enforces_the_auth_config_and_refuses_a_broken_one(tmp_path: P
     broken = await asyncio.create_subprocess_exec(*cli, "--", "true", stderr=subprocess.PIPE)
     _, stderr = await asyncio.wait_for(broken.communicate(), 60)
     assert broken.returncode != 0 and "oidcFile: cannot read" in stderr.decode()
+
+
+async def test_a_session_is_bound_to_the_subject_that_opened_it() -> None:
+    """Alice's session id used with Bob's valid token: 404, as for an unknown session; Alice (also with
+    a refreshed token) keeps using it, and Bob cannot DELETE it."""
+    async with local_issuer() as issuer:
+        app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1")
+        async with serve_app(with_auth(app, oidc_auth(issuer))) as base, aiohttp.ClientSession() as http:
+            alice = {
+                **STREAMABLE_HTTP_HEADERS,
+                "authorization": "Bearer " + issuer.token("r1", aud=AUDIENCE, sub="alice"),
+            }
+            bob = {
+                **STREAMABLE_HTTP_HEADERS,
+                "authorization": "Bearer " + issuer.token("r1", aud=AUDIENCE, sub="bob"),
+            }
+            async with http.post(f"{base}/mcp", data=orjson.dumps(initialize_request()), headers=alice) as r:
+                assert r.status == 200
+                sid = r.headers["mcp-session-id"]
+            alice = {**alice, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+            bob = {**bob, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+            ping = orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            async with http.post(f"{base}/mcp", data=ping, headers=bob) as r:
+                assert r.status == 404
+                assert (await r.json())["error"]["message"] == "Session not found"
+            async with http.delete(f"{base}/mcp", headers=bob) as r:
+                assert r.status == 404
+            refreshed = issuer.token("r1", aud=AUDIENCE, sub="alice", exp=2e9)
+            async with http.post(
+                f"{base}/mcp", data=ping, headers={**alice, "authorization": f"Bearer {refreshed}"}
+            ) as r:
+                assert r.status == 200
+            async with http.delete(f"{base}/mcp", headers=alice) as r:
+                assert r.status == 200

@@ -4,7 +4,8 @@ Every HTTP path except the open ones (`/health`) needs a valid token; a missing 
 `401` with `WWW-Authenticate: Bearer realm="mcp", resource_metadata=..., error=...` and a JSON-RPC
 error body, and the wrapped app never sees the request. With OIDC the guard serves the RFC 9728
 protected-resource metadata at `/.well-known/oauth-protected-resource` (and under the path-suffixed
-form `/.well-known/oauth-protected-resource/mcp` that MCP clients try first).
+form `/.well-known/oauth-protected-resource/mcp` that MCP clients try first). A streamable-HTTP
+session (`Mcp-Session-Id`) opened through the guard is bound to the token's subject.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from mcpfleet.auth.binding import SessionBindings, binding_send, request_session, subject_of
 from mcpfleet.auth.oidc import (
     AnonymousAuthenticator,
     Authenticator,
@@ -77,6 +79,7 @@ class AuthGuard:
         self.mcp_path = mcp_path
         self.public_url = public_url.rstrip("/") if public_url else None
         self.forward_authorization = forward_authorization
+        self.bindings = SessionBindings()
 
     async def aclose(self) -> None:
         closer = getattr(self.auth, "close", None)
@@ -112,12 +115,24 @@ class AuthGuard:
             (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None
         )
         try:
-            await self.auth.authenticate(authorization)
+            claims = await self.auth.authenticate(authorization)
         except AuthError as exc:
             headers, body = unauthorized(self.auth, exc, self._base(scope) + WELL_KNOWN)
             await _drain(receive)
             await _respond(send, 401, headers, body)
             return
+        # Sessions are bound to the subject that opened them (auth/binding.py): another subject's
+        # valid token gets the answer of an unknown session.
+        subject = subject_of(claims, (authorization or "").partition(" ")[2].strip())
+        session_id = request_session(scope["headers"])
+        if session_id is not None and not self.bindings.allows(session_id, subject):
+            await _drain(receive)
+            body = orjson.dumps(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
+            )
+            await _respond(send, 404, [(b"content-type", b"application/json")], body)
+            return
+        send = binding_send(send, self.bindings, subject, scope.get("method", ""), session_id)
         if not self.forward_authorization:
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"authorization"]}
         await self.app(scope, receive, send)

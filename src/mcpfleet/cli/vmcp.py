@@ -33,6 +33,18 @@ def serve(
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL (OAuth resource metadata)."
     ),
+    max_sessions: int | None = typer.Option(
+        None,
+        "--max-sessions",
+        help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503. "
+        "Default: $MCPFLEET_VMCP_MAX_SESSIONS, else 10000.",
+    ),
+    session_idle_timeout: str | None = typer.Option(
+        None,
+        "--session-idle-timeout",
+        help="Forget a client session unused this long (no request, no open stream), e.g. 30m. "
+        "Default: $MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT, else 1h.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
@@ -44,10 +56,11 @@ def serve(
 
     from mcpfleet import telemetry
     from mcpfleet.vmcp.config import ConfigError, load_config
-    from mcpfleet.vmcp.server import ServeOptions, build_app
+    from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        limit, idle = session_limits(max_sessions, session_idle_timeout)
         cfg = load_config(config)
         opts = ServeOptions(
             host=host,
@@ -56,6 +69,8 @@ def serve(
             status_resource=status_resource,
             allowed_hosts=allowed_host or None,
             public_url=public_url,
+            max_sessions=limit,
+            session_idle_seconds=idle,
         )
         provider = telemetry.setup_tracing(
             "mcpfleet-vmcp",

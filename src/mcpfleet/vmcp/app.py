@@ -34,9 +34,10 @@ from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
 from mcpfleet.auth.asgi import unauthorized
+from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
 from mcpfleet.vmcp import wire
-from mcpfleet.vmcp.gateway import CallContext, ClientSession, Gateway, Listener
+from mcpfleet.vmcp.gateway import CallContext, ClientSession, Gateway, Listener, SessionLimitError
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -238,30 +239,38 @@ class VMCPApp:
             await _respond(send, bad[0], bad[1], [(b"content-type", b"text/plain")])
             return
         token: str | None = None
+        subject: str | None = None
         if not self.anonymous:
             try:
-                await self.auth.authenticate(h.get("authorization"))
+                claims = await self.auth.authenticate(h.get("authorization"))
             except AuthError as exc:
                 headers, body = unauthorized(self.auth, exc)
                 await _respond(send, 401, body, headers)
                 return
             token = h["authorization"].partition(" ")[2].strip()
+            subject = subject_of(claims, token)
         version = h.get(wire.H_VERSION)
         if version is not None and version not in wire.HANDSHAKE_VERSIONS:
             await self._modern(scope, receive, send, h, token)
         else:
-            await self._legacy(scope, receive, send, h, token)
+            await self._legacy(scope, receive, send, h, token, subject)
 
     # ---- 2025 era ------------------------------------------------------------------------
 
     async def _legacy(
-        self, scope: Scope, receive: Receive, send: Send, h: dict[str, str], token: str | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        h: dict[str, str],
+        token: str | None,
+        subject: str | None = None,
     ) -> None:
         method = scope["method"]
         if method == "POST":
-            await self._legacy_post(receive, send, h, token)
+            await self._legacy_post(receive, send, h, token, subject)
         elif method == "GET":
-            await self._legacy_get(receive, send, h)
+            await self._legacy_get(receive, send, h, token, subject)
         elif method == "DELETE":
             sid = h.get(wire.H_SESSION)
             if not sid:
@@ -270,7 +279,7 @@ class VMCPApp:
                     400,
                     wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Missing Mcp-Session-Id")),
                 )
-            elif self.gateway.end_session(sid):
+            elif self.gateway.session_for(sid, subject) is not None and self.gateway.end_session(sid):
                 await _respond(send, 200, b"")
             else:
                 await _respond(
@@ -279,23 +288,30 @@ class VMCPApp:
         else:
             await _respond(send, 405, b"", [(b"allow", b"GET, POST, DELETE")])
 
-    def _session(self, h: dict[str, str]) -> tuple[ClientSession | None, tuple[int, bytes] | None]:
+    def _session(
+        self, h: dict[str, str], token: str | None, subject: str | None
+    ) -> tuple[ClientSession | None, tuple[int, bytes] | None]:
         sid = h.get(wire.H_SESSION)
         if not sid:
             return None, (
                 400,
                 wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Bad Request: Missing session ID")),
             )
-        s = self.gateway.sessions.get(sid)
+        # Another subject's session answers exactly like an unknown one (nothing is revealed).
+        s = self.gateway.session_for(sid, subject)
         if s is None:
             return None, (
                 404,
                 wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Session not found")),
             )
         s.last_seen = time.monotonic()
+        if token is not None:
+            s.token = token  # the same subject's refreshed token; used for its later client messages
         return s, None
 
-    async def _legacy_post(self, receive: Receive, send: Send, h: dict[str, str], token: str | None) -> None:
+    async def _legacy_post(
+        self, receive: Receive, send: Send, h: dict[str, str], token: str | None, subject: str | None
+    ) -> None:
         has_json, has_sse = _accepts(h)
         if not (has_json and has_sse):
             err = wire.error_message(
@@ -326,14 +342,14 @@ class VMCPApp:
         req_id = msg.get("id")
         if method == "initialize":
             if self.tracer is None:
-                await self._initialize(send, msg, token)
+                await self._initialize(send, msg, token, subject)
             else:
                 params = msg.get("params")
                 version = params.get("protocolVersion") if isinstance(params, dict) else None
                 with self._server_span(self.tracer, method, params, h, "legacy", version, None, req_id):
-                    await self._initialize(send, msg, token)
+                    await self._initialize(send, msg, token, subject)
             return
-        session, problem = self._session(h)
+        session, problem = self._session(h, token, subject)
         if problem is not None:
             await _respond(send, problem[0], problem[1])
             return
@@ -363,11 +379,18 @@ class VMCPApp:
             await stream.emit({})
         await stream.finish(200, body)
 
-    async def _initialize(self, send: Send, msg: dict[str, Any], token: str | None) -> None:
+    async def _initialize(
+        self, send: Send, msg: dict[str, Any], token: str | None, subject: str | None = None
+    ) -> None:
         params = msg.get("params") or {}
         requested = params.get("protocolVersion")
         version = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
-        session = self.gateway.new_session(version, token)
+        try:
+            session = self.gateway.new_session(version, token, subject)
+        except SessionLimitError as exc:
+            body = wire.dumps(wire.error_message(msg.get("id"), exc.code, exc.message))
+            await _respond(send, 503, body, [*_JSON, (b"retry-after", b"5")])
+            return
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.gateway.capabilities(),
@@ -383,7 +406,9 @@ class VMCPApp:
             [*_JSON, (b"mcp-session-id", session.id.encode())],
         )
 
-    async def _legacy_get(self, receive: Receive, send: Send, h: dict[str, str]) -> None:
+    async def _legacy_get(
+        self, receive: Receive, send: Send, h: dict[str, str], token: str | None, subject: str | None
+    ) -> None:
         _, has_sse = _accepts(h)
         if not has_sse:
             await _respond(
@@ -396,7 +421,7 @@ class VMCPApp:
                 ),
             )
             return
-        session, err = self._session(h)
+        session, err = self._session(h, token, subject)
         if err is not None:
             await _respond(send, err[0], err[1])
             return

@@ -43,6 +43,19 @@ log = logging.getLogger(__name__)
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 # A 2025-era client session with no open stream and no request for this long is forgotten.
 SESSION_IDLE_SECONDS = 3600.0
+# At most this many 2025-era client sessions at once; `initialize` beyond it gets HTTP 503.
+MAX_SESSIONS = 10_000
+
+
+class SessionLimitError(RPCError):
+    """Too many client sessions: `initialize` is refused (HTTP 503) until some end or expire."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            wire.INTERNAL_ERROR,
+            f"too many open sessions (limit {limit}); retry later, or end unused sessions with DELETE",
+        )
+
 
 # list method -> (capability, result key, BackendLists attribute)
 LISTS: dict[str, tuple[str, str, str]] = {
@@ -65,6 +78,9 @@ class ClientSession:
     id: str
     version: str
     token: str | None = None
+    # Who opened it (issuer + subject of the bearer token; None when anonymous): only the same
+    # subject may use the session (MCP security best practices: bind sessions to the user).
+    subject: str | None = None
     stream: asyncio.Queue[dict[str, Any]] | None = None
     pending: dict[str, tuple[BaseUpstream, Any]] = field(default_factory=dict)
     inflight: dict[Any, tuple[BaseUpstream, int]] = field(default_factory=dict)
@@ -126,8 +142,13 @@ class Gateway:
         status_writer: StatusWriter | None = None,
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
+        max_sessions: int = MAX_SESSIONS,
+        session_idle: float = SESSION_IDLE_SECONDS,
     ) -> None:
         self.config = config
+        self.max_sessions = max_sessions
+        self.session_idle = session_idle
+        self._cap_pruned = 0.0
         # None: tracing off, and the call path pays one `is None` test for it.
         self.tracer = tracer
         self._span_attrs: dict[str, dict[str, Any]] = {}
@@ -179,6 +200,7 @@ class Gateway:
             await self.stop()
             raise ConflictError(self.startup_error)
         self._tasks.append(asyncio.create_task(self._health_loop(), name="vmcp-health"))
+        self._tasks.append(asyncio.create_task(self._session_loop(), name="vmcp-sessions"))
         self._tasks.append(asyncio.create_task(self._status_loop(), name="vmcp-status"))
 
     async def stop(self) -> None:
@@ -772,9 +794,24 @@ class Gateway:
 
     # ---- sessions ----------------------------------------------------------------------
 
-    def new_session(self, version: str, token: str | None) -> ClientSession:
-        s = ClientSession(id=uuid.uuid4().hex, version=version, token=token)
+    def new_session(self, version: str, token: str | None, subject: str | None = None) -> ClientSession:
+        """Open a client session; raises SessionLimitError at `max_sessions` (after expiring idle ones)."""
+        if len(self.sessions) >= self.max_sessions:
+            now = time.monotonic()
+            if now - self._cap_pruned > 1.0:  # a scan at most once a second while at the limit
+                self._cap_pruned = now
+                self.prune_sessions()
+            if len(self.sessions) >= self.max_sessions:
+                raise SessionLimitError(self.max_sessions)
+        s = ClientSession(id=uuid.uuid4().hex, version=version, token=token, subject=subject)
         self.sessions[s.id] = s
+        return s
+
+    def session_for(self, sid: str, subject: str | None) -> ClientSession | None:
+        """The session `sid` if `subject` opened it; None otherwise (unknown, or another subject's)."""
+        s = self.sessions.get(sid)
+        if s is None or s.subject != subject:
+            return None
         return s
 
     def end_session(self, sid: str) -> bool:
@@ -820,18 +857,27 @@ class Gateway:
                 for m in self.rebuild():
                     self.broadcast_list_changed(m)
 
-    def prune_sessions(self, idle: float = SESSION_IDLE_SECONDS) -> int:
+    def prune_sessions(self, idle: float | None = None) -> int:
         """Forget 2025-era client sessions idle for longer than `idle` (clients that never DELETE)."""
+        if idle is None:
+            idle = self.session_idle
         now = time.monotonic()
         stale = [sid for sid, s in self.sessions.items() if s.stream is None and now - s.last_seen > idle]
         for sid in stale:
             self.end_session(sid)
         return len(stale)
 
+    async def _session_loop(self) -> None:
+        # Often enough that a session outlives its idle limit by at most a quarter of it (<= 1 min).
+        every = min(max(self.session_idle / 4, 0.05), 60.0)
+        while True:
+            await asyncio.sleep(every)
+            if n := self.prune_sessions():
+                log.debug("expired %d idle client sessions", n)
+
     async def _health_loop(self) -> None:
         while True:
             await asyncio.sleep(self._check_interval)
-            self.prune_sessions()
             await asyncio.gather(
                 *(self.check_backend(b) for b in list(self.backends.values())), return_exceptions=True
             )

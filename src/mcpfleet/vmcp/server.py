@@ -19,8 +19,8 @@ from mcpfleet.vmcp.backends import (
     KubernetesBackendSource,
     StaticBackendSource,
 )
-from mcpfleet.vmcp.config import ConfigError, VMCPConfig
-from mcpfleet.vmcp.gateway import Gateway
+from mcpfleet.vmcp.config import ConfigError, VMCPConfig, parse_duration
+from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
 if TYPE_CHECKING:
@@ -35,6 +35,33 @@ class ServeOptions:
     status_resource: str | None = None  # VirtualMCPServer name to patch (Kubernetes)
     allowed_hosts: list[str] | None = None
     public_url: str | None = None
+    # 2025-era client sessions: at most this many at once; forgotten after this long unused.
+    max_sessions: int = MAX_SESSIONS
+    session_idle_seconds: float = SESSION_IDLE_SECONDS
+
+
+ENV_MAX_SESSIONS = "MCPFLEET_VMCP_MAX_SESSIONS"
+ENV_SESSION_IDLE = "MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT"
+
+
+def session_limits(max_sessions: int | str | None, idle_timeout: str | None) -> tuple[int, float]:
+    """`--max-sessions` / `--session-idle-timeout` (None: $MCPFLEET_VMCP_*, else the defaults),
+    checked; raises ConfigError naming the flag."""
+    raw_max = max_sessions if max_sessions is not None else os.environ.get(ENV_MAX_SESSIONS)
+    raw_idle = idle_timeout if idle_timeout is not None else os.environ.get(ENV_SESSION_IDLE)
+    try:
+        limit = MAX_SESSIONS if raw_max is None else int(raw_max)
+    except ValueError:
+        raise ConfigError(f"--max-sessions: expected a whole number, got {raw_max!r}") from None
+    if limit < 1:
+        raise ConfigError(f"--max-sessions: must be at least 1, got {limit}")
+    try:
+        idle = SESSION_IDLE_SECONDS if raw_idle is None else parse_duration(raw_idle)
+    except ValueError as exc:
+        raise ConfigError(f"--session-idle-timeout: {exc}") from None
+    if idle <= 0:
+        raise ConfigError("--session-idle-timeout: must be positive")
+    return limit, idle
 
 
 def static_specs(config: VMCPConfig) -> list[BackendSpec]:
@@ -122,6 +149,8 @@ def build_app(
         source or make_source(config),
         status_writer=status_writer or make_status_writer(config, opts),
         tracer=tracer,
+        max_sessions=opts.max_sessions,
+        session_idle=opts.session_idle_seconds,
     )
     allowed_hosts = opts.allowed_hosts
     allowed_origins = None

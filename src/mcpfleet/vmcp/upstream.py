@@ -4,8 +4,13 @@ One `Upstream` per backend, shared by every client request (no handshake per cal
 both protocol eras of streamable HTTP and picks per request:
 
 * 2025-era ("legacy"): one `initialize` handshake, then every POST carries `Mcp-Session-Id`;
-  a 404 means the session expired, so it re-initializes once and retries. A standing GET
-  stream carries backend notifications (list_changed, resources/updated) to a callback.
+  a 404 means the session expired (the backend restarted), so it re-initializes once and
+  retries. Re-initialisation is single-flight: the old session id stays until the new one is
+  known, calls that arrive meanwhile wait for it (within their time limit), calls that saw the
+  same expiry reuse the new session, and a failed re-initialisation is a gateway error naming the
+  backend - never a request sent without its session (whose "Missing session ID" answer used to
+  reach the client). A standing GET stream carries backend notifications (list_changed,
+  resources/updated) to a callback.
 * 2026-07-28 ("modern"): sessionless; every request carries the `_meta` envelope and the
   `Mcp-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers. Probed with `server/discover`.
 
@@ -49,6 +54,11 @@ _ENVELOPE_KEYS = (wire.META_VERSION, wire.META_CLIENT_INFO, wire.META_CLIENT_CAP
 _ids = itertools.count(1)
 # Passed to `on_message` when a backend answers a call with an SSE stream (mode mirroring).
 SSE_OPENED: dict[str, Any] = {}
+# JSON-RPC methods that only read: safe to send again if a connection drops after writing them
+# (httpclient never re-sends anything else, e.g. a tools/call the backend may already have run).
+_REPEATABLE = frozenset(
+    {"ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+)
 
 
 class BackendUnavailable(RPCError):
@@ -140,6 +150,9 @@ class Upstream(BaseUpstream):
         self.capabilities = {}
         self.server_info = {}
         self._session_id: str | None = None
+        # The legacy session is usable; False after a failed (re-)initialisation: the next call
+        # initializes first instead of sending a request the backend would refuse.
+        self._session_ok = False
         self._legacy_version = wire.LATEST_HANDSHAKE
         self._init_lock = asyncio.Lock()
         self._listener: asyncio.Task[None] | None = None
@@ -171,7 +184,8 @@ class Upstream(BaseUpstream):
         except RPCError as exc:
             errors.append(f"server/discover: {exc.message}")
         try:
-            await self._initialize()
+            async with self._init_lock:
+                await self._initialize_locked()
             self.legacy = True
         except BackendUnavailable:
             if not self.modern:
@@ -187,30 +201,59 @@ class Upstream(BaseUpstream):
                 self._listen_modern(), name=f"vmcp-listen2026-{self.name}"
             )
 
-    async def _initialize(self) -> None:
-        async with self._init_lock:
-            self._session_id = None
-            params = {
-                "protocolVersion": wire.LATEST_HANDSHAKE,
-                "capabilities": GATEWAY_CLIENT_CAPS,
-                "clientInfo": self._client_info,
-            }
-            hdrs = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-            hdrs.update(await self._auth.headers(None))
-            body = {"jsonrpc": "2.0", "id": next(_ids), "method": "initialize", "params": params}
-            resp_headers, res = await self._exchange(body, hdrs, None, self.timeout, None)
-            sid = resp_headers.get(wire.H_SESSION)
-            self._session_id = sid
-            self._legacy_version = str(res.get("protocolVersion") or wire.LATEST_HANDSHAKE)
-            if not self.modern:
-                self.capabilities = dict(res.get("capabilities") or {})
-                self.server_info = dict(res.get("serverInfo") or {})
-                self.instructions = res.get("instructions")
-            else:
-                # Union: a server may advertise more on one era than the other.
-                for k, v in (res.get("capabilities") or {}).items():
-                    self.capabilities.setdefault(k, v)
-            await self._post_notification({"jsonrpc": "2.0", "method": "notifications/initialized"}, None)
+    async def _ensure_session(self, stale: str | None, time_limit: float) -> None:
+        """(Re-)initialize the shared legacy session once for all callers, bounded by `time_limit`.
+
+        `stale`: the session id a 404 was answered for (None: just make sure a session exists).
+        If another caller has already replaced it, this returns at once.
+        """
+        try:
+            async with asyncio.timeout(time_limit):
+                async with self._init_lock:
+                    if self._session_ok and (stale is None or self._session_id != stale):
+                        return
+                    log.info("backend %s: (re-)initializing the session", self.name)
+                    try:
+                        await self._initialize_locked()
+                    except BackendUnavailable as exc:
+                        raise BackendUnavailable(
+                            self.name, f"re-initializing its session: {exc.reason}"
+                        ) from None
+                    except RPCError as exc:
+                        raise BackendUnavailable(
+                            self.name, f"re-initializing its session: {exc.message}"
+                        ) from None
+        except TimeoutError:
+            raise BackendUnavailable(
+                self.name, f"its session was still being re-initialized after {time_limit:g}s"
+            ) from None
+
+    async def _initialize_locked(self) -> None:
+        """The initialize handshake; the caller holds `_init_lock`. The old session id stays in
+        place until the new one is known, so no request goes out without a session meanwhile."""
+        self._session_ok = False
+        params = {
+            "protocolVersion": wire.LATEST_HANDSHAKE,
+            "capabilities": GATEWAY_CLIENT_CAPS,
+            "clientInfo": self._client_info,
+        }
+        hdrs = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        hdrs.update(await self._auth.headers(None))
+        body = {"jsonrpc": "2.0", "id": next(_ids), "method": "initialize", "params": params}
+        resp_headers, res = await self._exchange(body, hdrs, None, self.timeout, None)
+        sid = resp_headers.get(wire.H_SESSION)
+        self._session_id = sid
+        self._session_ok = True
+        self._legacy_version = str(res.get("protocolVersion") or wire.LATEST_HANDSHAKE)
+        if not self.modern:
+            self.capabilities = dict(res.get("capabilities") or {})
+            self.server_info = dict(res.get("serverInfo") or {})
+            self.instructions = res.get("instructions")
+        else:
+            # Union: a server may advertise more on one era than the other.
+            for k, v in (res.get("capabilities") or {}).items():
+                self.capabilities.setdefault(k, v)
+        await self._post_notification({"jsonrpc": "2.0", "method": "notifications/initialized"}, None)
 
     def _legacy_headers(self) -> dict[str, str]:
         h = {
@@ -269,6 +312,8 @@ class Upstream(BaseUpstream):
         request_id_sink: Callable[[int], None] | None,
         trace_headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        if not self._session_ok or self._init_lock.locked():
+            await self._ensure_session(None, time_limit)  # wait for (or do) the initialisation
         for attempt in (0, 1):
             rid = next(_ids)
             if request_id_sink is not None:
@@ -285,8 +330,8 @@ class Upstream(BaseUpstream):
             except _SessionExpired:
                 if attempt:
                     raise BackendUnavailable(self.name, "session expired twice in a row") from None
-                log.info("backend %s: session expired, re-initializing", self.name)
-                await self._initialize()
+                log.info("backend %s: session expired", self.name)
+                await self._ensure_session(hdrs.get(wire.H_SESSION), time_limit)
         raise AssertionError("unreachable")
 
     async def _post_modern(
@@ -337,7 +382,9 @@ class Upstream(BaseUpstream):
         try:
             async with asyncio.timeout(time_limit):
                 if self._fast is not None:
-                    resp = await self._fast.request("POST", self.url, hdrs, wire.dumps(body))
+                    resp = await self._fast.request(
+                        "POST", self.url, hdrs, wire.dumps(body), idempotent=body["method"] in _REPEATABLE
+                    )
                     try:
                         msg = await self._response_message(
                             resp.status,
@@ -368,6 +415,12 @@ class Upstream(BaseUpstream):
             raise BackendUnavailable(self.name, f"{type(exc).__name__}: {exc}") from None
         except TimeoutError:
             raise BackendUnavailable(self.name, f"timed out after {time_limit:g}s") from None
+        except httpclient.InvalidRequest as exc:
+            raise RPCError(wire.INVALID_PARAMS, f"cannot forward to backend {self.name!r}: {exc}") from None
+        except ValueError as exc:  # a malformed or over-size SSE stream or JSON message
+            raise RPCError(
+                wire.INTERNAL_ERROR, f"backend {self.name!r} sent an invalid response: {exc}"
+            ) from None
 
     async def _response_message(
         self,
@@ -398,6 +451,16 @@ class Upstream(BaseUpstream):
             raise _http_error(self.name, status) from None
         if not isinstance(msg, dict):
             raise _http_error(self.name, status)
+        if status >= 400 and msg.get("id") != rid:
+            # Not an answer to this request but the backend refusing the HTTP request itself (e.g.
+            # "Missing session ID"): say which backend refused, not just what it said.
+            err = msg.get("error")
+            detail = err.get("message") if isinstance(err, dict) else None
+            raise RPCError(
+                wire.INTERNAL_ERROR,
+                f"backend {self.name!r} refused the request: HTTP {status}"
+                + (f": {detail}" if detail else ""),
+            )
         return msg
 
     async def _read_sse(
@@ -424,8 +487,10 @@ class Upstream(BaseUpstream):
                     if not ev.data:
                         continue
                     msg = wire.loads(ev.data)
+                    if not isinstance(msg, dict):
+                        raise ValueError("an SSE event whose data is not a JSON-RPC message")
                     if "method" not in msg and msg.get("id") == rid:
-                        return msg  # type: ignore[no-any-return]
+                        return msg
                     if on_message is not None:
                         await on_message(msg)
                 if resumed is not None:
@@ -541,7 +606,7 @@ class Upstream(BaseUpstream):
                     if r.status == 405:
                         return
                     if r.status == 404:
-                        await self._initialize()
+                        await self._ensure_session(hdrs.get(wire.H_SESSION), self.timeout)
                         continue
                     if r.status != 200:
                         raise BackendUnavailable(self.name, f"GET stream HTTP {r.status}")

@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--status-file", type=Path, default=None)
     parser.add_argument("--log-level", default="info")
+    # vMCP session limits, as `mcpfleet vmcp serve` (default: $MCPFLEET_VMCP_*, else built in).
+    parser.add_argument("--max-sessions", default=None)
+    parser.add_argument("--session-idle-timeout", default=None)
     return parser
 
 
@@ -60,11 +63,12 @@ async def _serve(app: object, host: str, port: int) -> None:
 async def run_vmcp(args: argparse.Namespace) -> int:
     from mcpfleet.vmcp.backends import BackendSource, CombinedBackendSource
     from mcpfleet.vmcp.config import ConfigError, load_config
-    from mcpfleet.vmcp.server import ServeOptions, build_app, static_specs
+    from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits, static_specs
     from mcpfleet.vmcp.status import FileStatusWriter, NoopStatusWriter, StatusWriter
 
     try:
         config = load_config(args.config)
+        limit, idle = session_limits(args.max_sessions, args.session_idle_timeout)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -81,7 +85,7 @@ async def run_vmcp(args: argparse.Namespace) -> int:
 
         source = StaticBackendSource(static)
     writer: StatusWriter = FileStatusWriter(args.status_file) if args.status_file else NoopStatusWriter()
-    options = ServeOptions(host=args.host, port=args.port)
+    options = ServeOptions(host=args.host, port=args.port, max_sessions=limit, session_idle_seconds=idle)
     try:
         provider = telemetry.setup_tracing(
             "mcpfleet-vmcp", resource_attributes={"mcpfleet.vmcp.name": config.name}
