@@ -92,7 +92,7 @@ async def test_attach_rereads_a_rotated_token_file_on_reconnect(tmp_path: Path) 
         target = AttachTarget(endpoint.namespace, endpoint.pod, endpoint.container)
         factory = attach_factory(load_kubeconfig(kubeconfig), target, BackoffPolicy(initial=0.2))
         async with running_proxy(factory=factory) as proxy:
-            await _until(lambda: _healthy(proxy))
+            await wait_until(lambda: _healthy(proxy), "the proxy healthy")
             # The kubelet rotated the token; the API server no longer accepts the old one.
             token_file.write_text("token-2\n")
             endpoint.token = "token-2"
@@ -101,7 +101,7 @@ async def test_attach_rereads_a_rotated_token_file_on_reconnect(tmp_path: Path) 
             async def reattached() -> bool:
                 return endpoint.attaches >= 2 and await _healthy(proxy)
 
-            await _until(reattached)
+            await wait_until(reattached, "the proxy re-attached with the rotated token")
             async with Client(proxy.url, mode="legacy") as client:
                 assert (await _call_simple(client)).startswith("This is a simple text")
     assert endpoint.authorizations[:2] == ["Bearer token-1", "Bearer token-2"]
