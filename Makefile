@@ -6,7 +6,7 @@ MCPFLEET := $(VENV)/bin/mcpfleet
 NODE_TOOLS := tools/node/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 
-.PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench lint crds clean
+.PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds clean
 
 venv: $(VENV)/.installed
 
@@ -54,6 +54,11 @@ test-realnode: venv node-tools system-deps cluster-binaries node-binaries
 
 bench: venv node-tools system-deps
 	$(PY) bench/run_all.py
+
+# The anchors the vMCP figures are compared against (bare ASGI, SDK server, fastmcp proxy), from their
+# own venv bench/anchors/.venv: fastmcp is not a dependency of mcpfleet.
+bench-anchors: venv system-deps
+	bench/anchors/anchor-mcp.sh
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench

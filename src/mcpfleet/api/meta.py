@@ -191,10 +191,6 @@ def set_condition(
     return [new if c.type == type else c for c in conditions]
 
 
-def find_condition(conditions: list[Condition], type: str) -> Condition | None:
-    return next((c for c in conditions if c.type == type), None)
-
-
 WorkloadPhase = Literal["Pending", "Running", "Failed", "Terminating", "Stopped"]
 
 
