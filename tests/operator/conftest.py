@@ -58,8 +58,11 @@ class OperatorProcess:
         log_path: Path,
         resync: float = 300.0,
         extra_args: tuple[str, ...] = (),
+        kubeconfig: Path | None = None,
     ) -> None:
         self.cluster = cluster
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
+        """Whose credentials the operator uses (default: the cluster admin's)."""
         self.extra_args = extra_args
         self.namespaces = namespaces
         self.log_path = log_path
@@ -77,7 +80,7 @@ class OperatorProcess:
             "operator",
             "run",
             "--kubeconfig",
-            str(self.cluster.kubeconfig),
+            str(self.kubeconfig),
             "--metrics-port",
             "0",
             "--metrics-host",
