@@ -75,7 +75,9 @@ def test_crds_chart_adopts_upgrades_and_keeps_the_crds(
     # Never uninstall a release whose stored manifest would delete the cluster's CRDs.
     manifest = release_manifest(helm, release, namespace)
     assert sorted(o["metadata"]["name"] for o in manifest) == sorted(crds_installed)
-    unkept = [o["metadata"]["name"] for o in manifest if o["metadata"].get("annotations", {}).get(KEEP) != "keep"]
+    unkept = [
+        o["metadata"]["name"] for o in manifest if o["metadata"].get("annotations", {}).get(KEEP) != "keep"
+    ]
     assert not unkept, f"refusing to uninstall: these CRDs would be deleted: {unkept}"
     result = helm.run("uninstall", release, "--namespace", namespace, "--wait")
     assert "kept due to the resource policy" in result.stdout + result.stderr
@@ -86,7 +88,9 @@ def test_crds_chart_adopts_upgrades_and_keeps_the_crds(
 
 def service_account_kubeconfig(cluster: ClusterHandle, namespace: str, account: str, path: Path) -> Path:
     """A kubeconfig with a short-lived token of `account` (TokenRequest) for the dev cluster."""
-    token = cluster.kubectl("create", "token", account, "--namespace", namespace, "--duration=1h").stdout.strip()
+    token = cluster.kubectl(
+        "create", "token", account, "--namespace", namespace, "--duration=1h"
+    ).stdout.strip()
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
     server = admin["clusters"][0]
     config = {
@@ -102,16 +106,24 @@ def service_account_kubeconfig(cluster: ClusterHandle, namespace: str, account: 
     return path
 
 
-def owned_replica_sets(cluster: ClusterHandle, namespace: str, deployment: dict[str, Any]) -> list[dict[str, Any]]:
+def owned_replica_sets(
+    cluster: ClusterHandle, namespace: str, deployment: dict[str, Any]
+) -> list[dict[str, Any]]:
     data = cluster.get_json(f"/apis/apps/v1/namespaces/{namespace}/replicasets") or {}
     uid = deployment["metadata"]["uid"]
     return [
-        rs for rs in data.get("items", []) if any(o["uid"] == uid for o in rs["metadata"].get("ownerReferences", []))
+        rs
+        for rs in data.get("items", [])
+        if any(o["uid"] == uid for o in rs["metadata"].get("ownerReferences", []))
     ]
 
 
 def test_operator_chart_installs_reconciles_upgrades_and_uninstalls(
-    helm_on_cluster: Helm, dev_cluster: ClusterHandle, crds_installed: list[str], namespace: str, tmp_path: Path
+    helm_on_cluster: Helm,
+    dev_cluster: ClusterHandle,
+    crds_installed: list[str],
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     helm = helm_on_cluster
     release = f"mcpfleet-operator-{secrets.token_hex(3)}"  # the objects' names: the release name

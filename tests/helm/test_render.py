@@ -35,7 +35,9 @@ def kustomize_objects() -> list[Obj]:
 
 
 def env_of(deployment: Obj) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    return {
+        e["name"]: e.get("value", "") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
 
 
 def container(deployment: Obj) -> Obj:
@@ -75,7 +77,8 @@ def test_crd_chart_renders_every_crd_unchanged_and_kept(helm: Helm) -> None:
     rendered = helm.template("mcpfleet-crds", CRDS_CHART)
     assert {o["kind"] for o in rendered} == {"CustomResourceDefinition"}
     expected = {
-        d["metadata"]["name"]: d for d in (yaml.safe_load(p.read_text()) for p in (DEPLOY / "crds").glob("*.yaml"))
+        d["metadata"]["name"]: d
+        for d in (yaml.safe_load(p.read_text()) for p in (DEPLOY / "crds").glob("*.yaml"))
     }
     assert sorted(o["metadata"]["name"] for o in rendered) == sorted(expected)
     for crd in rendered:
@@ -86,15 +89,21 @@ def test_crd_chart_renders_every_crd_unchanged_and_kept(helm: Helm) -> None:
         assert source["metadata"]["labels"].items() <= crd["metadata"]["labels"].items(), name
         assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
         stripped = copy.deepcopy(crd)
-        stripped["metadata"] = {k: v for k, v in crd["metadata"].items() if k not in ("labels", "annotations")}
+        stripped["metadata"] = {
+            k: v for k, v in crd["metadata"].items() if k not in ("labels", "annotations")
+        }
         plain = copy.deepcopy(source)
-        plain["metadata"] = {k: v for k, v in source["metadata"].items() if k not in ("labels", "annotations")}
+        plain["metadata"] = {
+            k: v for k, v in source["metadata"].items() if k not in ("labels", "annotations")
+        }
         assert stripped == plain, f"{name}: the chart changed the CRD"
 
 
 def test_crd_chart_keep_false_and_extra_metadata(helm: Helm) -> None:
     rendered = helm.template(
-        "crds", CRDS_CHART, values=["keep=false", "labels.team=platform", "annotations.argocd\\.argoproj\\.io/sync-wave=-1"]
+        "crds",
+        CRDS_CHART,
+        values=["keep=false", "labels.team=platform", "annotations.argocd\\.argoproj\\.io/sync-wave=-1"],
     )
     for crd in rendered:
         annotations = crd["metadata"].get("annotations", {})
@@ -124,7 +133,9 @@ def test_default_values_render_the_kustomize_rbac_and_service_account(helm: Helm
     kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     for kind in kinds:
         ours = {(o["metadata"]["name"], o["metadata"].get("namespace")): o for o in by_kind(chart, kind)}
-        theirs = {(o["metadata"]["name"], o["metadata"].get("namespace")): o for o in by_kind(kustomize, kind)}
+        theirs = {
+            (o["metadata"]["name"], o["metadata"].get("namespace")): o for o in by_kind(kustomize, kind)
+        }
         assert sorted(ours, key=str) == sorted(theirs, key=str), kind
         for key, obj in theirs.items():
             expected, expected_labels = comparable(obj)
@@ -142,7 +153,9 @@ def test_default_values_render_an_equivalent_deployment(helm: Helm) -> None:
     )
     # Labels: the kustomize ones, plus Helm's (the selector adds the release: several can coexist).
     assert theirs["metadata"]["labels"].items() <= ours["metadata"]["labels"].items()
-    assert theirs["spec"]["selector"]["matchLabels"].items() <= ours["spec"]["selector"]["matchLabels"].items()
+    assert (
+        theirs["spec"]["selector"]["matchLabels"].items() <= ours["spec"]["selector"]["matchLabels"].items()
+    )
     assert set(ours["spec"]["selector"]["matchLabels"]) - set(theirs["spec"]["selector"]["matchLabels"]) == {
         "app.kubernetes.io/instance"
     }
@@ -245,7 +258,7 @@ def test_variant_digest_pull_policy_and_existing_service_account(helm: Helm) -> 
 
 
 def test_several_replicas_without_leader_election_are_refused(helm: Helm) -> None:
-    with pytest.raises(HelmError, match="leaderElection.enabled"):
+    with pytest.raises(HelmError, match=r"leaderElection\.enabled"):
         helm.template("mcpfleet-operator", OPERATOR_CHART, values=["leaderElection.enabled=false"])
 
 

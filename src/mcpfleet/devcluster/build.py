@@ -517,7 +517,12 @@ async def build_helm(layout: BuildLayout, progress: Progress, jobs: int | None =
     progress(f"helm {layout.helm_version}: go install {target} (a few minutes on a cold cache)")
     # go install runs outside any module; the cache root is a harmless working directory.
     await _run(
-        cmd, cwd=layout.cache_root, env=env, step="helm build", progress=progress, line_label=_compiled_package
+        cmd,
+        cwd=layout.cache_root,
+        env=env,
+        step="helm build",
+        progress=progress,
+        line_label=_compiled_package,
     )
     (layout.helm_bin / STAMP_FILE).write_text(stamp)
     progress(f"helm {layout.helm_version}: built in {time.monotonic() - started:.0f}s")
