@@ -103,12 +103,12 @@ def test_crd_chart_keep_false_and_extra_metadata(helm: Helm) -> None:
     rendered = helm.template(
         "crds",
         CRDS_CHART,
-        values=["keep=false", "labels.team=platform", "annotations.argocd\\.argoproj\\.io/sync-wave=-1"],
+        values=["keep=false", "labels.team=platform", "annotations.example\\.com/owner=platform"],
     )
     for crd in rendered:
         annotations = crd["metadata"].get("annotations", {})
         assert KEEP not in annotations
-        assert annotations["argocd.argoproj.io/sync-wave"] == "-1"
+        assert annotations["example.com/owner"] == "platform"
         assert crd["metadata"]["labels"]["team"] == "platform"
 
 
