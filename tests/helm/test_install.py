@@ -15,9 +15,11 @@ manifest before uninstalling, so a broken chart fails here instead of deleting t
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from mcpfleet.devcluster.handle import ClusterHandle
@@ -118,15 +120,25 @@ def owned_replica_sets(
     ]
 
 
+@pytest.fixture
+def operator_release(helm_on_cluster: Helm, namespace: str) -> Iterator[str]:
+    """A release name for the operator chart (its objects' names); uninstalled if a test left it, so
+    that its cluster-scoped ClusterRole and binding do not outlive the test's namespace."""
+    release = f"mcpfleet-operator-{secrets.token_hex(3)}"
+    yield release
+    helm_on_cluster.run("uninstall", release, "--namespace", namespace, "--ignore-not-found", check=False)
+
+
 def test_operator_chart_installs_reconciles_upgrades_and_uninstalls(
     helm_on_cluster: Helm,
     dev_cluster: ClusterHandle,
     crds_installed: list[str],
     namespace: str,
+    operator_release: str,
     tmp_path: Path,
 ) -> None:
     helm = helm_on_cluster
-    release = f"mcpfleet-operator-{secrets.token_hex(3)}"  # the objects' names: the release name
+    release = operator_release
     ns = namespace
     deployment_path = f"/apis/apps/v1/namespaces/{ns}/deployments/{release}"
     helm.run("install", release, str(OPERATOR_CHART), "--namespace", ns, "--wait", "--timeout", "120s")
@@ -178,7 +190,7 @@ def test_operator_chart_installs_reconciles_upgrades_and_uninstalls(
     assert before is not None
     helm.run(
         "upgrade", release, str(OPERATOR_CHART), "--namespace", ns, "--reuse-values",
-        "--set", "metrics.service.annotations.prometheus\\.io/scrape=true", "--wait", "--timeout", "120s",
+        "--set-string", "metrics.service.annotations.prometheus\\.io/scrape=true", "--wait", "--timeout", "120s",
     )  # fmt: skip
     unchanged = dev_cluster.get_json(deployment_path)
     assert unchanged is not None and unchanged["metadata"]["generation"] == before["metadata"]["generation"]
