@@ -24,17 +24,11 @@ import yaml
 
 from mcpfleet.devcluster.handle import ClusterHandle
 from tests.operator.conftest import Kube, OperatorProcess
+from tests.operator.test_mcpserver import SERVER
 
 from .conftest import CRDS_CHART, OPERATOR_CHART, Helm
 
 KEEP = "helm.sh/resource-policy"
-SERVER = """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time@2025.1
-"""
 
 
 def release_manifest(helm: Helm, release: str, namespace: str) -> list[dict[str, Any]]:
