@@ -59,11 +59,14 @@ class OperatorProcess:
         resync: float = 300.0,
         extra_args: tuple[str, ...] = (),
         kubeconfig: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.kubeconfig = kubeconfig or cluster.kubeconfig
         """Whose credentials the operator uses (default: the cluster admin's)."""
         self.extra_args = extra_args
+        self.extra_env = env or {}
+        """Added to the process environment (e.g. PYTHONHASHSEED)."""
         self.namespaces = namespaces
         self.log_path = log_path
         self.resync = resync
@@ -99,7 +102,8 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}: {' '.join(args)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.PIPE, env=self.cluster.env())
+        env = {**self.cluster.env(), **self.extra_env}
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.PIPE, env=env)
         self.port = None
         port_found = self.listening = threading.Event()
 

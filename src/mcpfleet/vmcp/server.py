@@ -10,7 +10,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcpfleet.api.duration import parse_duration
 from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
+from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
 from mcpfleet.vmcp.backends import (
     BackendSource,
@@ -19,7 +21,7 @@ from mcpfleet.vmcp.backends import (
     KubernetesBackendSource,
     StaticBackendSource,
 )
-from mcpfleet.vmcp.config import ConfigError, VMCPConfig, parse_duration
+from mcpfleet.vmcp.config import ConfigError, VMCPConfig
 from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
@@ -35,6 +37,7 @@ class ServeOptions:
     status_resource: str | None = None  # VirtualMCPServer name to patch (Kubernetes)
     allowed_hosts: list[str] | None = None
     public_url: str | None = None
+    max_json_depth: int = DEFAULT_MAX_DEPTH  # the other HTTP limits are the server's (httplimits)
     # 2025-era client sessions: at most this many at once; forgotten after this long unused.
     max_sessions: int = MAX_SESSIONS
     session_idle_seconds: float = SESSION_IDLE_SECONDS
@@ -178,4 +181,5 @@ def build_app(
         allowed_origins=allowed_origins,
         resource_metadata=resource_metadata,
         tracer=tracer,
+        max_json_depth=opts.max_json_depth,
     )
