@@ -530,9 +530,9 @@ async def build_helm(layout: BuildLayout, progress: Progress, jobs: int | None =
 
 
 @contextlib.asynccontextmanager
-async def _build_lock(layout: BuildLayout, progress: Progress) -> AsyncIterator[None]:
-    """Exclusive lock on the cache while building: a second `build` or `up` started meanwhile waits,
-    then finds the stamps and does nothing (two concurrent Go builds would thrash 2 cores)."""
+async def build_lock(layout: BuildLayout, progress: Progress) -> AsyncIterator[None]:
+    """The machine-wide build lock: one Go build at a time (each link needs ~2 GiB, and two
+    concurrent kube builds would thrash 2 cores). A second holder waits, saying so."""
     lock_path = layout.cache_root / "k8s" / ".build.lock"
     fd = _open_lock(lock_path)
     try:
@@ -559,7 +559,7 @@ async def build_tools(
     Sequential (each link needs ~2 GiB); the stamps make every part a no-op once built.
     """
     built = False
-    async with _build_lock(layout, progress):
+    async with build_lock(layout, progress):
         if cluster:
             built = await build_etcd(layout, progress, jobs) or built
             built = await build_kube(layout, progress, jobs) or built
