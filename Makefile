@@ -26,9 +26,9 @@ $(NODE_TOOLS): tools/node/package.json tools/node/package-lock.json
 system-deps:
 	bash scripts/system-deps.sh
 
-# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries.
+# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries and Helm.
 cluster-binaries: venv
-	$(MCPFLEET) dev-cluster build
+	$(MCPFLEET) dev-cluster build --helm
 
 # The real node's binaries (kubelet, kube-proxy, CoreDNS, pause), built like the control plane's.
 node-binaries: cluster-binaries
