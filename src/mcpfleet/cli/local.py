@@ -79,20 +79,27 @@ def down(state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_D
 
 
 def get(
-    kind: str = typer.Argument(
-        ..., help="Kind, plural or short name (mcpservers, mcps, vmcp, mcpg…), or all."
+    args: list[str] = typer.Argument(
+        ...,
+        metavar="KIND [NAME]... | KIND/NAME...",
+        help="Kind, plural or short name (mcpservers, mcps, vmcp, mcpg…) or all, then names; "
+        "or KIND/NAME pairs, as with kubectl.",
     ),
-    name: str | None = typer.Argument(None, help="Only this object."),
     output: str | None = typer.Option(None, "--output", "-o", help="yaml, json, wide or name."),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """List local objects with the columns of `kubectl get` (or one object with -o yaml)."""
+    """List local objects with the columns of `kubectl get` (or one object with -o yaml).
+
+    Invalid manifests are listed below the objects, with their file and field.
+
+    Examples: `mcpfleet get all`, `mcpfleet get mcps time everything`, `mcpfleet get mcpserver/time -o yaml`
+    """
     from rich.console import Console
 
     from mcpfleet.platform.local.views import resolve_state_dir, run_get
 
     console = Console(width=400) if output not in ("yaml", "json") else Console(width=10_000)
-    raise typer.Exit(run_get(resolve_state_dir(state_dir), kind, name, output, console))
+    raise typer.Exit(run_get(resolve_state_dir(state_dir), args, output, console))
 
 
 def logs(

@@ -20,8 +20,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
-from mcpfleet.platform.local.display import SETTLED, progress_table, short
+from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
@@ -123,7 +124,7 @@ async def _up(
             if errors != shown_errors:
                 for error in errors:
                     if error not in shown_errors:
-                        console.print(f"[red]invalid manifest[/] {error}")
+                        console.print(f"[red]invalid manifest[/] {escape(error)}", highlight=False)
                 shown_errors = errors
     finally:
         console.print("stopping…")
@@ -138,26 +139,35 @@ async def _up(
 
 
 class _Reporter:
-    """After the first summary, prints one line per phase / URL change (and removals)."""
+    """After the first summary, prints one line per phase / URL / message change (and removals).
+
+    A message change with the same phase is printed too (a Failed server failing for a new
+    reason); a failure comes with its last stderr lines.
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.live = False
-        self._last: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._last: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
 
     def on_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         key = (kind, namespace, name)
-        now = (status.get("phase"), status.get("url"))
+        now = (status.get("phase"), status.get("url"), status.get("message"))
         before = self._last.get(key)
         self._last[key] = now
         if not self.live or before == now:
             return
         stamp = time.strftime("%H:%M:%S")
         if not status:
-            self.console.print(f"{stamp} {kind}/{name} removed")
+            self.console.print(f"{stamp} {kind}/{name} removed", markup=False, highlight=False)
         elif kind in WORKLOAD_ORDER:
-            detail = status.get("url") or short(status.get("message"), 200)
-            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}")
+            if now[0] == "Failed":
+                self.console.print(f"{stamp} {kind}/{name} Failed", markup=False, highlight=False)
+                for line in failure_block(kind, name, status.get("message")):
+                    self.console.print(line, markup=False, highlight=False)
+                return
+            detail = status.get("url") or headline(status.get("message"))
+            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}", markup=False, highlight=False)
 
 
 async def _show_progress(
@@ -171,7 +181,8 @@ async def _show_progress(
     with live if live is not None else contextlib.nullcontext():
         while not stop.is_set() and time.monotonic() < deadline:
             objects = await state.objects()
-            if live is not None:
+            if live is not None and runner.passes:
+                # Not before the first pass: until then the state holds the rows of the previous run.
                 workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
                 live.update(progress_table(workloads, runner.load_errors, frame))
             if runner.passes and not runner.reload_pending and _settled(objects):
@@ -185,9 +196,14 @@ def _print_summary(
     console: Console, objects: list[StoredObject], runner: Runner, seconds: float, state_dir: Path
 ) -> None:
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
-    console.print(progress_table(workloads, runner.load_errors))
+    # Invalid manifests are printed once, in full, below the table (not also as table rows).
+    console.print(progress_table(workloads, []))
+    for obj in workloads:
+        if obj.status.get("phase") == "Failed":
+            for line in failure_block(obj.kind, obj.name, obj.status.get("message")):
+                console.print(line, markup=False, highlight=False)
     for error in runner.load_errors:
-        console.print(f"[red]invalid manifest[/] {error}")
+        console.print(f"[red]invalid manifest[/] {escape(str(error))}", highlight=False)
     running = sum(1 for o in workloads if o.status.get("phase") in ("Running", "Ready", "Degraded"))
     console.print(f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {state_dir})")
     for obj in workloads:
@@ -195,6 +211,12 @@ def _print_summary(
             console.print(f"[bold]vMCP {obj.name}:[/] {obj.status['url']}")
         if obj.kind == "MCPRegistry" and obj.status.get("url"):
             console.print(f"[bold]registry {obj.name}:[/] {obj.status['url']}/v0.1/servers")
+    if not runner.loaded_count and not runner.load_errors:
+        console.print(
+            f"[yellow]warning:[/] no manifests in {escape(str(runner.manifests))}: expected *.yaml files "
+            "with apiVersion: mcpfleet.dev/v1alpha1 (see examples/quickstart); waiting for some",
+            highlight=False,
+        )
     console.print(f"watching {runner.manifests} for changes; Ctrl-C or `mcpfleet down` stops everything")
 
 

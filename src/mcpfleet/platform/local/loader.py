@@ -58,6 +58,15 @@ class LoadResult:
     errors: list[LoadError] = field(default_factory=list)
 
 
+def yaml_reason(exc: yaml.YAMLError) -> str:
+    """`line L, column C: problem` — the file is named by the LoadError, not PyYAML's `<unicode string>`."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        context = f" ({exc.context})" if exc.context else ""
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}{context}"
+    return str(exc).replace("\n", " ")
+
+
 def manifest_files(root: Path) -> list[Path]:
     """YAML files under `root` (or `root` itself), in a stable order; hidden folders are skipped."""
     if root.is_file():
@@ -85,7 +94,7 @@ def load_dir(root: Path) -> LoadResult:
             result.errors.append(LoadError(shown, None, "", "", (("", f"cannot read: {exc}"),)))
             continue
         except yaml.YAMLError as exc:
-            reason = str(exc).replace("\n", " ")
+            reason = yaml_reason(exc)
             result.errors.append(LoadError(shown, None, "", "", (("", f"not valid YAML: {reason}"),)))
             continue
         for index, document in enumerate(documents, start=1):

@@ -30,7 +30,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +41,14 @@ from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
-from mcpfleet.api.meta import ConfigStatus
+from mcpfleet.api.meta import ConfigStatus, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
 from mcpfleet.platform.local.discovery import is_member_backend
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator
-from mcpfleet.platform.local.snapshot import WORKLOAD_KINDS, StoredObject
+from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
 from mcpfleet.reconcile.model import (
@@ -216,7 +216,8 @@ class Runner:
                 status.pop("url", None)
                 status["phase"] = "Stopped" if obj.kind in ("MCPServer", "MCPRemoteProxy") else "Pending"
                 status["readyReplicas"] = 0
-                status["message"] = "mcpfleet up is not running"
+                status["message"] = STOPPED_MESSAGE
+                status["conditions"] = _stopped_conditions(status.get("conditions"))
                 await self.state.set_status(obj.kind, obj.namespace, obj.name, status)
 
     # -- one pass -----------------------------------------------------------------------------
@@ -266,6 +267,11 @@ class Runner:
     def reload_pending(self) -> bool:
         return self._reload
 
+    @property
+    def loaded_count(self) -> int:
+        """Valid objects of the last load (0 with no manifest at all: `up` warns)."""
+        return len(self._loaded)
+
     async def _load(self) -> None:
         result = await asyncio.to_thread(load_dir, self.manifests)
         previous = self._loaded
@@ -278,6 +284,8 @@ class Runner:
         self.load_errors = result.errors
         for error in result.errors:
             log.info("invalid manifest: %s", error)
+        # `mcpfleet get` lists them too (another process: through the state file).
+        await self.state.set_meta(META_LOAD_ERRORS, json.dumps([asdict(e) for e in result.errors]))
         for key, item in loaded.items():
             await self.state.upsert_object(*key, item.manifest, item.source)
         for obj in await self.state.objects():
@@ -538,6 +546,23 @@ class Runner:
         ):
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
+
+
+STOPPED_MESSAGE = "mcpfleet up is not running"
+
+
+def _stopped_conditions(conditions: Any) -> list[Any]:
+    """The Ready condition after `up` stopped: False with the same message as the status (not the
+    last failure, which would contradict the phase)."""
+    result: list[Any] = []
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            condition = dict(condition)
+            if condition.get("status") != "False":
+                condition["lastTransitionTime"] = now_rfc3339()
+            condition.update(status="False", reason="NotRunning", message=STOPPED_MESSAGE)
+        result.append(condition)
+    return result
 
 
 def is_manifest_path(root: Path, path: str) -> bool:

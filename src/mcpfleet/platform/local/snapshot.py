@@ -17,6 +17,8 @@ from typing import Any
 DB_FILENAME = "state.db"
 WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
 """Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
+META_LOAD_ERRORS = "load_errors"
+"""Meta key: the invalid manifests of the last load, as JSON (`up` writes, `get` reads)."""
 
 
 @dataclass(frozen=True)
@@ -78,3 +80,19 @@ def read_processes(state_dir: Path) -> list[RecordedProcess]:
             "select key, kind, name, pid, port, log_path from processes order by key"
         ).fetchall()
     return [RecordedProcess(*row) for row in rows]
+
+
+def read_load_errors(state_dir: Path) -> list[dict[str, Any]]:
+    """The invalid manifests `up` saw at its last load: file, document, kind, name, problems."""
+    with closing(_connect(state_dir)) as db:
+        try:
+            row = db.execute("select value from meta where key = ?", (META_LOAD_ERRORS,)).fetchone()
+        except sqlite3.OperationalError:  # a state file from before the meta table
+            return []
+    if row is None:
+        return []
+    try:
+        value = json.loads(row[0])
+    except ValueError:
+        return []
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
