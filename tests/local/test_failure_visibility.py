@@ -142,6 +142,26 @@ async def test_a_package_that_does_not_exist_is_explained_everywhere(running_up:
     assert 'error: mcpserver "nope" not found' in missing
     assert 'error: mcpserver "typo" not found (its manifest is invalid: typo.yaml (document 1)' in missing
 
+    # describe: spec, status with the cause, conditions, the process, its starts / exits, the last log lines.
+    code, described = _cli(up.state_dir, "describe", "mcpserver", "ghost")
+    assert code == 0, described
+    for expected in (
+        "Name:         ghost",
+        "image: uvx://mcp-server-does-not-exist-xyz",
+        "Phase:      Failed",
+        "Conditions:",
+        "Ready            False",
+        "Processes:",
+        "Events (process starts and exits, from ghost.log):",
+        "starting: ",
+        "Last 10 log lines (mcpfleet logs ghost for more):",
+    ):
+        assert expected in described, (expected, described)
+    assert "not found in the package registry" in described.split("Conditions:")[0]
+    code, not_found = _cli(up.state_dir, "describe", "mcpserver/typo")
+    assert code == 1 and 'mcpserver "typo" not found' in not_found
+    assert "spec.transprot: Extra inputs are not permitted (did you mean `transport`?)" in not_found
+
     # A fixed manifest leaves the invalid list; stopping `up` leaves Ready False with a matching message.
     (up.manifests / "typo.yaml").write_text(time_server("typo", group=None))
     await up.wait_for("typo loaded", lambda: "typo" in up.objects("MCPServer"))

@@ -1,4 +1,4 @@
-"""`mcpfleet up`, `down`, `get`, `logs`: the local platform from the command line.
+"""`mcpfleet up`, `down`, `get`, `describe`, `logs`: the local platform from the command line.
 
 Only option parsing lives here; the work is in `mcpfleet.platform.local.commands`, imported inside
 each command so `mcpfleet --help` stays fast.
@@ -100,6 +100,24 @@ def get(
 
     console = Console(width=400) if output not in ("yaml", "json") else Console(width=10_000)
     raise typer.Exit(run_get(resolve_state_dir(state_dir), args, output, console))
+
+
+def describe(
+    kind: str = typer.Argument(..., help="Kind, plural or short name (mcps, vmcp, mcpg…), or KIND/NAME."),
+    name: str | None = typer.Argument(None, help="The object's name."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
+) -> None:
+    """Show one local object in full, like `kubectl describe`: spec, status, conditions, backends,
+    processes, recent process starts / exits and the last log lines.
+
+    Examples: `mcpfleet describe mcpserver time`, `mcpfleet describe vmcp/gateway`
+    """
+    from rich.console import Console
+
+    from mcpfleet.platform.local.describe import run_describe
+    from mcpfleet.platform.local.views import resolve_state_dir
+
+    raise typer.Exit(run_describe(resolve_state_dir(state_dir), kind, name, Console(width=10_000)))
 
 
 def logs(

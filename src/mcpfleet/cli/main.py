@@ -39,7 +39,7 @@ app.add_typer(devcluster.app, name="dev-cluster")
 app.add_typer(operator.app, name="operator")
 app.add_typer(registry.app, name="registry")
 app.add_typer(vmcp.app, name="vmcp")
-for _name in ("up", "down", "get", "logs"):
+for _name in ("up", "down", "get", "describe", "logs"):
     app.command(_name)(getattr(local, _name))
 app.command("proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(proxy.proxy)
 
