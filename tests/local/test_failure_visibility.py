@@ -8,7 +8,9 @@ stopped, the Ready condition says so. The end-to-end test runs a real package th
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,10 @@ from mcpfleet.cli.main import app
 from mcpfleet.platform.local.commands import _Reporter
 from mcpfleet.platform.local.display import failure_block, headline
 from mcpfleet.platform.local.loader import load_dir
+from mcpfleet.platform.local.ports import preferred_port
 from mcpfleet.platform.local.runner import STOPPED_MESSAGE
 from mcpfleet.platform.local.supervisor import _tail_message
-from tests.local.conftest import Up, manifest, time_server
+from tests.local.conftest import TEST_PORT_RANGE, Up, manifest, time_server
 
 UV_ERROR = [
     "error: No solution found when resolving tool dependencies",
@@ -180,3 +183,30 @@ async def test_a_package_that_does_not_exist_is_explained_everywhere(running_up:
 async def test_up_on_a_folder_without_manifests_warns(running_up: Any) -> None:
     up: Up = running_up({"README.txt": "not a manifest"})
     await up.wait_for("the warning", lambda: "warning: no manifests in" in up.output.read_text(), limit=45)
+
+
+@pytest.mark.timeout(180)
+async def test_a_busy_preferred_port_is_said_loudly_and_a_pinned_port_is_kept(running_up: Any) -> None:
+    low, high = (int(p) for p in TEST_PORT_RANGE.split("-"))
+    preferred = preferred_port("MCPServer/default/moved/proxy/0", low, high)
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", preferred))
+        blocker.listen()
+        with socket.socket() as probe:  # a free port for the pinned server, outside the test range
+            probe.bind(("127.0.0.1", 0))
+            pinned_port = probe.getsockname()[1]
+        pinned = json.loads(time_server("pinned", group=None))
+        pinned["metadata"]["annotations"] = {"mcpfleet.dev/local-port": str(pinned_port)}
+        up: Up = running_up(
+            {"moved.yaml": time_server("moved", group=None), "pinned.yaml": json.dumps(pinned)}
+        )
+        moved = await up.wait_phase("MCPServer", "moved", {"Running"}, limit=150)
+        assert f":{preferred}/" not in moved["url"]
+        status = await up.wait_phase("MCPServer", "pinned", {"Running"}, limit=150)
+        assert status["url"].startswith(f"http://127.0.0.1:{pinned_port}/")
+        await up.wait_for("the summary", lambda: "watching" in up.output.read_text(), limit=60)
+    terminal = up.output.read_text()
+    assert f"port moved: MCPServer/default/moved: port {preferred} is taken by another program" in terminal
+    assert f"It goes back to {preferred} at the next `mcpfleet up`" in terminal
+    assert 'to pin a port, annotate the object with mcpfleet.dev/local-port: "' in terminal
+    assert "MCPServer/default/pinned" not in terminal

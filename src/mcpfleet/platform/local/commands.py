@@ -114,12 +114,16 @@ async def _up(
             _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir)
             reporter.live = True
         shown_errors = [str(e) for e in runner.load_errors]
+        shown_notices = len(runner.port_notices)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
             if loop_task.done():
                 console.print(f"[red]error:[/] the reconcile loop stopped: {loop_task.exception()!r}")
                 return 1
+            for notice in runner.port_notices[shown_notices:]:
+                console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
+            shown_notices = len(runner.port_notices)
             errors = [str(e) for e in runner.load_errors]
             if errors != shown_errors:
                 for error in errors:
@@ -211,6 +215,8 @@ def _print_summary(
             console.print(f"[bold]vMCP {obj.name}:[/] {obj.status['url']}")
         if obj.kind == "MCPRegistry" and obj.status.get("url"):
             console.print(f"[bold]registry {obj.name}:[/] {obj.status['url']}/v0.1/servers")
+    for notice in runner.port_notices:
+        console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
     if not runner.loaded_count and not runner.load_errors:
         console.print(
             f"[yellow]warning:[/] no manifests in {escape(str(runner.manifests))}: expected *.yaml files "

@@ -47,7 +47,7 @@ from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
 from mcpfleet.platform.local.discovery import is_member_backend
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
-from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator
+from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
@@ -112,6 +112,9 @@ class Runner:
         self.state_dir = state.state_dir
         self.on_status = on_status
         self.load_errors: list[LoadError] = []
+        self.port_notices: list[str] = []
+        """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
+        self._noticed: dict[str, str] = {}
         self._loaded: dict[Key, Loaded] = {}
         self._reload = True
         self.passes = 0
@@ -359,7 +362,10 @@ class Runner:
             keys: list[str] = []
             for container in plan.containers:
                 key = f"{base}/{container.name}/{replica}"
-                port = await self._port(key, container)
+                pinned = resource.metadata.annotations.get(LOCAL_PORT_ANNOTATION) if replica == 0 else None
+                port = await self._port(
+                    key, container, pinned if container.name == plan.serving_container else None
+                )
                 argv = self._argv(container, plan, port, config_dir, data_dir)
                 env = self._env(container)
                 serving = container.name == plan.serving_container
@@ -414,12 +420,36 @@ class Runner:
             os.replace(tmp, path)
         self._written[path] = content
 
-    async def _port(self, key: str, container: Container) -> int | None:
+    async def _port(self, key: str, container: Container, pinned: str | None = None) -> int | None:
         if container.port is None:
             return None
         if container.fixed_port and not any("{port}" in part for part in container.command):
             return container.port  # the server binds it itself; nothing to choose
-        return await self._ports.allocate(key, self.supervisor.ports_in_use())
+        if pinned is not None:
+            if pinned.isdigit() and 1024 <= int(pinned) <= 65535:
+                return int(pinned)  # the user's choice: a busy port fails the process, with the bind error
+            self._notice(
+                key,
+                f"annotation {LOCAL_PORT_ANNOTATION}: expected a port 1024-65535, got {pinned!r}; ignored",
+            )
+        port = await self._ports.allocate(key, self.supervisor.ports_in_use())
+        preferred = preferred_port(key, self._ports.low, self._ports.high)
+        if port != preferred:
+            self._notice(
+                key,
+                f"{key.rsplit('/', 2)[0]}: port {preferred} is taken by another program, so it listens on "
+                f"{port} this time (its URL changed). It goes back to {preferred} at the next `mcpfleet up` "
+                f"once that port is free; to pin a port, annotate the object with "
+                f'{LOCAL_PORT_ANNOTATION}: "{port}"',
+            )
+        return port
+
+    def _notice(self, key: str, text: str) -> None:
+        """A message for the `up` terminal, once per key and text."""
+        if self._noticed.get(key) != text:
+            self._noticed[key] = text
+            self.port_notices.append(text)
+            log.warning("%s", text)
 
     def _argv(
         self, container: Container, plan: WorkloadPlan, port: int | None, config_dir: Path, data_dir: Path
@@ -549,6 +579,8 @@ class Runner:
 
 
 STOPPED_MESSAGE = "mcpfleet up is not running"
+LOCAL_PORT_ANNOTATION = "mcpfleet.dev/local-port"
+"""Pins the port of a workload's serving process under `mcpfleet up` (ignored on Kubernetes)."""
 
 
 def _stopped_conditions(conditions: Any) -> list[Any]:
