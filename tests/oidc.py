@@ -29,6 +29,8 @@ class Issuer:
         self.opaque: dict[str, dict[str, Any]] = {}
         """Opaque tokens the introspection endpoint knows: token -> its introspection answer."""
         self.introspection_auth: list[str] = []
+        self.advertised_issuer: str | None = None
+        """What the discovery document names as `issuer` (default: `base`, as it must)."""
 
     def add_rsa(self, kid: str) -> Any:
         k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -78,7 +80,7 @@ class Issuer:
             self.fetch_authorization.append(headers.get("authorization", ""))
             status, out = 401, {"error": "unauthorized"}
         elif scope["path"] == "/.well-known/openid-configuration":
-            out = {"issuer": self.base, "jwks_uri": self.base + "/jwks"}
+            out = {"issuer": self.advertised_issuer or self.base, "jwks_uri": self.base + "/jwks"}
         else:
             self.fetch_authorization.append(headers.get("authorization", ""))
             self.jwks_hits += 1

@@ -30,7 +30,11 @@ class AttachEndpoint:
     container: str = "mcp"
     protocols: tuple[str, ...] = ("v5.channel.k8s.io", "v4.channel.k8s.io")
     url: str = ""
+    token: str = TOKEN
+    """The bearer token the API server accepts now (a test rotates it)."""
     attaches: int = 0
+    authorizations: list[str] = field(default_factory=list)
+    """The Authorization header of every accepted attach."""
     negotiated: list[str] = field(default_factory=list)
     _proc: asyncio.subprocess.Process | None = None
     _current: web.WebSocketResponse | None = None
@@ -60,8 +64,9 @@ class AttachEndpoint:
         expected = f"/api/v1/namespaces/{self.namespace}/pods/{self.pod}/attach"
         if request.path != expected:
             return web.Response(status=404, text=f"no pod at {request.path}")
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
             return web.Response(status=401, text="Unauthorized")
+        self.authorizations.append(request.headers["Authorization"])
         query = request.query
         if (
             query.get("container") != self.container
@@ -124,14 +129,15 @@ class AttachEndpoint:
                 self._proc.kill()
                 await self._proc.wait()
 
-    def kubeconfig(self, token: str = TOKEN) -> str:
+    def kubeconfig(self, token: str = TOKEN, token_file: str | None = None) -> str:
+        user = {"tokenFile": token_file} if token_file is not None else {"token": token}
         return orjson.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
                 "current-context": "test",
                 "clusters": [{"name": "local", "cluster": {"server": self.url}}],
-                "users": [{"name": "me", "user": {"token": token}}],
+                "users": [{"name": "me", "user": user}],
                 "contexts": [{"name": "test", "context": {"cluster": "local", "user": "me"}}],
             }
         ).decode()

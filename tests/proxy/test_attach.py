@@ -92,6 +92,32 @@ async def test_attach_with_bad_credentials_reports_unhealthy(tmp_path: Path) -> 
         assert endpoint.attaches == 0
 
 
+async def test_attach_rereads_a_rotated_token_file_on_reconnect(tmp_path: Path) -> None:
+    """Projected service-account tokens rotate: a reconnect uses the token file's current token."""
+    token_file = tmp_path / "token"
+    token_file.write_text("token-1\n")
+    endpoint = AttachEndpoint(token="token-1")
+    async with endpoint.serving():
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(endpoint.kubeconfig(token_file=str(token_file)))
+        target = AttachTarget(endpoint.namespace, endpoint.pod, endpoint.container)
+        factory = attach_factory(load_kubeconfig(kubeconfig), target, BackoffPolicy(initial=0.2))
+        async with running_proxy(factory=factory) as proxy:
+            await _until(lambda: _healthy(proxy))
+            # The kubelet rotated the token; the API server no longer accepts the old one.
+            token_file.write_text("token-2\n")
+            endpoint.token = "token-2"
+            await endpoint.restart_container()
+
+            async def reattached() -> bool:
+                return endpoint.attaches >= 2 and await _healthy(proxy)
+
+            await _until(reattached)
+            async with Client(proxy.url, mode="legacy") as client:
+                assert (await _call_simple(client)).startswith("This is a simple text")
+    assert endpoint.authorizations[:2] == ["Bearer token-1", "Bearer token-2"]
+
+
 def test_target_and_kubeconfig_parsing(tmp_path: Path) -> None:
     assert AttachTarget.parse("ns/pod") == AttachTarget("ns", "pod", None)
     assert AttachTarget.parse("ns/pod/c").container == "c"

@@ -55,7 +55,8 @@ class InlineOIDCConfig(ApiModel):
     issuer: str = Field(pattern=r"^https?://")
     """Issuer URL; tokens must carry it as `iss`."""
     audience: str | None = None
-    """Expected `aud` of tokens."""
+    """Expected `aud` of tokens. Required unless `resourceUrl` is set (it is then the audience):
+    without either the workload fails, naming this field."""
     jwks_url: str | None = Field(default=None, pattern=r"^https?://")
     """Where signing keys are fetched; discovered from the issuer when unset."""
     client_id: str | None = None

@@ -6,15 +6,28 @@ and the whole file `mcpfleet proxy --auth-config` reads) and the authenticators.
 `anonymous` lets everyone in. `oidc` requires `Authorization: Bearer <token>`:
 
 * a JWT signed RS256/ES256 by a key of the issuer's JWKS, with the configured issuer and audience
-  and a valid time window. The JWKS is cached (`jwksCacheSeconds`) and refetched at once, at most
-  once a second, when a token names an unknown `kid` - that is how key rotation is followed without
-  a restart. The JWKS URL is `jwksUrl`, or else found through the issuer's
-  `/.well-known/openid-configuration`. `jwksCaFile` / `jwksTokenFile` authenticate that fetch
-  (Kubernetes service-account tokens: the API server's `/openid/v1/jwks`, read with the pod's own
-  token and CA); `serviceAccountNamespace` / `serviceAccountName` restrict such tokens further.
+  and a valid time window. The algorithm is taken from the key, never from the token: an RSA key
+  verifies RS256 only, a P-256 key ES256 only, so a token cannot pick how it is checked (`alg:
+  none`, HS256 keyed with a public key, an ES256 token naming an RSA `kid`: all 401). The audience
+  is required (`audience`, or else `resource`): an MCP server accepts only tokens issued for
+  itself (RFC 8707 / the MCP authorization spec), and a config without either is refused at
+  start-up. The JWKS is cached (`jwksCacheSeconds`) and refetched at once, at most once a second,
+  when a token names an unknown `kid` - that is how key rotation is followed without a restart.
+  The JWKS URL is `jwksUrl`, or else found through the issuer's
+  `/.well-known/openid-configuration`, whose `issuer` must equal the configured one (OIDC
+  Discovery 4.3: a document for another issuer would hand us its keys). `jwksCaFile` /
+  `jwksTokenFile` authenticate that fetch (Kubernetes service-account tokens: the API server's
+  `/openid/v1/jwks`, read with the pod's own token and CA); `serviceAccountNamespace` /
+  `serviceAccountName` restrict such tokens further.
 * an opaque token, when `introspectionUrl` is set: RFC 7662 introspection, the client
   authenticating with `clientId` and the secret from the environment variable `clientSecretEnv`
-  (secrets never sit in a config file).
+  (secrets never sit in a config file; client_secret_basic, form-encoded as RFC 6749 2.3.1 says).
+  The answer must say `active: true` and name our audience; `exp`, `nbf` and `iss` are checked
+  when present.
+
+Whatever the token holds, a failure is an `AuthError` (401 with `WWW-Authenticate`), never an
+exception escaping to the server: tokens are bounded (`MAX_TOKEN_CHARS`) and every parse or
+verification error of a hostile token maps to one.
 
 `oidcFile` names a JSON (or YAML) file with the OIDC settings - a mounted ConfigMap key; the
 fields given in `oidc` override it (the audience / scopes of an `oidcConfigRef`).
@@ -26,9 +39,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import ssl
 import time
+import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -39,8 +55,12 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+log = logging.getLogger(__name__)
+
 ALGORITHMS = ["RS256", "ES256"]
 LEEWAY_SECONDS = 30
+MAX_TOKEN_CHARS = 16 * 1024
+"""A bearer token longer than this is refused unparsed (real access tokens are a few KiB at most)."""
 
 
 class _Model(BaseModel):
@@ -81,10 +101,21 @@ class OIDCConfig(_Model):
     service_account_name: str | None = None
     """Only accept Kubernetes service-account tokens of this service account."""
 
+    @property
+    def expected_audience(self) -> str | None:
+        """The `aud` accepted tokens must carry: `audience`, else the resource URL (RFC 8707)."""
+        return self.audience or self.resource
+
     def problems(self, where: str) -> list[str]:
         out: list[str] = []
         if not self.issuer:
             out.append(f"{where}.issuer: required")
+        if not self.audience and not self.resource:
+            out.append(
+                f"{where}.audience: required (the `aud` a token must carry to be accepted here; or set "
+                "resource, which is then the expected audience): without it any token of the issuer "
+                "would be accepted"
+            )
         urls = {"issuer": self.issuer, "jwksUrl": self.jwks_url, "introspectionUrl": self.introspection_url}
         for name, url in urls.items():
             if url is None:
@@ -212,13 +243,16 @@ class OIDCAuthenticator:
         http: aiohttp.ClientSession | None = None,
         resource_metadata: str | None = None,
     ) -> None:
-        if not cfg.issuer:
-            raise AuthConfigError("oidc.issuer: required")
+        problems = cfg.problems("oidc")
+        if problems:
+            raise AuthConfigError("; ".join(problems))
+        assert cfg.issuer is not None
         self.cfg = cfg
         self.issuer: str = cfg.issuer
+        self.audience: str | None = cfg.expected_audience
         self._http = http
         self._owns_http = http is None
-        self._keys: dict[str, Any] = {}
+        self._keys: dict[str, _Key] = {}
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
         self._jwks_url = cfg.jwks_url
@@ -235,12 +269,12 @@ class OIDCAuthenticator:
         parts = ['Bearer realm="mcp"']
         metadata = resource_metadata or self.resource_metadata
         if metadata:
-            parts.append(f'resource_metadata="{metadata}"')
+            parts.append(f'resource_metadata="{_quotable(metadata)}"')
         if self.cfg.scopes:
-            parts.append('scope="' + " ".join(self.cfg.scopes).replace('"', "'") + '"')
+            parts.append('scope="' + _quotable(" ".join(self.cfg.scopes)) + '"')
         if error:
             parts.append('error="invalid_token"')
-            parts.append('error_description="' + error.replace('"', "'") + '"')
+            parts.append('error_description="' + _quotable(error) + '"')
         return ", ".join(parts)
 
     async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
@@ -250,28 +284,39 @@ class OIDCAuthenticator:
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthError("expected a Bearer token")
         token = token.strip()
+        if len(token) > MAX_TOKEN_CHARS:
+            raise AuthError(f"token too large (over {MAX_TOKEN_CHARS} characters)")
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as exc:
+        except (jwt.PyJWTError, ValueError, TypeError, RecursionError) as exc:
             if self.cfg.introspection_url:
                 return self._restrict(await self._introspect(token))
-            raise AuthError(f"malformed token: {exc}") from None
-        alg = header.get("alg")
-        if alg not in ALGORITHMS:
-            raise AuthError(f"unsupported algorithm {alg!r}")
-        key = await self._key(header.get("kid"))
+            raise AuthError(f"malformed token: {_reason(exc)}") from None
+        alg, kid = header.get("alg"), header.get("kid")
+        if not isinstance(alg, str) or alg not in ALGORITHMS:
+            raise AuthError(f"unsupported algorithm {_short(alg)} (accepted: {', '.join(ALGORITHMS)})")
+        if kid is not None and not isinstance(kid, str):
+            raise AuthError("malformed token: kid must be a string")
+        key = await self._key(kid)
+        if key.alg != alg:
+            # The key decides the algorithm: an ES256 token naming an RSA key (or the reverse) is a
+            # forgery attempt or a misconfigured client, never something to try to verify.
+            raise AuthError(f"token algorithm {alg} does not match signing key {_short(kid)} ({key.alg})")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
-                key=key,
-                algorithms=ALGORITHMS,
-                audience=self.cfg.audience,
+                key=key.key,
+                algorithms=[key.alg],
+                audience=self.audience,
                 issuer=self.issuer,
-                options={"require": ["exp", "iss"], "verify_aud": self.cfg.audience is not None},
+                options={"require": ["exp", "iss", "aud"]},
                 leeway=LEEWAY_SECONDS,
             )
         except jwt.PyJWTError as exc:
-            raise AuthError(str(exc)) from None
+            raise AuthError(_reason(exc)) from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            # PyJWT lets some hostile claim values through as plain exceptions (e.g. exp = 1e400).
+            raise AuthError(f"malformed token: {_reason(exc)}") from None
         return self._restrict(claims)
 
     def _restrict(self, claims: dict[str, Any]) -> dict[str, Any]:
@@ -304,7 +349,7 @@ class OIDCAuthenticator:
                 options["headers"] = {"Authorization": "Bearer " + f.read().strip()}
         return options
 
-    async def _key(self, kid: str | None) -> Any:
+    async def _key(self, kid: str | None) -> _Key:
         stale = time.monotonic() - self._fetched_at > self.cfg.jwks_cache_seconds
         if stale or (kid not in self._keys and time.monotonic() - self._fetched_at > 1.0):
             async with self._lock:
@@ -312,8 +357,8 @@ class OIDCAuthenticator:
                     await self._refresh()
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
-        if kid not in self._keys:
-            raise AuthError(f"unknown signing key {kid!r}")
+        if kid is None or kid not in self._keys:
+            raise AuthError(f"unknown signing key {_short(kid)}")
         return self._keys[kid]
 
     async def _refresh(self) -> None:
@@ -323,7 +368,18 @@ class OIDCAuthenticator:
             if self._jwks_url is None:
                 url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
                 async with http.get(url, **options) as r:
-                    self._jwks_url = str((await r.json(content_type=None))["jwks_uri"])
+                    r.raise_for_status()
+                    document = await r.json(content_type=None)
+                if document["issuer"] != self.issuer:
+                    self._fetched_at = time.monotonic()
+                    log.error(
+                        "OIDC discovery at %s names issuer %r, configured %r: refusing its keys",
+                        url,
+                        document["issuer"],
+                        self.issuer,
+                    )
+                    raise AuthError("the issuer's discovery document names another issuer")
+                self._jwks_url = str(document["jwks_uri"])
             async with http.get(self._jwks_url, **options) as r:
                 r.raise_for_status()
                 data = await r.json(content_type=None)
@@ -331,16 +387,11 @@ class OIDCAuthenticator:
             self._fetched_at = time.monotonic()
             raise AuthError(f"cannot fetch the issuer's keys: {type(exc).__name__}") from None
         self.fetches += 1
-        keys: dict[str, Any] = {}
+        keys: dict[str, _Key] = {}
         for jwk in data.get("keys", []) if isinstance(data, dict) else []:
-            kty = jwk.get("kty")
-            try:
-                if kty == "RSA":
-                    keys[jwk.get("kid") or ""] = RSAAlgorithm.from_jwk(json.dumps(jwk))
-                elif kty == "EC":
-                    keys[jwk.get("kid") or ""] = ECAlgorithm.from_jwk(json.dumps(jwk))
-            except (jwt.PyJWTError, ValueError, KeyError):
-                continue
+            key = _key_of(jwk) if isinstance(jwk, dict) else None
+            if key is not None:
+                keys[str(jwk.get("kid") or "")] = key
         self._keys = keys
         self._fetched_at = time.monotonic()
 
@@ -351,8 +402,7 @@ class OIDCAuthenticator:
         options.pop("headers", None)
         if self.cfg.client_id:
             secret = os.environ.get(self.cfg.client_secret_env, "") if self.cfg.client_secret_env else ""
-            basic = base64.b64encode(f"{self.cfg.client_id}:{secret}".encode()).decode()
-            options["headers"] = {"Authorization": f"Basic {basic}"}
+            options["headers"] = {"Authorization": client_secret_basic(self.cfg.client_id, secret)}
         form = {"token": token, "token_type_hint": "access_token"}
         try:
             async with self._session().post(self.cfg.introspection_url, data=form, **options) as r:
@@ -362,16 +412,68 @@ class OIDCAuthenticator:
             raise AuthError(f"cannot introspect the token: {type(exc).__name__}") from None
         if not isinstance(answer, dict) or answer.get("active") is not True:
             raise AuthError("token is not active")
-        exp = answer.get("exp")
-        if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < time.time():
+        now = time.time()
+        exp, nbf = answer.get("exp"), answer.get("nbf")
+        if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < now:
             raise AuthError("token has expired")
+        if isinstance(nbf, int | float) and nbf - LEEWAY_SECONDS > now:
+            raise AuthError("token is not yet valid (nbf)")
         if "iss" in answer and answer["iss"] != self.issuer:
             raise AuthError("invalid issuer")
-        if self.cfg.audience is not None and "aud" in answer:
-            audiences = answer["aud"] if isinstance(answer["aud"], list) else [answer["aud"]]
-            if self.cfg.audience not in audiences:
-                raise AuthError("audience doesn't match")
+        aud = answer.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud]
+        if self.audience not in audiences:
+            # An active token of the issuer is not enough: it must have been issued for us.
+            raise AuthError("token audience doesn't match" if aud is not None else "token has no audience")
         return answer
+
+
+@dataclass(frozen=True)
+class _Key:
+    """A verification key and the one algorithm it verifies."""
+
+    alg: str
+    key: Any
+
+
+def _key_of(jwk: dict[str, Any]) -> _Key | None:
+    """The key of a JWK we can use, or None: RSA keys verify RS256, P-256 keys ES256.
+
+    A JWK that names another `alg`, or is not a signing key (`use` other than sig), is skipped.
+    """
+    kty, declared = jwk.get("kty"), jwk.get("alg")
+    if jwk.get("use") not in (None, "sig"):
+        return None
+    try:
+        if kty == "RSA" and declared in (None, "RS256"):
+            return _Key("RS256", RSAAlgorithm.from_jwk(json.dumps(jwk)))
+        if kty == "EC" and jwk.get("crv") == "P-256" and declared in (None, "ES256"):
+            return _Key("ES256", ECAlgorithm.from_jwk(json.dumps(jwk)))
+    except (jwt.PyJWTError, ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+def client_secret_basic(client_id: str, secret: str) -> str:
+    """`Basic ...` for an OAuth client: RFC 6749 2.3.1 form-encodes id and secret before base64."""
+    pair = f"{urllib.parse.quote_plus(client_id)}:{urllib.parse.quote_plus(secret)}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def _short(value: object, limit: int = 64) -> str:
+    """A hostile header value, quoted and cut for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc)[:200] or type(exc).__name__
+
+
+def _quotable(text: str) -> str:
+    """Text safe inside a quoted-string of a header: printable ASCII, no quote or backslash."""
+    cleaned = "".join(c if " " <= c <= "~" and c not in '"\\' else "'" if c == '"' else "?" for c in text)
+    return cleaned[:300]
 
 
 def make_authenticator(

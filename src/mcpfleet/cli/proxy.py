@@ -17,6 +17,29 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _remote_app(
+    remote: str,
+    host: str,
+    allowed_hosts: list[str],
+    header_from_env: list[str],
+    bearer_token_from_env: str | None,
+    all_paths: bool,
+) -> object:
+    """The `--remote` relay: headers from the environment, the stdio mode's Host/Origin policy."""
+    from mcpfleet.proxy.http_app import security_for
+    from mcpfleet.proxy.remote import RemoteProxyApp, bearer_from_env, headers_from_env
+
+    headers = headers_from_env(_pairs(header_from_env, "--header-from-env"))
+    if bearer_token_from_env is not None:
+        if any(name.lower() == "authorization" for name in headers):
+            raise typer.BadParameter(
+                "Authorization is already set by --header-from-env", param_hint="--bearer-token-from-env"
+            )
+        headers.update(bearer_from_env(bearer_token_from_env))
+    # The relay adds secret headers: a DNS-rebinding page must not reach it through a browser here.
+    return RemoteProxyApp(remote, headers, all_paths=all_paths, security=security_for(host, allowed_hosts))
+
+
 def proxy(
     ctx: typer.Context,
     transport: str = typer.Option(
@@ -33,6 +56,11 @@ def proxy(
         [],
         "--header-from-env",
         help="HEADER=ENV_VAR: add a header to remote requests, value from the environment.",
+    ),
+    bearer_token_from_env: str | None = typer.Option(
+        None,
+        "--bearer-token-from-env",
+        help="ENV_VAR: send `Authorization: Bearer $ENV_VAR` to the remote (--remote only).",
     ),
     attach: str | None = typer.Option(
         None,
@@ -78,7 +106,7 @@ def proxy(
     from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth, load_auth_config
     from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
     from mcpfleet.proxy.http_app import ProxyApp
-    from mcpfleet.proxy.remote import RemoteProxyApp, headers_from_env
+    from mcpfleet.proxy.remote import RemoteProxyApp
     from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
     from mcpfleet.proxy.serve import build_stdio_app, run, with_auth
     from mcpfleet.toolconfig import ToolPolicy
@@ -126,16 +154,16 @@ def proxy(
                 raise typer.BadParameter(
                     "give either --remote or a command after --, not both", param_hint="--remote"
                 )
-            app = RemoteProxyApp(
-                remote,
-                headers_from_env(_pairs(header_from_env, "--header-from-env")),
-                all_paths=forward_all_paths,
+            app = _remote_app(
+                remote, host, allowed_host, header_from_env, bearer_token_from_env, forward_all_paths
             )
         else:
             if not command:
                 raise typer.BadParameter("give the stdio server command after `--`", param_hint="COMMAND")
             if header_from_env:
                 raise typer.BadParameter("only used with --remote", param_hint="--header-from-env")
+            if bearer_token_from_env is not None:
+                raise typer.BadParameter("only used with --remote", param_hint="--bearer-token-from-env")
             if forward_all_paths:
                 raise typer.BadParameter("only used with --remote", param_hint="--forward-all-paths")
             app = build_stdio_app(

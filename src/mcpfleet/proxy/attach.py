@@ -14,7 +14,9 @@ so `AttachedChild` plugs into the same multiplexer as `ChildProcess`. When the W
 same exponential backoff.
 
 Credentials come from a kubeconfig (bearer token, token file, client certificate, basic auth;
-exec plugins are not supported) or, inside a pod, from the service account.
+exec plugins are not supported) or, inside a pod, from the service account. A token file is
+re-read at every (re)connect: projected service-account tokens rotate (about hourly), and a
+reconnect with the token read at start-up would be refused once it expired.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from mcpfleet.proxy.child import (
     ChildUnavailableError,
     LifecycleHandler,
     MessageHandler,
+    deliver_line,
 )
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,14 @@ class KubeConnection:
     server: str
     ssl_context: ssl.SSLContext | bool = True
     headers: dict[str, str] = field(default_factory=dict)
+    token_file: Path | None = None
+    """A bearer token file, re-read by `request_headers()` at every connect (tokens rotate)."""
+
+    def request_headers(self) -> dict[str, str]:
+        """The headers of one connect: `headers`, with the token file's current token if there is one."""
+        if self.token_file is None:
+            return dict(self.headers)
+        return {**self.headers, "Authorization": f"Bearer {self.token_file.read_text().strip()}"}
 
     def attach_url(self, target: AttachTarget) -> str:
         query: dict[str, str] = {"stdin": "true", "stdout": "true", "stderr": "true", "tty": "false"}
@@ -122,8 +133,10 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
         raise ValueError(f"--kubeconfig {file}: exec / auth-provider credentials are not supported")
     headers: dict[str, str] = {}
     token = user.get("token")
+    token_file = None
     if not token and user.get("tokenFile"):
-        token = Path(user["tokenFile"]).read_text().strip()
+        token_file = Path(user["tokenFile"])
+        token = token_file.read_text().strip()  # read now too: a missing file fails at start
     if token:
         headers["Authorization"] = f"Bearer {token}"
     elif user.get("username") is not None:
@@ -143,20 +156,23 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
         if cert and key:
             _load_client_cert(ctx_ssl, cert, key)
         ssl_context = ctx_ssl
-    return KubeConnection(server=cluster["server"], ssl_context=ssl_context, headers=headers)
+    return KubeConnection(
+        server=cluster["server"], ssl_context=ssl_context, headers=headers, token_file=token_file
+    )
 
 
-def in_cluster_connection() -> KubeConnection:
-    """The pod's service account (KUBERNETES_SERVICE_HOST/PORT, token, CA)."""
+def in_cluster_connection(account: Path = SERVICE_ACCOUNT) -> KubeConnection:
+    """The pod's service account (KUBERNETES_SERVICE_HOST/PORT, token, CA in `account`)."""
     host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         raise ValueError(
             "--attach without --kubeconfig needs to run in a pod (KUBERNETES_SERVICE_HOST unset)"
         )
-    token = (SERVICE_ACCOUNT / "token").read_text().strip()
-    ctx = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT / "ca.crt"))
+    token_file = account / "token"
+    token_file.read_text()  # fail at start, not at the first connect, when no token is mounted
+    ctx = ssl.create_default_context(cafile=str(account / "ca.crt"))
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-    return KubeConnection(server=server, ssl_context=ctx, headers={"Authorization": f"Bearer {token}"})
+    return KubeConnection(server=server, ssl_context=ctx, token_file=token_file)
 
 
 def _load_client_cert(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
@@ -290,7 +306,7 @@ class AttachedChild:
         ws = await self._session.ws_connect(
             url,
             protocols=PROTOCOLS,
-            headers=self._conn.headers,
+            headers=self._conn.request_headers(),  # re-read: the token may have rotated
             ssl=self._conn.ssl_context,
             heartbeat=30,
             max_msg_size=64 * 1024 * 1024,
@@ -333,7 +349,7 @@ class AttachedChild:
                     line = bytes(stdout[:newline]).strip()
                     del stdout[: newline + 1]
                     if line:
-                        await self._handle_line(line)
+                        await deliver_line(line, self._on_message, self._stderr, self._name)
             elif channel == STDERR:
                 stderr += payload
                 while (newline := stderr.find(b"\n")) >= 0:
@@ -344,18 +360,6 @@ class AttachedChild:
                 message = _status_message(payload)
                 self._stderr.append(f"[attach] stream ended: {message}")
                 log.warning("%s: attach stream error: %s", self._name, message)
-
-    async def _handle_line(self, line: bytes) -> None:
-        try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            self._stderr.append(f"[stdout, not JSON] {line[:500].decode(errors='replace')}")
-            return
-        if isinstance(message, dict):
-            try:
-                await self._on_message(message)
-            except Exception:
-                log.exception("%s: handling a message from the container failed", self._name)
 
 
 def _status_message(payload: bytes) -> str:

@@ -272,19 +272,8 @@ class ChildProcess:
                 if not line:
                     break
                 line = line.strip()
-                if not line:
-                    continue
-                try:
-                    message = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    # Servers sometimes print banners on stdout; keep them visible, don't die.
-                    self._stderr.append(f"[stdout, not JSON] {line[:500].decode(errors='replace')}")
-                    continue
-                if isinstance(message, dict):
-                    try:
-                        await self._on_message(message)
-                    except Exception:
-                        log.exception("%s: handling a message from the child failed", self._name)
+                if line:
+                    await deliver_line(line, self._on_message, self._stderr, self._name)
             self._last_exit = await proc.wait()
         finally:
             self._running.clear()
@@ -316,6 +305,22 @@ class ChildProcess:
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(text[:_PASSED_LINE_LIMIT] + "\n")
                 sys.stderr.flush()
+
+
+async def deliver_line(line: bytes, on_message: MessageHandler, stderr: deque[str], name: str) -> None:
+    """One stdout line of a stdio server (a local child or an attached container): a JSON-RPC
+    object goes to `on_message`; anything else is kept in the stderr tail, never fatal (servers
+    sometimes print banners on stdout), and a failing handler is logged, not raised."""
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        stderr.append(f"[stdout, not JSON] {line[:500].decode(errors='replace')}")
+        return
+    if isinstance(message, dict):
+        try:
+            await on_message(message)
+        except Exception:
+            log.exception("%s: handling a message from the server failed", name)
 
 
 def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:

@@ -2,23 +2,35 @@
 
 A byte-level reverse proxy on aiohttp: method, body and headers go through (minus hop-by-hop
 headers and `Host`), response bodies are streamed back chunk by chunk so SSE works, and
-configured headers are added to every upstream request. Header values come from environment
-variables (`--header-from-env Authorization=TOKEN_ENV`), which is how Kubernetes Secrets reach
-the pod; values are never logged.
+configured headers are added to every upstream request (replacing a client's header of the same
+name, whatever its case). Header values come from environment variables (`--header-from-env
+Authorization=TOKEN_ENV`, `--bearer-token-from-env`), which is how Kubernetes Secrets reach the pod;
+values are never logged.
+
+DNS-rebinding protection is the stdio mode's (`security`, from `security_for`): with a loopback bind
+or `--allowed-host`, a request whose Host or Origin is not allowed gets 421 / 403 and is not
+relayed - otherwise a web page could make a browser on this machine call the remote server with the
+secret headers added. The remote URL may carry credentials (`user:pw@`, `?api_key=`): `/health`,
+logs and errors show it through `mcpfleet.redact`.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 import orjson
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from mcpfleet.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +63,17 @@ def headers_from_env(mapping: Mapping[str, str], environ: Mapping[str, str] | No
     return out
 
 
+def bearer_from_env(variable: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`Authorization: Bearer $VARIABLE` (an MCPExternalAuthConfig of type bearerToken)."""
+    env = os.environ if environ is None else environ
+    token = env.get(variable, "").strip()  # a Secret written with a trailing newline still works
+    if not token:
+        raise ValueError(
+            f"--bearer-token-from-env {variable}: environment variable {variable} is not set or empty"
+        )
+    return {"Authorization": f"Bearer {token}"}
+
+
 @dataclass
 class RemoteProxyApp:
     """ASGI app relaying `/mcp` to `remote_url`.
@@ -64,13 +87,25 @@ class RemoteProxyApp:
     extra_headers: dict[str, str] = field(default_factory=dict)
     connect_timeout: float = 10.0
     all_paths: bool = False
+    security: TransportSecuritySettings | None = None
     _session: aiohttp.ClientSession | None = None
     _last_error: str | None = None
     _requests: int = 0
 
     def __post_init__(self) -> None:
         if not self.remote_url.startswith(("http://", "https://")):
-            raise ValueError(f"--remote: expected an http(s) URL, got {self.remote_url!r}")
+            raise ValueError(f"--remote: expected an http(s) URL, got {redact_url(self.remote_url)!r}")
+        self._shown_url = redact_url(self.remote_url)
+        self._guard = TransportSecurityMiddleware(self.security)
+        # `user:pw@` in the URL becomes a Basic header we send ourselves (aiohttp refuses URL
+        # credentials next to an Authorization header); configured headers win over it.
+        self._target, basic = _split_credentials(self.remote_url)
+        self._headers = dict(self.extra_headers)
+        if basic is not None and not any(name.lower() == "authorization" for name in self._headers):
+            self._headers["Authorization"] = basic
+        # Names our headers replace, lower-cased: a client's `authorization` must not ride along
+        # next to the configured `Authorization`.
+        self._replaced = frozenset(name.lower() for name in self._headers)
 
     async def start(self) -> None:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout)
@@ -98,19 +133,23 @@ class RemoteProxyApp:
         if scope["path"] == "/health":
             body = {
                 "status": "ok",
-                "remote": self.remote_url,
+                "remote": self._shown_url,
                 "requests": self._requests,
                 "lastError": self._last_error,
             }
             await Response(orjson.dumps(body), 200, media_type="application/json")(scope, receive, send)
             return
+        refused = await self._guard.validate_request(Request(scope, receive))
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
         if self.all_paths:
-            await self._forward(scope, receive, send, _origin(self.remote_url) + scope["path"])
+            await self._forward(scope, receive, send, _origin(self._target) + scope["path"])
             return
         if scope["path"].rstrip("/") != "/mcp":
             await Response("Not Found", 404)(scope, receive, send)
             return
-        await self._forward(scope, receive, send, self.remote_url)
+        await self._forward(scope, receive, send, self._target)
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str) -> None:
         assert self._session is not None, "RemoteProxyApp.start() was not called"
@@ -125,15 +164,16 @@ class RemoteProxyApp:
             k.decode("latin-1"): v.decode("latin-1")
             for k, v in scope["headers"]
             if k.decode("latin-1").lower() not in HOP_BY_HOP
+            and k.decode("latin-1").lower() not in self._replaced
         }
-        headers.update(self.extra_headers)
+        headers.update(self._headers)
         if scope.get("query_string"):
             url += ("&" if "?" in url else "?") + scope["query_string"].decode("latin-1")
         try:
             upstream = await self._session.request(scope["method"], url, data=bytes(body), headers=headers)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            self._last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("remote %s unreachable: %s", self.remote_url, self._last_error)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            self._last_error = redact_text(f"{type(exc).__name__}: {exc}")
+            log.warning("remote %s unreachable: %s", self._shown_url, self._last_error)
             err = {
                 "jsonrpc": "2.0",
                 "id": None,
@@ -152,8 +192,19 @@ class RemoteProxyApp:
                 async for chunk in upstream.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except (aiohttp.ClientError, ConnectionResetError) as exc:
-                log.debug("remote stream ended: %s", exc)
+                log.debug("remote stream ended: %s", redact_text(str(exc)))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """`http://user:pw@host/p` -> (`http://host/p`, `Basic base64(user:pw)`); other URLs unchanged."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    pair = f"{unquote(user)}:{unquote(password)}".encode()
+    return urlunsplit(parts._replace(netloc=hostport)), "Basic " + base64.b64encode(pair).decode()
 
 
 def _origin(url: str) -> str:

@@ -4,6 +4,12 @@ Headers from `headerForward` reach the proxy as environment variables named on t
 (`--header-from-env HEADER=ENV`): plaintext values as plain env, secret values as secretKeyRef env,
 so no header value is ever written into a ConfigMap or the command line.
 
+`externalAuthConfigRef` is applied by the proxy itself toward the remote: `headerInjection` as
+`--header-from-env NAME=MCPFLEET_EXTERNAL_AUTH`, `bearerToken` as `--bearer-token-from-env
+MCPFLEET_EXTERNAL_AUTH`, the value as secretKeyRef env (a local Secret on the local platform).
+`tokenExchange` needs the client's token, which only a VirtualMCPServer over the proxy's group holds
+(it applies it there); `unauthenticated` adds nothing.
+
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
 itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream.
 """
@@ -24,9 +30,11 @@ from mcpfleet.reconcile.common import (
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.redact import redact_url
 
 RUN_CONFIG = "runconfig.json"
 PROXY_CONTAINER = "proxy"
+EXTERNAL_AUTH_ENV = "MCPFLEET_EXTERNAL_AUTH"
 
 
 def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
@@ -52,7 +60,8 @@ def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
     config: dict[str, object] = {
         "name": proxy.name,
         "namespace": proxy.namespace,
-        "remoteURL": spec.remote_url,
+        # The run config is a ConfigMap: credentials in the URL stay out of it.
+        "remoteURL": redact_url(spec.remote_url),
         "transport": spec.transport,
         "headers": sorted(
             [*(spec.header_forward.add_plaintext_headers or {})]
@@ -79,6 +88,24 @@ def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
             "configHash": configkinds.config_hash(auth),
         }
     return config
+
+
+def _external_auth(proxy: MCPRemoteProxy, world: World) -> tuple[list[str], list[SecretEnv]]:
+    """Proxy arguments and secret env for the referenced MCPExternalAuthConfig (see module doc)."""
+    ref = proxy.spec.external_auth_config_ref
+    auth = world.external_auth_configs.get(ref.name) if ref is not None else None
+    if auth is None:
+        return [], []
+    spec = auth.spec
+    if spec.type == "headerInjection" and spec.header_injection is not None:
+        secret = spec.header_injection.value_secret_ref
+        args = ["--header-from-env", f"{spec.header_injection.header_name}={EXTERNAL_AUTH_ENV}"]
+    elif spec.type == "bearerToken" and spec.bearer_token is not None:
+        secret = spec.bearer_token.token_secret_ref
+        args = ["--bearer-token-from-env", EXTERNAL_AUTH_ENV]
+    else:
+        return [], []
+    return args, [SecretEnv(EXTERNAL_AUTH_ENV, SecretKeyRef(name=secret.name, key=secret.key))]
 
 
 def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
@@ -110,6 +137,9 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         )
         command += ["--header-from-env", f"{item.header_name}={var}"]
         index += 1
+    auth_args, auth_secrets = _external_auth(proxy, world)
+    command += auth_args
+    secrets += auth_secrets
     if world.platform == "kubernetes":
         for host in service_hosts(child_name("MCPRemoteProxy", proxy.name), proxy.namespace, spec.proxy_port):
             command += ["--allowed-host", host]

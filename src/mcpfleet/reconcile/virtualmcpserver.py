@@ -182,7 +182,11 @@ def _member_auth_ref(name: str, world: World) -> str | None:
             return server.spec.external_auth_config_ref.name
     for proxy in world.remote_proxies:
         if proxy.name == name and proxy.spec.external_auth_config_ref is not None:
-            return proxy.spec.external_auth_config_ref.name
+            ref = proxy.spec.external_auth_config_ref.name
+            # A remote proxy applies headers / bearer tokens toward the remote itself: the gateway
+            # must not send that secret to the proxy. Only token exchange needs the client's token.
+            auth = world.external_auth_configs.get(ref)
+            return ref if auth is None or auth.spec.type == "tokenExchange" else None
     return None
 
 

@@ -24,6 +24,8 @@ from typing import Any, TextIO
 
 import httpx
 
+from mcpfleet.redact import redact_text
+
 log = logging.getLogger(__name__)
 
 STATE_ENV = "MCPFLEET_LOCAL_STATE"
@@ -164,7 +166,9 @@ class Managed:
         spec = self.spec
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a", buffering=1) as logfile:
-            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n")
+            # The command line may hold a URL with credentials (`mcpfleet proxy --remote`).
+            shown = redact_text(" ".join(spec.argv))
+            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown}\n")
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
                 cwd=str(spec.cwd),

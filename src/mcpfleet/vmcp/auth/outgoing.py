@@ -14,15 +14,14 @@ Strategies (`outgoingAuth.default` / `outgoingAuth.backends[name]`):
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import os
 import time
-import urllib.parse
 from collections.abc import Mapping
 
 import aiohttp
 
+from mcpfleet.auth.oidc import client_secret_basic
 from mcpfleet.vmcp.config import BackendAuthStrategy, OutgoingAuth, TokenExchange
 from mcpfleet.vmcp.upstream import HeaderProvider, NoAuth
 
@@ -96,12 +95,7 @@ class TokenExchangeAuth:
             form["scope"] = " ".join(self.cfg.scopes)
         headers: dict[str, str] = {}
         if self.cfg.client_id and self._secret is not None:
-            # RFC 6749 2.3.1: client_secret_basic, with the id and secret form-urlencoded first.
-            cid, secret = (
-                urllib.parse.quote(self.cfg.client_id, safe=""),
-                urllib.parse.quote(self._secret, safe=""),
-            )
-            headers["authorization"] = "Basic " + base64.b64encode(f"{cid}:{secret}".encode()).decode()
+            headers["authorization"] = client_secret_basic(self.cfg.client_id, self._secret)
         elif self.cfg.client_id:
             form["client_id"] = self.cfg.client_id
         self.exchanges += 1
