@@ -15,7 +15,14 @@ def crds(
         Path("docs/reference/api.md"), "--reference", help="Markdown field reference to write ('' to skip)."
     ),
 ) -> None:
-    """Generate the CustomResourceDefinitions (and docs field reference) from the pydantic models."""
+    """Generate the CustomResourceDefinitions (and docs field reference) from the pydantic models.
+
+    Examples:
+
+    \b
+      mcpfleet crds
+      mcpfleet crds --output /tmp/crds --reference ''
+    """
     from mcpfleet.api.crdgen import write_crds
 
     target = reference if reference and str(reference) else None

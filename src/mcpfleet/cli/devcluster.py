@@ -41,7 +41,13 @@ def _progress(message: str) -> None:
 def build(
     jobs: int | None = typer.Option(None, "--jobs", "-p", help="go build -p: packages built in parallel."),
 ) -> None:
-    """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once)."""
+    """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster build
+    """
     from mcpfleet.devcluster.build import BuildError, BuildLayout, build_all, default_cache_root
 
     layout = BuildLayout(default_cache_root())
@@ -59,7 +65,14 @@ def up(
     nodes: int = typer.Option(3, "--nodes", "-n", min=1, max=500, help="Number of fake (kwok) nodes."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for each readiness step."),
 ) -> None:
-    """Start the cluster (building binaries the first time); prints the kubeconfig path."""
+    """Start the cluster (building binaries the first time); prints the kubeconfig path.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster up
+      eval "$(mcpfleet dev-cluster env)"
+    """
     from mcpfleet.devcluster.build import BuildError
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster
 
@@ -77,7 +90,14 @@ def down(
     state_dir: Path | None = StateDirOption,
     purge: bool = typer.Option(False, "--purge", help="Also delete etcd data, certificates and logs."),
 ) -> None:
-    """Stop every process `up` started (by pid); keep the data unless --purge."""
+    """Stop every process `up` started (by pid); keep the data unless --purge.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster down
+      mcpfleet dev-cluster down --purge
+    """
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster
 
     cluster = DevCluster(_state_dir(state_dir))
@@ -96,6 +116,11 @@ def status(state_dir: Path | None = StateDirOption) -> None:
     """Say which components run, whether the apiserver is ready and how many nodes are Ready.
 
     Exit status 0 when every component runs and /readyz answers, 1 otherwise.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster status && kubectl get nodes
     """
     from mcpfleet.devcluster.cluster import DevCluster
 
@@ -119,6 +144,11 @@ def env(state_dir: Path | None = StateDirOption) -> None:
     """Print shell lines exporting KUBECONFIG and putting the built kubectl first on PATH.
 
     Use: eval "$(mcpfleet dev-cluster env)"
+
+    Examples:
+
+    \b
+      eval "$(mcpfleet dev-cluster env)"
     """
     from mcpfleet.devcluster.build import BuildLayout, default_cache_root
     from mcpfleet.devcluster.cluster import DevCluster

@@ -40,7 +40,14 @@ def up(
     ),
     log_level: str = typer.Option("warning", "--log-level", help="Log level of mcpfleet up itself."),
 ) -> None:
-    """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C."""
+    """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C.
+
+    Examples:
+
+    \b
+      mcpfleet up examples/quickstart
+      mcpfleet up ./servers --port-range 40000-40999 --no-progress
+    """
     import asyncio
     import logging
     import sys
@@ -67,7 +74,14 @@ def up(
 
 
 def down(state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP)) -> None:
-    """Stop everything `mcpfleet up` started for this state folder (by pid)."""
+    """Stop everything `mcpfleet up` started for this state folder (by pid).
+
+    Examples:
+
+    \b
+      mcpfleet down
+      mcpfleet down --state-dir /tmp/demo/.mcpfleet
+    """
     import asyncio
 
     from rich.console import Console
@@ -92,7 +106,12 @@ def get(
 
     Invalid manifests are listed below the objects, with their file and field.
 
-    Examples: `mcpfleet get all`, `mcpfleet get mcps time everything`, `mcpfleet get mcpserver/time -o yaml`
+    Examples:
+
+    \b
+      mcpfleet get all
+      mcpfleet get mcps time everything
+      mcpfleet get mcpserver/time -o yaml
     """
     from rich.console import Console
 
@@ -110,7 +129,11 @@ def describe(
     """Show one local object in full, like `kubectl describe`: spec, status, conditions, backends,
     processes, recent process starts / exits and the last log lines.
 
-    Examples: `mcpfleet describe mcpserver time`, `mcpfleet describe vmcp/gateway`
+    Examples:
+
+    \b
+      mcpfleet describe mcpserver time
+      mcpfleet describe vmcp/gateway
     """
     from rich.console import Console
 
@@ -126,7 +149,14 @@ def logs(
     tail: int | None = typer.Option(None, "--tail", help="Only the last N lines."),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """Print the log (stdout and stderr) of a local workload's process."""
+    """Print the log (stdout and stderr) of a local workload's process.
+
+    Examples:
+
+    \b
+      mcpfleet logs time --tail 20
+      mcpfleet logs gateway -f
+    """
     from rich.console import Console
 
     from mcpfleet.platform.local.views import resolve_state_dir, run_logs

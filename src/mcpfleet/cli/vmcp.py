@@ -49,7 +49,13 @@ def serve(
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
 ) -> None:
-    """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics."""
+    """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics.
+
+    Examples:
+
+    \b
+      mcpfleet vmcp serve --config vmcp.yaml --port 4483
+    """
     import logging
 
     import uvicorn
