@@ -57,7 +57,7 @@ def _plain_metavars(command: Any) -> None:
             param.metavar = param.name.upper()
         if param.param_type_name == "argument":
             # typer's arguments print their type (`<path>`) after the name; the name says enough.
-            param.display_type_rich = lambda ctx: None  # noqa: ARG005
+            param.display_type_rich = lambda ctx: None
     for sub in (getattr(command, "commands", None) or {}).values():
         _plain_metavars(sub)
 
