@@ -66,3 +66,52 @@ def test_only_manifest_changes_trigger_a_reload(tmp_path: Path) -> None:
     assert not is_manifest_path(tmp_path, str(tmp_path / ".mcpfleet" / "state.db"))
     assert not is_manifest_path(tmp_path, str(tmp_path / ".mcpfleet" / "config" / "x" / "vmcp.yaml"))
     assert not is_manifest_path(tmp_path, str(tmp_path / "notes.txt"))
+
+
+def test_limits_come_from_the_environment() -> None:
+    from mcpfleet.platform.local.yamlread import ManifestLimits
+
+    assert ManifestLimits.from_env({}) == ManifestLimits()
+    limits = ManifestLimits.from_env(
+        {"MCPFLEET_MANIFEST_MAX_BYTES": "2048", "MCPFLEET_MANIFEST_MAX_NODES": "50"}
+    )
+    assert (limits.max_file_bytes, limits.max_nodes, limits.max_depth) == (2048, 50, 100)
+    for name, value in (
+        ("MCPFLEET_MANIFEST_MAX_FILES", "0"),
+        ("MCPFLEET_MANIFEST_MAX_DEPTH", "500"),
+        ("MCPFLEET_MANIFEST_MAX_BYTES", "1k"),
+    ):
+        try:
+            ManifestLimits.from_env({name: value})
+        except ValueError as exc:
+            assert name in str(exc)
+        else:
+            raise AssertionError(f"{name}={value} accepted")
+
+
+def test_up_refuses_a_bad_limit_before_starting(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from tests.local.conftest import MCPFLEET
+
+    env = {**os.environ, "MCPFLEET_MANIFEST_MAX_BYTES": "lots"}
+    result = subprocess.run(
+        [MCPFLEET, "up", str(tmp_path), "--state-dir", str(tmp_path / "state"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "$MCPFLEET_MANIFEST_MAX_BYTES must be a positive integer" in result.stdout
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_smaller_limit_applies(tmp_path: Path) -> None:
+    from mcpfleet.platform.local.yamlread import ManifestLimits
+
+    (tmp_path / "g.yaml").write_text(manifest("MCPGroup", "demo", {"description": "x" * 200}))
+    [error] = load_dir(tmp_path, ManifestLimits(max_file_bytes=100)).errors
+    assert "larger than 100 bytes" in str(error) and "MCPFLEET_MANIFEST_MAX_BYTES" in str(error)
+    assert load_dir(tmp_path).objects

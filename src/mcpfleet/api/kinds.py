@@ -68,7 +68,8 @@ def _location(loc: tuple[int | str, ...]) -> str:
 def parse_manifest(document: dict[str, Any]) -> Resource:
     """Validate one YAML document as an mcpfleet object, raising ManifestError naming each bad field."""
     kind_name = str(document.get("kind", ""))
-    name = str((document.get("metadata") or {}).get("name", "<unnamed>"))
+    metadata = document.get("metadata")
+    name = str(metadata.get("name", "<unnamed>")) if isinstance(metadata, dict) else "<unnamed>"
     if document.get("apiVersion") != API_VERSION:
         raise ManifestError(kind_name or "?", name, [("apiVersion", f"must be {API_VERSION}")])
     kind = KIND_BY_NAME.get(kind_name)

@@ -115,7 +115,13 @@ class ObjectMeta(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
 
     name: str = Field(min_length=1, max_length=253, pattern=DNS_LABEL_PATTERN)
-    namespace: str = "default"
+    """Lower-case letters, digits and '-' (a DNS label's characters): Kubernetes requires a DNS-1123
+    subdomain of at most 253 characters, and every child of a workload (Service, Deployment) is a
+    DNS label named after it, so no '.' either. Never a path component that could climb ('..', '/')."""
+    namespace: str = Field(default="default", min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
+    """Exactly Kubernetes' rule for a namespace: a DNS-1123 label of at most 63 characters. The API
+    server enforces it before any CRD schema runs; the local platform must refuse the same values,
+    since it names folders after the namespace."""
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     generation: int = 1

@@ -1,11 +1,12 @@
 """The bodies of `mcpfleet up` and `down` (the typer module only parses options; `get` and `logs`
 are in `views`, which loads less).
 
-`up` owns the process tree: it records its pid in the state, starts the runner, shows progress
-until every workload settled, prints the URLs, then reports changes until Ctrl-C / SIGTERM /
-`mcpfleet down`, and stops every child on the way out. `down` signals that `up` (by pid) and
-then stops anything recorded that is still alive, checking each pid really belongs to this
-state dir first.
+`up` owns the process tree: it takes the state dir's lock (`lock.UpLock`, an OS file lock held
+until it exits), starts the runner, shows progress until every workload settled, prints the URLs,
+then reports changes until Ctrl-C / SIGTERM / `mcpfleet down`, and stops every child on the way
+out. A second `up` that finds the lock held is refused before it opens the state, so it cannot
+disturb the first. `down` signals the lock's holder (by pid) and then stops anything recorded that
+is still alive, checking each pid really belongs to this state dir first.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from rich.live import Live
 from rich.markup import escape
 
 from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
+from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
+from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import owned_by, signal_group
 from mcpfleet.platform.local.views import pid_alive
+from mcpfleet.platform.local.yamlread import ManifestLimits
 
 META_UP_PID = "up_pid"
+"""Information only (the lock is `lock.UpLock`): the pid of the `up` that holds the lock."""
 META_MANIFESTS = "manifests"
 
 
@@ -75,33 +80,57 @@ async def run_up(
     port_range: tuple[int, int] | None = None,
     progress: bool = True,
 ) -> int:
-    state = await State.open(state_dir)
     try:
-        other = await state.get_meta(META_UP_PID)
-        if other is not None and int(other) != os.getpid() and pid_alive(int(other)):
-            console.print(
-                f"[red]error:[/] mcpfleet up is already running for {state_dir} (pid {other}); "
-                "run `mcpfleet down` first or use another --state-dir"
-            )
-            return 1
-        await state.set_meta(META_UP_PID, str(os.getpid()))
-        await state.set_meta(META_MANIFESTS, str(manifests))
-        return await _up(manifests, state, console, port_range, progress)
+        limits = ManifestLimits.from_env()
+    except ValueError as exc:
+        console.print(f"error: {exc}", markup=False)
+        return 2
+    try:
+        check_state_dir(state_dir)
+    except PathEscapeError as exc:
+        console.print(f"error: unsafe state dir: {exc}", markup=False)
+        return 2
+    lock = UpLock(state_dir)
+    try:
+        lock.acquire()
+    except OSError as exc:  # e.g. up.lock is a symlink (O_NOFOLLOW)
+        console.print(f"error: cannot lock {lock.path}: {exc}", markup=False)
+        return 2
+    except LockHeld as held:
+        # Refused before the state is even opened: nothing of the running `up` is touched.
+        console.print(
+            f"[red]error:[/] mcpfleet up is already running for {escape(str(state_dir))} (pid {held.pid or '?'}); "
+            "run `mcpfleet down` first or use another --state-dir"
+        )
+        return 1
+    try:
+        state = await State.open(state_dir)
+        try:
+            await state.set_meta(META_UP_PID, str(os.getpid()))
+            await state.set_meta(META_MANIFESTS, str(manifests))
+            return await _up(manifests, state, console, port_range, progress, limits)
+        finally:
+            with contextlib.suppress(Exception):
+                await state.set_meta(META_UP_PID, None)
+            await state.close()
     finally:
-        with contextlib.suppress(Exception):
-            await state.set_meta(META_UP_PID, None)
-        await state.close()
+        lock.release()
 
 
 async def _up(
-    manifests: Path, state: State, console: Console, port_range: tuple[int, int] | None, progress: bool
+    manifests: Path,
+    state: State,
+    console: Console,
+    port_range: tuple[int, int] | None,
+    progress: bool,
+    limits: ManifestLimits,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     reporter = _Reporter(console)
-    runner = Runner(manifests, state, port_range=port_range, on_status=reporter.on_status)
+    runner = Runner(manifests, state, port_range=port_range, on_status=reporter.on_status, limits=limits)
     leftovers = await runner.stop_leftovers()
     if leftovers:
         console.print(f"stopped {leftovers} process(es) left behind by an earlier `mcpfleet up`")
@@ -119,7 +148,9 @@ async def _up(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
             if loop_task.done():
-                console.print(f"[red]error:[/] the reconcile loop stopped: {loop_task.exception()!r}")
+                console.print(
+                    f"[red]error:[/] the reconcile loop stopped: {escape(repr(loop_task.exception()))}"
+                )
                 return 1
             for notice in runner.port_notices[shown_notices:]:
                 console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
@@ -209,12 +240,14 @@ def _print_summary(
     for error in runner.load_errors:
         console.print(f"[red]invalid manifest[/] {escape(str(error))}", highlight=False)
     running = sum(1 for o in workloads if o.status.get("phase") in ("Running", "Ready", "Degraded"))
-    console.print(f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {state_dir})")
+    console.print(
+        f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {escape(str(state_dir))})"
+    )
     for obj in workloads:
         if obj.kind == "VirtualMCPServer" and obj.status.get("url"):
-            console.print(f"[bold]vMCP {obj.name}:[/] {obj.status['url']}")
+            console.print(f"[bold]vMCP {obj.name}:[/] {escape(str(obj.status['url']))}")
         if obj.kind == "MCPRegistry" and obj.status.get("url"):
-            console.print(f"[bold]registry {obj.name}:[/] {obj.status['url']}/v0.1/servers")
+            console.print(f"[bold]registry {obj.name}:[/] {escape(str(obj.status['url']))}/v0.1/servers")
     for notice in runner.port_notices:
         console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
     if not runner.loaded_count and not runner.load_errors:
@@ -223,7 +256,9 @@ def _print_summary(
             "with apiVersion: mcpfleet.dev/v1alpha1 (see examples/quickstart); waiting for some",
             highlight=False,
         )
-    console.print(f"watching {runner.manifests} for changes; Ctrl-C or `mcpfleet down` stops everything")
+    console.print(
+        f"watching {escape(str(runner.manifests))} for changes; Ctrl-C or `mcpfleet down` stops everything"
+    )
 
 
 # -- down -------------------------------------------------------------------------------------
@@ -231,17 +266,22 @@ def _print_summary(
 
 async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0) -> int:
     if not (state_dir / DB_FILENAME).exists():
-        console.print(f"nothing to stop: no state in {state_dir}")
+        console.print(f"nothing to stop: no state in {state_dir}", markup=False)
         return 0
     state = await State.open(state_dir)
     try:
-        up_pid = await state.get_meta(META_UP_PID)
-        if up_pid is not None and pid_alive(int(up_pid)):
-            os.kill(int(up_pid), signal.SIGTERM)
+        # The lock's holder is the running `up`; a pid row alone may be stale (the lock is the truth).
+        up_pid = holder_pid(state_dir)
+        if up_pid is not None and pid_alive(up_pid):
+            os.kill(up_pid, signal.SIGTERM)
             console.print(f"asked mcpfleet up (pid {up_pid}) to stop")
             deadline = time.monotonic() + wait_seconds
-            while pid_alive(int(up_pid)) and time.monotonic() < deadline:  # noqa: ASYNC110 - a foreign pid has no event
+            while pid_alive(up_pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - a foreign pid has no event
                 await asyncio.sleep(0.1)
+            if pid_alive(up_pid):
+                # It did not answer SIGTERM: never report "stopped" while it still runs.
+                os.kill(up_pid, signal.SIGKILL)
+                console.print(f"mcpfleet up (pid {up_pid}) did not stop in {wait_seconds:.0f}s; killed it")
         # Whatever is still recorded outlived `up` (it was killed with SIGKILL, or did not answer).
         leftover = [
             r.pid for r in await state.processes() if r.pid is not None and owned_by(r.pid, state_dir)
@@ -257,7 +297,8 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
         for row in await state.processes():
             await state.forget_process(row.key)
         stopped = len(leftover)
-        await state.set_meta(META_UP_PID, None)
+        if holder_pid(state_dir) is None:
+            await state.set_meta(META_UP_PID, None)
         console.print(
             "down: every process started by `mcpfleet up` is stopped"
             + (f" ({stopped} killed)" if stopped else "")

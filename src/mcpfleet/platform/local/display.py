@@ -132,14 +132,14 @@ def progress_table(objects: list[StoredObject], errors: list[LoadError], spinner
             obj.kind,
             obj.name,
             Text(phase, style=PHASE_STYLE.get(phase, "")),
-            str(detail or ""),
+            Text(str(detail or "")),  # a Text, not a str: a message (stderr) is never parsed as markup
         )
     for error in errors:
         table.add_row(
             Text("✗", style="red"),
             "invalid",
-            error.file,
+            Text(error.file),
             Text("Invalid", style="red"),
-            short(str(error), 100),
+            Text(short(str(error), 100)),
         )
     return table

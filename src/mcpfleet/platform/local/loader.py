@@ -2,11 +2,16 @@
 
 The same pydantic models as the operator's CRDs validate each document. A bad document is reported
 with its file, its document number in that file and each offending field, and never stops the
-valid documents from running.
+valid documents from running. Files are read within `yamlread.ManifestLimits` (size, count,
+depth, alias expansion); a symlink is read only when it resolves inside DIR (a link to
+`/proc/self/environ` or `~/.ssh` must not end up in an error message). When two documents define
+the same object, the one from the file that already owns it (`owners`) wins, so adding a file can
+never take over a running object.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +20,13 @@ import yaml
 
 from mcpfleet.api.kinds import ManifestError, parse_manifest
 from mcpfleet.api.resource import Resource
+from mcpfleet.platform.local.yamlread import (
+    MAX_FILES_ENV,
+    ManifestLimits,
+    ManifestTooLarge,
+    load_documents,
+    read_text,
+)
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -51,6 +63,11 @@ class Loaded:
     def key(self) -> tuple[str, str, str]:
         return (self.resource.kind, self.resource.namespace, self.resource.name)
 
+    @property
+    def file(self) -> str:
+        """The file part of `source` (as shown, relative to DIR)."""
+        return self.source.rpartition("#")[0]
+
 
 @dataclass
 class LoadResult:
@@ -67,8 +84,24 @@ def yaml_reason(exc: yaml.YAMLError) -> str:
     return str(exc).replace("\n", " ")
 
 
+SHOWN_CHARS = 253
+"""Kind and name as echoed in an error are cut to this (they come from the hostile document); the
+longest valid name fits, so an invalid new version still matches the running object by name."""
+REASON_CHARS = 500
+
+
+def _printable(text: str, limit: int = SHOWN_CHARS) -> str:
+    """A value from a manifest made safe to print: control characters escaped, length bounded."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
 def manifest_files(root: Path) -> list[Path]:
-    """YAML files under `root` (or `root` itself), in a stable order; hidden folders are skipped."""
+    """YAML files under `root` (or `root` itself), in a stable order; hidden folders are skipped.
+
+    Symlinked folders are not descended into (pathlib's rglob does not follow them); symlinked
+    files are listed and checked by `load_dir`.
+    """
     if root.is_file():
         return [root]
     files = []
@@ -81,21 +114,62 @@ def manifest_files(root: Path) -> list[Path]:
     return files
 
 
-def load_dir(root: Path) -> LoadResult:
-    """Parse every document under `root`; invalid ones become LoadErrors, valid ones Loaded."""
+def _file_error(shown: str, reason: str) -> LoadError:
+    return LoadError(shown, None, "", "", (("", _printable(reason, REASON_CHARS)),))
+
+
+def _read_documents(path: Path, inside: Path, limits: ManifestLimits) -> list[Any]:
+    """The documents of one file, or ValueError/OSError with the reason it cannot be used."""
+    if path.is_symlink() and not path.resolve().is_relative_to(inside):
+        raise ValueError("a symlink to a file outside the manifests folder is not read")
+    try:
+        text = read_text(path, limits)
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text (a binary file?)") from None
+    try:
+        return load_documents(text, limits)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not valid YAML: {yaml_reason(exc)}") from None
+    except RecursionError:  # a limit above what the parser can take (the ceiling should prevent it)
+        raise ManifestTooLarge("nested too deeply to parse") from None
+
+
+def load_dir(
+    root: Path, limits: ManifestLimits | None = None, owners: Mapping[tuple[str, str, str], str] | None = None
+) -> LoadResult:
+    """Parse every document under `root`; invalid ones become LoadErrors, valid ones Loaded.
+
+    `owners` maps an object already running to the file it came from: among duplicates that file's
+    document wins, whatever the sort order; without an owner the first in sort order wins.
+    """
+    limits = limits or ManifestLimits()
+    owners = owners or {}
     result = LoadResult()
-    seen: dict[tuple[str, str, str], str] = {}
     base = root if root.is_dir() else root.parent
-    for path in manifest_files(root):
+    inside = base.resolve()
+    candidates: dict[tuple[str, str, str], list[Loaded]] = {}
+    in_order: list[Loaded] = []
+    files = manifest_files(root)
+    for skipped in files[limits.max_files :]:
+        result.errors.append(
+            _file_error(
+                str(skipped.relative_to(base)),
+                f"not read: more than {limits.max_files} manifest files (set ${MAX_FILES_ENV} to raise the limit)",
+            )
+        )
+    for path in files[: limits.max_files]:
         shown = str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
         try:
-            documents = list(yaml.safe_load_all(path.read_text()))
-        except (OSError, UnicodeDecodeError) as exc:
-            result.errors.append(LoadError(shown, None, "", "", (("", f"cannot read: {exc}"),)))
+            documents = _read_documents(path, inside, limits)
+        except OSError as exc:
+            result.errors.append(_file_error(shown, f"cannot read: {exc.strerror or exc}"))
             continue
         except yaml.YAMLError as exc:
             reason = yaml_reason(exc)
             result.errors.append(LoadError(shown, None, "", "", (("", f"not valid YAML: {reason}"),)))
+
+        except ValueError as exc:  # ManifestTooLarge included
+            result.errors.append(_file_error(shown, str(exc)))
             continue
         for index, document in enumerate(documents, start=1):
             if document is None:
@@ -110,13 +184,26 @@ def load_dir(root: Path) -> LoadResult:
             try:
                 resource = parse_manifest(document)
             except ManifestError as exc:
-                result.errors.append(LoadError(shown, index, exc.kind, exc.name, tuple(exc.problems)))
+                problems = tuple((p, _printable(r, REASON_CHARS)) for p, r in exc.problems)
+                result.errors.append(
+                    LoadError(shown, index, _printable(exc.kind), _printable(exc.name), problems)
+                )
                 continue
             loaded = Loaded(resource, document, f"{shown}#{index}")
-            if loaded.key in seen:
-                problem = ("metadata.name", f"duplicate of {seen[loaded.key]}; this document is ignored")
-                result.errors.append(LoadError(shown, index, resource.kind, resource.name, (problem,)))
+            candidates.setdefault(loaded.key, []).append(loaded)
+            in_order.append(loaded)
+    winners: set[int] = set()
+    for key, found in candidates.items():
+        owner = owners.get(key)
+        winner = next((c for c in found if c.file == owner), found[0])
+        winners.add(id(winner))
+        for loser in found:
+            if loser is winner:
                 continue
-            seen[loaded.key] = loaded.source
-            result.objects.append(loaded)
+            problem = ("metadata.name", f"duplicate of {winner.source}; this document is ignored")
+            kind, name = loser.resource.kind, loser.resource.name
+            result.errors.append(
+                LoadError(loser.file, int(loser.source.rpartition("#")[2]), kind, name, (problem,))
+            )
+    result.objects = [o for o in in_order if id(o) in winners]
     return result

@@ -15,7 +15,12 @@ How a plan becomes processes (what the platform, not the rule, decides):
   gives them local discovery instead of the Kubernetes API (the local twin of their RBAC);
 * a Secret key is read from `$MCPFLEET_SECRET_<NAME>_<KEY>` or `STATE/secrets/<name>/<key>`; it reaches
   the process as the environment variable the plan names (`secret_env`) or, for a `SecretFile`, as a
-  mode-0600 file in `<config dir>/secrets/` (the twin of the projected Secret volume on Kubernetes).
+  mode-0600 file in `<config dir>/secrets/` (the twin of the projected Secret volume on Kubernetes);
+* every path named from manifest values goes through `paths.safe_join`: nothing is written, read as
+  a secret or removed outside the state dir, whatever the names or symlinks inside it;
+* a file that cannot be loaded (YAML error, too large) keeps the objects it defined running as last
+  loaded, and an invalid new version of an object keeps the old one: both carry the error in
+  `status.message` and a `ManifestApplied=False` condition until the file is fixed.
 """
 
 from __future__ import annotations
@@ -47,10 +52,12 @@ from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
 from mcpfleet.platform.local.discovery import is_member_backend
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
+from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
+from mcpfleet.platform.local.yamlread import ManifestLimits
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
     Container,
@@ -67,6 +74,10 @@ RESYNC_SECONDS = 1.0
 RELOAD_SECONDS = 10.0
 """Manifests are re-read at least this often even without a file event (events can be missed)."""
 LOOPBACK = "127.0.0.1"
+KEPT_ERROR_CHARS = 4000
+"""The error reported on a kept object is cut to this (a condition message holds at most 32768)."""
+MANIFEST_CONDITION = "ManifestApplied"
+"""Local only: False while the object runs its last valid manifest because the current one is invalid."""
 
 Key = tuple[str, str, str]
 StatusCallback = Callable[[str, str, str, dict[str, Any]], None]
@@ -106,8 +117,10 @@ class Runner:
         *,
         port_range: tuple[int, int] | None = None,
         on_status: StatusCallback | None = None,
+        limits: ManifestLimits | None = None,
     ) -> None:
         self.manifests = manifests
+        self.limits = limits or ManifestLimits()
         self.state = state
         self.state_dir = state.state_dir
         self.on_status = on_status
@@ -115,6 +128,8 @@ class Runner:
         self.port_notices: list[str] = []
         """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
         self._noticed: dict[str, str] = {}
+        self.kept: dict[Key, str] = {}
+        """Objects running their last valid manifest, with the error that keeps the new one out."""
         self._loaded: dict[Key, Loaded] = {}
         self._reload = True
         self.passes = 0
@@ -126,7 +141,9 @@ class Runner:
             state.release_port,
             port_range=port_range or DEFAULT_RANGE,
         )
-        self.supervisor = Supervisor(self.state_dir / "logs", self._mark_dirty, self._on_spawn, self._on_exit)
+        self.supervisor = Supervisor(
+            safe_join(self.state_dir, "logs"), self._mark_dirty, self._on_spawn, self._on_exit
+        )
         self._written: dict[Path, str] = {}
         self._base_env = self._child_base_env()
 
@@ -146,7 +163,7 @@ class Runner:
             spec.name,
             pid,
             spec.port,
-            str(self.state_dir / "logs" / f"{spec.log_name}.log"),
+            str(self.supervisor.log_path(spec.key) or ""),
             restarts,
         )
 
@@ -276,30 +293,77 @@ class Runner:
         return len(self._loaded)
 
     async def _load(self) -> None:
-        result = await asyncio.to_thread(load_dir, self.manifests)
         previous = self._loaded
+        owners = {key: item.file for key, item in previous.items()}
+        result = await asyncio.to_thread(load_dir, self.manifests, self.limits, owners)
         loaded = {item.key: item for item in result.objects}
+        kept: dict[Key, str] = {}
+        errors = list(result.errors)
         for error in result.errors:
-            # Like a rejected `kubectl apply`: an object whose new version is invalid keeps running as it was.
             for key, item in previous.items():
-                if (key[0], key[2]) == (error.kind, error.name) and key not in loaded:
-                    loaded[key] = item
-        self.load_errors = result.errors
+                if key in kept:
+                    continue
+                # A file that cannot be read keeps every object it held; like a rejected `kubectl
+                # apply`, an object whose new version is invalid keeps running as it was.
+                whole_file = error.document is None and item.file == error.file
+                if not (whole_file or (error.kind, error.name) == (key[0], key[2])):
+                    continue
+                newcomer = loaded.get(key)
+                if newcomer is not None and newcomer.file == item.file:
+                    continue  # loaded again from its own file: nothing to keep
+                if newcomer is not None:
+                    # Defined elsewhere too, while its own file is broken: the running one stays.
+                    errors.append(_duplicate_of(newcomer, item))
+                loaded[key] = item
+                kept[key] = str(error)[:KEPT_ERROR_CHARS]
+        self.load_errors = errors
+        self.kept = kept
         for error in result.errors:
             log.info("invalid manifest: %s", error)
         # `mcpfleet get` lists them too (another process: through the state file).
-        await self.state.set_meta(META_LOAD_ERRORS, json.dumps([asdict(e) for e in result.errors]))
+        await self.state.set_meta(META_LOAD_ERRORS, json.dumps([asdict(e) for e in self.load_errors]))
         for key, item in loaded.items():
             await self.state.upsert_object(*key, item.manifest, item.source)
         for obj in await self.state.objects():
             if (obj.kind, obj.namespace, obj.name) not in loaded:
                 await self.state.delete_object(obj.kind, obj.namespace, obj.name)
                 # Secret values written for it go with it (its other files, e.g. a catalogue, stay).
-                secrets = self.config_dir(obj.kind, obj.namespace, obj.name) / LOCAL_SECRET_DIR
-                shutil.rmtree(secrets, ignore_errors=True)
+                try:
+                    secrets = safe_join(self.config_dir(obj.kind, obj.namespace, obj.name), LOCAL_SECRET_DIR)
+                except PathEscapeError as exc:
+                    log.warning("not removing secrets of %s/%s: %s", obj.kind, obj.name, exc)
+                else:
+                    shutil.rmtree(secrets, ignore_errors=True)
                 if self.on_status is not None:
                     self.on_status(obj.kind, obj.namespace, obj.name, {})
         self._loaded = loaded
+
+    def _mark_kept(self, key: Key, status: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+        """Report (or clear) the invalid manifest on an object that keeps running its last valid one."""
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != MANIFEST_CONDITION]
+        error = self.kept.get(key)
+        if error is None:
+            if "conditions" in status:
+                status["conditions"] = conditions
+            return status
+        before = next(
+            (c for c in previous.get("conditions") or [] if c.get("type") == MANIFEST_CONDITION), None
+        )
+        conditions.append(
+            {
+                "type": MANIFEST_CONDITION,
+                "status": "False",
+                "reason": "InvalidManifest",
+                "message": error,
+                "lastTransitionTime": (before or {}).get("lastTransitionTime") or now_rfc3339(),
+            }
+        )
+        status["conditions"] = conditions
+        if key[0] in WORKLOAD_ORDER:  # only the workload statuses have a message (the others: the condition)
+            message = status.get("message")
+            kept = f"the last valid manifest keeps running; the current one is invalid: {error}"
+            status["message"] = f"{message}; {kept}" if message else kept
+        return status
 
     def _world(self, namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
         def of(kind: type[Any]) -> list[Any]:
@@ -335,25 +399,31 @@ class Runner:
         observation = self._observe(desired)
         report = self._vmcp_report(resource) if isinstance(resource, VirtualMCPServer) else None
         status = rules.status(resource, stored.status, plan, observation, world, report)
+        status = self._mark_kept((resource.kind, resource.namespace, resource.name), status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}
 
     def config_dir(self, kind: str, namespace: str, name: str) -> Path:
-        return self.state_dir / "config" / kind.lower() / namespace / name
+        """STATE/config/KIND/NAMESPACE/NAME, checked to stay inside the state dir (PathEscapeError)."""
+        return safe_join(self.state_dir, "config", kind.lower(), namespace, name)
 
     def status_file(self, namespace: str, name: str) -> Path:
-        return self.config_dir("VirtualMCPServer", namespace, name) / "status.json"
+        return safe_join(self.config_dir("VirtualMCPServer", namespace, name), "status.json")
 
     async def _apply(self, resource: Resource, desired: Desired) -> None:
         plan = desired.plan
-        config_dir = self.config_dir(plan.kind, plan.namespace, plan.name)
+        try:
+            config_dir = self.config_dir(plan.kind, plan.namespace, plan.name)
+            data_dir = safe_join(self.state_dir, "data", plan.kind.lower(), plan.namespace, plan.name)
+            config_paths = [(safe_join(config_dir, c.filename), c.content) for c in plan.config_files]
+        except PathEscapeError as exc:
+            raise LocalRunError(f"refused to write outside the state dir: {exc}") from exc
         config_dir.mkdir(parents=True, exist_ok=True)  # also the processes' working directory
-        for config in plan.config_files:
-            self._write(config_dir / config.filename, config.content)
+        for path, content in config_paths:
+            self._write(path, content)
         self._write_secret_files(config_dir, plan)
-        data_dir = self.state_dir / "data" / plan.kind.lower() / plan.namespace / plan.name
         if plan.data_dir:
             data_dir.mkdir(parents=True, exist_ok=True)
         base = workload_key(plan.kind, plan.namespace, plan.name)
@@ -414,10 +484,8 @@ class Runner:
         if self._written.get(path) == content:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != content:
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(content)
-            os.replace(tmp, path)
+        if path.is_symlink() or not path.exists() or path.read_text() != content:
+            write_file(path, content)
         self._written[path] = content
 
     async def _port(self, key: str, container: Container, pinned: str | None = None) -> int | None:
@@ -487,36 +555,43 @@ class Runner:
 
     def _write_secret_files(self, config_dir: Path, plan: WorkloadPlan) -> None:
         """The plan's SecretFiles as mode-0600 files in a mode-0700 folder; stale ones removed."""
-        folder = config_dir / LOCAL_SECRET_DIR
+        try:
+            folder = safe_join(config_dir, LOCAL_SECRET_DIR)
+            paths = {f.filename: safe_join(folder, f.filename) for f in plan.secret_files}
+        except PathEscapeError as exc:
+            raise LocalRunError(f"refused to write a secret outside the state dir: {exc}") from exc
         wanted = {f.filename for f in plan.secret_files}
         if folder.is_dir():
             for stale in folder.iterdir():
-                if stale.name not in wanted:
-                    stale.unlink(missing_ok=True)
+                if stale.name in wanted:
+                    continue
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale)  # inside the checked folder: a leftover folder, not a secret
+                else:
+                    stale.unlink(missing_ok=True)  # a symlink is removed itself, never its target
         if not plan.secret_files:
             return
         folder.mkdir(mode=0o700, exist_ok=True)
         folder.chmod(0o700)
         for secret_file in plan.secret_files:
             value = self._secret(SecretEnv(secret_file.filename, secret_file.secret))
-            path = folder / secret_file.filename
+            path = paths[secret_file.filename]
             with contextlib.suppress(OSError):
-                if path.read_text() == value:
+                if not path.is_symlink() and path.read_text() == value:
                     continue
-            tmp = path.with_name(path.name + ".tmp")
             # Created 0600 (not chmod-ed after the write): the value is never readable by others.
-            tmp.unlink(missing_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(value)
-            os.replace(tmp, path)  # the service reads the new value at its next use, as with a Secret volume
+            # Replaced atomically: the service reads the new value at its next use, as with a Secret volume.
+            write_file(path, value, 0o600)
 
     def _secret(self, secret: SecretEnv) -> str:
         name, key = secret.secret.name, secret.secret.key
         variable = _secret_env_name(name, key)
         if variable in os.environ:
             return os.environ[variable]
-        path = self.state_dir / "secrets" / name / key
+        try:
+            path = safe_join(self.state_dir, "secrets", name, key)
+        except PathEscapeError as exc:
+            raise LocalRunError(f"secret {name} key {key}: not a usable file name ({exc})") from exc
         if path.is_file():
             return path.read_text().rstrip("\n")
         raise LocalRunError(f"secret {name} key {key}: not found locally; set ${variable} or write {path}")
@@ -554,10 +629,9 @@ class Runner:
         )
 
     def _vmcp_report(self, resource: Resource) -> dict[str, Any] | None:
-        path = self.status_file(resource.namespace, resource.name)
         try:
-            report = json.loads(path.read_text())
-        except (OSError, ValueError):
+            report = json.loads(self.status_file(resource.namespace, resource.name).read_text())
+        except (OSError, ValueError):  # PathEscapeError is a ValueError
             return None
         return report if isinstance(report, dict) else None
 
@@ -571,6 +645,10 @@ class Runner:
         elif isinstance(resource, MCPToolConfig | MCPExternalAuthConfig):
             previous_config = ConfigStatus.model_validate(stored.status or {})
             status = rules.config_status(previous_config, resource, world).dump()
+        if status is not None:
+            status = self._mark_kept(
+                (resource.kind, resource.namespace, resource.name), status, stored.status
+            )
         if status is not None and await self.state.set_status(
             resource.kind, resource.namespace, resource.name, status
         ):
@@ -595,6 +673,13 @@ def _stopped_conditions(conditions: Any) -> list[Any]:
             condition.update(status="False", reason="NotRunning", message=STOPPED_MESSAGE)
         result.append(condition)
     return result
+
+
+def _duplicate_of(newcomer: Loaded, running: Loaded) -> LoadError:
+    document = int(newcomer.source.rpartition("#")[2])
+    reason = f"duplicate of {running.source}, which keeps running; this document is ignored"
+    kind, name = newcomer.resource.kind, newcomer.resource.name
+    return LoadError(newcomer.file, document, kind, name, (("metadata.name", reason),))
 
 
 def is_manifest_path(root: Path, path: str) -> bool:

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class Managed:
     ) -> None:
         self.spec = spec
         self.state = ProcessState()
+        self.logs_dir = logs_dir
         self.log_path = logs_dir / f"{spec.log_name}.log"
         self._on_change = on_change
         self._on_spawn = on_spawn
@@ -164,6 +166,8 @@ class Managed:
 
     async def _run_once(self) -> None:
         spec = self.spec
+        # Checked at every start: a symlink planted at logs/NAME.log must not redirect the log.
+        self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a", buffering=1) as logfile:
             # The command line may hold a URL with credentials (`mcpfleet proxy --remote`).
