@@ -323,7 +323,8 @@ def render(plan: WorkloadPlan, owner: Owner, images: Images) -> list[dict[str, A
                 "template": {
                     "metadata": {
                         "labels": pod_labels,
-                        "annotations": {ANNOTATION_CONFIG_CHECKSUM: plan.config_checksum},
+                        # Not config_checksum: a vMCP's group members come and go without a rollout.
+                        "annotations": {ANNOTATION_CONFIG_CHECKSUM: plan.rollout_checksum},
                     },
                     "spec": pod_spec,
                 },

@@ -39,8 +39,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
@@ -50,7 +48,6 @@ from mcpfleet.api.meta import ConfigStatus, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
-from mcpfleet.platform.local.discovery import is_member_backend
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
@@ -694,24 +691,9 @@ def is_manifest_path(root: Path, path: str) -> bool:
 
 
 def restart_checksum(plan: WorkloadPlan) -> str:
-    """The config checksum whose change restarts the processes.
-
-    The vMCP config lists the group members it saw when rendered; the local gateway follows the
-    group live from the state instead (`discovery.LocalBackendSource`), so a member coming or going
-    must not restart it: those entries are left out here and by `dataplane` alike.
-    """
-    if plan.kind != "VirtualMCPServer":
-        return plan.config_checksum
-    digest = hashlib.sha256()
-    for config in sorted(plan.config_files, key=lambda c: c.filename):
-        content: Any = config.content
-        with contextlib.suppress(yaml.YAMLError):
-            document = yaml.safe_load(config.content)
-            if isinstance(document, dict) and isinstance(document.get("backends"), list):
-                document["backends"] = [b for b in document["backends"] if not is_member_backend(b)]
-                content = document
-        digest.update(config.filename.encode() + b"\0" + json.dumps(content, sort_keys=True).encode() + b"\0")
-    return digest.hexdigest()
+    """The config checksum whose change restarts the processes: the plan's rollout checksum (the
+    local gateway follows the group live from the state, `discovery.LocalBackendSource`)."""
+    return plan.rollout_checksum
 
 
 class LocalRunError(Exception):
