@@ -19,10 +19,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+NETWORK = re.compile(r"(?i)proxy|cert|ssl|cainfo|^pip_|^uv_|^npm_config_")
+"""The machine's network settings (proxies, CA bundles, package indexes) are kept: a user's fresh
+shell has them too. Everything else (VIRTUAL_ENV, a PATH with the venv) is dropped."""
 CLEAN_ENV = {
     "HOME": os.environ.get("HOME", "/root"),
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
+    **{k: v for k, v in os.environ.items() if NETWORK.search(k)},
 }
 
 
