@@ -57,59 +57,22 @@ class _Converter:
         self.rules = rules
 
     def convert(self, node: dict[str, Any]) -> dict[str, Any]:
-        node = dict(node)
-        title = None
-        if "$ref" in node:
-            ref_name = node.pop("$ref").rsplit("/", 1)[-1]
-            target = dict(self.defs[ref_name])
-            title = ref_name
-            # A field description wins over the model's docstring.
-            if "description" in node:
-                target["description"] = node["description"]
-            if "default" in node:
-                target["default"] = node["default"]
-            node = {**target, **{k: v for k, v in node.items() if k not in target}}
+        node, title = self._inline_ref(dict(node))
         if "anyOf" in node:
-            options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
-            if len(options) != 1:
-                raise ValueError(f"cannot express a union of {len(options)} types structurally: {options}")
-            merged = dict(options[0])
-            for key in ("description", "default"):
-                if key in node:
-                    merged[key] = node[key]
-            node = {**merged, **{k: v for k, v in node.items() if k not in merged}}
-            return self.convert(node)
+            return self.convert(self._without_null(node))
         if "const" in node:
             node["enum"] = [node.pop("const")]
         if node.get("default", "absent") is None:
             node.pop("default")
-        out: dict[str, Any] = {}
         preserve = bool(node.get("x-kubernetes-preserve-unknown-fields"))
         node_type = node.get("type")
         if node_type is None and not preserve:
             raise ValueError(f"schema node without a type: {node}")
         if "description" in node:
             node["description"] = " ".join(str(node["description"]).split())
-        for key, value in node.items():
-            if key in _DROP_KEYS or key in {"properties", "items", "required"}:
-                continue
-            if key == "maxLength" and node_type == "array":
-                key = "maxItems"
-            out[key] = value
+        out = _own_keys(node, node_type)
         if node_type == "object":
-            if "properties" in node:
-                out["properties"] = {k: self.convert(v) for k, v in node["properties"].items()}
-                if node.get("required"):
-                    out["required"] = list(node["required"])
-            additional = node.get("additionalProperties")
-            if isinstance(additional, dict) and additional:
-                out["additionalProperties"] = self.convert(additional)
-            elif additional is True or ("properties" not in node and not preserve):
-                out["x-kubernetes-preserve-unknown-fields"] = True
-            if "minLength" in out:
-                out["minProperties"] = out.pop("minLength")
-            if "maxLength" in out:
-                out["maxProperties"] = out.pop("maxLength")
+            self._object(node, out, preserve)
         if node_type == "array" and "items" in node:
             out["items"] = self.convert(node["items"])
         if preserve and node_type is None:
@@ -117,6 +80,55 @@ class _Converter:
         if title and title in self.rules:
             out["x-kubernetes-validations"] = self.rules[title]
         return out
+
+    def _inline_ref(self, node: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """A `$ref` replaced by its definition (the field's description and default win); the title."""
+        if "$ref" not in node:
+            return node, None
+        ref_name = node.pop("$ref").rsplit("/", 1)[-1]
+        target = dict(self.defs[ref_name])
+        # A field description wins over the model's docstring.
+        for key in ("description", "default"):
+            if key in node:
+                target[key] = node[key]
+        return {**target, **{k: v for k, v in node.items() if k not in target}}, ref_name
+
+    @staticmethod
+    def _without_null(node: dict[str, Any]) -> dict[str, Any]:
+        """`X | None` as X (structural schemas have no unions); other unions cannot be expressed."""
+        options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express a union of {len(options)} types structurally: {options}")
+        merged = dict(options[0])
+        for key in ("description", "default"):
+            if key in node:
+                merged[key] = node[key]
+        return {**merged, **{k: v for k, v in node.items() if k not in merged}}
+
+    def _object(self, node: dict[str, Any], out: dict[str, Any], preserve: bool) -> None:
+        if "properties" in node:
+            out["properties"] = {k: self.convert(v) for k, v in node["properties"].items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        additional = node.get("additionalProperties")
+        if isinstance(additional, dict) and additional:
+            out["additionalProperties"] = self.convert(additional)
+        elif additional is True or ("properties" not in node and not preserve):
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        if "minLength" in out:
+            out["minProperties"] = out.pop("minLength")
+        if "maxLength" in out:
+            out["maxProperties"] = out.pop("maxLength")
+
+
+def _own_keys(node: dict[str, Any], node_type: str | None) -> dict[str, Any]:
+    """The node's keywords that stay as they are (children are converted separately)."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP_KEYS or key in {"properties", "items", "required"}:
+            continue
+        out["maxItems" if key == "maxLength" and node_type == "array" else key] = value
+    return out
 
 
 def openapi_schema(kind: type[Resource]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ cache directory, outside any work tree, keyed by version, so sessions and CI reu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -21,7 +22,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -467,12 +468,10 @@ def _open_lock(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
 
 
-async def build_all(layout: BuildLayout, progress: Progress, jobs: int | None = None) -> bool:
-    """Builds etcd then Kubernetes (sequentially: each link needs ~2 GiB). True if anything was built.
-
-    Holds an exclusive lock on the cache while building: a second `build` or `up` started meanwhile
-    waits, then finds the stamps and does nothing (two concurrent kube builds would thrash 2 cores).
-    """
+@contextlib.asynccontextmanager
+async def build_lock(layout: BuildLayout, progress: Progress) -> AsyncIterator[None]:
+    """The machine-wide build lock: one Go build at a time (each link needs ~2 GiB, and two
+    concurrent kube builds would thrash 2 cores). A second holder waits, saying so."""
     lock_path = layout.cache_root / "k8s" / ".build.lock"
     fd = _open_lock(lock_path)
     try:
@@ -481,8 +480,18 @@ async def build_all(layout: BuildLayout, progress: Progress, jobs: int | None = 
         except BlockingIOError:
             progress(f"another build holds {lock_path}; waiting for it")
             await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-        built_etcd = await build_etcd(layout, progress, jobs)
-        built_kube = await build_kube(layout, progress, jobs)
+        yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+async def build_all(layout: BuildLayout, progress: Progress, jobs: int | None = None) -> bool:
+    """Builds etcd then Kubernetes (sequentially: each link needs ~2 GiB). True if anything was built.
+
+    Holds the build lock while building: a second `build` or `up` started meanwhile waits, then
+    finds the stamps and does nothing.
+    """
+    async with build_lock(layout, progress):
+        built_etcd = await build_etcd(layout, progress, jobs)
+        built_kube = await build_kube(layout, progress, jobs)
     return built_etcd or built_kube

@@ -39,25 +39,8 @@ class _OrjsonResponse(Response):
         return orjson.dumps(content)
 
 
-def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> FastAPI:
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if manage_lifespan:
-            await service.start()
-        try:
-            yield
-        finally:
-            if manage_lifespan:
-                await service.stop()
-
-    app = FastAPI(
-        title="mcpfleet registry server",
-        version=__version__,
-        openapi_url=None,
-        docs_url=None,
-        redoc_url=None,
-        lifespan=lifespan,
-    )
+def _operational_routes(app: FastAPI, service: RegistryService) -> None:
+    """Health, readiness, version, sync status, metrics and the OpenAPI document."""
     document = orjson.dumps(build_openapi())
 
     @app.get("/health")
@@ -97,6 +80,10 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
     async def openapi() -> Response:
         return Response(document, media_type="application/json")
 
+
+def _error_handlers(app: FastAPI) -> None:
+    """404 / 405 as the upstream registry answers them."""
+
     @app.exception_handler(404)
     async def not_found(_request: Any, _exc: Any) -> Response:
         return JSONResponse({"error": "Not found"}, status_code=404)
@@ -105,6 +92,28 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
     async def not_allowed(_request: Any, _exc: Any) -> Response:
         return JSONResponse({"error": "Method not allowed"}, status_code=405)
 
+
+def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if manage_lifespan:
+            await service.start()
+        try:
+            yield
+        finally:
+            if manage_lifespan:
+                await service.stop()
+
+    app = FastAPI(
+        title="mcpfleet registry server",
+        version=__version__,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    _operational_routes(app, service)
+    _error_handlers(app)
     return app
 
 

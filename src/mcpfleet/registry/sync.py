@@ -25,7 +25,8 @@ from lightkube import AsyncClient
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
-from mcpfleet.registry.config import RegistryConfig, Source, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.registry.config import RegistryConfig, Source
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.api import ApiReader
@@ -58,7 +59,7 @@ def build_reader(
         return FileReader(source.name, source.format, path if path.is_absolute() else base_dir / path)
     if source.url is not None:
         u = source.url
-        return UrlReader(source.name, source.format, u.url, u.headers, parse_duration(u.timeout))
+        return UrlReader(source.name, source.format, u.endpoint, u.headers, parse_duration(u.timeout))
     if source.git is not None:
         g = source.git
         username = g.auth.username if g.auth else None
@@ -79,7 +80,7 @@ def build_reader(
         )
     if source.api is not None:
         a = source.api
-        return ApiReader(source.name, a.url, a.pageSize, a.headers, parse_duration(a.timeout))
+        return ApiReader(source.name, a.endpoint, a.pageSize, a.headers, parse_duration(a.timeout))
     if source.configMap is not None:
         c = source.configMap
         return ConfigMapReader(source.name, source.format, c.namespace, c.name, c.key, kube_client)
