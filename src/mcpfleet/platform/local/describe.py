@@ -15,7 +15,13 @@ from rich.console import Console
 
 from mcpfleet.api.kinds import lookup_kind
 from mcpfleet.platform.local.display import age, plain_table
-from mcpfleet.platform.local.snapshot import DB_FILENAME, read_load_errors, read_objects, read_processes
+from mcpfleet.platform.local.snapshot import (
+    DB_FILENAME,
+    StoredObject,
+    read_load_errors,
+    read_objects,
+    read_processes,
+)
 from mcpfleet.platform.local.views import log_files
 
 EVENT_LINES = 10
@@ -63,6 +69,13 @@ def run_describe(state_dir: Path, kind_name: str, name: str | None, console: Con
                 _say(console, f"  invalid manifest {error.get('file')}: {path or '-'}: {reason}")
         return 1
     obj = found[0]
+    _summary(console, obj)
+    _conditions_and_backends(console, obj.status)
+    _processes_and_logs(console, state_dir, obj)
+    return 0
+
+
+def _summary(console: Console, obj: StoredObject) -> None:
     status: dict[str, Any] = obj.status
     spec = obj.manifest.get("spec") or {}
     _say(console, f"Name:         {obj.name}")
@@ -82,6 +95,26 @@ def run_describe(state_dir: Path, kind_name: str, name: str | None, console: Con
     if status.get("message"):
         _say(console, "  Message:")
         _indented(console, str(status["message"]), "    ")
+
+
+def _processes_and_logs(console: Console, state_dir: Path, obj: StoredObject) -> None:
+    processes = [p for p in read_processes(state_dir) if p.kind == obj.kind and p.name == obj.name]
+    if processes:
+        _say(console, "Processes:")
+        body = [[p.key, str(p.pid or "-"), str(p.port or "-"), p.log_path] for p in processes]
+        _indented(console, plain_table(["KEY", "PID", "PORT", "LOG"], body))
+    files = log_files(state_dir, obj.name)
+    if files:
+        events, tail = _events(files[0])
+        _say(console, f"Events (process starts and exits, from {files[0].name}):")
+        _indented(console, "\n".join(events) or "<none>")
+        _say(console, f"Last {len(tail)} log lines (mcpfleet logs {obj.name} for more):")
+        _indented(console, "\n".join(tail) or "<empty>")
+    else:
+        _say(console, "Events:       <none> (no log file)")
+
+
+def _conditions_and_backends(console: Console, status: dict[str, Any]) -> None:
     conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
     if conditions:
         _say(console, "Conditions:")
@@ -102,18 +135,3 @@ def run_describe(state_dir: Path, kind_name: str, name: str | None, console: Con
         _say(console, "Backends:")
         body = [[str(b.get("name", "")), str(b.get("status", "")), str(b.get("url", ""))] for b in backends]
         _indented(console, plain_table(["NAME", "STATUS", "URL"], body))
-    processes = [p for p in read_processes(state_dir) if p.kind == obj.kind and p.name == obj.name]
-    if processes:
-        _say(console, "Processes:")
-        body = [[p.key, str(p.pid or "-"), str(p.port or "-"), p.log_path] for p in processes]
-        _indented(console, plain_table(["KEY", "PID", "PORT", "LOG"], body))
-    files = log_files(state_dir, obj.name)
-    if files:
-        events, tail = _events(files[0])
-        _say(console, f"Events (process starts and exits, from {files[0].name}):")
-        _indented(console, "\n".join(events) or "<none>")
-        _say(console, f"Last {len(tail)} log lines (mcpfleet logs {obj.name} for more):")
-        _indented(console, "\n".join(tail) or "<empty>")
-    else:
-        _say(console, "Events:       <none> (no log file)")
-    return 0

@@ -164,10 +164,6 @@ def load_dir(
         except OSError as exc:
             result.errors.append(_file_error(shown, f"cannot read: {exc.strerror or exc}"))
             continue
-        except yaml.YAMLError as exc:
-            reason = yaml_reason(exc)
-            result.errors.append(LoadError(shown, None, "", "", (("", f"not valid YAML: {reason}"),)))
-
         except ValueError as exc:  # ManifestTooLarge included
             result.errors.append(_file_error(shown, str(exc)))
             continue

@@ -72,14 +72,10 @@ def _kinds(kind_name: str) -> list[type[Resource]] | None:
     return None if kind is None else [kind]
 
 
-def run_get(state_dir: Path, args: list[str], output: str | None, console: Console) -> int:
-    targets = parse_targets(args)
-    if isinstance(targets, str):
-        console.print(f"error: {targets}", markup=False, highlight=False)
-        return 2
-    if output not in (None, "", "wide", "name", "yaml", "json"):
-        console.print(f"error: -o: expected yaml, json, wide or name, got {output!r}", markup=False)
-        return 2
+def _resolve(
+    targets: list[tuple[str, list[str]]], console: Console
+) -> list[tuple[type[Resource], list[str]]] | None:
+    """(kind, names) per target; None (after printing why) for an unknown kind or `all NAME`."""
     resolved: list[tuple[type[Resource], list[str]]] = []
     for kind_name, names in targets:
         kinds = _kinds(kind_name)
@@ -88,15 +84,18 @@ def run_get(state_dir: Path, args: list[str], output: str | None, console: Conso
             console.print(
                 f"error: unknown kind {kind_name!r}; known: {known} (or all)", markup=False, highlight=False
             )
-            return 2
+            return None
         if names and kind_name == "all":
             console.print("error: a name needs a kind (get mcpserver NAME), not all", markup=False)
-            return 2
+            return None
         resolved += [(kind, names) for kind in kinds]
-    if not (state_dir / DB_FILENAME).exists():
-        console.print(f"No resources found (no state in {state_dir}; is `mcpfleet up` running here?)")
-        return 1 if any(names for _, names in resolved) else 0
-    load_errors = read_load_errors(state_dir)
+    return resolved
+
+
+def _find(
+    state_dir: Path, resolved: list[tuple[type[Resource], list[str]]], load_errors: list[dict[str, Any]]
+) -> tuple[list[tuple[type[Resource], list[StoredObject]]], list[str]]:
+    """The stored objects asked for, and a "not found" line per missing name (with why, if invalid)."""
     found: list[tuple[type[Resource], list[StoredObject]]] = []
     missing: list[str] = []
     for kind, names in resolved:
@@ -111,26 +110,43 @@ def run_get(state_dir: Path, args: list[str], output: str | None, console: Conso
                 why = f" (its manifest is invalid: {_error_text(invalid[0])})" if invalid else ""
                 missing.append(f'{kind.info.singular} "{name}" not found{why}')
         found.append((kind, objects))
+    return found, missing
+
+
+def _print_documents(objects: list[StoredObject], *, single: bool, output: str, console: Console) -> None:
+    """`-o yaml|json`: one object as itself, several as a v1 List."""
+    documents = [o.as_document() for o in objects]
+    payload: Any = documents[0] if single else {"apiVersion": "v1", "kind": "List", "items": documents}
+    text = yaml.safe_dump(payload, sort_keys=False) if output == "yaml" else json.dumps(payload, indent=2)
+    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+
+
+def run_get(state_dir: Path, args: list[str], output: str | None, console: Console) -> int:
+    targets = parse_targets(args)
+    if isinstance(targets, str):
+        console.print(f"error: {targets}", markup=False, highlight=False)
+        return 2
+    if output not in (None, "", "wide", "name", "yaml", "json"):
+        console.print(f"error: -o: expected yaml, json, wide or name, got {output!r}", markup=False)
+        return 2
+    resolved = _resolve(targets, console)
+    if resolved is None:
+        return 2
+    if not (state_dir / DB_FILENAME).exists():
+        console.print(f"No resources found (no state in {state_dir}; is `mcpfleet up` running here?)")
+        return 1 if any(names for _, names in resolved) else 0
+    load_errors = read_load_errors(state_dir)
+    found, missing = _find(state_dir, resolved, load_errors)
     everything = [o for _, objects in found for o in objects]
-    single = len(resolved) == 1 and len(resolved[0][1]) == 1
     if output in ("yaml", "json"):
         if everything:
-            documents = [o.as_document() for o in everything]
-            payload: Any = (
-                documents[0] if single else {"apiVersion": "v1", "kind": "List", "items": documents}
-            )
-            text = (
-                yaml.safe_dump(payload, sort_keys=False)
-                if output == "yaml"
-                else json.dumps(payload, indent=2)
-            )
-            console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+            single = len(resolved) == 1 and len(resolved[0][1]) == 1
+            _print_documents(everything, single=single, output=output, console=console)
     else:
         _print_tables(found, output, console)
         listing = not any(names for _, names in resolved)
-        shown_errors = [
-            e for e in load_errors if not e.get("kind") or e.get("kind") in {k.info.kind for k, _ in resolved}
-        ]
+        kinds = {k.info.kind for k, _ in resolved}
+        shown_errors = [e for e in load_errors if not e.get("kind") or e.get("kind") in kinds]
         if listing and output != "name" and shown_errors:
             _print_load_errors(shown_errors, console)
         elif listing and not everything:
