@@ -198,6 +198,12 @@ def image(
     """Build the mcpfleet OCI image with no registry and no Docker (debootstrap + wheel + umoci).
 
     Prints the image reference (`localhost/mcpfleet:<content hash>`). Needs root.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster image --repo .
+      make image
     """
     from mcpfleet.devcluster.cluster import DevCluster
     from mcpfleet.devcluster.image import ImageBuildError, build_image
@@ -227,7 +233,14 @@ def install_operator(
     ),
     timeout: int = typer.Option(180, "--timeout", help="Seconds to wait for the rollout."),
 ) -> None:
-    """Install the operator in-cluster: `kubectl apply -k` of deploy/ with the local image, then wait."""
+    """Install the operator in-cluster: `kubectl apply -k` of deploy/ with the local image, then wait.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster install-operator
+      kubectl -n mcpfleet-system get pods
+    """
     import subprocess
 
     from mcpfleet.devcluster.build import BuildLayout, default_cache_root
