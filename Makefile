@@ -6,7 +6,7 @@ MCPFLEET := $(VENV)/bin/mcpfleet
 NODE_TOOLS := tools/node/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 
-.PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench lint crds diagrams clean
+.PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
 
 venv: $(VENV)/.installed
 
@@ -28,9 +28,9 @@ $(NODE_TOOLS): tools/node/package.json tools/node/package-lock.json
 system-deps:
 	bash scripts/system-deps.sh
 
-# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries.
+# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries and Helm.
 cluster-binaries: venv
-	$(MCPFLEET) dev-cluster build
+	$(MCPFLEET) dev-cluster build --helm
 
 # The README's picture: docs/diagrams/*.dot -> .svg with Graphviz (Debian: graphviz, in system-deps).
 # The version comment is dropped so the file only changes when the drawing does.
@@ -64,6 +64,11 @@ test-realnode: venv node-tools system-deps cluster-binaries node-binaries
 
 bench: venv node-tools system-deps
 	$(PY) bench/run_all.py
+
+# The anchors the vMCP figures are compared against (bare ASGI, SDK server, fastmcp proxy), from their
+# own venv bench/anchors/.venv: fastmcp is not a dependency of mcpfleet.
+bench-anchors: venv system-deps
+	bench/anchors/anchor-mcp.sh
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench

@@ -8,6 +8,7 @@ flattened (an unset field is simply absent on the wire).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -265,14 +266,24 @@ def _reference_rows(node: dict[str, Any], path: str, lines: list[str]) -> None:
             _reference_rows(child, f"{path}.<key>.{key}", lines)
 
 
-def write_crds(output: Path, reference: Path | None = None) -> list[Path]:
-    """Write the CRDs (and optionally the field reference); returns the files written."""
-    output.mkdir(parents=True, exist_ok=True)
+def write_crds(output: Path, reference: Path | None = None, copies: Sequence[Path] = ()) -> list[Path]:
+    """Write the CRDs (and optionally the field reference); returns the files written.
+
+    `copies`: more directories that get the same files (the mcpfleet-crds Helm chart's files/crds/);
+    a CRD file there that is no longer generated is removed, since the chart installs every file.
+    """
     written = []
-    for name, text in render_crds().items():
-        path = output / name
-        path.write_text(text)
-        written.append(path)
+    rendered = render_crds()
+    for directory in (output, *copies):
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, text in rendered.items():
+            path = directory / name
+            path.write_text(text)
+            written.append(path)
+    for directory in copies:
+        for stale in directory.glob("*.yaml"):
+            if stale.name not in rendered:
+                stale.unlink()
     if reference is not None:
         reference.parent.mkdir(parents=True, exist_ok=True)
         reference.write_text(render_reference())

@@ -161,6 +161,10 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def find_condition(conditions: list[Condition], type: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type), None)
+
+
 def set_condition(
     conditions: list[Condition],
     *,
@@ -189,10 +193,6 @@ def set_condition(
     if old is None:
         return [*conditions, new]
     return [new if c.type == type else c for c in conditions]
-
-
-def find_condition(conditions: list[Condition], type: str) -> Condition | None:
-    return next((c for c in conditions if c.type == type), None)
 
 
 WorkloadPhase = Literal["Pending", "Running", "Failed", "Terminating", "Stopped"]

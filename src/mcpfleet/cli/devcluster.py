@@ -40,29 +40,40 @@ def _progress(message: str) -> None:
 @app.command()
 def build(
     jobs: int | None = typer.Option(None, "--jobs", "-p", help="go build -p: packages built in parallel."),
+    helm: bool = typer.Option(
+        False, "--helm", help="Also build Helm (for the charts under deploy/helm/), into its own bin dir."
+    ),
+    cluster: bool = typer.Option(
+        True, "--cluster/--no-cluster", help="Build the cluster binaries (--no-cluster --helm: only Helm)."
+    ),
     real_node: bool = typer.Option(
         False, "--real-node", help="Also build kubelet, kube-proxy, CoreDNS and the pause program."
     ),
 ) -> None:
     """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).
 
+    Prints the bin directories (one a line); `mcpfleet dev-cluster env` puts them on PATH.
+
     Examples:
 
     \b
       mcpfleet dev-cluster build
     """
-    from mcpfleet.devcluster.build import BuildError, BuildLayout, build_all, default_cache_root
+    from mcpfleet.devcluster.build import BuildError, BuildLayout, build_tools, default_cache_root
     from mcpfleet.devcluster.nodebuild import NodeLayout, build_node_locked
 
     layout = BuildLayout(default_cache_root())
     try:
-        asyncio.run(build_all(layout, _progress, jobs))
+        asyncio.run(build_tools(layout, _progress, jobs, cluster=cluster, helm=helm))
         if real_node:
             asyncio.run(build_node_locked(NodeLayout(layout), _progress, jobs))
     except BuildError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    typer.echo(str(layout.kube_bin))
+    if cluster:
+        typer.echo(str(layout.kube_bin))
+    if helm:
+        typer.echo(str(layout.helm_bin))
 
 
 @app.command()
@@ -167,7 +178,7 @@ def status(state_dir: Path | None = StateDirOption) -> None:
 
 @app.command()
 def env(state_dir: Path | None = StateDirOption) -> None:
-    """Print shell lines exporting KUBECONFIG and putting the built kubectl first on PATH.
+    """Print shell lines exporting KUBECONFIG and putting the built kubectl (and helm) first on PATH.
 
     Use: eval "$(mcpfleet dev-cluster env)"
 
@@ -184,7 +195,8 @@ def env(state_dir: Path | None = StateDirOption) -> None:
     if not cluster.kubeconfig.exists():
         typer.echo(f"# no kubeconfig yet in {cluster.state_dir}: run `mcpfleet dev-cluster up`", err=True)
     sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}\n")
-    sys.stdout.write(f'export PATH={shlex.quote(str(layout.kube_bin))}:"$PATH"\n')
+    bins = f"{shlex.quote(str(layout.kube_bin))}:{shlex.quote(str(layout.helm_bin))}"
+    sys.stdout.write(f'export PATH={bins}:"$PATH"\n')
 
 
 @app.command()

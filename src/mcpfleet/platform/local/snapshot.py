@@ -48,6 +48,8 @@ class StoredObject:
 
 @dataclass(frozen=True)
 class RecordedProcess:
+    """A process `up` recorded (`describe` shows them)."""
+
     key: str
     kind: str
     name: str
