@@ -26,7 +26,10 @@ def _files(backend_url: str, aggregation: dict[str, Any]) -> str:
             manifest(
                 "VirtualMCPServer",
                 "gw",
-                {"config": {"groupRef": "team", "aggregation": aggregation}, "incomingAuth": {"type": "anonymous"}},
+                {
+                    "config": {"groupRef": "team", "aggregation": aggregation},
+                    "incomingAuth": {"type": "anonymous"},
+                },
             ),
         ]
     )
