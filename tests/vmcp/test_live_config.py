@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from mcp.client.client import Client
 
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.conftest import GatewayFactory
@@ -76,3 +77,39 @@ async def test_filter_and_override_edits_apply_live_on_the_same_session(
         await asyncio.sleep(2.5)
         assert await _tools(h, gw.url, sid) == after
         stream.close()
+
+
+async def test_tool_config_and_composite_edits_apply_live(
+    alpha_beta: tuple[Served, Served], gateway: GatewayFactory, tmp_path: Path
+) -> None:
+    config = two(
+        *alpha_beta,
+        aggregation={"tools": [{"workload": "alpha", "toolConfigRef": {"name": "tc"}}]},
+        toolConfigs={"tc": {"toolsFilter": ["echo"]}},
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    gw = await gateway(config, config_file=str(path))
+    async with Client(gw.url, mode="legacy") as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert "alpha_echo" in names and "alpha_upper" not in names
+        # The MCPToolConfig now keeps `upper` only, and a composite tool appears.
+        config["toolConfigs"] = {"tc": {"toolsFilter": ["upper"]}}
+        config["compositeTools"] = [
+            {
+                "name": "shout",
+                "description": "Upper-case with alpha",
+                "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+                "steps": [{"id": "up", "tool": "alpha.upper", "arguments": {"text": "{{.params.text}}"}}],
+            }
+        ]
+        _rewrite(path, config)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            names = {t.name for t in (await c.list_tools()).tools}
+            if "shout" in names:
+                break
+            await asyncio.sleep(0.2)
+        assert "shout" in names and "alpha_upper" in names and "alpha_echo" not in names, names
+        result = await c.call_tool("shout", {"text": "hi"})
+        assert not result.is_error and "HI" in json.dumps(result.model_dump(mode="json"))
