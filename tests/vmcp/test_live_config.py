@@ -113,3 +113,22 @@ async def test_tool_config_and_composite_edits_apply_live(
         assert "shout" in names and "alpha_upper" in names and "alpha_echo" not in names, names
         result = await c.call_tool("shout", {"text": "hi"})
         assert not result.is_error and "HI" in json.dumps(result.model_dump(mode="json"))
+
+
+def test_watcher_sees_a_configmap_style_symlink_swap(tmp_path: Path) -> None:
+    """The kubelet updates a mounted ConfigMap by pointing `..data` at a new directory (an atomic
+    rename of a symlink); `vmcp.yaml -> ..data/vmcp.yaml` then names a new file, seen by the watcher."""
+    from mcpfleet.vmcp.reload import stamp
+
+    def version(name: str, content: str) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vmcp.yaml").write_text(content)
+        (tmp_path / "..data_tmp").symlink_to(name)
+        (tmp_path / "..data_tmp").replace(tmp_path / "..data")
+
+    same = "aggregation: {conflictResolution: prefix}\n"
+    version("..2026_01", same)
+    (tmp_path / "vmcp.yaml").symlink_to("..data/vmcp.yaml")
+    first = stamp(tmp_path / "vmcp.yaml")
+    version("..2026_02", same)  # same size, possibly the same mtime: a new inode all the same
+    assert first is not None and stamp(tmp_path / "vmcp.yaml") not in (None, first)
