@@ -3,6 +3,8 @@ registry, remote proxy; failure on a broken spec and back."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from .conftest import Kube, OperatorProcess
@@ -299,6 +301,34 @@ def test_virtual_mcp_server(kube: Kube, operator: OperatorProcess) -> None:
     kube.cluster.wait_for(
         "vMCP back", lambda: kube.status("VirtualMCPServer", "gw").get("phase") in ("Ready", "Degraded")
     )
+
+    # A tool filter edit reaches the gateway's ConfigMap (the gateway re-reads the mounted file and
+    # applies it in place, tests/vmcp/test_live_config.py) without rolling the Deployment; an
+    # operational edit still rolls it.
+    def template_checksum() -> str:
+        deployment = kube.get("Deployment", "vmcp-gw")
+        assert deployment is not None
+        return str(deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"])
+
+    def rendered() -> str:
+        return str(((kube.get("ConfigMap", "vmcp-gw-config") or {}).get("data") or {}).get("vmcp.yaml", ""))
+
+    operator.wait_idle()
+    before = template_checksum()
+    live = {
+        "spec": {"config": {"aggregation": {"tools": [{"workload": "time", "filter": ["get_current_time"]}]}}}
+    }
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "virtualmcpservers", "gw", "--type=merge", "-p", json.dumps(live)
+    )
+    kube.cluster.wait_for("the filter in the gateway's ConfigMap", lambda: "get_current_time" in rendered())
+    operator.wait_idle()
+    assert template_checksum() == before
+    restart = {"spec": {"config": {"operational": {"timeouts": {"default": "7s"}}}}}
+    kube.cluster.kubectl(
+        "patch", "-n", kube.ns, "virtualmcpservers", "gw", "--type=merge", "-p", json.dumps(restart)
+    )
+    kube.cluster.wait_for("an operational edit to roll the gateway", lambda: template_checksum() != before)
 
 
 REGISTRY = """

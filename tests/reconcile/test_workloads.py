@@ -521,7 +521,37 @@ def test_vmcp_rolls_out_once_while_its_members_come_up() -> None:
         return str(deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"])
 
     assert template_annotation(before) == template_annotation(after)
+    # Aggregation edits apply live in the gateway (tests/vmcp/test_live_config.py): no restart.
     edited = VMCP.replace(
         "aggregation: {conflictResolution: prefix}", "aggregation: {conflictResolution: manual}"
     )
-    assert virtualmcpserver.plan(obj(edited), _vmcp_world()).rollout_checksum != after.rollout_checksum
+    edited_plan = virtualmcpserver.plan(obj(edited), _vmcp_world())
+    assert edited_plan.config_checksum != after.config_checksum  # the file the gateway re-reads changes
+    assert edited_plan.rollout_checksum == after.rollout_checksum
+
+
+def test_vmcp_live_edits_keep_the_rollout_checksum_and_the_rest_changes_it() -> None:
+    """Tool filters / overrides / composite tools / MCPToolConfigs apply in place; incoming auth and
+    operational settings still need a new process."""
+    base = virtualmcpserver.plan(obj(VMCP), _vmcp_world())
+    live = VMCP.replace(
+        "aggregation: {conflictResolution: prefix}",
+        "aggregation: {conflictResolution: prefix, tools: [{workload: time, filter: [now],"
+        " overrides: {now: {name: clock}}}]}",
+    )
+    live_plan = virtualmcpserver.plan(obj(live), _vmcp_world())
+    assert live_plan.problems == () and live_plan.config_checksum != base.config_checksum
+    assert live_plan.rollout_checksum == base.rollout_checksum
+    for restart in (
+        VMCP.replace(
+            "incomingAuth: {type: anonymous}",
+            "incomingAuth: {type: oidc, oidcConfig: {type: inline, inline: {issuer: 'https://idp.example.com',"
+            " audience: gw}}}",
+        ),
+        VMCP.replace(
+            "aggregation: {conflictResolution: prefix}",
+            "aggregation: {conflictResolution: prefix}, operational: {timeouts: {default: 7s}}",
+        ),
+    ):
+        plan = virtualmcpserver.plan(obj(restart), _vmcp_world())
+        assert plan.problems == () and plan.rollout_checksum != base.rollout_checksum, restart

@@ -240,6 +240,13 @@ class GatewayConfig(ApiModel):
     """Health checks, failure policy, timeouts."""
 
 
+LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs")
+"""Top-level keys of the gateway's config file it re-applies in place when the file changes (tool
+filters, overrides, composite tools, the inlined MCPToolConfigs): an edit of these keeps the process
+and its client sessions. Everything else (port, incoming / outgoing auth, operational settings)
+restarts it; the group members are followed live from their own source."""
+
+
 class VirtualMCPConfig(GatewayConfig):
     """The gateway configuration written in the manifest."""
 

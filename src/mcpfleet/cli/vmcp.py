@@ -88,6 +88,7 @@ def serve(
             max_json_depth=limits.max_json_depth,
             max_sessions=limit,
             session_idle_seconds=idle,
+            config_file=str(config),
         )
         provider = telemetry.setup_tracing(
             "mcpfleet-vmcp",

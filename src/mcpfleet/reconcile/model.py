@@ -22,7 +22,7 @@ from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
 from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef, SecretKeyRef
-from mcpfleet.api.virtualmcpserver import VirtualMCPServer
+from mcpfleet.api.virtualmcpserver import LIVE_CONFIG_FIELDS, VirtualMCPServer
 
 KUBERNETES_CONFIG_DIR = "/etc/mcpfleet/config"
 """Where ConfigFiles are mounted on Kubernetes (the value of `{config_dir}` there)."""
@@ -187,7 +187,9 @@ class WorkloadPlan:
         The vMCP config lists the group members it saw when rendered, but the gateway follows its
         group live on both platforms (a Kubernetes watch, the local state), so members coming up one
         by one must not restart it: without this a new VirtualMCPServer rolled one ReplicaSet per
-        backend turning Ready. Those entries are left out; everything else counts.
+        backend turning Ready. Those entries are left out, and so are the keys the gateway re-reads
+        from its (re-written or re-mounted) file in place (`LIVE_CONFIG_FIELDS`: tool filters,
+        overrides, composite tools, MCPToolConfigs); everything else counts.
         """
         if self.kind != "VirtualMCPServer":
             return self.config_checksum
@@ -196,8 +198,11 @@ class WorkloadPlan:
             content: object = config.content
             with contextlib.suppress(yaml.YAMLError):
                 document = yaml.safe_load(config.content)
-                if isinstance(document, dict) and isinstance(document.get("backends"), list):
-                    document["backends"] = [b for b in document["backends"] if not is_member_backend(b)]
+                if isinstance(document, dict):
+                    if isinstance(document.get("backends"), list):
+                        document["backends"] = [b for b in document["backends"] if not is_member_backend(b)]
+                    for key in LIVE_CONFIG_FIELDS:
+                        document.pop(key, None)
                     content = document
             encoded = json.dumps(content, sort_keys=True).encode()
             digest.update(config.filename.encode() + b"\0" + encoded + b"\0")

@@ -32,6 +32,7 @@ from mcpfleet.vmcp.composite import CompositeRunner
 from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth
 from mcpfleet.vmcp.metrics import Metrics
+from mcpfleet.vmcp.reload import ConfigWatcher
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
 from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
 from mcpfleet.vmcp.wire import RPCError
@@ -145,8 +146,11 @@ class Gateway:
         tracer: Tracer | None = None,
         max_sessions: int = MAX_SESSIONS,
         session_idle: float = SESSION_IDLE_SECONDS,
+        config_file: str | None = None,
     ) -> None:
         self.config = config
+        # The file `config` was read from: followed while running, its aggregation settings re-applied.
+        self._watcher = ConfigWatcher(config_file, self) if config_file else None
         self.max_sessions = max_sessions
         self.session_idle = session_idle
         self._cap_pruned = 0.0
@@ -203,6 +207,8 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self._health_loop(), name="vmcp-health"))
         self._tasks.append(asyncio.create_task(self._session_loop(), name="vmcp-sessions"))
         self._tasks.append(asyncio.create_task(self._status_loop(), name="vmcp-status"))
+        if self._watcher is not None:
+            self._tasks.append(asyncio.create_task(self._watcher.run(), name="vmcp-config"))
 
     async def stop(self) -> None:
         for ls in list(self.listeners):
@@ -394,6 +400,30 @@ class Gateway:
             b.upstream.sse_responses for b in self.backends.values() if b.upstream is not None
         )
         self._status_dirty.set()
+        return changed
+
+    def reconfigure(self, config: VMCPConfig) -> set[str] | None:
+        """Take the live-applicable settings (`LIVE_CONFIG_FIELDS`) of a re-read config in place.
+
+        Sessions, streams and backend connections stay; clients listening for list changes are told.
+        Returns the list methods that changed, or None when those settings are the same as now.
+        Other fields are not taken: the platform restarts the gateway when they change.
+        """
+        live = {"aggregation", "composite_tools", "tool_configs"}
+        if config.model_dump(include=live) == self.config.model_dump(include=live):
+            return None
+        self.config = self.config.model_copy(
+            update={
+                "aggregation": config.aggregation,
+                "composite_tools": config.composite_tools,
+                "tool_configs": config.tool_configs,
+            }
+        )
+        self.composites = {c.name: c for c in config.composite_tools}
+        changed = self.rebuild()
+        for m in changed:
+            self.broadcast_list_changed(m)
+        log.info("applied the aggregation settings of the new config; changed: %s", sorted(changed))
         return changed
 
     @staticmethod

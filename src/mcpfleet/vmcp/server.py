@@ -41,6 +41,8 @@ class ServeOptions:
     # 2025-era client sessions: at most this many at once; forgotten after this long unused.
     max_sessions: int = MAX_SESSIONS
     session_idle_seconds: float = SESSION_IDLE_SECONDS
+    # The config file to follow: its tool filters / overrides / composite tools apply live.
+    config_file: str | None = None
 
 
 ENV_MAX_SESSIONS = "MCPFLEET_VMCP_MAX_SESSIONS"
@@ -154,6 +156,7 @@ def build_app(
         tracer=tracer,
         max_sessions=opts.max_sessions,
         session_idle=opts.session_idle_seconds,
+        config_file=opts.config_file,
     )
     allowed_hosts = opts.allowed_hosts
     allowed_origins = None

@@ -101,6 +101,7 @@ async def run_vmcp(args: argparse.Namespace) -> int:
         max_sessions=limit,
         session_idle_seconds=idle,
         max_json_depth=limits.max_json_depth,
+        config_file=str(args.config),
     )
     try:
         provider = telemetry.setup_tracing(
