@@ -1,8 +1,9 @@
 """The registry server's ASGI application: the read API fast path in front of a small FastAPI app.
 
 `/v0.1/servers…` and `/v0/servers…` go straight to `RegistryApi` (pre-serialized pages, no framework
-work per request); everything else — health, readiness, version, status, metrics, the OpenAPI document
-and the service's lifespan — is FastAPI.
+work per request); everything else — health (also `/v0.1/health`, as the official registry), readiness,
+version (`/v0.1/version` in the official registry's shape), status, metrics, the OpenAPI document and
+the service's lifespan — is FastAPI. Its 404 and 405 are problem documents like the API's.
 
 With a tracer, `RegistryApp` wraps both in a SERVER span per HTTP request, `<METHOD> <route template>`
 with `http.route` and `http.response.status_code` (a dozen lines here rather than
@@ -18,11 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import __version__, telemetry
-from mcpfleet.registry.api import Receive, RegistryApi, Scope, Send, is_api_path, route_template
+from mcpfleet.registry.api import (
+    Receive,
+    RegistryApi,
+    Scope,
+    Send,
+    is_api_path,
+    problem,
+    route_template,
+)
 from mcpfleet.registry.openapi import build_openapi
 from mcpfleet.registry.service import RegistryService
 
@@ -61,6 +70,8 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
     document = orjson.dumps(build_openapi())
 
     @app.get("/health")
+    @app.get("/v0.1/health")
+    @app.get("/v0/health")
     async def health() -> Response:
         return _OrjsonResponse({"status": "ok"})
 
@@ -75,6 +86,13 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
     @app.get("/version")
     async def version() -> Response:
         return _OrjsonResponse({"version": __version__, "api": "v0.1"})
+
+    @app.get("/v0.1/version")
+    @app.get("/v0/version")
+    async def api_version() -> Response:
+        # The official registry's version body (build details it has and a Python package has not
+        # are "unknown").
+        return _OrjsonResponse({"version": __version__, "git_commit": "unknown", "build_time": "unknown"})
 
     @app.get("/status")
     async def status() -> Response:
@@ -95,11 +113,11 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
 
     @app.exception_handler(404)
     async def not_found(_request: Any, _exc: Any) -> Response:
-        return JSONResponse({"error": "Not found"}, status_code=404)
+        return Response(problem(404, "Not found"), 404, media_type="application/problem+json")
 
     @app.exception_handler(405)
     async def not_allowed(_request: Any, _exc: Any) -> Response:
-        return JSONResponse({"error": "Method not allowed"}, status_code=405)
+        return Response(problem(405, "Method not allowed"), 405, media_type="application/problem+json")
 
     return app
 

@@ -12,7 +12,6 @@ The schema is created by the alembic migrations shipped in `mcpfleet.registry.mi
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from mcpfleet.registry.entry import STATUS_DELETED, Entry
+from mcpfleet.registry.versions import latest_version
 
 metadata = MetaData()
 
@@ -92,7 +92,6 @@ registry_meta = Table(
     Column("generation", BigInteger, nullable=False),
 )
 
-_SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 _CHUNK = 500
 _COPY_THRESHOLD = 200
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
@@ -106,26 +105,6 @@ def now_iso() -> str:
 def content_hash(entry: Entry) -> str:
     canonical = orjson.dumps([entry.status, entry.server], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
-
-
-def _semver_key(version: str) -> tuple[Any, ...] | None:
-    match = _SEMVER.match(version)
-    if match is None:
-        return None
-    major, minor, patch, pre = match.groups()
-    if pre is None:
-        return (int(major), int(minor), int(patch), 1, ())
-    # Pre-release identifiers: numeric ones compare numerically and sort before alphanumeric ones.
-    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
-    return (int(major), int(minor), int(patch), 0, ids)
-
-
-def latest_version(versions: list[tuple[str, str]]) -> str:
-    """The latest of (version, published_at) pairs: semver order when all are semver, else newest published."""
-    keys = [_semver_key(v) for v, _ in versions]
-    if all(k is not None for k in keys):
-        return max(zip(keys, versions, strict=True), key=lambda kv: kv[0])[1][0]  # type: ignore[arg-type,return-value]
-    return max(versions, key=lambda vp: (vp[1], vp[0]))[0]
 
 
 @dataclass(slots=True)
