@@ -87,8 +87,8 @@ class _Params:
         self.errors: list[dict[str, Any]] = []
 
     def get(self, name: str) -> str | None:
-        # An empty value is an absent one, as in the official registry's framework.
-        return self.values.get(name) or None
+        # An empty value is a value: `limit=` is not an integer, `search=` is shorter than 3.
+        return self.values.get(name)
 
     def invalid(self, name: str, message: str, value: Any) -> None:
         self.errors.append({"message": message, "location": f"query.{name}", "value": value})
@@ -240,11 +240,11 @@ class RegistryApi:
                     # The upstream API: deletions are always reported to incremental readers.
                     include_deleted = True
                 page = catalogue.list_page(
-                    params.get("cursor"),
+                    params.get("cursor") or None,
                     limit,
                     search,
                     _timestamp(since) if since is not None else None,
-                    params.get("version"),
+                    params.get("version") or None,
                     bool(include_deleted),
                     fields,
                 )
