@@ -34,6 +34,7 @@ from sqlalchemy import (
     delete,
     event,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -94,6 +95,9 @@ registry_meta = Table(
 
 _CHUNK = 500
 _COPY_THRESHOLD = 200
+# The newest migration's revision; a test checks it against alembic's head.
+SCHEMA_HEAD = "0001"
+_VERSION_TABLE = "registry_alembic_version"  # as migrations/env.py names it
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
 
@@ -161,6 +165,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+async def _schema_version(conn: AsyncConnection) -> str | None:
+    """The alembic revision the database is at (None: not created yet). Checked first so that a
+    start on an up-to-date database does not import and run alembic (a large part of start-up)."""
+    if not await conn.run_sync(lambda sync: inspect(sync).has_table(_VERSION_TABLE)):
+        return None
+    value = await conn.scalar(text(f"SELECT version_num FROM {_VERSION_TABLE}"))
+    return str(value) if value is not None else None
+
+
 def _run_migrations(connection: Connection) -> None:
     from alembic import command
     from alembic.config import Config
@@ -189,7 +202,8 @@ class Store:
             if not is_sqlite:
                 # Replicas sharing PostgreSQL start together: one migrates, the others wait for it.
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-            await conn.run_sync(_run_migrations)
+            if await _schema_version(conn) != SCHEMA_HEAD:
+                await conn.run_sync(_run_migrations)
         return store
 
     async def close(self) -> None:
@@ -268,8 +282,17 @@ class Store:
     async def prune_sources(self, order: list[str]) -> MergeStats:
         """Drop data of sources no longer configured and re-merge (a config change leaves nothing stale)."""
         async with self.engine.begin() as conn:
-            await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
+            dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
             await conn.execute(delete(source_state).where(source_state.c.source.not_in(order)))
+            if not dropped.rowcount and len(order) <= 1:
+                # No data dropped and a single source (so no precedence that could have changed): the
+                # merged catalogue is already right. Skipping the merge keeps a restart fast; with
+                # several sources their order may have changed, so the merge runs.
+                stats = MergeStats()
+                stats.generation = int(
+                    await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
+                )
+                return stats
             return await self._merge(conn, order, {})
 
     async def _merge(
