@@ -1,9 +1,9 @@
-"""The registry server's ASGI application: the read API fast path in front of a small FastAPI app.
+"""The registry server's ASGI application: the read API fast path in front of a small Starlette app.
 
 `/v0.1/servers…` and `/v0/servers…` go straight to `RegistryApi` (pre-serialized pages, no framework
 work per request); everything else — health (also `/v0.1/health`, as the official registry), readiness,
 version (`/v0.1/version` in the official registry's shape), status, metrics, the OpenAPI document and
-the service's lifespan — is FastAPI. Its 404 and 405 are problem documents like the API's.
+the service's lifespan — is Starlette. Its 404 and 405 are problem documents like the API's.
 
 With a tracer, `RegistryApp` wraps both in a SERVER span per HTTP request, `<METHOD> <route template>`
 with `http.route` and `http.response.status_code` (a dozen lines here rather than
@@ -18,9 +18,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi import FastAPI
-from fastapi.responses import Response
 from opentelemetry.trace import SpanKind
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from mcpfleet import __version__, telemetry
 from mcpfleet.registry.api import (
@@ -32,7 +34,6 @@ from mcpfleet.registry.api import (
     problem,
     route_template,
 )
-from mcpfleet.registry.openapi import build_openapi
 from mcpfleet.registry.service import RegistryService
 
 if TYPE_CHECKING:
@@ -48,9 +49,12 @@ class _OrjsonResponse(Response):
         return orjson.dumps(content)
 
 
-def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> FastAPI:
+def create_operational_app(service: RegistryService, manage_lifespan: bool = True) -> Starlette:
+    """The operational endpoints and the lifespan, on plain Starlette: a handful of fixed JSON
+    answers need no request models, and FastAPI's import alone was a large part of start-up."""
+
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         if manage_lifespan:
             await service.start()
         try:
@@ -59,43 +63,27 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
             if manage_lifespan:
                 await service.stop()
 
-    app = FastAPI(
-        title="mcpfleet registry server",
-        version=__version__,
-        openapi_url=None,
-        docs_url=None,
-        redoc_url=None,
-        lifespan=lifespan,
-    )
-    document = orjson.dumps(build_openapi())
+    document: list[bytes] = []  # built on first request: not needed to start serving
 
-    @app.get("/health")
-    @app.get("/v0.1/health")
-    @app.get("/v0/health")
-    async def health() -> Response:
+    async def health(_request: Request) -> Response:
         return _OrjsonResponse({"status": "ok"})
 
-    @app.get("/readiness")
-    async def readiness() -> Response:
+    async def readiness(_request: Request) -> Response:
         if service.ready:
             return _OrjsonResponse({"status": "ready"})
         return _OrjsonResponse(
             {"status": "not ready: waiting for the first successful sync"}, status_code=503
         )
 
-    @app.get("/version")
-    async def version() -> Response:
+    async def version(_request: Request) -> Response:
         return _OrjsonResponse({"version": __version__, "api": "v0.1"})
 
-    @app.get("/v0.1/version")
-    @app.get("/v0/version")
-    async def api_version() -> Response:
-        # The official registry's version body (build details it has and a Python package has not
-        # are "unknown").
+    async def api_version(_request: Request) -> Response:
+        # The official registry's version body (build details a Python package does not have are
+        # "unknown").
         return _OrjsonResponse({"version": __version__, "git_commit": "unknown", "build_time": "unknown"})
 
-    @app.get("/status")
-    async def status() -> Response:
+    async def status(_request: Request) -> Response:
         body: dict[str, Any] = {"ready": service.ready, "sources": []}
         if service._syncer is not None:
             body = service.syncer.status()
@@ -103,23 +91,36 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
         body["entries"] = service.catalogue.active_count
         return _OrjsonResponse(body)
 
-    @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(_request: Request) -> Response:
         return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @app.get("/openapi.json")
-    async def openapi() -> Response:
-        return Response(document, media_type="application/json")
+    async def openapi(_request: Request) -> Response:
+        if not document:
+            from mcpfleet.registry.openapi import build_openapi
 
-    @app.exception_handler(404)
-    async def not_found(_request: Any, _exc: Any) -> Response:
+            document.append(orjson.dumps(build_openapi()))
+        return Response(document[0], media_type="application/json")
+
+    async def not_found(_request: Request, _exc: Exception) -> Response:
         return Response(problem(404, "Not found"), 404, media_type="application/problem+json")
 
-    @app.exception_handler(405)
-    async def not_allowed(_request: Any, _exc: Any) -> Response:
+    async def not_allowed(_request: Request, _exc: Exception) -> Response:
         return Response(problem(405, "Method not allowed"), 405, media_type="application/problem+json")
 
-    return app
+    get = ["GET"]
+    routes = [
+        Route("/health", health, methods=get),
+        Route("/v0.1/health", health, methods=get),
+        Route("/v0/health", health, methods=get),
+        Route("/readiness", readiness, methods=get),
+        Route("/version", version, methods=get),
+        Route("/v0.1/version", api_version, methods=get),
+        Route("/v0/version", api_version, methods=get),
+        Route("/status", status, methods=get),
+        Route("/metrics", metrics, methods=get),
+        Route("/openapi.json", openapi, methods=get),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
 
 
 class RegistryApp:
@@ -129,7 +130,7 @@ class RegistryApp:
         self, service: RegistryService, manage_lifespan: bool = True, tracer: Tracer | None = None
     ) -> None:
         self.service = service
-        self.fastapi = create_fastapi(service, manage_lifespan)
+        self.operational = create_operational_app(service, manage_lifespan)
         self.api = RegistryApi(service.current, service.metrics)
         self.tracer = tracer
 
@@ -142,7 +143,7 @@ class RegistryApp:
             if is_api_path(raw):
                 await self.api(scope, receive, send)
                 return
-        await self.fastapi(scope, receive, send)  # type: ignore[arg-type]
+        await self.operational(scope, receive, send)  # type: ignore[arg-type]
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
@@ -170,7 +171,7 @@ class RegistryApp:
                 if api:
                     await self.api(scope, receive, capture)
                 else:
-                    await self.fastapi(scope, receive, capture)  # type: ignore[arg-type]
+                    await self.operational(scope, receive, capture)  # type: ignore[arg-type]
             except BaseException as exc:
                 telemetry.record_error(span, type(exc).__qualname__)
                 raise
