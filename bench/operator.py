@@ -12,8 +12,11 @@ whose 3 nodes hold 330 pods):
   * API requests and writes per object, counted at the operator's client (its /stats endpoint:
     applies, status patches, events; kopf's list+watch streams are not included),
   * writes during an idle resync (every object reconciled again; expected 0),
+  * writes by a restarted operator (stopped, then started again with another PYTHONHASHSEED, as an
+    upgrade, a crash or a leader hand-over would; expected 0), and its seconds until synced and idle,
   * the operator's RSS (VmRSS) once converged.
-Targets (issue 3): 1,000 Running in <= 60 s, <= 4 writes per object, 0 writes per idle resync, RSS <= 150 MB.
+Targets (issue 3): 1,000 Running in <= 60 s, <= 4 writes per object, 0 writes per idle resync, RSS <= 150 MB;
+(issue 20): 0 writes per restart.
 """
 
 from __future__ import annotations
@@ -66,14 +69,17 @@ def rss_mb(pid: int) -> float:
 
 
 class Operator:
-    def __init__(self, handle: ClusterHandle, namespace: str, workers: int, log: Path) -> None:
+    def __init__(
+        self, handle: ClusterHandle, namespace: str, workers: int, log: Path, seed: str = "random"
+    ) -> None:
         args = [
             str(MCPFLEET), "operator", "run", "--kubeconfig", str(handle.kubeconfig), "--namespace", namespace,
             "--metrics-port", "0", "--metrics-host", "127.0.0.1", "--workers", str(workers),
             "--resync-seconds", "3600", "--log-level", "warning",
         ]  # fmt: skip
-        self.log = log.open("wb")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.PIPE, env=handle.env())
+        self.log = log.open("ab")
+        env = {**handle.env(), "PYTHONHASHSEED": seed}
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.PIPE, env=env)
         self.port: int | None = None
         found = threading.Event()
 
@@ -207,6 +213,7 @@ def run_one(
 ) -> dict[str, Any]:
     namespace = handle.create_namespace(f"bench-operator-{n}")
     log = Path(f"/tmp/bench-operator-{n}.log")
+    log.unlink(missing_ok=True)
     operator = Operator(handle, namespace, workers, log)
     try:
         operator.wait(lambda s: s["synced"], 60)
@@ -234,6 +241,22 @@ def run_one(
         resync_reconciles = sum(after["reconcilesByKind"].values()) - sum(
             converged["reconcilesByKind"].values()
         )
+        restarts = []
+        for seed in ("1", "2"):
+            # A restart: the old process goes, a new one (another hash seed) lists everything again.
+            operator.stop()
+            started = time.monotonic()
+            operator = Operator(handle, namespace, workers, log, seed=seed)
+            operator.wait(lambda s: s["synced"], 120)
+            restarted = operator.idle()
+            restarts.append(
+                {
+                    "seed": seed,
+                    "writes": restarted["writes"],
+                    "requests": restarted["requests"],
+                    "seconds_to_idle": round(time.monotonic() - started, 1),
+                }
+            )
         return {
             "n": n,
             "create_s": created,
@@ -243,6 +266,8 @@ def run_one(
             "object_writes_per_obj": (writes - events) / n,
             "idle_resync_writes": idle_writes,
             "idle_resync_reconciles": resync_reconciles,
+            "restart_writes": max(r["writes"] for r in restarts),
+            "restarts": restarts,
             "rss_mb": rss,
             "errors": after["errors"],
             "conflicts": after["conflicts"],
@@ -308,15 +333,16 @@ def main() -> int:
     print()
     print(
         "| N | create s | all Running s | API requests / object | writes / object (of which Events) "
-        "| writes per idle resync | operator RSS MB |"
+        "| writes per idle resync | writes per restart | operator RSS MB |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         events = r["writes_per_obj"] - r["object_writes_per_obj"]
         print(
             f"| {r['n']} | {r['create_s']:.1f} | {r['ready_s']:.1f} | {r['requests_per_obj']:.2f} | "
             f"{r['writes_per_obj']:.2f} ({events:.2f}) | {r['idle_resync_writes']} "
-            f"({r['idle_resync_reconciles']} reconciles) | {r['rss_mb']:.0f} |"
+            f"({r['idle_resync_reconciles']} reconciles) | {r['restart_writes']} "
+            f"({max(x['seconds_to_idle'] for x in r['restarts'])} s to idle) | {r['rss_mb']:.0f} |"
         )
     return 0
 

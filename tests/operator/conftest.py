@@ -58,9 +58,12 @@ class OperatorProcess:
         log_path: Path,
         resync: float = 300.0,
         extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.extra_args = extra_args
+        self.extra_env = env or {}
+        """Added to the process environment (e.g. PYTHONHASHSEED)."""
         self.namespaces = namespaces
         self.log_path = log_path
         self.resync = resync
@@ -96,7 +99,8 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         log.write(f"--- start #{self.starts}: {' '.join(args)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.PIPE, env=self.cluster.env())
+        env = {**self.cluster.env(), **self.extra_env}
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.PIPE, env=env)
         self.port = None
         port_found = self.listening = threading.Event()
 

@@ -6,6 +6,8 @@ import logging
 
 import typer
 
+from mcpfleet.cli import limit_options
+
 
 def _pairs(values: list[str], flag: str) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -98,6 +100,12 @@ def proxy(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
     ),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+    max_body_bytes: int | None = limit_options.MAX_BODY_BYTES,
+    body_timeout: float | None = limit_options.BODY_TIMEOUT,
+    header_timeout: float | None = limit_options.HEADER_TIMEOUT,
+    max_header_bytes: int | None = limit_options.MAX_HEADER_BYTES,
+    keep_alive_timeout: int | None = limit_options.KEEP_ALIVE_TIMEOUT,
+    max_json_depth: int | None = limit_options.MAX_JSON_DEPTH,
 ) -> None:
     """Serve a stdio MCP server over HTTP: COMMAND ARGS... after `--`, a container (--attach), or --remote URL.
 
@@ -113,6 +121,9 @@ def proxy(
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     command = list(ctx.args)
+    limits = limit_options.limits(
+        max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
+    )
     app: object
     auth: IncomingAuth | None = None
     if auth_config is not None:
@@ -148,6 +159,7 @@ def proxy(
                 allowed_hosts=allowed_host,
                 factory=factory,
                 tool_policy=tool_policy,
+                max_json_depth=limits.max_json_depth,
             )
         elif remote is not None:
             if command:
@@ -173,6 +185,7 @@ def proxy(
                 allowed_hosts=allowed_host,
                 isolation=isolation,
                 tool_policy=tool_policy,
+                max_json_depth=limits.max_json_depth,
             )
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -180,6 +193,6 @@ def proxy(
     assert isinstance(app, ProxyApp | RemoteProxyApp)
     served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url)
     try:
-        run(served, host, port, log_level)
+        run(served, host, port, log_level, limits)
     except KeyboardInterrupt:
         pass

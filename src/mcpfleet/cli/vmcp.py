@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from mcpfleet.cli import tracing_options
+from mcpfleet.cli import limit_options, tracing_options
 
 app = typer.Typer(
     help="Virtual MCP gateway: one MCP endpoint in front of a group of servers.", no_args_is_help=True
@@ -48,6 +48,12 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
+    max_body_bytes: int | None = limit_options.MAX_BODY_BYTES,
+    body_timeout: float | None = limit_options.BODY_TIMEOUT,
+    header_timeout: float | None = limit_options.HEADER_TIMEOUT,
+    max_header_bytes: int | None = limit_options.MAX_HEADER_BYTES,
+    keep_alive_timeout: int | None = limit_options.KEEP_ALIVE_TIMEOUT,
+    max_json_depth: int | None = limit_options.MAX_JSON_DEPTH,
 ) -> None:
     """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics."""
     import logging
@@ -55,10 +61,14 @@ def serve(
     import uvicorn
 
     from mcpfleet import telemetry
+    from mcpfleet.httplimits import BodyLimits, uvicorn_options
     from mcpfleet.vmcp.config import ConfigError, load_config
     from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    limits = limit_options.limits(
+        max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
+    )
     try:
         limit, idle = session_limits(max_sessions, session_idle_timeout)
         cfg = load_config(config)
@@ -69,6 +79,7 @@ def serve(
             status_resource=status_resource,
             allowed_hosts=allowed_host or None,
             public_url=public_url,
+            max_json_depth=limits.max_json_depth,
             max_sessions=limit,
             session_idle_seconds=idle,
         )
@@ -83,16 +94,16 @@ def serve(
         raise typer.Exit(2) from None
     try:
         uvicorn.run(
-            asgi,
+            BodyLimits(asgi, limits),
             host=host,
             port=port,
             loop="uvloop",
-            http="httptools",
             lifespan="on",
             proxy_headers=False,  # nothing here reads X-Forwarded-*; skip the middleware on the hot path
             timeout_graceful_shutdown=5,  # notification streams never end by themselves
             log_level="warning",
             access_log=False,
+            **uvicorn_options(limits),
         )
     finally:
         telemetry.shutdown(provider)  # flush the spans still buffered

@@ -34,7 +34,7 @@ from mcpfleet.operator.controller import Controller
 from mcpfleet.operator.leader import LeaderElectionConfig, LeaderElector, LeadershipLost, new_identity
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Store
-from mcpfleet.platform.kubernetes.api import KubeApi, login_from
+from mcpfleet.platform.kubernetes.api import KubeApi, RetryPolicy, kubeconfig_login, login_from
 from mcpfleet.reconcile.common import MANAGED_BY
 
 log = logging.getLogger("mcpfleet.operator")
@@ -104,7 +104,9 @@ def build_registry(controller: Controller, settings: OperatorSettings) -> kopf.O
 
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         if settings.kubeconfig:
-            return kopf.login_with_kubeconfig(**kwargs)
+            # Read from the named file (kopf's own kubeconfig login only reads $KUBECONFIG, and the
+            # process environment is not ours to change).
+            return kubeconfig_login(settings.kubeconfig)
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     kopf.on.login(registry=registry)(login)
@@ -161,12 +163,20 @@ class ControllerCollector(Collector):
             counted.update(self.elector.api.requests)
         for (verb, kind), count in sorted(counted.items()):
             requests.add_metric([verb, kind], count)
+        retries = CounterMetricFamily(
+            "mcpfleet_operator_api_retries",
+            "Requests resent after a 429, a 5xx or a dropped connection (not counted in api_requests).",
+            labels=["cause"],
+        )
+        for cause, count in sorted(controller.api.retries.items()):
+            retries.add_metric([cause], count)
         reconciles = CounterMetricFamily(
             "mcpfleet_operator_reconciles", "Reconcile passes by kind.", labels=["kind"]
         )
         for kind, count in sorted(controller.stats.reconciles_by_kind.items()):
             reconciles.add_metric([kind], count)
         yield requests
+        yield retries
         yield reconciles
         yield GaugeMetricFamily(
             "mcpfleet_operator_queue_depth", "Keys waiting or being reconciled.", value=len(controller.queue)
@@ -216,6 +226,7 @@ def stats_document(controller: Controller, elector: LeaderElector | None = None)
         "leaderElection": election,
         "requests": {f"{verb} {kind}": n for (verb, kind), n in sorted(controller.api.requests.items())},
         "writes": controller.api.writes,
+        "retries": dict(controller.api.retries),
         "total": controller.api.total,
         "reconciles": {"/".join(key): n for key, n in sorted(controller.stats.reconciles.items())},
         "reconcilesByKind": dict(controller.stats.reconciles_by_kind),
@@ -287,8 +298,12 @@ def _leader_elector(settings: OperatorSettings) -> LeaderElector | None:
         retry_period=election.retry_period,
     )
     # A client of its own: a renewal never waits behind the reconciles' connections, and the
-    # controller's request counters stay the controller's (a standby's remain at zero).
-    return LeaderElector(KubeApi(login_from(settings.kubeconfig), connections=2), config)
+    # controller's request counters stay the controller's (a standby's remain at zero). No client-side
+    # retries: the elector retries every retry_period itself, and a back-off must never outlast the
+    # renew deadline.
+    return LeaderElector(
+        KubeApi(login_from(settings.kubeconfig), connections=2, retry=RetryPolicy(attempts=1)), config
+    )
 
 
 def _on_signals(stopping: asyncio.Event) -> bool:
@@ -311,9 +326,6 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
     Lease is held. Raises `LeadershipLost` (after stopping every writer, so the caller exits
     non-zero) when the lease is lost; on any other exit the leader releases the lease last.
     """
-    if settings.kubeconfig:
-        # kopf's own login reads KUBECONFIG; the flag wins over whatever the environment had.
-        os.environ["KUBECONFIG"] = settings.kubeconfig
     api = KubeApi(login_from(settings.kubeconfig))
     controller = Controller(api, Store(), settings)
     elector = _leader_elector(settings)
@@ -324,7 +336,6 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
     runner = None
     kopf_task: asyncio.Task[Any] | None = None
     controller_task: asyncio.Task[Any] | None = None
-    sync_task: asyncio.Task[Any] | None = None
     lease_task: asyncio.Task[Any] | None = None
     signals_task: asyncio.Task[Any] | None = None
 
@@ -337,21 +348,6 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
         finally:
             for waiting in waits:
                 waiting.cancel()
-
-    async def mark_synced() -> None:
-        await ready.wait()
-        # kopf is ready once its watchers started; give the initial listings a moment to land.
-        while True:
-            before = len(controller.store.keys()) + len(controller.store.children)
-            await asyncio.sleep(0.5)
-            if len(controller.store.keys()) + len(controller.store.children) == before:
-                break
-        controller.synced.set()
-        log.info(
-            "operator synced: %d objects, %d children",
-            len(controller.store.keys()),
-            len(controller.store.children),
-        )
 
     async def reclaim_signals() -> None:
         # kopf installs its own SIGTERM / SIGINT handlers as it starts (once, before it is ready).
@@ -379,7 +375,7 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
             lease_task = asyncio.create_task(elector.hold(), name="leader-renew")
         # The workers exist before kopf starts: kopf's shutdown waits for (and cancels) only the tasks
         # created after its own start, so it neither holds the exit up nor races us for the workers.
-        controller_task = asyncio.create_task(controller.run(), name="controller")
+        controller_task = asyncio.create_task(controller.run(initial_list=True), name="controller")
         await asyncio.sleep(0)
         kopf_task = asyncio.create_task(
             kopf.operator(
@@ -393,7 +389,6 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
             ),
             name="kopf",
         )
-        sync_task = asyncio.create_task(mark_synced(), name="synced")
         if own_signals:
             signals_task = asyncio.create_task(reclaim_signals(), name="signals")
         waiters = [t for t in (kopf_task, controller_task, stop_task, lease_task) if t is not None]
@@ -408,12 +403,12 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
         # Writers stop first: the workers and their event posts. kopf writes nothing (raw event handlers
         # only, no posting, no peering), so the lease is released as soon as they stopped, and a
         # standby takes over while kopf is still winding its watchers down.
-        for pending in (controller_task, sync_task, stop_task, lease_task, signals_task):
+        for pending in (controller_task, stop_task, lease_task, signals_task):
             if pending is not None:
                 pending.cancel()
         stop_flag.set()
         await asyncio.gather(
-            *(t for t in (controller_task, sync_task, stop_task, lease_task, signals_task) if t is not None),
+            *(t for t in (controller_task, stop_task, lease_task, signals_task) if t is not None),
             return_exceptions=True,
         )
         if elector is not None:

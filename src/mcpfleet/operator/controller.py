@@ -137,7 +137,7 @@ class Controller:
         self._first_seen: dict[str, float] = {}
         """uid -> when a workload without status was first reconciled (see `_defer_first_status`)."""
         self.synced = asyncio.Event()
-        """Set once kopf delivered the initial listing (the operator is ready)."""
+        """Set once the initial LIST of every kind is in the store (the operator is ready; workers start)."""
 
     # -- event intake ---------------------------------------------------------------------------
     def on_object(self, event_type: str | None, raw: dict[str, Any]) -> None:
@@ -212,12 +212,23 @@ class Controller:
             self.queue.add(owner)
 
     # -- workers --------------------------------------------------------------------------------
-    async def run(self) -> None:
-        """Run the workers and the periodic resync until cancelled."""
+    async def run(self, *, initial_list: bool = False) -> None:
+        """Run the workers and the periodic resync until cancelled.
+
+        With `initial_list`, nothing is reconciled before one LIST of every kind and every child kind
+        has landed in the store (`synced`). The watches deliver their initial listings in an order
+        that depends on the process (kopf keeps its watched resources in a set, iterated in hash
+        order): a server reconciled before its ConfigMap's listing arrived looked childless, so a
+        restart re-applied children that were already there and posted a `Created` event for each.
+        """
+        if not initial_list:
+            self.synced.set()
         workers = [
             asyncio.create_task(self._worker(), name=f"reconcile-{i}") for i in range(self.settings.workers)
         ]
         try:
+            if initial_list:
+                await self._initial_list()
             while True:
                 await asyncio.sleep(self.settings.resync_seconds)
                 try:
@@ -236,6 +247,23 @@ class Controller:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             self.queue.close()
+
+    async def _initial_list(self) -> None:
+        """LIST everything once (reads only), retrying until the API server answers; then `synced`."""
+        delay = 0.5
+        while True:
+            try:
+                await self.relist()
+            except Exception as exc:
+                log.warning("initial listing failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(MAX_BACKOFF, delay * 2)
+                continue
+            self.synced.set()
+            log.info(
+                "operator synced: %d objects, %d children", len(self.store.keys()), len(self.store.children)
+            )
+            return
 
     def resync(self) -> None:
         """Enqueue every object: level-triggered repair of anything a lost event left behind."""
@@ -284,6 +312,7 @@ class Controller:
         self.resync()
 
     async def _worker(self) -> None:
+        await self.synced.wait()
         while True:
             key = await self.queue.get()
             try:

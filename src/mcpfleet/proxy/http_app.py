@@ -23,12 +23,14 @@ from typing import Any
 
 import orjson
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from mcpfleet import jsonrpc
+from mcpfleet.httplimits import replay_body
 from mcpfleet.proxy.backend import StdioBackend
 from mcpfleet.proxy.events import BoundedEventStore
 from mcpfleet.proxy.modern import ToolSchemaCache, handle_modern
@@ -73,6 +75,7 @@ class SessionManager:
     replay_events: int = 1000
     # Per-session children: a request that cannot open a session must not start a process.
     opening_needs_initialize: bool = False
+    max_json_depth: int = jsonrpc.DEFAULT_MAX_DEPTH
     _sessions: dict[str, _Session] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -80,6 +83,12 @@ class SessionManager:
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        body: bytes | None = None
+        if request.method == "POST":
+            screened = await screen_post(request, send, self.security, self.max_json_depth)
+            if screened is None:
+                return
+            body, receive = screened
         session_id = request.headers.get(MCP_SESSION_ID_HEADER)
         if session_id is not None:
             session = self._sessions.get(session_id)
@@ -93,12 +102,9 @@ class SessionManager:
         if len(self._sessions) >= self.max_sessions:
             await _error_response("Too many open sessions", 503)(scope, receive, send)
             return
-        if self.opening_needs_initialize:
-            body = await request.body()
-            if not _is_initialize(body):
-                await _error_response("Bad Request: Missing session ID", 400)(scope, receive, send)
-                return
-            receive = _replay(body, receive)
+        if self.opening_needs_initialize and not _is_initialize(body or b""):
+            await _error_response("Bad Request: Missing session ID", 400)(scope, receive, send)
+            return
         await self._open(scope, receive, send)
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -163,12 +169,14 @@ class ProxyApp:
         enable_sse: bool = False,
         session_idle_timeout: float | None = 30 * 60,
         isolation: str = "shared",
+        max_json_depth: int = jsonrpc.DEFAULT_MAX_DEPTH,
     ) -> None:
         if isolation not in ("shared", "session"):
             raise ValueError(f"--isolation: expected shared or session, got {isolation!r}")
         self.backend = backend
         self.security = security
         self.schemas = ToolSchemaCache()
+        self.max_json_depth = max_json_depth
         acquire: Callable[[], Awaitable[Multiplexer]] = self._handshake_mux
         release: Callable[[Multiplexer], Awaitable[None]] = self._keep
         if isolation == "session":
@@ -179,6 +187,7 @@ class ProxyApp:
             security,
             idle_timeout=session_idle_timeout,
             opening_needs_initialize=isolation == "session",
+            max_json_depth=max_json_depth,
         )
         self.sse = SseEndpoints(acquire, release, security) if enable_sse else None
 
@@ -214,6 +223,13 @@ class ProxyApp:
         elif self.sse is not None and path in ("/sse", "/sse/"):
             await self.sse.handle_sse(scope, receive, send)
         elif self.sse is not None and path.startswith("/messages"):
+            if scope["method"] == "POST":
+                screened = await screen_post(
+                    Request(scope, receive), send, self.security, self.max_json_depth
+                )
+                if screened is None:
+                    return
+                receive = screened[1]
             await self.sse.handle_post(scope, receive, send)
         else:
             await Response("Not Found", 404)(scope, receive, send)
@@ -224,7 +240,13 @@ class ProxyApp:
         )
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
             await handle_modern(
-                scope, receive, send, get_mux=self._modern_mux, schemas=self.schemas, security=self.security
+                scope,
+                receive,
+                send,
+                get_mux=self._modern_mux,
+                schemas=self.schemas,
+                security=self.security,
+                max_json_depth=self.max_json_depth,
             )
             return
         await self.sessions.handle(scope, receive, send)
@@ -256,19 +278,47 @@ def _is_initialize(body: bytes) -> bool:
     return isinstance(message, dict) and message.get("method") == "initialize"
 
 
-def _replay(body: bytes, original: Receive) -> Receive:
-    """A `receive` that hands the already-read body to the next ASGI app, then the real events
-    (the body is consumed, so what follows is the client's disconnect)."""
-    sent = False
+async def screen_post(
+    request: Request, send: Send, security: TransportSecuritySettings | None, max_depth: int
+) -> tuple[bytes, Receive] | None:
+    """Check a POST before an SDK transport sees it; None when it was answered with an error,
+    else the body and a `receive` that hands it on unchanged.
 
-    async def receive() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await original()
+    The SDK transports would take some malformed messages for notifications (an object id, a
+    float id) and relay what the child cannot take (nesting orjson cannot write), so the envelope
+    is checked here, after the same Host / Origin check the transport makes.
+    """
+    scope, receive = request.scope, request.receive
+    if not jsonrpc.is_json_media_type(request.headers.get("content-type")):
+        # Before the SDK's Host / Origin check, which answers a wrong media type with a plain 400.
+        await _error_response("Unsupported Media Type: Content-Type must be application/json", 415)(
+            scope, receive, send
+        )
+        return None
+    err = await TransportSecurityMiddleware(security).validate_request(request, is_post=True)
+    if err is not None:
+        await err(scope, receive, send)
+        return None
+    body = await request.body()
+    problem = check_post(body, max_depth)
+    if problem is not None:
+        await problem(scope, receive, send)
+        return None
+    # Media types are case-insensitive (RFC 9110 8.3.1); the SDK transports compare exactly.
+    scope["headers"] = [
+        (key, b"application/json" if key == b"content-type" else value) for key, value in scope["headers"]
+    ]
+    return body, replay_body(body, receive)
 
-    return receive
+
+def check_post(body: bytes, max_depth: int) -> Response | None:
+    """The error response for a POST body the relay must not pass on (400 with a JSON-RPC error
+    naming the field), or None when it is fine."""
+    try:
+        jsonrpc.check_message(jsonrpc.decode(body, max_depth))
+    except jsonrpc.MessageError as exc:
+        return Response(exc.body(), status_code=400, media_type="application/json")
+    return None
 
 
 def _error_response(message: str, status: int) -> Response:

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from mcpfleet import jsonrpc
 from mcpfleet.proxy.mux import JSON, Multiplexer, RequestId
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,15 @@ async def handle_modern(
     get_mux: Callable[[], Awaitable[Multiplexer]],
     schemas: ToolSchemaCache,
     security: TransportSecuritySettings | None,
+    max_json_depth: int = jsonrpc.DEFAULT_MAX_DEPTH,
 ) -> None:
     """Serve one 2026-07-28 POST by relaying it to the envelope-era child."""
     request = Request(scope, receive)
+    if request.method == "POST" and not jsonrpc.is_json_media_type(request.headers.get("content-type")):
+        # Before the SDK's Host / Origin check, which answers a wrong media type with a plain 400.
+        message = "Unsupported Media Type: Content-Type must be application/json"
+        await _json_response(_error(None, INVALID_REQUEST, message), 415)(scope, receive, send)
+        return
     err = await TransportSecurityMiddleware(security).validate_request(
         request, is_post=request.method == "POST"
     )
@@ -160,17 +167,18 @@ async def handle_modern(
         return
     body = await request.body()
     try:
-        decoded = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        await _json_response(_error(None, PARSE_ERROR, "Parse error"), 400)(scope, receive, send)
+        decoded = jsonrpc.decode(body, max_json_depth)
+        kind = jsonrpc.check_message(decoded)
+    except jsonrpc.MessageError as exc:
+        await _json_response(exc.response(), 400)(scope, receive, send)
         return
-    invalid = _error(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object")
-    if not isinstance(decoded, dict) or not isinstance(decoded.get("method"), str):
-        await _json_response(invalid, 400)(scope, receive, send)
+    if kind == "response":
+        message = "Body must be a single JSON-RPC request or notification object"
+        await _json_response(_error(None, INVALID_REQUEST, message), 400)(scope, receive, send)
         return
-    if "id" not in decoded:
-        # Notifications have nothing to act on in a sessionless exchange (cancellation is closing
-        # the response stream); acknowledge like the handshake-era transport does.
+    if kind == "notification":
+        # Notifications have nothing to act on in a sessionless exchange (cancellation is
+        # closing the response stream); acknowledge like the handshake-era transport does.
         rejection = unsupported_protocol_version_rejection(request.headers.get("mcp-protocol-version", ""))
         if rejection is not None:
             await _rejection(None, rejection)(scope, receive, send)
@@ -178,9 +186,6 @@ async def handle_modern(
         await Response(status_code=202)(scope, receive, send)
         return
     request_id = decoded["id"]
-    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
-        await _json_response(invalid, 400)(scope, receive, send)
-        return
     method: str = decoded["method"]
     if method == "initialize":
         # Removed at 2026-07-28; over HTTP that is a plain 404 / Method not found (the stdio

@@ -12,6 +12,7 @@ from typing import Any
 
 from mcpfleet.auth.asgi import AuthGuard
 from mcpfleet.auth.oidc import IncomingAuth
+from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.proxy.remote import RemoteProxyApp
@@ -30,6 +31,7 @@ def build_stdio_app(
     factory: ChildFactory | None = None,
     isolation: str = "shared",
     tool_policy: ToolPolicy | None = None,
+    max_json_depth: int | None = None,
 ) -> ProxyApp:
     """The proxy app for a local command, or for `factory` (e.g. an attached container) when given.
 
@@ -51,6 +53,7 @@ def build_stdio_app(
         security=security_for(host, allowed_hosts),
         enable_sse=transport == "sse",
         isolation=isolation,
+        max_json_depth=max_json_depth or HttpLimits().max_json_depth,
     )
 
 
@@ -88,29 +91,33 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(app: Any, host: str, port: int, log_level: str = "warning") -> None:
+async def serve(
+    app: Any, host: str, port: int, log_level: str = "warning", limits: HttpLimits | None = None
+) -> None:
+    """Serve `app` within `limits` (body size and read time, header deadline; docs/security.md)."""
     import uvicorn
 
+    limits = limits or HttpLimits()
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(f"mcpfleet proxy listening on http://{shown}:{actual}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(
-        app,
+        BodyLimits(app, limits),
         loop="uvloop",
-        http="httptools",
         lifespan="on",
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=3,
+        **uvicorn_options(limits),
     )
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
-def run(app: Any, host: str, port: int, log_level: str = "warning") -> None:
+def run(app: Any, host: str, port: int, log_level: str = "warning", limits: HttpLimits | None = None) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvicorn[standard] brings it
-        asyncio.run(serve(app, host, port, log_level))
+        asyncio.run(serve(app, host, port, log_level, limits))
         return
-    uvloop.run(serve(app, host, port, log_level))
+    uvloop.run(serve(app, host, port, log_level, limits))

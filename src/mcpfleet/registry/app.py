@@ -69,10 +69,14 @@ def create_operational_app(service: RegistryService, manage_lifespan: bool = Tru
         return _OrjsonResponse({"status": "ok"})
 
     async def readiness(_request: Request) -> Response:
+        # Ready = every source has good data to serve. A source whose latest sync failed keeps serving
+        # its last good data (the replica stays in the Service) and is listed under failingSources.
+        failing = service.syncer.failing() if service._syncer is not None else []
+        extra = {"failingSources": failing} if failing else {}
         if service.ready:
-            return _OrjsonResponse({"status": "ready"})
+            return _OrjsonResponse({"status": "ready", **extra})
         return _OrjsonResponse(
-            {"status": "not ready: waiting for the first successful sync"}, status_code=503
+            {"status": "not ready: waiting for the first successful sync", **extra}, status_code=503
         )
 
     async def version(_request: Request) -> Response:

@@ -111,6 +111,16 @@ def build_openapi() -> dict[str, Any]:
         "required": ["status"],
         "properties": {"status": {"type": "string"}},
     }
+    failing = {
+        "type": "object",
+        "required": ["name", "lastError"],
+        "properties": {"name": {"type": "string"}, "lastError": {"type": "string"}},
+    }
+    readiness_schema = {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"type": "string"}, "failingSources": {"type": "array", "items": failing}},
+    }
     for prefix in ("", "/v0.1", "/v0"):
         paths[f"{prefix}/health"] = {
             "get": {
@@ -142,8 +152,13 @@ def build_openapi() -> dict[str, Any]:
     paths["/readiness"] = {
         "get": {
             "operationId": "readiness",
-            "description": "200 once every source has synced successfully at least once, else 503.",
-            "responses": {"200": _json("Ready", status_schema), "503": _json("Not ready yet", status_schema)},
+            "description": "200 once every source has synced successfully at least once, else 503."
+            " Sources whose latest sync failed (serving their last good data, if any) are listed"
+            " under failingSources.",
+            "responses": {
+                "200": _json("Ready", readiness_schema),
+                "503": _json("Not ready yet", readiness_schema),
+            },
         }
     }
     paths["/version"] = {

@@ -2,8 +2,11 @@
 
 Each source is fetched when its `syncPolicy.interval` elapses; the fetched content is applied only when
 its hash or the source's filter changed since the last good sync (so an idle registry writes nothing).
-A failed fetch or a document that cannot be read at all keeps the source's last good data and records
-the error; per-entry problems (schema violations, duplicates) are recorded while valid entries load.
+A failed fetch, a structurally wrong document (unreadable, or its entries' container missing or of the
+wrong type) or a document whose every entry is rejected is a failed sync: the source keeps its last good
+data and records the error. Otherwise per-entry problems (schema violations, duplicates) are recorded
+while valid entries load; a document with no entries at all (`[]`, `{"servers": {}}`) is a good, empty
+sync.
 With a tracer, each sync of a source is a span `registry.sync <source>` (kind, result, entries, errors).
 """
 
@@ -154,6 +157,14 @@ class Syncer:
             self.states.get(n) is not None and self.states[n].last_success is not None for n in self.order
         )
 
+    def failing(self) -> list[dict[str, str]]:
+        """Sources whose last sync failed (they serve their last good data, if any), with the error."""
+        return [
+            {"name": n, "lastError": self.states[n].last_error or ""}
+            for n in self.order
+            if n in self.states and self.states[n].last_error
+        ]
+
     async def sync_source(self, name: str) -> str:
         """Sync one source; returns "applied", "unchanged" or "failed"."""
         if self.tracer is None:
@@ -217,8 +228,13 @@ class Syncer:
         # Parsing 10,000 entries takes a while: off the event loop so requests keep flowing.
         parsed = await asyncio.to_thread(fetched.parse)
         whole_document = [e for e in parsed.errors if e.index is None and e.name is None]
-        if whole_document and not parsed.entries:
+        if whole_document:
             raise SourceError("; ".join(e.message for e in whole_document))
+        if parsed.errors and not parsed.entries:
+            # Nothing usable: a wrong document, not a registry that emptied (which would tombstone all).
+            shown = "; ".join(e.message for e in parsed.errors[:3])
+            more = f" (and {len(parsed.errors) - 3} more)" if len(parsed.errors) > 3 else ""
+            raise SourceError(f"every entry was rejected ({len(parsed.errors)}): {shown}{more}")
         entries = apply_filter(parsed.entries, source.filter)
         # The new state is adopted only once it is stored: after a failed write (database down) the
         # next sync must still see the old hash and apply the change.

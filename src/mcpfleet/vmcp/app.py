@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind
 
-from mcpfleet import telemetry
+from mcpfleet import jsonrpc, telemetry
 from mcpfleet.auth.asgi import unauthorized
 from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
@@ -157,8 +157,10 @@ class VMCPApp:
         manage_gateway: bool = True,
         resource_metadata: dict[str, Any] | None = None,
         tracer: Tracer | None = None,
+        max_json_depth: int = jsonrpc.DEFAULT_MAX_DEPTH,
     ) -> None:
         self.gateway = gateway
+        self.max_json_depth = max_json_depth
         self.tracer = tracer
         self.auth = authenticator or AnonymousAuthenticator()
         self.anonymous = isinstance(self.auth, AnonymousAuthenticator)
@@ -321,26 +323,23 @@ class VMCPApp:
             )
             await _respond(send, 406, wire.dumps(err))
             return
-        if not h.get("content-type", "").startswith("application/json"):
-            await _respond(
-                send,
-                415,
-                wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Unsupported Media Type")),
-            )
+        if not jsonrpc.is_json_media_type(h.get("content-type")):
+            await _respond(send, 415, _UNSUPPORTED_MEDIA_TYPE)
             return
         try:
-            msg = wire.loads(await _body(receive))
-        except ValueError:
-            await _respond(send, 400, wire.dumps(wire.error_message(None, wire.PARSE_ERROR, "Parse error")))
-            return
-        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            await _respond(
-                send, 400, wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Invalid Request"))
-            )
+            msg = jsonrpc.decode(await _body(receive), self.max_json_depth)
+            kind = jsonrpc.check_message(msg)
+            if kind == "request" and msg["method"] == "initialize":
+                params = msg.get("params")
+                requested = params.get("protocolVersion") if isinstance(params, dict) else None
+                schema = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
+                jsonrpc.check_params(kind, "initialize", params, schema, msg["id"])
+        except jsonrpc.MessageError as exc:
+            await _respond(send, 400, exc.body())
             return
         method = msg.get("method")
         req_id = msg.get("id")
-        if method == "initialize":
+        if method == "initialize" and kind == "request":
             if self.tracer is None:
                 await self._initialize(send, msg, token, subject)
             else:
@@ -354,14 +353,22 @@ class VMCPApp:
             await _respond(send, problem[0], problem[1])
             return
         assert session is not None
-        if not isinstance(method, str) or req_id is None:
+        if kind != "response":
+            try:
+                jsonrpc.check_params(kind, method, msg.get("params"), session.version, req_id)
+            except jsonrpc.MessageError as exc:
+                # A request's bad params are a JSON-RPC error on an accepted POST (like any other
+                # error of the request); a notification has no answer but the HTTP status.
+                await _respond(send, 200 if kind == "request" else 400, exc.body(), [*_JSON, *_sid(session)])
+                return
+        if kind != "request":
             # A response to a server-to-client request, or a notification.
             await self.gateway.client_message(session, msg)
             await _respond(send, 202, b"", [])
             return
+        assert isinstance(method, str)
         self.gateway.metrics.client_request(method)
-        sid_header = [(b"mcp-session-id", session.id.encode())]
-        stream = _Stream(send, sid_header)
+        stream = _Stream(send, _sid(session))
         ctx = CallContext(era="legacy", session=session, emit=stream.emit, token=token, client_id=req_id)
         try:
             if self.tracer is None:
@@ -500,33 +507,28 @@ class VMCPApp:
         if not (has_json and has_sse):
             await _respond(send, 406, b"")
             return
-        try:
-            msg = wire.loads(await _body(receive))
-        except ValueError:
-            await _respond(send, 400, wire.dumps(wire.error_message(None, wire.PARSE_ERROR, "Parse error")))
+        if not jsonrpc.is_json_media_type(h.get("content-type")):
+            await _respond(send, 415, _UNSUPPORTED_MEDIA_TYPE)
             return
-        invalid = wire.dumps(
-            wire.error_message(
-                None, wire.INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object"
-            )
-        )
-        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            await _respond(send, 400, invalid)
+        try:
+            msg = jsonrpc.decode(await _body(receive), self.max_json_depth)
+            kind = jsonrpc.check_message(msg)
+        except jsonrpc.MessageError as exc:
+            await _respond(send, 400, exc.body())
             return
         version = h.get(wire.H_VERSION, "")
-        if "id" not in msg:
-            if not isinstance(msg.get("method"), str):
-                await _respond(send, 400, invalid)
-            elif version not in wire.MODERN_VERSIONS:
+        if kind == "response":
+            invalid = "Body must be a single JSON-RPC request or notification object"
+            await _respond(send, 400, wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, invalid)))
+            return
+        if kind == "notification":
+            if version not in wire.MODERN_VERSIONS:
                 await self._modern_error(send, None, _unsupported(version))
             else:
                 await _respond(send, 202, b"", [])
             return
         req_id = msg["id"]
-        method = msg.get("method")
-        if not isinstance(method, str) or not isinstance(req_id, (str, int)) or isinstance(req_id, bool):
-            await _respond(send, 400, invalid)
-            return
+        method = msg["method"]
         dup = _duplicated_routing_header(scope)
         if dup is not None:
             await self._modern_error(
@@ -539,8 +541,14 @@ class VMCPApp:
         if isinstance(verdict, InboundLadderRejection):
             await self._modern_error(send, req_id, RPCError(verdict.code, verdict.message, verdict.data))
             return
-        self.gateway.metrics.client_request(method)
         params = msg.get("params")
+        if method in wire.MODERN_METHODS:
+            try:
+                jsonrpc.check_params("request", method, params, wire.LATEST_MODERN, req_id)
+            except jsonrpc.MessageError as exc:
+                await self._modern_error(send, req_id, RPCError(exc.code, exc.message))
+                return
+        self.gateway.metrics.client_request(method)
         if method == "server/discover":
             if self.tracer is None:
                 await _respond(send, 200, _response(req_id, self._discover()))
@@ -697,6 +705,17 @@ class VMCPApp:
             await self._pump(receive, send, q, [], ack)
         finally:
             self.gateway.listeners.discard(ls)
+
+
+_UNSUPPORTED_MEDIA_TYPE = wire.dumps(
+    wire.error_message(
+        None, wire.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
+    )
+)
+
+
+def _sid(session: ClientSession) -> list[tuple[bytes, bytes]]:
+    return [(b"mcp-session-id", session.id.encode())]
 
 
 def _unsupported(version: str) -> RPCError:

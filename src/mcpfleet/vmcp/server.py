@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
+from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
 from mcpfleet.vmcp.backends import (
     BackendSource,
@@ -35,6 +36,7 @@ class ServeOptions:
     status_resource: str | None = None  # VirtualMCPServer name to patch (Kubernetes)
     allowed_hosts: list[str] | None = None
     public_url: str | None = None
+    max_json_depth: int = DEFAULT_MAX_DEPTH  # the other HTTP limits are the server's (httplimits)
     # 2025-era client sessions: at most this many at once; forgotten after this long unused.
     max_sessions: int = MAX_SESSIONS
     session_idle_seconds: float = SESSION_IDLE_SECONDS
@@ -178,4 +180,5 @@ def build_app(
         allowed_origins=allowed_origins,
         resource_metadata=resource_metadata,
         tracer=tracer,
+        max_json_depth=opts.max_json_depth,
     )

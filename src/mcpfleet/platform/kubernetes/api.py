@@ -11,20 +11,36 @@ in again once (a rotated service-account token) before failing.
 
 Counting here (rather than on the server) is what the benchmark reports as "API requests per object"
 and what the idle-resync test asserts to be zero writes.
+
+Failures: an error body that is not JSON (a proxy's HTML page, a truncated answer) becomes an
+`ApiError` carrying the status and the first bytes of the body. A 429 is retried after its
+`Retry-After` (bounded): the API server's priority and fairness answers 429 before it runs the request,
+so resending is always safe. A 5xx, or a connection that broke after the request went out, may come
+after the request took effect, so only requests that are safe to repeat are resent (`RETRY_SAFE`,
+with bounded exponential back-off): reads, DELETE, PUT (conditional on resourceVersion: a repeat of
+a write that landed gets 409, which the controller already handles by re-reading) and PATCH — a
+server-side apply sends the whole desired state, and a merge patch sets fields to given values, so
+applying either twice leaves the object as applying it once (a status patch also carries the
+resourceVersion it was computed from). POST is never resent on a 5xx: a second Event or a second
+create is not the same as one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
-import os
+import random
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import kopf
+from lightkube.config.kubeconfig import KubeConfig
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import API_VERSION
@@ -32,6 +48,38 @@ from mcpfleet.api.meta import API_VERSION
 FIELD_MANAGER = "mcpfleet"
 WRITE_VERBS = frozenset({"apply", "patch", "create", "update", "delete"})
 REQUEST_TIMEOUT = 30.0
+RETRY_SAFE = frozenset({"GET", "DELETE", "PUT", "PATCH"})
+"""Methods resent after a 5xx or a broken connection (see the module docstring for why)."""
+BODY_IN_ERROR = 300
+"""Characters of a non-JSON error body quoted in the ApiError message."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long a request is retried on 429 / 5xx / a dropped connection.
+
+    Delays double from `base` up to `cap` (with jitter); a `Retry-After` is honoured up to
+    `retry_after_cap`. Every delay is bounded, and so is the number of attempts: a reconcile that
+    still fails is retried by the controller with its own back-off.
+    """
+
+    attempts: int = 4
+    base: float = 0.2
+    cap: float = 5.0
+    retry_after_cap: float = 10.0
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (`attempt` counts from 1)."""
+        if retry_after is not None:
+            try:
+                seconds = float(retry_after)
+            except ValueError:
+                seconds = -1.0  # an HTTP date or garbage: fall back to the exponential delay
+            if seconds >= 0:
+                return min(seconds, self.retry_after_cap)
+        exponential: float = min(self.cap, self.base * 2.0 ** (attempt - 1))
+        return exponential * (0.5 + random.random() / 2)  # jitter: spread the retries of many workers
+
 
 _BUILTIN_PLURALS: dict[tuple[str, str], str] = {
     ("apps/v1", "Deployment"): "deployments",
@@ -65,26 +113,53 @@ def _plurals() -> dict[tuple[str, str], str]:
     }
 
 
+def kubeconfig_login(path: str) -> kopf.ConnectionInfo:
+    """Credentials of the current context of the kubeconfig file `path` (parsed by lightkube).
+
+    kopf's own kubeconfig login reads only `$KUBECONFIG`; reading the named file here keeps the
+    process environment untouched. Relative certificate paths are relative to the file.
+    """
+    config = KubeConfig.from_file(path).get()
+    if config is None:
+        raise RuntimeError(f"{path}: no current context")
+    cluster, user = config.cluster, config.user
+
+    def local(name: str | None) -> str | None:
+        return None if name is None else str(config.abs_file(name))
+
+    token = None
+    if user is not None:
+        token = user.token
+        if token is None and user.token_file:
+            token = Path(local(user.token_file) or "").read_text().strip()
+        if token is None and user.auth_provider:
+            token = (user.auth_provider.get("config") or {}).get("access-token")
+    return kopf.ConnectionInfo(
+        server=cluster.server,
+        ca_path=local(cluster.certificate_auth),
+        ca_data=cluster.certificate_auth_data,
+        insecure=cluster.insecure or None,
+        certificate_path=local(user.client_cert) if user else None,
+        certificate_data=user.client_cert_data if user else None,
+        private_key_path=local(user.client_key) if user else None,
+        private_key_data=user.client_key_data if user else None,
+        username=user.username if user else None,
+        password=user.password if user else None,
+        token=token,
+        default_namespace=config.context.namespace,
+    )
+
+
 def login_from(kubeconfig: str | None) -> Login:
-    """kopf's login: this kubeconfig when named, else the pod's service account, else $KUBECONFIG."""
+    """This kubeconfig when named, else the pod's service account, else kopf's $KUBECONFIG login."""
 
     def login() -> kopf.ConnectionInfo:
+        if kubeconfig is not None:
+            return kubeconfig_login(kubeconfig)
         settings = kopf.OperatorSettings()
-        if kubeconfig is None:
-            info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(
-                settings=settings
-            )
-        else:
-            # kopf's kubeconfig login reads only $KUBECONFIG: point it at ours for the call.
-            previous = os.environ.get("KUBECONFIG")
-            os.environ["KUBECONFIG"] = kubeconfig
-            try:
-                info = kopf.login_with_kubeconfig(settings=settings)
-            finally:
-                if previous is None:
-                    os.environ.pop("KUBECONFIG", None)
-                else:
-                    os.environ["KUBECONFIG"] = previous
+        info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(
+            settings=settings
+        )
         if info is None:
             raise RuntimeError("no Kubernetes credentials: not in a pod and no kubeconfig found")
         return info
@@ -92,14 +167,40 @@ def login_from(kubeconfig: str | None) -> Login:
     return login
 
 
+def _error(status: int, reason: str | None, text: str) -> ApiError:
+    """An ApiError from a response, whatever its body (a Status object, HTML, nothing)."""
+    try:
+        payload = json.loads(text) if text else {}
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and payload.get("message"):
+        return ApiError(status, str(payload["message"]), str(payload.get("reason") or ""))
+    if not text:
+        return ApiError(status, reason or f"HTTP {status}")
+    excerpt = " ".join(text.split())
+    if len(excerpt) > BODY_IN_ERROR:
+        excerpt = excerpt[:BODY_IN_ERROR] + "…"
+    label = f"HTTP {status} {reason}" if reason else f"HTTP {status}"
+    return ApiError(status, f"unexpected response body ({label}): {excerpt!r}")
+
+
 class KubeApi:
     """Dict-in, dict-out access to the objects the operator manages; counts requests by verb and kind."""
 
-    def __init__(self, login: Login, field_manager: str = FIELD_MANAGER, connections: int = 32) -> None:
+    def __init__(
+        self,
+        login: Login,
+        field_manager: str = FIELD_MANAGER,
+        connections: int = 32,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.login = login
         self.field_manager = field_manager
         self.connections = connections
+        self.retry = retry or RetryPolicy()
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.retries: collections.Counter[str] = collections.Counter()
+        """Resent requests by cause ("429", "5xx", "connection"); not part of `requests`."""
         self._plurals = _plurals()
         self._session: aiohttp.ClientSession | None = None
         self._server = ""
@@ -138,30 +239,53 @@ class KubeApi:
         params: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         data = None if body is None else json.dumps(body, separators=(",", ":"))
-        for attempt in (1, 2):
+        relogged = False
+        attempt = 0
+        while True:
+            attempt += 1
             if self._session is None:
                 self._session = self._connect()
-            async with self._session.request(
-                method,
-                self._server + path,
-                data=data,
-                params=params,
-                headers={"Content-Type": content_type, "Accept": "application/json"},
-            ) as response:
-                if response.status == 401 and attempt == 1:
-                    # The token may have rotated under us: log in again, once.
-                    await self.close()
-                    continue
-                text = await response.text()
-                payload: dict[str, Any] = json.loads(text) if text else {}
-                if response.status >= 400:
-                    raise ApiError(
-                        response.status,
-                        str(payload.get("message") or response.reason or ""),
-                        str(payload.get("reason") or ""),
-                    )
-                return payload
-        raise AssertionError("unreachable: the second attempt returns or raises")
+            try:
+                async with self._session.request(
+                    method,
+                    self._server + path,
+                    data=data,
+                    params=params,
+                    headers={"Content-Type": content_type, "Accept": "application/json"},
+                ) as response:
+                    status, reason = response.status, response.reason
+                    retry_after = response.headers.get("Retry-After")
+                    text = await response.text(errors="replace")
+            except aiohttp.ClientConnectionError as exc:
+                # Nothing was sent when the connection could not even be made; otherwise the server
+                # may have acted on the request: resend only what is safe to repeat. (A timeout is not
+                # retried: it already took REQUEST_TIMEOUT, and the controller retries the pass.)
+                sent = not isinstance(exc, aiohttp.ClientConnectorError)
+                if attempt >= self.retry.attempts or (sent and method not in RETRY_SAFE):
+                    raise
+                self.retries["connection"] += 1
+                await asyncio.sleep(self.retry.delay(attempt))
+                continue
+            if status == 401 and not relogged:
+                # The token may have rotated under us: log in again, once.
+                relogged = True
+                attempt -= 1
+                await self.close()
+                continue
+            retryable = status == 429 or (status >= 500 and method in RETRY_SAFE)
+            if retryable and attempt < self.retry.attempts:
+                self.retries["429" if status == 429 else "5xx"] += 1
+                await asyncio.sleep(self.retry.delay(attempt, retry_after if status in (429, 503) else None))
+                continue
+            if status >= 400:
+                raise _error(status, reason, text)
+            try:
+                payload = json.loads(text) if text else {}
+            except ValueError:
+                raise _error(status, reason, text) from None
+            if not isinstance(payload, dict):
+                raise _error(status, reason, text)
+            return payload
 
     def _count(self, verb: str, kind: str) -> None:
         self.requests[(verb, kind)] += 1

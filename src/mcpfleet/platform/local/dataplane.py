@@ -19,8 +19,10 @@ import contextlib
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from mcpfleet import telemetry
+from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads, is_member_backend
 
 log = logging.getLogger("mcpfleet.local.dataplane")
@@ -43,19 +45,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve(app: object, host: str, port: int) -> None:
+async def _serve(app: object, host: str, port: int, limits: HttpLimits | None = None) -> None:
+    """Serve `app`; with `limits`, within them, as `mcpfleet vmcp serve` does (docs/security.md)."""
     import uvicorn
 
+    protocol: dict[str, Any] = {"http": "httptools"}
+    if limits is not None:
+        app = BodyLimits(app, limits)  # type: ignore[arg-type]
+        protocol = uvicorn_options(limits)
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         host=host,
         port=port,
         loop="none",
-        http="httptools",
         lifespan="on",
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=3,
+        **protocol,
     )
     await uvicorn.Server(config).serve()
 
@@ -69,7 +76,9 @@ async def run_vmcp(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         limit, idle = session_limits(args.max_sessions, args.session_idle_timeout)
-    except ConfigError as exc:
+        # HTTP limits from the $MCPFLEET_* variables `mcpfleet up` passes on, as for the CLI.
+        limits = HttpLimits.from_env()
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     source: BackendSource
@@ -85,7 +94,13 @@ async def run_vmcp(args: argparse.Namespace) -> int:
 
         source = StaticBackendSource(static)
     writer: StatusWriter = FileStatusWriter(args.status_file) if args.status_file else NoopStatusWriter()
-    options = ServeOptions(host=args.host, port=args.port, max_sessions=limit, session_idle_seconds=idle)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        max_sessions=limit,
+        session_idle_seconds=idle,
+        max_json_depth=limits.max_json_depth,
+    )
     try:
         provider = telemetry.setup_tracing(
             "mcpfleet-vmcp", resource_attributes={"mcpfleet.vmcp.name": config.name}
@@ -98,7 +113,7 @@ async def run_vmcp(args: argparse.Namespace) -> int:
     )
     print(f"mcpfleet vmcp listening on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
     try:
-        await _serve(app, args.host, args.port)
+        await _serve(app, args.host, args.port, limits)
     finally:
         telemetry.shutdown(provider)
     return 0

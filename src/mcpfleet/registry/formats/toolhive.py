@@ -9,6 +9,11 @@ Mapping (both directions, so every entry round-trips):
 - every other ToolHive field (tier, status, tools, tags, metadata, permissions, provenance, target_port,
   custom_metadata, oauth_config, ...) is kept verbatim under
   `_meta["io.modelcontextprotocol.registry/publisher-provided"]["io.github.stacklok"][<image or url>]`.
+
+Structure (docs/registry.md, "Bad input"): the document is UTF-8 JSON, an object with `servers`
+(`remote_servers` optional); an empty table (`{}`, or `[]` as some serialisers write an empty map) is
+a legitimately empty registry; a missing `servers` or a table of another type fails the sync. The
+fields the conversion reads are type-checked first, so a wrong type names its field.
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from mcpfleet.registry.entry import (
     EntryError,
     ParseResult,
 )
-from mcpfleet.registry.formats.upstream import SERVER_SCHEMA_URL, validation_error
+from mcpfleet.registry.formats.upstream import (
+    MAX_DEPTH,
+    SERVER_SCHEMA_URL,
+    depth,
+    json_type,
+    validation_error,
+)
 
 NAME_PREFIX = f"{TOOLHIVE_NAMESPACE}/"
 DEFAULT_VERSION = "1.0.0"
@@ -158,23 +169,82 @@ def _object(pairs: list[tuple[str, Any]]) -> _Object:
     return obj
 
 
+_STRING_FIELDS = ("image", "url", "transport", "description", "repository_url")
+_LIST_OF_OBJECTS = ("env_vars", "headers")
+
+
+def _field_problem(where: str, entry: dict[str, Any]) -> str | None:
+    """The first field the conversion reads that has the wrong JSON type, named; else None."""
+    for name in _STRING_FIELDS:
+        if name in entry and not isinstance(entry[name], str):
+            return f"{where}.{name}: expected a string, got {json_type(entry[name])}"
+    for name in _LIST_OF_OBJECTS:
+        if name in entry:
+            value = entry[name]
+            if not isinstance(value, list):
+                return f"{where}.{name}: expected an array of objects, got {json_type(value)}"
+            for i, item in enumerate(value):
+                if not isinstance(item, dict):
+                    return f"{where}.{name}[{i}]: expected an object, got {json_type(item)}"
+    if "args" in entry:
+        args = entry["args"]
+        if not isinstance(args, list):
+            return f"{where}.args: expected an array of strings, got {json_type(args)}"
+        for i, arg in enumerate(args):
+            if not isinstance(arg, str):
+                return f"{where}.args[{i}]: expected a string, got {json_type(arg)}"
+    port = entry.get("target_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        return f"{where}.target_port: expected a port number (1-65535), got {json.dumps(port)[:40]}"
+    if depth(entry) > MAX_DEPTH:
+        return f"{where}: nested deeper than {MAX_DEPTH} levels"
+    return None
+
+
+def _document(source: str, content: bytes, result: ParseResult) -> dict[str, Any] | None:
+    """The top-level object, or None with the structural error recorded."""
+
+    def fail(message: str) -> None:
+        result.errors.append(EntryError(source, None, None, message))
+
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"invalid JSON: not UTF-8 (byte {exc.start}: {content[exc.start : exc.start + 1]!r})")
+        return None
+    try:
+        doc = json.loads(text, object_pairs_hook=_object)
+    except ValueError as exc:
+        fail(f"invalid JSON: {exc}")
+        return None
+    except RecursionError:
+        fail("invalid JSON: nested too deeply")
+        return None
+    if not isinstance(doc, dict):
+        fail(f"document: expected a JSON object with servers{{}}, got {json_type(doc)}")
+        return None
+    if "servers" not in doc:
+        fail("servers: required (a ToolHive registry file is an object with servers{})")
+        return None
+    for section in ("servers", "remote_servers"):
+        table = doc.get(section, {})
+        if isinstance(table, list) and not table:
+            doc[section] = {}  # an empty map some serialisers write as []
+        elif not isinstance(table, dict):
+            fail(f"{section}: expected an object of name -> entry, got {json_type(table)}")
+            return None
+    return doc
+
+
 def parse_toolhive(source: str, content: bytes) -> ParseResult:
     result = ParseResult()
-    try:
-        doc = json.loads(content, object_pairs_hook=_object)
-    except (ValueError, UnicodeDecodeError) as exc:
-        result.errors.append(EntryError(source, None, None, f"invalid JSON: {exc}"))
-        return result
-    if not isinstance(doc, dict):
-        result.errors.append(EntryError(source, None, None, "expected a JSON object with servers{}"))
+    doc = _document(source, content, result)
+    if doc is None:
         return result
     seen: set[str] = set()
     index = 0
     for section, remote in (("servers", False), ("remote_servers", True)):
         table = doc.get(section, {})
-        if not isinstance(table, dict):
-            result.errors.append(EntryError(source, None, None, f"{section}: expected an object"))
-            continue
         for key in getattr(table, "duplicates", []):
             result.errors.append(
                 EntryError(source, None, key, f"{section}.{key}: duplicate name; the last one is used")
@@ -192,8 +262,11 @@ def parse_toolhive(source: str, content: bytes) -> ParseResult:
                 result.errors.append(EntryError(source, index - 1, key, f"{where}: expected an object"))
                 continue
             required = "url" if remote else "image"
-            if not isinstance(entry.get(required), str) or not entry[required]:
-                result.errors.append(EntryError(source, index - 1, key, f"{where}.{required}: required"))
+            problem = _field_problem(where, entry)
+            if problem is None and not entry.get(required):
+                problem = f"{where}.{required}: required"
+            if problem is not None:
+                result.errors.append(EntryError(source, index - 1, key, problem))
                 continue
             server = toolhive_to_upstream(key, entry, remote)
             message = validation_error(server)

@@ -2,13 +2,21 @@
 `{"$schema", "version", "meta", "data": {"servers": [...]}}`, or as an API `ServerList` page.
 
 Validation uses a compiled validator (fastjsonschema) because the reference validator costs ~1 ms per
-entry, which alone would blow the 2 s budget for a 10,000-entry sync.
+entry, which alone would blow the 2 s budget for a 10,000-entry sync. Beyond the schema, an entry is
+refused when it nests deeper than `MAX_DEPTH` (the catalogue is served with orjson, which writes at
+most 255 levels) or when its version is not one version: empty, `latest` (a path segment of the API)
+or a range (`^1.2`, `>=1`, `1.x` — the schema's own description says ranges are rejected).
+
+Structure (see docs/registry.md, "Bad input"): the container of the entries must be there and be an
+array — an empty one (or an empty object, which some serialisers write for an empty list) is a
+legitimately empty registry; anything else is a structural error that fails the sync.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -27,6 +35,10 @@ from mcpfleet.registry.entry import (
 )
 
 SERVER_SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+MAX_DEPTH = 64
+"""Deepest nesting of arrays / objects accepted in one entry (server.json needs about 6)."""
+_RANGE = re.compile(r"^\s*(\^|~|[<>]=?|=)|\|\||\s-\s|(^|\.)[xX*](\.|$)")
+"""What marks a version range rather than a version (npm / semver range syntax)."""
 
 
 def server_schema() -> dict[str, Any]:
@@ -44,13 +56,49 @@ def _validator() -> Callable[[Any], Any]:
     return validate
 
 
+def depth(value: Any) -> int:
+    """How deeply arrays and objects nest in `value` (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        level += 1
+        if level > deepest:
+            deepest = level
+            if deepest > MAX_DEPTH:
+                return deepest  # enough to refuse it; no need to walk the rest
+        stack.extend((child, level) for child in children)
+    return deepest
+
+
+def version_error(version: str) -> str | None:
+    """Why `version` is not one version, or None."""
+    if not version.strip():
+        return "version: must not be empty"
+    if version.strip() != version or any(ord(c) < 32 for c in version):
+        return "version: must not hold spaces around it or control characters"
+    if version == "latest":
+        return "version: 'latest' is not a version (it names the newest one in the API)"
+    if _RANGE.search(version):
+        return f"version: {version!r} is a version range, not a version"
+    return None
+
+
 def validation_error(server: Any) -> str | None:
     """None when `server` is a valid server.json document, else a message naming the bad field."""
+    if depth(server) > MAX_DEPTH:
+        return f"document: nested deeper than {MAX_DEPTH} levels"
     try:
         _validator()(server)
     except fastjsonschema.JsonSchemaValueException as exc:
         return str(exc.message).replace("data.", "", 1).replace("data ", "document ", 1)
-    return None
+    return version_error(server["version"])
 
 
 def _items(doc: Any) -> list[Any] | str:
@@ -61,15 +109,38 @@ def _items(doc: Any) -> list[Any] | str:
         return "expected a JSON object or array"
     if "data" in doc:
         data = doc["data"]
-        if not isinstance(data, dict) or not isinstance(data.get("servers"), list):
-            return "data.servers: expected an array"
-        return list(data["servers"])
+        if not isinstance(data, dict):
+            return f"data: expected an object with servers[], got {json_type(data)}"
+        return _array(data, "servers", "data.servers")
     if "servers" in doc:
-        if not isinstance(doc["servers"], list):
-            return "servers: expected an array"
-        return list(doc["servers"])
+        return _array(doc, "servers", "servers")
     # Anything else is taken as one server.json document, so its problems are reported field by field.
     return [doc]
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed value, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _array(holder: dict[str, Any], key: str, where: str) -> list[Any] | str:
+    """`holder[key]` as the list of entries; an empty object counts as an empty list."""
+    if key not in holder:
+        return f"{where}: required"
+    value = holder[key]
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict) and not value:
+        return []
+    return f"{where}: expected an array, got {json_type(value)}"
 
 
 def entries_from_items(source: str, items: list[Any], result: ParseResult) -> None:

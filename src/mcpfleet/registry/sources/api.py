@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import orjson
 
+from mcpfleet.redact import redact_url
 from mcpfleet.registry.entry import OFFICIAL_META, ParseResult
 from mcpfleet.registry.formats.upstream import entries_from_items
 from mcpfleet.registry.sources.base import Fetched, SourceError
@@ -42,9 +43,13 @@ class ApiReader:
             try:
                 response = await self._client.get(f"{self.base}/v0.1/servers", params=params)
             except httpx.HTTPError as exc:
-                raise SourceError(f"GET {self.base}/v0.1/servers failed: {type(exc).__name__}") from None
+                raise SourceError(
+                    f"GET {redact_url(self.base)}/v0.1/servers failed: {type(exc).__name__}"
+                ) from None
             if response.status_code != 200:
-                raise SourceError(f"GET {self.base}/v0.1/servers returned HTTP {response.status_code}")
+                raise SourceError(
+                    f"GET {redact_url(self.base)}/v0.1/servers returned HTTP {response.status_code}"
+                )
             try:
                 page = orjson.loads(response.content)
                 servers = page["servers"]
@@ -55,7 +60,7 @@ class ApiReader:
             if not cursor:
                 return out
             params["cursor"] = cursor
-        raise SourceError(f"{self.base}/v0.1/servers: more than {_MAX_PAGES} pages")
+        raise SourceError(f"{redact_url(self.base)}/v0.1/servers: more than {_MAX_PAGES} pages")
 
     async def fetch(self) -> Fetched:
         full = self._since is None or self._fetches % _FULL_EVERY == 0

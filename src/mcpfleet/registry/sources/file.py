@@ -13,7 +13,7 @@ from pathlib import Path
 
 import watchfiles
 
-from mcpfleet.registry.sources.base import Fetched, SourceError, fetched_bytes
+from mcpfleet.registry.sources.base import MAX_DOCUMENT_BYTES, Fetched, SourceError, fetched_bytes, too_large
 
 
 class FileReader:
@@ -22,10 +22,17 @@ class FileReader:
 
     async def fetch(self) -> Fetched:
         try:
-            content = await asyncio.to_thread(self.path.read_bytes)
+            content = await asyncio.to_thread(self._read)
         except OSError as exc:
             raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        if len(content) > MAX_DOCUMENT_BYTES:
+            raise too_large(len(content))
         return fetched_bytes(self.source, self.fmt, content)
+
+    def _read(self) -> bytes:
+        # At most one byte over the limit: a huge (or endless, e.g. /dev/zero) file is never held whole.
+        with self.path.open("rb") as handle:
+            return handle.read(MAX_DOCUMENT_BYTES + 1)
 
     async def watch(self) -> AsyncIterator[None]:
         """Yields after changes in the file's folder that may concern the file."""

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import httpx
 
-from mcpfleet.registry.sources.base import Fetched, SourceError, fetched_bytes
+from mcpfleet.redact import redact_text, redact_url
+from mcpfleet.registry.sources.base import (
+    MAX_DOCUMENT_BYTES,
+    Fetched,
+    SourceError,
+    fetched_bytes,
+    too_large,
+)
 
 
 class UrlReader:
@@ -14,12 +21,19 @@ class UrlReader:
 
     async def fetch(self) -> Fetched:
         try:
-            response = await self._client.get(self.url)
+            async with self._client.stream("GET", self.url) as response:
+                if response.status_code != 200:
+                    raise SourceError(f"GET {redact_url(self.url)} returned HTTP {response.status_code}")
+                content = bytearray()
+                async for chunk in response.aiter_bytes():
+                    content += chunk
+                    if len(content) > MAX_DOCUMENT_BYTES:
+                        raise too_large(len(content))  # stop reading: memory stays bounded
         except httpx.HTTPError as exc:
-            raise SourceError(f"GET {self.url} failed: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise SourceError(f"GET {self.url} returned HTTP {response.status_code}")
-        return fetched_bytes(self.source, self.fmt, response.content)
+            raise SourceError(
+                f"GET {redact_url(self.url)} failed: {type(exc).__name__}: {redact_text(str(exc))}"
+            ) from None
+        return fetched_bytes(self.source, self.fmt, bytes(content))
 
     async def close(self) -> None:
         await self._client.aclose()

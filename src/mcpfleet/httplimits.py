@@ -1,0 +1,257 @@
+"""HTTP-level limits of the proxy's and the vMCP gateway's servers: body size, body and header
+read time, header size, keep-alive, JSON nesting depth.
+
+Owns: the `HttpLimits` settings (defaults, `MCPFLEET_*` environment variables, CLI flags read by
+`mcpfleet proxy` / `mcpfleet vmcp serve`), the `BodyLimits` ASGI middleware (413 for a body over
+the size limit, decided from Content-Length before reading anything and otherwise while reading;
+408 for a body not received in time) and the uvicorn protocol that closes connections whose
+request headers do not arrive in time or grow too large (uvicorn itself sets no timer before the
+first request's headers, so a stalled client would hold its connection for ever).
+
+Documented in docs/security.md. Changing a default here means changing it there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Final
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH, INVALID_REQUEST
+
+Scope = Mapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+MiB: Final = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Limits of one HTTP server (see docs/security.md for the reasoning behind each default)."""
+
+    # Largest request body accepted (413 above). MCP client messages are small; the largest
+    # legitimate ones are sampling answers carrying an image.
+    max_body_bytes: int = 4 * MiB
+    # Seconds to receive a whole request body once its headers arrived (408 after).
+    body_timeout: float = 30.0
+    # Seconds from connection open (or from the first byte of a follow-up request) to complete headers.
+    header_timeout: float = 10.0
+    # Total bytes of request line + headers (431 above).
+    max_header_bytes: int = 64 * 1024
+    # Seconds an idle keep-alive connection stays open between requests (uvicorn's own timer).
+    keep_alive_timeout: int = 5
+    # Nesting levels of arrays / objects in a JSON-RPC message (-32600 above).
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) <= 0:
+                raise ValueError(f"{FLAGS[f.name]} must be positive, got {getattr(self, f.name)!r}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> HttpLimits:
+        """Defaults, overridden by `MCPFLEET_*` variables, overridden by explicit (non-None) values."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV[f.name])
+            if raw is not None and raw.strip():
+                kind = int if f.type in ("int", int) else float
+                try:
+                    values[f.name] = kind(raw)
+                except ValueError:
+                    raise ValueError(f"{ENV[f.name]}: expected a number, got {raw!r}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **values)
+
+
+# Field -> environment variable / CLI flag (one table so docs, errors and CLIs agree).
+ENV: Final = {
+    "max_body_bytes": "MCPFLEET_MAX_BODY_BYTES",
+    "body_timeout": "MCPFLEET_BODY_TIMEOUT",
+    "header_timeout": "MCPFLEET_HEADER_TIMEOUT",
+    "max_header_bytes": "MCPFLEET_MAX_HEADER_BYTES",
+    "keep_alive_timeout": "MCPFLEET_KEEP_ALIVE_TIMEOUT",
+    "max_json_depth": "MCPFLEET_MAX_JSON_DEPTH",
+}
+FLAGS: Final = {name: "--" + name.replace("_", "-") for name in ENV}
+
+
+def _error_body(message: str) -> bytes:
+    return orjson.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    )
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    # `connection: close`: the unread rest of the body must not be parsed as a next request.
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": _error_body(message)})
+
+
+class BodyLimits:
+    """ASGI middleware: request bodies are read here, within the size and time limits, and handed
+    to the app whole (both services parse the whole JSON-RPC message anyway).
+
+    Requests without a body (GET notification streams, DELETE) pass untouched, so their `receive`
+    still reports the client's disconnect.
+    """
+
+    def __init__(self, app: ASGIApp, limits: HttpLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length: str | None = None
+        chunked = False
+        for key, value in scope["headers"]:
+            if key == b"content-length":
+                length = value.decode("latin-1")
+            elif key == b"transfer-encoding":
+                chunked = True
+        limit = self.limits.max_body_bytes
+        if length is not None:
+            if not length.strip().isdigit():
+                await _refuse(send, 400, "Invalid Content-Length header")
+                return
+            if int(length) > limit:
+                await _refuse(send, 413, f"Request body larger than {limit} bytes (limit: --max-body-bytes)")
+                return
+            if int(length) == 0 and not chunked:
+                await self.app(scope, receive, send)
+                return
+        elif not chunked:
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.limits.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return  # nobody to answer
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        await _refuse(
+                            send, 413, f"Request body larger than {limit} bytes (limit: --max-body-bytes)"
+                        )
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body"):
+                        break
+        except TimeoutError:
+            await _refuse(
+                send,
+                408,
+                f"Request body not received within {self.limits.body_timeout:g} s (limit: --body-timeout)",
+            )
+            return
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
+
+
+def replay_body(body: bytes, original: Receive) -> Receive:
+    """A `receive` that yields the body read already, then the connection's own events."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return receive
+
+
+def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol plus a header deadline and a header size cap.
+
+    The deadline runs from the connection's opening (and from the first byte of each follow-up
+    request on a kept-alive connection) to the end of the request headers; idle time between
+    requests is uvicorn's keep-alive timer. A connection over either limit gets a 408 / 431 and
+    is closed, so stalled clients (slowloris) cost a socket for seconds, not for ever.
+    """
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _header_timer: asyncio.TimerHandle | None = None
+        _header_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+                self._arm()  # bytes of a new request: its headers get the same deadline
+            super().data_received(data)
+
+        def on_message_begin(self) -> None:
+            self._header_bytes = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value))
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            if self.transport.is_closing():
+                return
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(limits.header_timeout, self._late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _late(self) -> None:
+            self._header_timer = None
+            self._close_with(408, "Request Timeout")
+
+        def _count(self, n: int) -> None:
+            self._header_bytes += n
+            if self._header_bytes > limits.max_header_bytes and not self.transport.is_closing():
+                self._disarm()
+                self._close_with(431, "Request Header Fields Too Large")
+
+        def _close_with(self, status: int, reason: str) -> None:
+            if self.transport.is_closing():
+                return
+            self.transport.write(
+                f"HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode()
+            )
+            self.transport.close()
+
+    return GuardedHttpToolsProtocol
+
+
+def uvicorn_options(limits: HttpLimits) -> dict[str, Any]:
+    """The uvicorn.Config keyword arguments that apply `limits` (the body limits are the
+    middleware's: wrap the app in `BodyLimits`)."""
+    return {"http": protocol_class(limits), "timeout_keep_alive": limits.keep_alive_timeout}

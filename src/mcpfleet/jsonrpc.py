@@ -1,0 +1,290 @@
+"""Strict checks of incoming JSON-RPC 2.0 / MCP messages, shared by the proxy and the vMCP gateway.
+
+Owns: decoding a request body with a nesting-depth bound, the JSON-RPC envelope rules (what a
+request, notification or response must look like), per-method params validation against the
+`mcp` SDK's own wire types, and the Content-Type rule for POST bodies. Every failure is a
+`MessageError` carrying the JSON-RPC error code and a message that names the offending field, so
+the services answer a clear error instead of tripping over a wrongly typed value later (a 500).
+
+Why a depth bound: orjson decodes up to 1,024 levels but encodes only 254, so a message nested
+deeper than that decodes fine and then fails when it is relayed (to a backend, to the child).
+The bound is applied right after decoding, before anything else looks at the message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, Literal
+
+import orjson
+import pydantic
+import pydantic_core
+from mcp.types.methods import validate_client_notification, validate_client_request
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
+
+# Levels of JSON arrays / objects, the message object itself being level 1 (so a tool's
+# `arguments` object is level 3). Far above what real tools use, far below orjson's 254.
+DEFAULT_MAX_DEPTH: Final = 64
+
+Kind = Literal["request", "notification", "response"]
+
+
+class MessageError(Exception):
+    """An incoming message is unusable: answer `code` / `message` to the request `request_id`."""
+
+    def __init__(self, code: int, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+    def response(self) -> dict[str, Any]:
+        """The JSON-RPC error response for it."""
+        return {
+            "jsonrpc": "2.0",
+            "id": self.request_id,
+            "error": {"code": self.code, "message": self.message},
+        }
+
+    def body(self) -> bytes:
+        return orjson.dumps(self.response())
+
+
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a Content-Type header names application/json (parameters such as charset allowed)."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def decode(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """The JSON value of a request body; raises MessageError for bad JSON or too deep nesting."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MessageError(PARSE_ERROR, f"Parse error: {exc}") from None
+    # Nesting needs one opening bracket per level: a body with no more brackets than the limit
+    # (counted in C, strings included) cannot exceed it, which skips the walk for most requests.
+    if body.count(b"{") + body.count(b"[") > max_depth:
+        check_depth(value, max_depth)
+    if _LONG_NUMBER.search(body) is not None:
+        _check_integers(body, value)
+    return value
+
+
+# 20 digits in a row: the shortest integer literal that may not fit in 64 bits.
+_LONG_NUMBER = re.compile(rb"\d{20}")
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+def _check_integers(body: bytes, value: Any) -> None:
+    """Refuse integer literals outside the 64-bit range orjson writes. orjson reads them as
+    floats, but the SDK transports parse the same body with pydantic-core, which keeps them as
+    integers that then cannot be relayed. Only runs for bodies holding 20 digits in a row."""
+    exact = pydantic_core.from_json(body)
+    for node, _depth, path in _walk(exact):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, int) and not isinstance(child, bool) and not _INT_MIN <= child <= _INT_MAX:
+                where = _dotted((*path, _segment(key)))
+                raise MessageError(
+                    INVALID_REQUEST,
+                    f"Invalid Request: {where} is an integer outside the 64-bit range",
+                    _request_id_of(value),
+                )
+
+
+def check_depth(value: Any, max_depth: int) -> None:
+    """Raise MessageError (-32600) naming the first path nested deeper than `max_depth` levels."""
+    for _node, depth, path in _walk(value):
+        if depth > max_depth:
+            raise MessageError(
+                INVALID_REQUEST,
+                f"Invalid Request: {_dotted(path) or 'the message'} is nested deeper than {max_depth} "
+                f"levels (limit: --max-json-depth)",
+                _request_id_of(value),
+            )
+
+
+def _walk(value: Any) -> Iterator[tuple[Any, int, tuple[str, ...]]]:
+    """Every array / object in `value` with its depth (the root is 1) and path, without recursion."""
+    if not isinstance(value, dict | list):
+        return
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        yield node, depth, path
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1, (*path, _segment(key))))
+
+
+def _segment(key: Any) -> str:
+    return f"[{key}]" if isinstance(key, int) else str(key)
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    """`params.arguments.k[0]`, cut after 4 steps (a path 1,000 levels deep is no help)."""
+    text = ".".join(path[:4]).replace(".[", "[")
+    return text + ("…" if len(path) > 4 else "")
+
+
+def valid_id(value: Any) -> bool:
+    """A request id MCP accepts: a string or an integer (never null, a float, a bool or a container)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _request_id_of(message: Any) -> Any:
+    """The id to echo in an error about `message`: its own when well formed, null otherwise."""
+    if isinstance(message, dict):
+        rid = message.get("id")
+        if valid_id(rid):
+            return rid
+    return None
+
+
+def check_message(message: Any) -> Kind:
+    """Check the JSON-RPC 2.0 envelope of one client message (MCP rules); return what it is.
+
+    Requests: `jsonrpc` "2.0", `id` a string or integer, `method` a non-empty string, `params` an
+    object when present (JSON-RPC also allows an array; MCP uses named parameters only: -32602).
+    Notifications: the same without `id`. Responses (to server-to-client requests): an `id` and
+    either a `result` object or an `error` object with an integer `code` and a string `message`.
+    Batches are not part of MCP since 2025-06-18 and are refused.
+    """
+    if isinstance(message, list):
+        raise MessageError(
+            INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported; send one message per POST"
+        )
+    if not isinstance(message, dict):
+        raise MessageError(INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC message object")
+    rid = _request_id_of(message)
+    if message.get("jsonrpc") != "2.0":
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', rid)
+    has_id = "id" in message
+    if "method" in message:
+        if "result" in message or "error" in message:
+            raise MessageError(
+                INVALID_REQUEST,
+                'Invalid Request: a message with "method" cannot carry "result" or "error"',
+                rid,
+            )
+        if has_id and not valid_id(message["id"]):
+            raise MessageError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+        method = message["method"]
+        if not isinstance(method, str) or not method:
+            raise MessageError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string', rid)
+        params = message.get("params")
+        if isinstance(params, list):
+            raise MessageError(
+                INVALID_PARAMS, 'Invalid params: "params" must be an object (MCP uses named parameters)', rid
+            )
+        if params is not None and not isinstance(params, dict):
+            raise MessageError(INVALID_REQUEST, 'Invalid Request: "params" must be an object', rid)
+        if isinstance(params, dict):
+            _check_meta(params, rid)
+            if (
+                method == "notifications/cancelled"
+                and "requestId" in params
+                and not valid_id(params["requestId"])
+            ):
+                raise MessageError(
+                    INVALID_PARAMS, 'Invalid params: "params.requestId" must be a string or an integer'
+                )
+        return "request" if has_id else "notification"
+    if "result" in message and "error" in message:
+        raise MessageError(
+            INVALID_REQUEST, 'Invalid Request: a response carries "result" or "error", not both'
+        )
+    if "result" in message:
+        if not valid_id(message.get("id")):
+            raise MessageError(
+                INVALID_REQUEST, 'Invalid Request: a response "id" must be a string or an integer'
+            )
+        if not isinstance(message["result"], dict):
+            raise MessageError(INVALID_REQUEST, 'Invalid Request: "result" must be an object', rid)
+        return "response"
+    if "error" in message:
+        if not has_id or not (message["id"] is None or valid_id(message["id"])):
+            raise MessageError(
+                INVALID_REQUEST,
+                'Invalid Request: an error response "id" must be a string, an integer or null',
+            )
+        error = message["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        if not isinstance(error, dict) or not isinstance(code, int) or isinstance(code, bool):
+            raise MessageError(INVALID_REQUEST, 'Invalid Request: "error.code" must be an integer', rid)
+        if not isinstance(error.get("message"), str):
+            raise MessageError(INVALID_REQUEST, 'Invalid Request: "error.message" must be a string', rid)
+        return "response"
+    raise MessageError(
+        INVALID_REQUEST,
+        'Invalid Request: a message needs "method" (request, notification) or "result" / "error" (response)',
+        rid,
+    )
+
+
+def _check_meta(params: Mapping[str, Any], rid: Any) -> None:
+    """`params._meta` (every MCP request and notification may carry it): an object whose
+    `progressToken`, when present, is a string or an integer. Checked for every method because
+    relays key their bookkeeping on the token."""
+    if "_meta" not in params:
+        return
+    meta = params["_meta"]
+    if meta is not None and not isinstance(meta, dict):
+        raise MessageError(INVALID_PARAMS, 'Invalid params: "params._meta" must be an object', rid)
+    if isinstance(meta, dict) and "progressToken" in meta and not valid_id(meta["progressToken"]):
+        raise MessageError(
+            INVALID_PARAMS, 'Invalid params: "params._meta.progressToken" must be a string or an integer', rid
+        )
+
+
+def check_params(
+    kind: Kind, method: str, params: Mapping[str, Any] | None, version: str, request_id: Any = None
+) -> None:
+    """Validate `params` of a request / notification against the SDK's wire type for `method` at
+    protocol `version`; raises MessageError (-32602) naming the field. Methods (or versions) the
+    SDK has no type for pass: whoever handles them decides (usually: method not found)."""
+    try:
+        if kind == "request":
+            validate_client_request(method, version, params)
+        elif kind == "notification":
+            validate_client_notification(method, version, params)
+    except (KeyError, ValueError) as exc:
+        if isinstance(exc, pydantic.ValidationError):
+            raise MessageError(INVALID_PARAMS, _describe(exc, method, params), request_id) from None
+        return
+
+
+def _describe(exc: pydantic.ValidationError, method: str, params: Any) -> str:
+    """One line naming the first wrong field, e.g. `completion/complete: params.ref: Input should
+    be a valid dictionary`. Union alternatives in pydantic's locations are not fields: the path
+    stops where the actual message stops."""
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    first = errors[0]
+    path = _field_path(first["loc"], {"params": params})
+    same = [e["msg"] for e in errors if _field_path(e["loc"], {"params": params}) == path]
+    detail = same[0] if len(same) == 1 else "; or ".join(dict.fromkeys(same))
+    return f"Invalid params: {method}: {path}: {detail}"[:500]
+
+
+def _field_path(loc: tuple[int | str, ...], root: Any) -> str:
+    parts: list[str] = []
+    node = root
+    for step in loc:
+        if isinstance(node, dict) and isinstance(step, str):
+            parts.append(step)
+            node = node.get(step)
+            if node is None:
+                break
+        elif isinstance(node, list) and isinstance(step, int):
+            parts.append(f"[{step}]")
+            node = node[step] if step < len(node) else None
+        else:
+            break
+    return ".".join(parts).replace(".[", "[") or "params"
