@@ -315,3 +315,57 @@ async def test_every_upstream_get_operation_answers_its_documented_schema(reg: H
             assert (await reg.get(path, params={param["name"]: value})).status_code == 200, param["name"]
         checked += 1
     assert checked == 3
+
+
+# -- the search index ---------------------------------------------------------------------------
+
+
+def test_indexed_search_equals_a_linear_scan() -> None:
+    """Every page of every search, walked with its cursors, equals filtering the sorted catalogue."""
+    import random
+
+    import orjson
+
+    from mcpfleet.registry.catalogue import SEARCH_NAME, SEARCH_TEXT, Catalogue
+    from mcpfleet.registry.store import CatalogueRow
+
+    rng = random.Random(17)
+    alphabet = "abcxyz-./01"
+    rows = []
+    for i in range(400):
+        name = "com.ex" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) + f"/s{i}"
+        title = "".join(rng.choice(alphabet) for _ in range(8))
+        doc = {"name": name, "version": "1.0.0", "description": f"D {title.upper()}", "title": title}
+        status = "deleted" if i % 9 == 0 else "active"
+        rows.append(CatalogueRow(name, "1.0.0", status, True, T1, T1, T1, orjson.dumps(doc).decode()))
+    catalogue = Catalogue(1, rows)
+    for needle in ["abc", "ABC", "x-.", "com.ex", "/s1", "zzzz", "c.e", "1.0", "d a", "s39"]:
+        for fields in (SEARCH_NAME, SEARCH_TEXT):
+            for include_deleted in (False, True):
+                expected = [
+                    (i.name, i.version)
+                    for i in catalogue.items
+                    if (include_deleted or i.status != "deleted")
+                    and needle.lower()
+                    in (
+                        i.name.lower()
+                        if fields == SEARCH_NAME
+                        else "\n".join(
+                            [
+                                i.name,
+                                orjson.loads(i.body)["server"]["title"],
+                                orjson.loads(i.body)["server"]["description"],
+                            ]
+                        ).lower()
+                    )
+                ]
+                got: list[tuple[str, str]] = []
+                cursor = None
+                while True:
+                    page = catalogue.list_page(cursor, 7, needle, None, None, include_deleted, fields)
+                    doc = orjson.loads(page.body)
+                    got += [(s["server"]["name"], s["server"]["version"]) for s in doc["servers"]]
+                    cursor = doc["metadata"].get("nextCursor")
+                    if cursor is None:
+                        break
+                assert got == expected, (needle, fields, include_deleted)
