@@ -6,7 +6,7 @@ MCPFLEET := $(VENV)/bin/mcpfleet
 NODE_TOOLS := tools/node/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 
-.PHONY: venv node-tools system-deps cluster-binaries run test bench lint crds clean
+.PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds clean
 
 venv: $(VENV)/.installed
 
@@ -26,9 +26,17 @@ $(NODE_TOOLS): tools/node/package.json tools/node/package-lock.json
 system-deps:
 	bash scripts/system-deps.sh
 
-# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries.
+# Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries and Helm.
 cluster-binaries: venv
-	$(MCPFLEET) dev-cluster build
+	$(MCPFLEET) dev-cluster build --helm
+
+# The real node's binaries (kubelet, kube-proxy, CoreDNS, pause), built like the control plane's.
+node-binaries: cluster-binaries
+	$(MCPFLEET) dev-cluster build --real-node
+
+# The mcpfleet OCI image without a registry or Docker (root: debootstrap + chroot); prints its name.
+image: venv node-tools
+	$(MCPFLEET) dev-cluster image --repo .
 
 crds: venv
 	$(MCPFLEET) crds --output deploy/crds
@@ -39,8 +47,18 @@ run: venv node-tools
 test: venv node-tools system-deps cluster-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Real pods on a real node (root): kubelet + containerd beside kwok, the operator installed in-cluster
+# from deploy/, every kind called from a client pod. Not yet part of `test` (see docs/dev-cluster.md).
+test-realnode: venv node-tools system-deps cluster-binaries node-binaries
+	MCPFLEET_REALNODE=1 $(PY) -m pytest tests/realnode $(PYTEST_ARGS)
+
 bench: venv node-tools system-deps
 	$(PY) bench/run_all.py
+
+# The anchors the vMCP figures are compared against (bare ASGI, SDK server, fastmcp proxy), from their
+# own venv bench/anchors/.venv: fastmcp is not a dependency of mcpfleet.
+bench-anchors: venv system-deps
+	bench/anchors/anchor-mcp.sh
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench

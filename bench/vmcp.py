@@ -3,7 +3,7 @@
 Measures `tools/call` latency (p50, p99) and throughput at 1 and 16 concurrent clients, directly
 against a backend and through `mcpfleet vmcp serve`, for two backends: a bare ASGI JSON-RPC
 endpoint (the Python floor) and an `mcp` SDK v2 server; plus the warm `tools/list` time through
-the gateway for 50 backends x 100 tools. Load comes from wrk (as in /work/shared/bench/anchor-mcp.sh).
+the gateway for 50 backends x 100 tools. Load comes from wrk (as in bench/anchors/anchor-mcp.sh).
 
     .venv/bin/python bench/vmcp.py [--duration 5] [--write docs/bench-vmcp.md]
 """
@@ -322,7 +322,7 @@ def render(
         f"| ≥ 90% of the SDK server's direct throughput (16 clients) | {ratio:.0f}% | {'yes' if ratio >= 90 else 'no'} |",
         f"| tools/list ≤ 20 ms warm, 50 backends x 100 tools | p50 {tl['p50']:.2f} ms, p99 {tl['p99']:.2f} ms ({tl['tools']:.0f} tools, {tl['bytes'] / 1e6:.1f} MB) | {'yes' if tl['p50'] <= 20 else 'no'} |",
         "",
-        "Anchors (same machine type, /work/shared/bench): bare ASGI p50 0.11 ms, ~9,000 / ~13,700 calls/s; "
+        "Anchors (same machine type, bench/anchors): bare ASGI p50 0.11 ms, ~9,000 / ~13,700 calls/s; "
         "SDK v2 server p50 1.29 ms, ~700 calls/s; fastmcp proxy p50 59 ms, 16 calls/s; thinnest Python hop "
         "+0.28 ms / 3,900 calls/s (aiohttp), +1.3 ms / 316 calls/s (httpx).",
         "",

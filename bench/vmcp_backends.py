@@ -20,6 +20,20 @@ import orjson  # noqa: E402
 import uvicorn  # noqa: E402
 
 
+async def _read_body(receive: Any) -> bytes:
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            return body
+
+
+async def _empty(send: Any, status: int) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
 def bare_app(n_backends: int = 0, n_tools: int = 1) -> Any:
     def tools_for(prefix: str) -> bytes:
         tools = [
@@ -50,21 +64,14 @@ def bare_app(n_backends: int = 0, n_tools: int = 1) -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await _read_body(receive)
         if scope["method"] != "POST":
-            await send({"type": "http.response.start", "status": 405, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
+            await _empty(send, 405)
             return
         req = orjson.loads(body)
         method = req.get("method")
         if "id" not in req:
-            await send({"type": "http.response.start", "status": 202, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
+            await _empty(send, 202)
             return
         if method == "tools/call":
             text = req["params"]["arguments"]["text"]

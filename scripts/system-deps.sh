@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the test suite needs, only when one is missing.
+# Installs the Debian packages the test suite needs (and the real node uses), only when one is missing.
 set -euo pipefail
 packages=(postgresql git wrk)
+# The real node (`dev-cluster up --real-node`, `make image`, `make test-realnode`).
+packages+=(containerd runc containernetworking-plugins iptables conntrack socat iproute2 debootstrap umoci)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -17,7 +17,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -114,13 +114,7 @@ class BodyLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length: str | None = None
-        chunked = False
-        for key, value in scope["headers"]:
-            if key == b"content-length":
-                length = value.decode("latin-1")
-            elif key == b"transfer-encoding":
-                chunked = True
+        length, chunked = _framing(scope["headers"])
         limit = self.limits.max_body_bytes
         if length is not None:
             if not length.strip().isdigit():
@@ -177,6 +171,72 @@ def replay_body(body: bytes, original: Receive) -> Receive:
     return receive
 
 
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the header deadline and size cap of `guard_limits`."""
+
+    guard_limits: ClassVar[HttpLimits]
+    _header_timer: asyncio.TimerHandle | None = None
+    _header_bytes = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # bytes of a new request: its headers get the same deadline
+        super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        self._header_bytes = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value))
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self.guard_limits.header_timeout, self._late)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _late(self) -> None:
+        self._header_timer = None
+        self._close_with(408, "Request Timeout")
+
+    def _count(self, n: int) -> None:
+        self._header_bytes += n
+        if self._header_bytes > self.guard_limits.max_header_bytes and not self.transport.is_closing():
+            self._disarm()
+            self._close_with(431, "Request Header Fields Too Large")
+
+    def _close_with(self, status: int, reason: str) -> None:
+        if self.transport.is_closing():
+            return
+        self.transport.write(
+            f"HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode()
+        )
+        self.transport.close()
+
+
 def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol plus a header deadline and a header size cap.
 
@@ -185,73 +245,22 @@ def protocol_class(limits: HttpLimits) -> type[HttpToolsProtocol]:
     requests is uvicorn's keep-alive timer. A connection over either limit gets a 408 / 431 and
     is closed, so stalled clients (slowloris) cost a socket for seconds, not for ever.
     """
-
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _header_timer: asyncio.TimerHandle | None = None
-        _header_bytes = 0
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
-                self._arm()  # bytes of a new request: its headers get the same deadline
-            super().data_received(data)
-
-        def on_message_begin(self) -> None:
-            self._header_bytes = 0
-            super().on_message_begin()
-
-        def on_url(self, url: bytes) -> None:
-            self._count(len(url))
-            super().on_url(url)
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            self._count(len(name) + len(value))
-            super().on_header(name, value)
-
-        def on_headers_complete(self) -> None:
-            self._disarm()
-            if self.transport.is_closing():
-                return
-            super().on_headers_complete()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._header_timer = self.loop.call_later(limits.header_timeout, self._late)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _late(self) -> None:
-            self._header_timer = None
-            self._close_with(408, "Request Timeout")
-
-        def _count(self, n: int) -> None:
-            self._header_bytes += n
-            if self._header_bytes > limits.max_header_bytes and not self.transport.is_closing():
-                self._disarm()
-                self._close_with(431, "Request Header Fields Too Large")
-
-        def _close_with(self, status: int, reason: str) -> None:
-            if self.transport.is_closing():
-                return
-            self.transport.write(
-                f"HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode()
-            )
-            self.transport.close()
-
-    return GuardedHttpToolsProtocol
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"guard_limits": limits})
 
 
 def uvicorn_options(limits: HttpLimits) -> dict[str, Any]:
     """The uvicorn.Config keyword arguments that apply `limits` (the body limits are the
     middleware's: wrap the app in `BodyLimits`)."""
     return {"http": protocol_class(limits), "timeout_keep_alive": limits.keep_alive_timeout}
+
+
+def _framing(headers: Any) -> tuple[str | None, bool]:
+    """(Content-Length as sent, whether a Transfer-Encoding is present) of a request's raw headers."""
+    length: str | None = None
+    chunked = False
+    for key, value in headers:
+        if key == b"content-length":
+            length = value.decode("latin-1")
+        elif key == b"transfer-encoding":
+            chunked = True
+    return length, chunked

@@ -167,35 +167,45 @@ def check_message(message: Any) -> Kind:
         raise MessageError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', rid)
     has_id = "id" in message
     if "method" in message:
-        if "result" in message or "error" in message:
+        return _check_call(message, rid, has_id)
+    return _check_response(message, rid, has_id)
+
+
+def _check_call(message: dict[str, Any], rid: Any, has_id: bool) -> Kind:
+    """A message with `method`: a request (with `id`) or a notification."""
+    if "result" in message or "error" in message:
+        raise MessageError(
+            INVALID_REQUEST,
+            'Invalid Request: a message with "method" cannot carry "result" or "error"',
+            rid,
+        )
+    if has_id and not valid_id(message["id"]):
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+    method = message["method"]
+    if not isinstance(method, str) or not method:
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string', rid)
+    params = message.get("params")
+    if isinstance(params, list):
+        raise MessageError(
+            INVALID_PARAMS, 'Invalid params: "params" must be an object (MCP uses named parameters)', rid
+        )
+    if params is not None and not isinstance(params, dict):
+        raise MessageError(INVALID_REQUEST, 'Invalid Request: "params" must be an object', rid)
+    if isinstance(params, dict):
+        _check_meta(params, rid)
+        if (
+            method == "notifications/cancelled"
+            and "requestId" in params
+            and not valid_id(params["requestId"])
+        ):
             raise MessageError(
-                INVALID_REQUEST,
-                'Invalid Request: a message with "method" cannot carry "result" or "error"',
-                rid,
+                INVALID_PARAMS, 'Invalid params: "params.requestId" must be a string or an integer'
             )
-        if has_id and not valid_id(message["id"]):
-            raise MessageError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
-        method = message["method"]
-        if not isinstance(method, str) or not method:
-            raise MessageError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string', rid)
-        params = message.get("params")
-        if isinstance(params, list):
-            raise MessageError(
-                INVALID_PARAMS, 'Invalid params: "params" must be an object (MCP uses named parameters)', rid
-            )
-        if params is not None and not isinstance(params, dict):
-            raise MessageError(INVALID_REQUEST, 'Invalid Request: "params" must be an object', rid)
-        if isinstance(params, dict):
-            _check_meta(params, rid)
-            if (
-                method == "notifications/cancelled"
-                and "requestId" in params
-                and not valid_id(params["requestId"])
-            ):
-                raise MessageError(
-                    INVALID_PARAMS, 'Invalid params: "params.requestId" must be a string or an integer'
-                )
-        return "request" if has_id else "notification"
+    return "request" if has_id else "notification"
+
+
+def _check_response(message: dict[str, Any], rid: Any, has_id: bool) -> Kind:
+    """A message without `method`: a response to a server-to-client request."""
     if "result" in message and "error" in message:
         raise MessageError(
             INVALID_REQUEST, 'Invalid Request: a response carries "result" or "error", not both'

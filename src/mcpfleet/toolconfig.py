@@ -6,7 +6,7 @@ resolution) and the proxy (`proxy/mux.py`, per server, from the run config of `-
 No I/O and no control-plane imports, so both data-plane packages can use it.
 
 Semantics (MCPToolConfig): overrides are keyed by the original tool name and give a new name
-and/or description (and, in the gateway's config, annotations); the filter is an allow-list that
+and/or description and/or annotations; the filter is an allow-list that
 matches the original or the overridden name, and keeps every tool when empty. A renamed tool is
 called by its new name only; a hidden tool is, for a client, an unknown tool.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from mcpfleet.api.mcptoolconfig import ToolOverride
 
 JSON = dict[str, Any]
 
@@ -27,6 +29,12 @@ class Override:
     name: str | None = None
     description: str | None = None
     annotations: Mapping[str, Any] | None = None
+
+
+def override_of(spec: ToolOverride) -> Override:
+    """The shared form of an MCPToolConfig override (the api model)."""
+    annotations = spec.annotations.dump() if spec.annotations is not None else None
+    return Override(name=spec.name, description=spec.description, annotations=annotations)
 
 
 def apply_override(tool: Mapping[str, Any], override: Override) -> JSON:

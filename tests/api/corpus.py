@@ -8,10 +8,11 @@ from typing import Any
 
 import yaml
 
+from tests.reference import TOOLHIVE_EXAMPLES, data_files
+
 ROOT = Path(__file__).resolve().parents[2]
 INVALID_DIR = Path(__file__).parent / "invalid"
 EXAMPLES_DIR = ROOT / "examples"
-TOOLHIVE_EXAMPLES = ROOT.parent / "shared" / "reference" / "toolhive" / "examples-v1alpha1"
 OUR_KINDS = {
     "MCPServer",
     "MCPGroup",
@@ -50,12 +51,8 @@ def example_files() -> list[Path]:
 
 def toolhive_documents() -> list[tuple[str, dict[str, Any]]]:
     """(label, document) for every ToolHive example of one of our kinds, apiVersion switched to ours."""
-    if not TOOLHIVE_EXAMPLES.is_dir():
-        raise AssertionError(
-            f"ToolHive examples not found at {TOOLHIVE_EXAMPLES} (shared/ must sit beside the checkout)"
-        )
     documents = []
-    for path in sorted(TOOLHIVE_EXAMPLES.rglob("*.yaml")):
+    for path in data_files(TOOLHIVE_EXAMPLES, "*.yaml", recursive=True):
         for index, document in enumerate(yaml.safe_load_all(path.read_text())):
             if not isinstance(document, dict) or document.get("kind") not in OUR_KINDS:
                 continue

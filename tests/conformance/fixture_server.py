@@ -423,7 +423,12 @@ def _register_input_required_tools(server: MCPServer) -> None:
             return f"Client exposed {count} root(s)."
         return InputRequiredResult(input_requests={"client_roots": ListRootsRequest()})
 
-    confirm_props = {"ok": {"type": "boolean"}}
+
+CONFIRM_PROPS = {"ok": {"type": "boolean"}}
+
+
+def _register_input_required_state_tools(server: MCPServer) -> None:
+    """2026-07-28 era: InputRequiredResult tools that carry requestState across rounds (SEP-2322)."""
 
     @server.tool()
     async def test_input_required_result_request_state(ctx: Context) -> str | InputRequiredResult:
@@ -431,7 +436,7 @@ def _register_input_required_tools(server: MCPServer) -> None:
         if "confirm" in (ctx.input_responses or {}) and ctx.request_state == "request-state-nonce":
             return "state-ok: confirmation received"
         return InputRequiredResult(
-            input_requests={"confirm": _form("Please confirm", confirm_props, ["ok"])},
+            input_requests={"confirm": _form("Please confirm", CONFIRM_PROPS, ["ok"])},
             request_state="request-state-nonce",
         )
 
@@ -476,10 +481,14 @@ def _register_input_required_tools(server: MCPServer) -> None:
         """The SDK's sealed requestState rejects a tampered echo before this runs."""
         if ctx.request_state is None:
             return InputRequiredResult(
-                input_requests={"confirm": _form("Please confirm", confirm_props, ["ok"])},
+                input_requests={"confirm": _form("Please confirm", CONFIRM_PROPS, ["ok"])},
                 request_state="round-1",
             )
         return f"state-ok: {ctx.request_state}"
+
+
+def _register_input_required_capability_tool(server: MCPServer) -> None:
+    """2026-07-28 era: an InputRequiredResult that asks only for what the client supports."""
 
     @server.tool()
     async def test_input_required_result_capabilities(ctx: Context) -> InputRequiredResult:
@@ -596,6 +605,8 @@ def build_server() -> MCPServer:
     _register_notifying_tools(server)
     _register_client_request_tools(server)
     _register_input_required_tools(server)
+    _register_input_required_state_tools(server)
+    _register_input_required_capability_tool(server)
     _register_resources(server, state)
     _register_prompts(server)
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+
+from mcpfleet.platform.local.runner import Runner
+from tests.waiting import wait_until
+
+T = TypeVar("T")
 
 VENV_BIN = Path(sys.executable).parent
 MCPFLEET = str(VENV_BIN / "mcpfleet")
@@ -30,6 +33,22 @@ def manifest(kind: str, name: str, spec: dict[str, Any], labels: dict[str, str] 
     return json.dumps(
         {"apiVersion": "mcpfleet.dev/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}
     )
+
+
+async def reconcile_until(
+    runner: Runner,
+    what: str,
+    check: Callable[[], Awaitable[T | None]],
+    within: float = 60.0,
+    interval: float = 0.25,
+) -> T:
+    """`wait_until` for tests that drive the in-process reconcile loop: one pass before each check."""
+
+    async def reconciled() -> T | None:
+        await runner.reconcile()
+        return await check()
+
+    return await wait_until(reconciled, what, within=within, interval=interval)
 
 
 def time_server(name: str, group: str | None = "demo", args: list[str] | None = None) -> str:
@@ -87,24 +106,20 @@ class Up:
     async def wait_for(
         self, what: str, check: Callable[[], Any], limit: float = 90.0, interval: float = 0.25
     ) -> Any:
-        deadline = time.monotonic() + limit
-        last: Any = None
-        while time.monotonic() < deadline:
+        def alive_check() -> Any:
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"mcpfleet up exited ({self.process.returncode}):\n{self.output.read_text()}"
                 )
-            try:
-                value = check()
-            except (sqlite3.Error, KeyError, OSError) as exc:  # the state file is still being created
-                last = exc
-            else:
-                if value:
-                    return value
-                last = value
-            await asyncio.sleep(interval)
-        raise AssertionError(
-            f"timed out waiting for {what}; last value {last!r}\n--- up output:\n{self.output.read_text()}"
+            return check()
+
+        return await wait_until(
+            alive_check,
+            what,
+            within=limit,
+            interval=interval,
+            tolerate=(sqlite3.Error, KeyError, OSError),  # the state file is still being created
+            context=lambda: f"--- up output:\n{self.output.read_text()}",
         )
 
     async def wait_phase(self, kind: str, name: str, phases: set[str], limit: float = 90.0) -> dict[str, Any]:

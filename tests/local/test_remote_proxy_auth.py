@@ -4,9 +4,7 @@ local Secret; credentials in `remoteURL` appear in no log, status or run config.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +12,7 @@ import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
-from tests.local.conftest import manifest
+from tests.local.conftest import manifest, reconcile_until
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.servers import JsonRpcBackend, Served
 
@@ -55,16 +53,13 @@ async def test_remote_proxy_applies_its_external_auth_config(
     state = await State.open(state_dir)
     runner = Runner(manifests, state, port_range=PORTS)
     try:
-        deadline = time.monotonic() + 90
-        status: dict[str, object] = {}
-        while time.monotonic() < deadline:
-            await runner.reconcile()
+
+        async def running() -> dict[str, object] | None:
             obj = await state.get_object("MCPRemoteProxy", "default", "remote-docs")
             status = dict(obj.status) if obj is not None else {}
-            if status.get("phase") == "Running" and status.get("url"):
-                break
-            await asyncio.sleep(0.25)
-        assert status.get("phase") == "Running", status
+            return status if status.get("phase") == "Running" and status.get("url") else None
+
+        status = await reconcile_until(runner, "remote-docs Running with a URL", running, within=90)
         url = str(status["url"])
         async with httpx.AsyncClient(trust_env=False) as http:
             answer = await http.post(

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
-from tests.local.conftest import manifest, pid_alive
-
-
-async def _until(runner: Runner, check: object, limit: float = 45.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        await runner.reconcile()
-        if callable(check) and await check():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("condition not reached")
+from tests.local.conftest import manifest, pid_alive, reconcile_until
 
 
 @pytest.mark.timeout(120)
@@ -42,7 +30,7 @@ async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
                 and (obj.status.get("observedGeneration") == generation)
             )
 
-        await _until(runner, lambda: running(1))
+        await reconcile_until(runner, "generation 1 Running", lambda: running(1), within=45, interval=0.2)
         first = runner.supervisor.state(key)
         assert first is not None and first.pid is not None
         first_pid = first.pid
@@ -51,7 +39,7 @@ async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
         # An edited spec: generation 2, the process restarts with the new command, the URL stays.
         path.write_text(manifest("MCPRemoteProxy", "up", {"remoteURL": "http://127.0.0.1:10/mcp"}))
         runner.manifests_changed()
-        await _until(runner, lambda: running(2))
+        await reconcile_until(runner, "generation 2 Running", lambda: running(2), within=45, interval=0.2)
         second = runner.supervisor.state(key)
         assert second is not None and second.pid not in (None, first_pid)
         assert not pid_alive(first_pid)
@@ -72,7 +60,9 @@ async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
                 second_pid
             )
 
-        await _until(runner, gone)
+        await reconcile_until(
+            runner, "the process stopped and the object gone", gone, within=45, interval=0.2
+        )
         assert runner.supervisor.keys() == set()
     finally:
         await runner.shutdown()

@@ -7,10 +7,8 @@ the process as the env var (`secret_env`) or the file (`secret_files`) its plan 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,25 +18,13 @@ import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
-from tests.local.conftest import manifest
+from tests.local.conftest import manifest, reconcile_until
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.registry.test_git_http import PASSWORD, USER, serve_http_repo
 from tests.vmcp.servers import JsonRpcBackend, Served
 
 PORTS = (32400, 32699)
 """Inside the local tests' range (below the kernel's ephemeral ports), apart from other in-process tests."""
-
-
-async def _until(runner: Runner, what: str, check: Callable[[], Awaitable[Any]], limit: float = 60.0) -> Any:
-    deadline = time.monotonic() + limit
-    last: Any = None
-    while time.monotonic() < deadline:
-        await runner.reconcile()
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 def _status(state: State, kind: str, name: str) -> Callable[[], Awaitable[dict[str, Any]]]:
@@ -82,14 +68,18 @@ async def test_registry_private_git_source_reads_the_secret_file(tmp_path: Path)
         runner = Runner(manifests, state, port_range=PORTS)
         try:
             # No such Secret on this machine: Failed, saying where the value is looked for.
-            failed = await _until(runner, "Failed", _phase(state, "MCPRegistry", "catalogue", "Failed"))
+            failed = await reconcile_until(
+                runner, "Failed", _phase(state, "MCPRegistry", "catalogue", "Failed")
+            )
             assert "secret git-creds key token: not found locally" in failed["message"], failed
             assert "MCPFLEET_SECRET_GIT_CREDS_TOKEN" in failed["message"]
 
             secret = state_dir / "secrets" / "git-creds" / "token"
             secret.parent.mkdir(parents=True)
             secret.write_text(PASSWORD + "\n")
-            running = await _until(runner, "Running", _phase(state, "MCPRegistry", "catalogue", "Running"))
+            running = await reconcile_until(
+                runner, "Running", _phase(state, "MCPRegistry", "catalogue", "Running")
+            )
 
             async def names() -> list[str]:
                 async with httpx.AsyncClient(trust_env=False) as http:
@@ -98,7 +88,7 @@ async def test_registry_private_git_source_reads_the_secret_file(tmp_path: Path)
                     return []
                 return [s["server"]["name"] for s in response.json()["servers"]]
 
-            assert await _until(runner, "the private entry", names) == ["com.example/private"]
+            assert await reconcile_until(runner, "the private entry", names) == ["com.example/private"]
             async with httpx.AsyncClient(trust_env=False) as http:
                 sources = (await http.get(f"{running['url']}/status", timeout=10)).json()["sources"]
             assert sources[0]["lastError"] is None and sources[0]["entries"] == 1
@@ -119,7 +109,7 @@ async def test_registry_private_git_source_reads_the_secret_file(tmp_path: Path)
             async def removed() -> bool:
                 return not password_file.parent.exists() and not runner.supervisor.keys()
 
-            await _until(runner, "the secret files removed", removed)
+            await reconcile_until(runner, "the secret files removed", removed)
         finally:
             await runner.shutdown()
             await state.close()
@@ -157,7 +147,7 @@ async def test_vmcp_bearer_token_from_a_local_secret(tmp_path: Path, monkeypatch
     state = await State.open(state_dir)
     runner = Runner(manifests, state, port_range=PORTS)
     try:
-        ready = await _until(runner, "Ready", _phase(state, "VirtualMCPServer", "gw", "Ready"))
+        ready = await reconcile_until(runner, "Ready", _phase(state, "VirtualMCPServer", "gw", "Ready"))
         assert ready["discoveredBackends"][0]["status"] == "healthy", ready
         async with httpx.AsyncClient(trust_env=False) as http:
             init = await http.post(

@@ -6,11 +6,9 @@ gateway, add a server, watch a crash get repaired, break a server, remove one, `
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from mcp.client.client import Client
 from mcp.types import TextContent
 
 from tests.local.conftest import Up, manifest, pid_alive, time_server
+from tests.waiting import wait_until
 
 GROUP = manifest("MCPGroup", "demo", {"description": "test servers"})
 GATEWAY = manifest(
@@ -159,39 +158,33 @@ async def test_up_runs_converges_and_goes_down(running_up: Any, tmp_path: Path) 
 
 
 async def _wait_tools(up: Up, url: str, wanted: set[str]) -> set[str]:
-    deadline = time.monotonic() + 60
-    last: Exception | set[str] | None = None
-    while time.monotonic() < deadline:
-        try:
-            tools = await _tools(url)
-            if wanted <= tools:
-                return tools
-            last = tools
-        except Exception as exc:  # the gateway may be restarting its upstream connections
-            last = exc
-        await asyncio.sleep(0.5)
-    raise AssertionError(
-        f"tools {wanted} never appeared in the vMCP; last: {last!r}\n{up.output.read_text()}"
+    async def listed() -> set[str] | None:
+        tools = await _tools(url)
+        return tools if wanted <= tools else None
+
+    return await wait_until(
+        listed,
+        f"tools {wanted} in the vMCP",
+        within=60,
+        interval=0.5,
+        tolerate=(Exception,),  # the gateway may be restarting its upstream connections
+        context=lambda: up.output.read_text(),
     )
 
 
 async def _wait_tools_gone(up: Up, url: str, tool: str) -> set[str]:
-    deadline = time.monotonic() + 60
-    tools: set[str] = set()
-    while time.monotonic() < deadline:
+    async def gone() -> tuple[set[str]] | None:  # a tuple: the remaining tools may be an empty set
         tools = await _tools(url)
-        if tool not in tools:
-            return tools
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{tool} still listed by the vMCP: {sorted(tools)}")
+        return (tools,) if tool not in tools else None
+
+    (tools,) = await wait_until(gone, f"{tool} no longer listed by the vMCP", within=60, interval=0.5)
+    return tools
 
 
 async def _wait_registry(up: Up, url: str, wanted: set[str], exact: bool = False) -> set[str]:
-    deadline = time.monotonic() + 60
-    names: set[str] = set()
-    while time.monotonic() < deadline:
+    async def listed() -> tuple[set[str]] | None:  # a tuple: `wanted` may be the empty set
         names = await _registry_names(url)
-        if (names == wanted) if exact else (wanted <= names):
-            return names
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"registry lists {sorted(names)}, wanted {sorted(wanted)}")
+        return (names,) if ((names == wanted) if exact else (wanted <= names)) else None
+
+    (names,) = await wait_until(listed, f"registry names {sorted(wanted)}", within=60, interval=0.5)
+    return names

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.local.conftest import MCPFLEET, manifest, pid_alive, start_up, stop_process
+from tests.waiting import wait_until
 
 
 def _up_pid_row(state_dir: Path) -> str | None:
@@ -25,15 +25,16 @@ def _up_pid_row(state_dir: Path) -> str | None:
 
 async def _wait_serving(process: subprocess.Popen[str], log: Path, limit: float = 60.0) -> None:
     """Until `up` printed its summary (it holds the lock and its first pass is done)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+
+    async def serving() -> bool:
         output = await asyncio.to_thread(log.read_text)
         if process.poll() is not None:
             raise AssertionError(f"up exited ({process.returncode}):\n{output}")
-        if "watching" in output:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"up did not settle:\n{await asyncio.to_thread(log.read_text)}")
+        return "watching" in output
+
+    await wait_until(
+        serving, "up to settle", within=limit, interval=0.2, context=lambda: asyncio.to_thread(log.read_text)
+    )
 
 
 @pytest.mark.timeout(150)

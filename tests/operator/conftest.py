@@ -58,9 +58,12 @@ class OperatorProcess:
         log_path: Path,
         resync: float = 300.0,
         extra_args: tuple[str, ...] = (),
+        kubeconfig: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
+        """Whose credentials the operator uses (default: the cluster admin's)."""
         self.extra_args = extra_args
         self.extra_env = env or {}
         """Added to the process environment (e.g. PYTHONHASHSEED)."""
@@ -80,7 +83,7 @@ class OperatorProcess:
             "operator",
             "run",
             "--kubeconfig",
-            str(self.cluster.kubeconfig),
+            str(self.kubeconfig),
             "--metrics-port",
             "0",
             "--metrics-host",

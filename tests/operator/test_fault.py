@@ -85,6 +85,40 @@ def test_operator_killed_at_random_points_converges(
         operator.stop()
 
 
+def _children_match(
+    kube: Kube, desired: dict[str, list[str]], found: dict[str, dict[str, Any]]
+) -> bool | str:
+    """True when every object has its children at its latest spec and no child is orphaned; else why not."""
+    deployments = {d["metadata"]["name"]: d for d in kube.items("Deployment")}
+    config_maps = {
+        c["metadata"]["name"]: c for c in kube.items("ConfigMap", "app.kubernetes.io/managed-by=mcpfleet")
+    }
+    for name, args in desired.items():
+        uid = found[name]["metadata"]["uid"]
+        deployment = deployments.get(f"mcp-{name}")
+        config_map = config_maps.get(f"mcp-{name}-config")
+        if deployment is None or config_map is None:
+            return f"{name}: children missing"
+        if deployment["metadata"]["ownerReferences"][0]["uid"] != uid:
+            return f"{name}: Deployment owned by an old incarnation"
+        if yaml.safe_load(config_map["data"]["runconfig.json"])["args"] != args:
+            return f"{name}: run config not at the latest spec"
+        checksum = config_map["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
+        if (
+            deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
+            != checksum
+        ):
+            return f"{name}: pods not rolled to the latest config"
+    # No orphans: every managed child belongs to a live object (garbage collection included).
+    for kind in ("Deployment", "Service", "ConfigMap"):
+        for child in kube.items(kind, "app.kubernetes.io/managed-by=mcpfleet"):
+            (ref,) = child["metadata"]["ownerReferences"]
+            owner = found.get(ref["name"])
+            if owner is None or owner["metadata"]["uid"] != ref["uid"]:
+                return f"orphan {kind} {child['metadata']['name']}"
+    return True
+
+
 def _assert_converged(kube: Kube, desired: dict[str, list[str]], operator: OperatorProcess) -> None:
     def servers() -> dict[str, dict[str, Any]]:
         return {s["metadata"]["name"]: s for s in kube.items("MCPServer")}
@@ -103,40 +137,10 @@ def _assert_converged(kube: Kube, desired: dict[str, list[str]], operator: Opera
     found = servers()
     assert set(found) == set(desired), "lost or extra objects"
 
-    def children_match() -> bool | str:
-        deployments = {d["metadata"]["name"]: d for d in kube.items("Deployment")}
-        config_maps = {
-            c["metadata"]["name"]: c for c in kube.items("ConfigMap", "app.kubernetes.io/managed-by=mcpfleet")
-        }
-        for name, args in desired.items():
-            uid = found[name]["metadata"]["uid"]
-            deployment = deployments.get(f"mcp-{name}")
-            config_map = config_maps.get(f"mcp-{name}-config")
-            if deployment is None or config_map is None:
-                return f"{name}: children missing"
-            if deployment["metadata"]["ownerReferences"][0]["uid"] != uid:
-                return f"{name}: Deployment owned by an old incarnation"
-            if yaml.safe_load(config_map["data"]["runconfig.json"])["args"] != args:
-                return f"{name}: run config not at the latest spec"
-            checksum = config_map["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
-            if (
-                deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
-                != checksum
-            ):
-                return f"{name}: pods not rolled to the latest config"
-        # No orphans: every managed child belongs to a live object (garbage collection included).
-        for kind in ("Deployment", "Service", "ConfigMap"):
-            for child in kube.items(kind, "app.kubernetes.io/managed-by=mcpfleet"):
-                (ref,) = child["metadata"]["ownerReferences"]
-                owner = found.get(ref["name"])
-                if owner is None or owner["metadata"]["uid"] != ref["uid"]:
-                    return f"orphan {kind} {child['metadata']['name']}"
-        return True
-
     last: list[bool | str] = []
 
     def check() -> bool:
-        last[:] = [children_match()]
+        last[:] = [_children_match(kube, desired, found)]
         return last[0] is True
 
     try:

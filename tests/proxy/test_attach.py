@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -16,15 +13,7 @@ from mcpfleet.proxy.backend import ChildFactory
 from mcpfleet.proxy.child import BackoffPolicy
 from tests.proxy.attach_endpoint import AttachEndpoint
 from tests.proxy.conftest import RunningProxy, running_proxy
-
-
-async def _until(check: Callable[[], Awaitable[bool]], limit: float = 20.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not reached in time")
+from tests.waiting import wait_until
 
 
 async def _healthy(proxy: RunningProxy) -> bool:
@@ -48,7 +37,7 @@ async def _call_simple(client: Client) -> str:
 async def test_attach_serves_the_container_and_survives_its_restart(tmp_path: Path) -> None:
     endpoint = AttachEndpoint()
     async with endpoint.serving(), running_proxy(factory=_factory(endpoint, tmp_path)) as proxy:
-        await _until(lambda: _healthy(proxy))
+        await wait_until(lambda: _healthy(proxy), "the proxy healthy")
         assert endpoint.negotiated == ["v5.channel.k8s.io"]
         assert (await proxy.child())["command"] == ["attach team-a/time-server-0/mcp"]
         async with Client(proxy.url, mode="legacy") as client:
@@ -61,7 +50,7 @@ async def test_attach_serves_the_container_and_survives_its_restart(tmp_path: Pa
             async def reattached() -> bool:
                 return endpoint.attaches >= 2 and await _healthy(proxy)
 
-            await _until(reattached)
+            await wait_until(reattached, "the proxy re-attached to the restarted container")
             assert "container mcp restarted" in " ".join((await proxy.child())["stderrTail"])
             # The new container was initialised by the proxy with this session's parameters.
             assert (await _call_simple(client)).startswith("This is a simple text")
@@ -70,7 +59,7 @@ async def test_attach_serves_the_container_and_survives_its_restart(tmp_path: Pa
 async def test_attach_negotiates_v4(tmp_path: Path) -> None:
     endpoint = AttachEndpoint(protocols=("v4.channel.k8s.io",))
     async with endpoint.serving(), running_proxy(factory=_factory(endpoint, tmp_path)) as proxy:
-        await _until(lambda: _healthy(proxy))
+        await wait_until(lambda: _healthy(proxy), "the proxy healthy")
         async with Client(proxy.url, mode="legacy") as client:
             assert (await _call_simple(client)).startswith("This is a simple text")
         assert endpoint.negotiated == ["v4.channel.k8s.io"]
@@ -86,7 +75,7 @@ async def test_attach_with_bad_credentials_reports_unhealthy(tmp_path: Path) -> 
         async def refused() -> bool:
             return "401" in " ".join((await proxy.child())["stderrTail"])
 
-        await _until(refused)
+        await wait_until(refused, "the 401 in the child's stderr")
         status, body = await proxy.health()
         assert status == 503 and body["children"]["handshake"]["running"] is False
         assert endpoint.attaches == 0
@@ -103,7 +92,7 @@ async def test_attach_rereads_a_rotated_token_file_on_reconnect(tmp_path: Path) 
         target = AttachTarget(endpoint.namespace, endpoint.pod, endpoint.container)
         factory = attach_factory(load_kubeconfig(kubeconfig), target, BackoffPolicy(initial=0.2))
         async with running_proxy(factory=factory) as proxy:
-            await _until(lambda: _healthy(proxy))
+            await wait_until(lambda: _healthy(proxy), "the proxy healthy")
             # The kubelet rotated the token; the API server no longer accepts the old one.
             token_file.write_text("token-2\n")
             endpoint.token = "token-2"
@@ -112,7 +101,7 @@ async def test_attach_rereads_a_rotated_token_file_on_reconnect(tmp_path: Path) 
             async def reattached() -> bool:
                 return endpoint.attaches >= 2 and await _healthy(proxy)
 
-            await _until(reattached)
+            await wait_until(reattached, "the proxy re-attached with the rotated token")
             async with Client(proxy.url, mode="legacy") as client:
                 assert (await _call_simple(client)).startswith("This is a simple text")
     assert endpoint.authorizations[:2] == ["Bearer token-1", "Bearer token-2"]

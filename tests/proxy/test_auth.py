@@ -315,3 +315,29 @@ async def test_a_session_is_bound_to_the_subject_that_opened_it() -> None:
                 assert r.status == 200
             async with http.delete(f"{base}/mcp", headers=alice) as r:
                 assert r.status == 200
+
+
+async def test_a_legacy_sse_session_is_bound_to_the_subject_that_opened_it() -> None:
+    """The HTTP+SSE transport names its session in `?session_id=`: Bob's valid token cannot post
+    into Alice's stream (404, as for an unknown session); Alice can."""
+    async with local_issuer() as issuer:
+        app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1", transport="sse")
+        guarded = with_auth(app, oidc_auth(issuer), mcp_path="/sse")
+        alice = {"authorization": "Bearer " + issuer.token("r1", aud=AUDIENCE, sub="alice")}
+        bob = {"authorization": "Bearer " + issuer.token("r1", aud=AUDIENCE, sub="bob")}
+        async with serve_app(guarded) as base, aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/sse", headers=alice) as stream:
+                endpoint = ""
+                async for raw in stream.content:
+                    line = raw.decode().strip()
+                    if line.startswith("data:"):
+                        endpoint = line.removeprefix("data:").strip()
+                        break
+                assert "session_id=" in endpoint
+                body = orjson.dumps(initialize_request())
+                json_headers = {"content-type": "application/json"}
+                async with http.post(base + endpoint, data=body, headers={**bob, **json_headers}) as r:
+                    assert r.status == 404
+                    assert (await r.json())["error"]["message"] == "Session not found"
+                async with http.post(base + endpoint, data=body, headers={**alice, **json_headers}) as r:
+                    assert r.status == 202

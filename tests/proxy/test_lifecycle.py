@@ -6,8 +6,6 @@ import asyncio
 import os
 import signal
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -19,15 +17,7 @@ from mcp.types import ElicitRequestParams, ElicitResult, ErrorData, TextContent
 from mcpfleet.proxy.child import BackoffPolicy
 from tests.conformance import harness
 from tests.proxy.conftest import running_proxy
-
-
-async def _until(check: Callable[[], Awaitable[bool]], limit: float = 20.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not reached in time")
+from tests.waiting import wait_until
 
 
 async def test_session_survives_child_restart() -> None:
@@ -60,7 +50,7 @@ async def test_session_survives_child_restart() -> None:
                 child = await proxy.child()
                 return bool(child["running"] and child["restarts"] >= 1 and child["pid"] != pid)
 
-            await _until(back)
+            await wait_until(back, "the child restarted with a new pid")
             child = await proxy.child()
             assert child["lastExitCode"] == -signal.SIGKILL
             # ... and the same MCP session goes on with the new process, which the proxy
@@ -82,7 +72,7 @@ async def test_crashing_child_backs_off_and_health_reports_it() -> None:
                 return True
             return False
 
-        await _until(down_twice)
+        await wait_until(down_twice, "/health 503 after two restarts")
         child = snapshot["children"]["handshake"]
         assert snapshot["status"] == "unavailable"
         assert child["lastExitCode"] == 3
@@ -92,7 +82,7 @@ async def test_crashing_child_backs_off_and_health_reports_it() -> None:
         async def backing_off() -> bool:
             return bool(((await proxy.child())["nextRestartIn"] or 0) > 0.9)
 
-        await _until(backing_off)
+        await wait_until(backing_off, "a restart delay over 0.9 s")
 
 
 def test_backoff_policy() -> None:

@@ -30,25 +30,6 @@ from mcpfleet.registry.config import RegistryConfig, parse_config
 from mcpfleet.registry.service import RegistryService
 
 
-def _reference_dir() -> Path:
-    """The shared reference data: $MCPFLEET_SHARED, else `shared/` beside the repository (as CI lays it
-    out), else /work/shared."""
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [Path(p) for p in (os.environ.get("MCPFLEET_SHARED"),) if p]
-    candidates += [repo.parent / "shared", Path("/work/shared")]
-    for candidate in candidates:
-        if (candidate / "reference" / "toolhive" / "registry.json").exists():
-            return candidate / "reference"
-    return candidates[0] / "reference"
-
-
-REFERENCE = _reference_dir()
-TOOLHIVE_FILE = REFERENCE / "toolhive" / "registry.json"
-OPENAPI_FILE = REFERENCE / "mcp-registry" / "openapi.yaml"
-SERVER_SCHEMA_FILE = REFERENCE / "mcp-registry" / "server.schema.json"
-EXAMPLES = REFERENCE / "mcp-registry" / "examples"
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,7 +11,7 @@ from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from tests.registry.conftest import OPENAPI_FILE, SERVER_SCHEMA_FILE
+from tests.reference import OPENAPI_FILE, SERVER_SCHEMA_FILE
 
 _OPENAPI_URI = "urn:mcp-registry-openapi"
 

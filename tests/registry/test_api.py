@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.reference import TOOLHIVE_FILE
 from tests.registry.conftest import (
-    TOOLHIVE_FILE,
     Harness,
     Postgres,
     make_config,

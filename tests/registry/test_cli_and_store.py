@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 
-from tests.registry.conftest import TOOLHIVE_FILE
+from tests.reference import TOOLHIVE_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 

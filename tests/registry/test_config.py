@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcpfleet.registry.config import ConfigError, load_config, parse_config, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.registry.config import ConfigError, load_config, parse_config
 
 FULL = {
     "registryName": "main",

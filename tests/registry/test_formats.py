@@ -9,7 +9,8 @@ import orjson
 from mcpfleet.registry.entry import PUBLISHER_META, TOOLHIVE_NAMESPACE
 from mcpfleet.registry.formats import parse
 from mcpfleet.registry.formats.toolhive import upstream_to_toolhive
-from tests.registry.conftest import EXAMPLES, TOOLHIVE_FILE, server_doc
+from tests.reference import SERVER_EXAMPLES, TOOLHIVE_FILE, data_files
+from tests.registry.conftest import server_doc
 from tests.registry.schemas import server_schema
 
 
@@ -78,10 +79,10 @@ def test_toolhive_duplicate_keys_in_the_file_are_reported() -> None:
 
 
 def test_upstream_examples_valid_and_invalid() -> None:
-    for path in sorted((EXAMPLES / "valid").glob("*.json")):
+    for path in data_files(SERVER_EXAMPLES / "valid", "*.json"):
         result = parse("upstream", "u", path.read_bytes())
         assert result.errors == [] and len(result.entries) == 1, path.name
-    for path in sorted((EXAMPLES / "invalid").glob("*.json")):
+    for path in data_files(SERVER_EXAMPLES / "invalid", "*.json"):
         result = parse("upstream", "u", path.read_bytes())
         assert result.entries == [] and len(result.errors) == 1, path.name
         assert result.errors[0].message.startswith("schema violation"), path.name

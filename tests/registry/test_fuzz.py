@@ -18,7 +18,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
 from mcpfleet.registry.app import RegistryApp
-from tests.registry.conftest import TOOLHIVE_FILE, make_config, running, server_doc, write_json
+from tests.reference import OPENAPI_FILE, TOOLHIVE_FILE
+from tests.registry.conftest import make_config, running, server_doc, write_json
 
 MIN_CASES = 1000
 
@@ -80,7 +81,6 @@ def test_own_openapi_reuses_upstream_schemas(tmp_path: Path) -> None:
     import yaml
 
     from mcpfleet.registry.openapi import build_openapi
-    from tests.registry.conftest import OPENAPI_FILE
 
     upstream = yaml.safe_load(OPENAPI_FILE.read_text())
     own = build_openapi()

@@ -12,7 +12,8 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 
 from mcpfleet.registry.sources.kubernetes import Workload, WorkloadReader, workload_entry
-from tests.registry.conftest import TOOLHIVE_FILE, make_config, running
+from tests.reference import TOOLHIVE_FILE
+from tests.registry.conftest import make_config, running
 from tests.registry.schemas import server_schema
 
 OBJECTS = """

@@ -24,7 +24,8 @@ from mcpfleet.registry.app import create_app
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.registry.service import RegistryService
 from tests.otlp_sink import OtlpSink, otlp_sink
-from tests.registry.conftest import TOOLHIVE_FILE, make_config, server_doc, write_json
+from tests.reference import TOOLHIVE_FILE
+from tests.registry.conftest import make_config, server_doc, write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

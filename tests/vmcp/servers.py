@@ -144,31 +144,55 @@ class JsonRpcBackend:
     # 2026-07-28 only: answers server/discover, refuses initialize, requires the _meta envelope.
     modern_only: bool = False
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                m = await receive()
-                if m["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif m["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        self.last_headers = headers
-        if scope["method"] != "POST":
+    async def _refused(self, send: Any, http_method: str, headers: dict[str, str]) -> bool:
+        """405 for anything but POST, 401 without the required header; True when refused."""
+        if http_method != "POST":
             await self._send(send, 405, b"")
-            return
+            return True
         if (
             self.require_header is not None
             and headers.get(self.require_header[0].lower()) != self.require_header[1]
         ):
             await self._send(send, 401, b'{"error":"unauthorized"}')
+            return True
+        return False
+
+    async def _modern_answer(
+        self, send: Any, req: dict[str, Any], method: str, headers: dict[str, str]
+    ) -> bool:
+        """2026-07-28 only: refuse the old handshake, answer server/discover; True when answered."""
+        result: Any
+        meta = (req.get("params") or {}).get("_meta") or {}
+        version = meta.get("io.modelcontextprotocol/protocolVersion")
+        if method == "initialize" or version != "2026-07-28" or headers.get("mcp-method") != method:
+            err = {
+                "code": -32022,
+                "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"], "requested": version},
+            }
+            await self._send(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "error": err}))
+            return True
+        if method == "server/discover":
+            caps = {"tools": {"listChanged": False}}
+            result = {
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": caps,
+                "resultType": "complete",
+                "ttlMs": 0,
+                "cacheScope": "private",
+            }
+            await self._send(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result}))
+            return True
+        return False
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        body = await _body(receive)
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        self.last_headers = headers
+        if await self._refused(send, scope["method"], headers):
             return
         req = orjson.loads(body)
         method = req.get("method", "")
@@ -178,30 +202,8 @@ class JsonRpcBackend:
             await self._send(send, 202, b"")
             return
         result: Any
-        if self.modern_only:
-            meta = (req.get("params") or {}).get("_meta") or {}
-            version = meta.get("io.modelcontextprotocol/protocolVersion")
-            if method == "initialize" or version != "2026-07-28" or headers.get("mcp-method") != method:
-                err = {
-                    "code": -32022,
-                    "message": "Unsupported protocol version",
-                    "data": {"supported": ["2026-07-28"], "requested": version},
-                }
-                await self._send(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "error": err}))
-                return
-            if method == "server/discover":
-                caps = {"tools": {"listChanged": False}}
-                result = {
-                    "supportedVersions": ["2026-07-28"],
-                    "capabilities": caps,
-                    "resultType": "complete",
-                    "ttlMs": 0,
-                    "cacheScope": "private",
-                }
-                await self._send(
-                    send, 200, orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result})
-                )
-                return
+        if self.modern_only and await self._modern_answer(send, req, method, headers):
+            return
         if method == "initialize":
             caps = {"tools": {"listChanged": True}, "prompts": {}}
             result = {
@@ -252,6 +254,9 @@ class JsonRpcBackend:
                 ),
             )
             return
+        await self._reply(send, req, method, result)
+
+    async def _reply(self, send: Any, req: dict[str, Any], method: str, result: Any) -> None:
         if self.modern_only and isinstance(result, dict):
             result["resultType"] = "complete"
         out = orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result})
@@ -265,3 +270,22 @@ class JsonRpcBackend:
         headers = [(b"content-type", b"application/json"), *(extra or [])]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    while True:
+        m = await receive()
+        if m["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif m["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _body(receive: Any) -> bytes:
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            return body

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.virtualmcpserver import Aggregation
 from mcpfleet.vmcp import aggregate
 from mcpfleet.vmcp.aggregate import BackendLists
 from mcpfleet.vmcp.composite import render
-from mcpfleet.vmcp.config import Aggregation, ConfigError, load_config, parse_config, parse_duration
+from mcpfleet.vmcp.config import ConfigError, load_config, parse_config
 from mcpfleet.vmcp.server import ServeOptions, build_app
 
 

@@ -12,6 +12,7 @@ from mcp.client.client import Client
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, sdk_backend
+from tests.waiting import wait_until
 
 FAST = {
     "failureHandling": {
@@ -33,13 +34,13 @@ async def backend_state(gw: Served, name: str) -> str:
 
 
 async def wait_state(gw: Served, name: str, state: str, time_limit: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + time_limit
-    while loop.time() < end:
-        if await backend_state(gw, name) == state:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} did not become {state}: {await status(gw)}")
+    async def reached() -> bool:
+        return await backend_state(gw, name) == state
+
+    async def context() -> str:
+        return f"status: {await status(gw)}"
+
+    await wait_until(reached, f"{name} to become {state}", within=time_limit, context=context)
 
 
 async def test_kill_backend_under_load(gateway: GatewayFactory, served: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
@@ -16,6 +15,7 @@ from mcpfleet.vmcp.config import parse_config
 from mcpfleet.vmcp.gateway import Gateway
 from mcpfleet.vmcp.status import KubernetesStatusWriter
 from tests.vmcp.servers import sdk_backend
+from tests.waiting import wait_until
 
 G, V = "mcpfleet.dev", "v1alpha1"
 MCPServer = create_namespaced_resource(G, V, "MCPServer", "mcpservers")
@@ -48,17 +48,6 @@ async def _set_url(client: AsyncClient, res: Any, ns: str, name: str, url: str) 
 async def _tools(url: str) -> set[str]:
     async with Client(url, mode="legacy") as c:
         return {t.name for t in (await c.list_tools()).tools}
-
-
-async def _eventually(check: Any, time_limit: float = 15.0) -> Any:
-    end = asyncio.get_running_loop().time() + time_limit
-    last: Any = None
-    while asyncio.get_running_loop().time() < end:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"condition not met in {time_limit}s (last: {last})")
 
 
 async def test_discovered_backends_followed_live_and_status_written(
@@ -101,11 +90,13 @@ async def test_discovered_backends_followed_live_and_status_written(
 
     # beta gets its URL: it is added without a restart.
     await _set_url(client, MCPServer, namespace, "beta", b.url)
-    await _eventually(lambda: _has(s.url, "beta_echo"))
+    await wait_until(lambda: _has(s.url, "beta_echo"), "beta_echo listed", within=15, interval=0.2)
 
     # alpha's URL changes to gamma's server: calls follow the new URL.
     await _set_url(client, MCPServer, namespace, "alpha", c.url)
-    await _eventually(lambda: _has(s.url, "alpha_gamma_only"))
+    await wait_until(
+        lambda: _has(s.url, "alpha_gamma_only"), "alpha_gamma_only listed", within=15, interval=0.2
+    )
     async with Client(s.url, mode="legacy") as cl:
         res = await cl.call_tool("alpha_echo", {"text": "k"})
         assert res.content[0].text == "gamma:k"  # type: ignore[union-attr]
@@ -122,9 +113,9 @@ async def test_discovered_backends_followed_live_and_status_written(
         )
     )
     await _set_url(client, MCPRemoteProxy, namespace, "remote", a.url)
-    await _eventually(lambda: _has(s.url, "remote_echo"))
+    await wait_until(lambda: _has(s.url, "remote_echo"), "remote_echo listed", within=15, interval=0.2)
     await client.delete(MCPServer, "beta", namespace=namespace)
-    await _eventually(lambda: _lacks(s.url, "beta_echo"))
+    await wait_until(lambda: _lacks(s.url, "beta_echo"), "beta_echo gone", within=15, interval=0.2)
 
     # The gateway reported its backends and counts into the VirtualMCPServer status.
     async def reported() -> dict[str, Any] | None:
@@ -133,7 +124,7 @@ async def test_discovered_backends_followed_live_and_status_written(
         names = {d["name"] for d in st.get("discoveredBackends", [])}
         return st if names == {"alpha", "remote"} and st.get("toolCount") else None
 
-    st = await _eventually(reported)
+    st = await wait_until(reported, "the backends in the status", within=15, interval=0.2)
     assert st["backendCount"] == 2
     assert st["toolCount"] == len(await _tools(s.url))
     assert all(d["status"] == "healthy" and d["url"] for d in st["discoveredBackends"])

@@ -8,6 +8,7 @@ flattened (an unset field is simply absent on the wire).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,59 +58,22 @@ class _Converter:
         self.rules = rules
 
     def convert(self, node: dict[str, Any]) -> dict[str, Any]:
-        node = dict(node)
-        title = None
-        if "$ref" in node:
-            ref_name = node.pop("$ref").rsplit("/", 1)[-1]
-            target = dict(self.defs[ref_name])
-            title = ref_name
-            # A field description wins over the model's docstring.
-            if "description" in node:
-                target["description"] = node["description"]
-            if "default" in node:
-                target["default"] = node["default"]
-            node = {**target, **{k: v for k, v in node.items() if k not in target}}
+        node, title = self._inline_ref(dict(node))
         if "anyOf" in node:
-            options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
-            if len(options) != 1:
-                raise ValueError(f"cannot express a union of {len(options)} types structurally: {options}")
-            merged = dict(options[0])
-            for key in ("description", "default"):
-                if key in node:
-                    merged[key] = node[key]
-            node = {**merged, **{k: v for k, v in node.items() if k not in merged}}
-            return self.convert(node)
+            return self.convert(self._without_null(node))
         if "const" in node:
             node["enum"] = [node.pop("const")]
         if node.get("default", "absent") is None:
             node.pop("default")
-        out: dict[str, Any] = {}
         preserve = bool(node.get("x-kubernetes-preserve-unknown-fields"))
         node_type = node.get("type")
         if node_type is None and not preserve:
             raise ValueError(f"schema node without a type: {node}")
         if "description" in node:
             node["description"] = " ".join(str(node["description"]).split())
-        for key, value in node.items():
-            if key in _DROP_KEYS or key in {"properties", "items", "required"}:
-                continue
-            if key == "maxLength" and node_type == "array":
-                key = "maxItems"
-            out[key] = value
+        out = _own_keys(node, node_type)
         if node_type == "object":
-            if "properties" in node:
-                out["properties"] = {k: self.convert(v) for k, v in node["properties"].items()}
-                if node.get("required"):
-                    out["required"] = list(node["required"])
-            additional = node.get("additionalProperties")
-            if isinstance(additional, dict) and additional:
-                out["additionalProperties"] = self.convert(additional)
-            elif additional is True or ("properties" not in node and not preserve):
-                out["x-kubernetes-preserve-unknown-fields"] = True
-            if "minLength" in out:
-                out["minProperties"] = out.pop("minLength")
-            if "maxLength" in out:
-                out["maxProperties"] = out.pop("maxLength")
+            self._object(node, out, preserve)
         if node_type == "array" and "items" in node:
             out["items"] = self.convert(node["items"])
         if preserve and node_type is None:
@@ -117,6 +81,55 @@ class _Converter:
         if title and title in self.rules:
             out["x-kubernetes-validations"] = self.rules[title]
         return out
+
+    def _inline_ref(self, node: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """A `$ref` replaced by its definition (the field's description and default win); the title."""
+        if "$ref" not in node:
+            return node, None
+        ref_name = node.pop("$ref").rsplit("/", 1)[-1]
+        target = dict(self.defs[ref_name])
+        # A field description wins over the model's docstring.
+        for key in ("description", "default"):
+            if key in node:
+                target[key] = node[key]
+        return {**target, **{k: v for k, v in node.items() if k not in target}}, ref_name
+
+    @staticmethod
+    def _without_null(node: dict[str, Any]) -> dict[str, Any]:
+        """`X | None` as X (structural schemas have no unions); other unions cannot be expressed."""
+        options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express a union of {len(options)} types structurally: {options}")
+        merged = dict(options[0])
+        for key in ("description", "default"):
+            if key in node:
+                merged[key] = node[key]
+        return {**merged, **{k: v for k, v in node.items() if k not in merged}}
+
+    def _object(self, node: dict[str, Any], out: dict[str, Any], preserve: bool) -> None:
+        if "properties" in node:
+            out["properties"] = {k: self.convert(v) for k, v in node["properties"].items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        additional = node.get("additionalProperties")
+        if isinstance(additional, dict) and additional:
+            out["additionalProperties"] = self.convert(additional)
+        elif additional is True or ("properties" not in node and not preserve):
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        if "minLength" in out:
+            out["minProperties"] = out.pop("minLength")
+        if "maxLength" in out:
+            out["maxProperties"] = out.pop("maxLength")
+
+
+def _own_keys(node: dict[str, Any], node_type: str | None) -> dict[str, Any]:
+    """The node's keywords that stay as they are (children are converted separately)."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP_KEYS or key in {"properties", "items", "required"}:
+            continue
+        out["maxItems" if key == "maxLength" and node_type == "array" else key] = value
+    return out
 
 
 def openapi_schema(kind: type[Resource]) -> dict[str, Any]:
@@ -253,14 +266,24 @@ def _reference_rows(node: dict[str, Any], path: str, lines: list[str]) -> None:
             _reference_rows(child, f"{path}.<key>.{key}", lines)
 
 
-def write_crds(output: Path, reference: Path | None = None) -> list[Path]:
-    """Write the CRDs (and optionally the field reference); returns the files written."""
-    output.mkdir(parents=True, exist_ok=True)
+def write_crds(output: Path, reference: Path | None = None, copies: Sequence[Path] = ()) -> list[Path]:
+    """Write the CRDs (and optionally the field reference); returns the files written.
+
+    `copies`: more directories that get the same files (the mcpfleet-crds Helm chart's files/crds/);
+    a CRD file there that is no longer generated is removed, since the chart installs every file.
+    """
     written = []
-    for name, text in render_crds().items():
-        path = output / name
-        path.write_text(text)
-        written.append(path)
+    rendered = render_crds()
+    for directory in (output, *copies):
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, text in rendered.items():
+            path = directory / name
+            path.write_text(text)
+            written.append(path)
+    for directory in copies:
+        for stale in directory.glob("*.yaml"):
+            if stale.name not in rendered:
+                stale.unlink()
     if reference is not None:
         reference.parent.mkdir(parents=True, exist_ok=True)
         reference.write_text(render_reference())

@@ -6,8 +6,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.meta import (
-    DURATION_PATTERN,
     ApiModel,
     Condition,
     ConfigMapKeyRef,
@@ -19,6 +19,8 @@ from mcpfleet.api.meta import (
 from mcpfleet.api.resource import Resource
 
 SOURCE_FIELDS = ("configMapRef", "git", "api", "url", "kubernetes")
+SourceFormat = Literal["toolhive", "upstream"]
+"""toolhive (legacy ToolHive registry file) or upstream (server.json)."""
 
 
 class GitAuth(ApiModel):
@@ -30,8 +32,8 @@ class GitAuth(ApiModel):
     """Secret key holding the password or token."""
 
 
-class GitSource(RuleModel):
-    """A registry file in a git repository, at a branch, tag or commit."""
+class GitRef(RuleModel):
+    """A file in a git repository, at a branch, tag or commit (the spec's and the server's git source)."""
 
     rules = (
         Rule(
@@ -52,6 +54,11 @@ class GitSource(RuleModel):
     """Commit to check out."""
     path: str = Field(default="registry.json", pattern=r"^.*\.json$")
     """Path of the registry file inside the repository."""
+
+
+class GitSource(GitRef):
+    """A registry file in a git repository, at a branch, tag or commit."""
+
     auth: GitAuth | None = None
     """Credentials for a private repository."""
 
@@ -74,33 +81,46 @@ class KubernetesSource(ApiModel):
     """Discover MCPServer, VirtualMCPServer and MCPRemoteProxy objects labelled
     `mcpfleet.dev/registry: <registry name>`."""
 
-    namespaces: list[str] | None = None
+    namespaces: list[str] = Field(default_factory=list)
     """Namespaces to look in; the registry's own namespace when unset."""
 
 
 class GlobFilter(ApiModel):
     """Include / exclude glob patterns."""
 
-    include: list[str] | None = None
+    include: list[str] = Field(default_factory=list)
     """Keep only entries that match one of these globs."""
-    exclude: list[str] | None = None
+    exclude: list[str] = Field(default_factory=list)
     """Drop entries that match one of these globs."""
 
 
 class RegistryFilter(ApiModel):
     """Which entries of a source are served."""
 
-    names: GlobFilter | None = None
-    """Globs on server names."""
-    tags: GlobFilter | None = None
+    names: GlobFilter = Field(default_factory=GlobFilter)
+    """Globs on server names (the full name, or the part after the slash)."""
+    tags: GlobFilter = Field(default_factory=GlobFilter)
     """Globs on tags."""
 
 
-class SyncPolicy(ApiModel):
+class SyncPolicy(RuleModel):
     """When a source is synced."""
 
-    interval: str = Field(pattern=DURATION_PATTERN)
-    """How often to sync, e.g. 30m."""
+    rules = (
+        Rule(
+            cel="duration(self.interval) >= duration('100ms')",
+            message="interval must be at least 100ms",
+            field_path=".interval",
+            check=lambda s: parse_duration(s.interval) >= 0.1,
+        ),
+    )
+
+    interval: Duration
+    """How often to sync, e.g. 30m; at least 100ms."""
+
+    @property
+    def seconds(self) -> float:
+        return parse_duration(self.interval)
 
 
 class RegistrySource(RuleModel):
@@ -119,7 +139,7 @@ class RegistrySource(RuleModel):
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Name of the source, unique within the registry."""
-    format: Literal["toolhive", "upstream"] = "toolhive"
+    format: SourceFormat = "toolhive"
     """Format of the data: toolhive (legacy ToolHive registry file) or upstream (server.json)."""
     config_map_ref: ConfigMapKeyRef | None = None
     """A ConfigMap key holding the registry file."""
@@ -133,7 +153,7 @@ class RegistrySource(RuleModel):
     """Label-based discovery of workloads in the cluster."""
     sync_policy: SyncPolicy | None = None
     """Periodic sync; without it the source is synced at start and when it changes."""
-    filter: RegistryFilter | None = None
+    filter: RegistryFilter = Field(default_factory=RegistryFilter)
     """Which entries are served."""
 
 

@@ -6,19 +6,34 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from mcpfleet.api.meta import ConfigStatus, KindInfo, PrinterColumn, Rule, RuleModel
+from mcpfleet.api.meta import ApiModel, ConfigStatus, KindInfo, PrinterColumn, Rule, RuleModel
 from mcpfleet.api.resource import Resource
 
 
+class ToolAnnotations(ApiModel):
+    """MCP tool annotations (hints) that replace the tool's own, key by key."""
+
+    title: str | None = None
+    """Human-readable title."""
+    read_only_hint: bool | None = None
+    """The tool does not modify its environment."""
+    destructive_hint: bool | None = None
+    """The tool may perform destructive updates."""
+    idempotent_hint: bool | None = None
+    """Repeated calls with the same arguments have no further effect."""
+    open_world_hint: bool | None = None
+    """The tool interacts with an open world of external entities."""
+
+
 class ToolOverride(RuleModel):
-    """A new name and/or description for one tool."""
+    """A new name, description and/or annotations for one tool."""
 
     rules = (
         Rule(
-            cel="has(self.name) || has(self.description)",
-            message="an override needs a name or a description",
+            cel="has(self.name) || has(self.description) || has(self.annotations)",
+            message="an override needs a name, a description or annotations",
             field_path="",
-            check=lambda s: s.name is not None or s.description is not None,
+            check=lambda s: s.name is not None or s.description is not None or s.annotations is not None,
         ),
     )
 
@@ -26,6 +41,8 @@ class ToolOverride(RuleModel):
     """Name clients see instead of the original."""
     description: str | None = None
     """Description clients see instead of the original."""
+    annotations: ToolAnnotations | None = None
+    """Annotations clients see instead of the original ones (per key)."""
 
 
 class MCPToolConfigSpec(RuleModel):
@@ -42,14 +59,14 @@ class MCPToolConfigSpec(RuleModel):
         ),
     )
 
-    tools_filter: list[str] | None = Field(default=None, max_length=1000)
+    tools_filter: list[str] = Field(default_factory=list, max_length=1000)
     """Tool names (original names) to keep; all tools when unset or empty."""
-    tools_override: dict[str, ToolOverride] | None = Field(default=None, max_length=200)
+    tools_override: dict[str, ToolOverride] = Field(default_factory=dict, max_length=200)
     """Overrides keyed by the original tool name."""
 
 
-def _unique_override_names(overrides: dict[str, ToolOverride] | None) -> bool:
-    names = [o.name for o in (overrides or {}).values() if o.name is not None]
+def _unique_override_names(overrides: dict[str, ToolOverride]) -> bool:
+    names = [o.name for o in overrides.values() if o.name is not None]
     return len(names) == len(set(names))
 
 

@@ -28,7 +28,6 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 ANNOTATION_CONFIG_CHECKSUM = f"{GROUP}/config-checksum"
 
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
@@ -52,7 +51,8 @@ class ApiModel(BaseModel):
 class Rule:
     """A cross-field constraint written once: as CEL for the API server and as Python for local validation.
 
-    `check` receives the model instance and returns True when the object is valid.
+    `check` receives the model instance and returns True when the object is valid; `detail`, when
+    given, says precisely what is wrong for Python callers (CEL messages are fixed strings).
     """
 
     cel: str
@@ -60,6 +60,7 @@ class Rule:
     field_path: str
     check: Callable[[Any], bool]
     reason: str = "FieldValueInvalid"
+    detail: Callable[[Any], str] | None = None
 
     def as_cel(self) -> dict[str, str]:
         rule = {"rule": self.cel, "message": self.message}
@@ -80,7 +81,8 @@ class RuleModel(ApiModel):
         for rule in self.rules:
             if not rule.check(self):
                 location = f"{rule.field_path}: " if rule.field_path else ""
-                raise ValueError(f"{location}{rule.message}")
+                message = rule.detail(self) if rule.detail else rule.message
+                raise ValueError(f"{location}{message}")
         return self
 
 
@@ -159,6 +161,10 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def find_condition(conditions: list[Condition], type: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type), None)
+
+
 def set_condition(
     conditions: list[Condition],
     *,
@@ -174,40 +180,19 @@ def set_condition(
     Keeping the transition time stable is what makes an unchanged status compare equal, so a
     resync writes nothing.
     """
-    result: list[Condition] = []
-    replaced = False
-    for condition in conditions:
-        if condition.type != type:
-            result.append(condition)
-            continue
-        replaced = True
-        transition = condition.last_transition_time if condition.status == status else (now or now_rfc3339())
-        result.append(
-            Condition(
-                type=type,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=observed_generation,
-                last_transition_time=transition,
-            )
-        )
-    if not replaced:
-        result.append(
-            Condition(
-                type=type,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=observed_generation,
-                last_transition_time=now or now_rfc3339(),
-            )
-        )
-    return result
-
-
-def find_condition(conditions: list[Condition], type: str) -> Condition | None:
-    return next((c for c in conditions if c.type == type), None)
+    old = find_condition(conditions, type)
+    unchanged = old is not None and old.status == status
+    new = Condition(
+        type=type,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=observed_generation,
+        last_transition_time=old.last_transition_time if old and unchanged else (now or now_rfc3339()),
+    )
+    if old is None:
+        return [*conditions, new]
+    return [new if c.type == type else c for c in conditions]
 
 
 WorkloadPhase = Literal["Pending", "Running", "Failed", "Terminating", "Stopped"]

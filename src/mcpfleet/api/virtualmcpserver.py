@@ -1,7 +1,9 @@
 """VirtualMCPServer: one MCP endpoint (the vMCP gateway) aggregating the servers of an MCPGroup.
 
-`spec.config` is the gateway's configuration as users write it; the reconcilers render it, with the
-discovered backends, into the vMCP config file (`mcpfleet.vmcp.config`).
+`spec.config` is the gateway's configuration as users write it, and the models here are also what the
+gateway reads: its config file (`mcpfleet.vmcp.config.VMCPConfig`) is `GatewayConfig` plus the few
+fields a renderer resolves (discovered backends, inlined MCPToolConfigs, resolved auth). Defaults
+live here, so the gateway and the CRD agree on them.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef
+from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
 from mcpfleet.api.meta import (
-    DURATION_PATTERN,
     WORKLOAD_COLUMNS,
     ApiModel,
     Condition,
@@ -33,7 +35,7 @@ class ConflictResolutionConfig(ApiModel):
 
     prefix_format: str = Field(default="{workload}_", pattern=r".*\{workload\}.*")
     """Prefix for tool names under the prefix strategy (and for unlisted backends under priority)."""
-    priority_order: list[str] | None = None
+    priority_order: list[str] = Field(default_factory=list)
     """Backends in order of precedence, for the priority strategy."""
 
 
@@ -42,9 +44,9 @@ class WorkloadToolConfig(ApiModel):
 
     workload: str = Field(min_length=1)
     """Backend (MCPServer or MCPRemoteProxy name) these settings apply to."""
-    filter: list[str] | None = None
+    filter: list[str] = Field(default_factory=list)
     """Original tool names to keep; all when unset."""
-    overrides: dict[str, ToolOverride] | None = Field(default=None, max_length=200)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict, max_length=200)
     """New names / descriptions keyed by original tool name."""
     exclude_all: bool = False
     """Hide every tool of this backend from clients (composite tools can still call them)."""
@@ -62,8 +64,7 @@ class Aggregation(RuleModel):
             message="the priority strategy needs conflictResolutionConfig.priorityOrder",
             field_path=".conflictResolutionConfig",
             check=lambda s: (
-                s.conflict_resolution != "priority"
-                or bool(s.conflict_resolution_config and s.conflict_resolution_config.priority_order)
+                s.conflict_resolution != "priority" or bool(s.conflict_resolution_config.priority_order)
             ),
         ),
     )
@@ -71,11 +72,11 @@ class Aggregation(RuleModel):
     conflict_resolution: Literal["prefix", "priority", "manual"] = "prefix"
     """prefix: every tool gets its backend's prefix; priority: the first backend in priorityOrder keeps
     the name; manual: every conflict must be resolved by an override."""
-    conflict_resolution_config: ConflictResolutionConfig | None = None
+    conflict_resolution_config: ConflictResolutionConfig = Field(default_factory=ConflictResolutionConfig)
     """Settings of the chosen strategy."""
     exclude_all_tools: bool = False
     """Advertise no backend tools (only composite tools)."""
-    tools: list[WorkloadToolConfig] | None = Field(default=None, max_length=100)
+    tools: list[WorkloadToolConfig] = Field(default_factory=list, max_length=100)
     """Per-backend filters and overrides."""
 
 
@@ -95,9 +96,9 @@ class StepOnError(ApiModel):
 
     action: Literal["abort", "continue", "retry"] = "abort"
     """abort the tool, continue with the other steps, or retry the step."""
-    retry_count: int | None = Field(default=None, ge=0, le=10)
+    retry_count: int = Field(default=0, ge=0, le=10)
     """Retries for action retry."""
-    retry_delay: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    retry_delay: Duration | None = None
     """Delay between retries."""
 
 
@@ -110,16 +111,18 @@ class WorkflowStep(ApiModel):
     """Step type; only tool calls are supported."""
     tool: str = Field(min_length=1)
     """Tool to call, as the aggregated name (backend prefix included) or `backend.tool`."""
-    arguments: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    arguments: dict[str, Any] = Field(default_factory=dict, json_schema_extra=FREE_FORM)
     """Arguments; strings may hold templates such as {{.params.x}} and {{.steps.id.output.text}}."""
-    depends_on: list[Annotated[str, Field(max_length=63)]] | None = Field(default=None, max_length=10)
+    depends_on: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=10)
     """Steps that must finish first; steps without a dependency between them run in parallel."""
     condition: str | None = None
     """A template; the step runs only when it renders to a true value."""
-    on_error: StepOnError | None = None
+    on_error: StepOnError = Field(default_factory=StepOnError)
     """What to do when the step fails."""
-    timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    timeout: Duration | None = None
     """Time limit of the step."""
+    default_results: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """Output the step gives when it is skipped (condition false) or fails under action continue."""
 
 
 class CompositeTool(RuleModel):
@@ -130,15 +133,18 @@ class CompositeTool(RuleModel):
             cel="self.steps.all(s, !has(s.dependsOn) || s.dependsOn.all(d, self.steps.exists(t, t.id == d)))",
             message="dependsOn names a step that does not exist",
             field_path=".steps",
-            check=lambda s: all(d in {t.id for t in s.steps} for st in s.steps for d in st.depends_on or ()),
+            check=lambda s: _unknown_dependency(s) is None,
+            detail=lambda s: f"step {_unknown_dependency(s)}",
         ),
     )
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")
     """Name clients call."""
-    description: str | None = None
+    description: str = ""
     """Description clients see."""
-    parameters: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}, json_schema_extra=FREE_FORM
+    )
     """JSON Schema of the tool's input."""
     steps: list[WorkflowStep] = Field(
         min_length=1,
@@ -146,15 +152,17 @@ class CompositeTool(RuleModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
     )
     """Steps, forming a DAG through dependsOn."""
-    timeout: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    timeout: Duration | None = None
     """Time limit of the whole tool."""
+    output: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """JSON Schema of the result: each property is rendered from its `value` template."""
 
     @model_validator(mode="after")
     def _acyclic(self) -> CompositeTool:
         ids = [s.id for s in self.steps]
         if len(ids) != len(set(ids)):
             raise ValueError(".steps: step ids must be unique")
-        deps = {s.id: set(s.depends_on or ()) for s in self.steps}
+        deps = {s.id: set(s.depends_on) for s in self.steps}
         done: set[str] = set()
         while len(done) < len(deps):
             ready = {k for k, v in deps.items() if k not in done and v <= done}
@@ -172,64 +180,83 @@ class CircuitBreaker(ApiModel):
     """Turn the circuit breaker on."""
     failure_threshold: int = Field(default=5, ge=1)
     """Consecutive failures that open the circuit."""
-    timeout: str = Field(default="60s", pattern=DURATION_PATTERN)
+    timeout: Duration = "60s"
     """How long the circuit stays open before a trial call."""
 
 
 class FailureHandling(ApiModel):
     """Backend health checking and failure policy."""
 
-    health_check_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    health_check_interval: Duration = "30s"
     """Time between health checks of each backend."""
-    health_check_timeout: str = Field(default="10s", pattern=DURATION_PATTERN)
+    health_check_timeout: Duration = "10s"
     """Time limit of one health check."""
     unhealthy_threshold: int = Field(default=3, ge=1)
     """Consecutive failed checks before a backend is unhealthy."""
     partial_failure_mode: Literal["fail", "best_effort"] = "fail"
     """fail: an unhealthy backend makes the gateway not ready; best_effort: serve the healthy ones."""
-    status_reporting_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    status_reporting_interval: Duration = "30s"
     """How often the gateway reports its backends into the VirtualMCPServer status."""
-    circuit_breaker: CircuitBreaker | None = None
+    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
     """Circuit breaker settings."""
 
 
 class Timeouts(ApiModel):
     """Time limits of backend calls."""
 
-    default: str = Field(default="30s", pattern=DURATION_PATTERN)
+    default: Duration = "30s"
     """Default time limit of one backend call."""
-    per_workload: dict[str, str] | None = None
+    per_workload: dict[str, Duration] = Field(default_factory=dict)
     """Per-backend overrides of the default."""
+
+    def for_backend(self, name: str) -> float:
+        """The time limit of a call to backend `name`, in seconds."""
+        return parse_duration(self.per_workload.get(name, self.default))
 
 
 class Operational(ApiModel):
     """Run-time behaviour of the gateway."""
 
-    failure_handling: FailureHandling | None = None
+    failure_handling: FailureHandling = Field(default_factory=FailureHandling)
     """Health checks and failure policy."""
-    timeouts: Timeouts | None = None
+    timeouts: Timeouts = Field(default_factory=Timeouts)
     """Backend call time limits."""
     log_level: Literal["debug", "info", "warning", "error"] | None = None
     """Log level of the gateway."""
 
 
-class VirtualMCPConfig(ApiModel):
-    """The gateway configuration written in the manifest."""
+class GatewayConfig(ApiModel):
+    """What the manifest's gateway configuration and the gateway's config file share."""
 
-    group_ref: str = Field(min_length=1)
-    """MCPGroup whose servers and remote proxies are the backends."""
-    aggregation: Aggregation | None = None
+    aggregation: Aggregation = Field(default_factory=Aggregation)
     """How capabilities are merged."""
-    backends: list[StaticBackend] | None = Field(default=None, max_length=100)
-    """Extra backends given by URL."""
-    composite_tools: list[CompositeTool] | None = Field(
-        default=None,
+    composite_tools: list[CompositeTool] = Field(
+        default_factory=list,
         max_length=50,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     """Tools made of steps that call backend tools."""
-    operational: Operational | None = None
+    operational: Operational = Field(default_factory=Operational)
     """Health checks, failure policy, timeouts."""
+
+
+class VirtualMCPConfig(GatewayConfig):
+    """The gateway configuration written in the manifest."""
+
+    group_ref: str = Field(min_length=1)
+    """MCPGroup whose servers and remote proxies are the backends."""
+    backends: list[StaticBackend] = Field(default_factory=list, max_length=100)
+    """Extra backends given by URL."""
+
+
+def _unknown_dependency(tool: CompositeTool) -> str | None:
+    """`'<step>' dependsOn: unknown step '<name>'` for the first dependency naming no step, else None."""
+    ids = {s.id for s in tool.steps}
+    for step in tool.steps:
+        for dependency in step.depends_on:
+            if dependency not in ids:
+                return f"{step.id!r} dependsOn: unknown step {dependency!r}"
+    return None
 
 
 class IncomingAuth(RuleModel):

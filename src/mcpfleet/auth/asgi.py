@@ -124,7 +124,7 @@ class AuthGuard:
         # Sessions are bound to the subject that opened them (auth/binding.py): another subject's
         # valid token gets the answer of an unknown session.
         subject = subject_of(claims, (authorization or "").partition(" ")[2].strip())
-        session_id = request_session(scope["headers"])
+        session_id = request_session(scope["headers"], scope.get("query_string", b""))
         if session_id is not None and not self.bindings.allows(session_id, subject):
             await _drain(receive)
             body = orjson.dumps(

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import re
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -70,11 +72,20 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 SESSION_HEADER = b"mcp-session-id"
 
 
-def request_session(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The `Mcp-Session-Id` of an ASGI request, if any."""
+# The legacy HTTP+SSE transport names its session in the stream's first event
+# (`event: endpoint` / `data: /messages/?session_id=ID`) and in the query of every POST after it.
+_ENDPOINT_EVENT = re.compile(rb"event: ?endpoint\r?\ndata: ?[^\r\n]*[?&]session_id=([0-9A-Za-z_-]{1,128})")
+
+
+def request_session(headers: Iterable[tuple[bytes, bytes]], query_string: bytes = b"") -> str | None:
+    """The session an ASGI request names: its `Mcp-Session-Id`, else (legacy SSE) `?session_id=`."""
     for k, v in headers:
         if k == SESSION_HEADER:
             return v.decode("latin-1")
+    if b"session_id=" in query_string:
+        values = urllib.parse.parse_qs(query_string.decode("latin-1")).get("session_id")
+        if values:
+            return values[0]
     return None
 
 
@@ -84,7 +95,11 @@ def binding_send(
     """Wrap an ASGI `send`: a session the response opens is bound to `subject`; a successful DELETE
     of `session_id` forgets its binding."""
 
+    # A GET that opens a legacy SSE stream announces its session in the body: bound on the first match.
+    sse_pending = method == "GET" and session_id is None
+
     async def wrapped(message: dict[str, Any]) -> None:
+        nonlocal sse_pending
         if message["type"] == "http.response.start":
             status = int(message.get("status", 0))
             opened = request_session(message.get("headers") or ())
@@ -92,6 +107,12 @@ def binding_send(
                 bindings.bind(opened, subject)
             elif method == "DELETE" and session_id is not None and 200 <= status < 300:
                 bindings.forget(session_id)
+            sse_pending = sse_pending and status < 400
+        elif sse_pending and message["type"] == "http.response.body":
+            found = _ENDPOINT_EVENT.search(message.get("body") or b"")
+            if found is not None:
+                bindings.bind(found.group(1).decode("ascii"), subject)
+                sse_pending = False
         await send(message)
 
     return wrapped

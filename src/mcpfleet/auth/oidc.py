@@ -52,8 +52,9 @@ import aiohttp
 import jwt
 import yaml
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
-from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import AliasChoices, Field, ValidationError
+
+from mcpfleet.api.meta import ApiModel
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +64,7 @@ MAX_TOKEN_CHARS = 16 * 1024
 """A bearer token longer than this is refused unparsed (real access tokens are a few KiB at most)."""
 
 
-class _Model(BaseModel):
-    """camelCase keys (snake_case accepted too); unknown keys are rejected so typos surface."""
-
-    model_config = ConfigDict(
-        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
-        populate_by_name=True,
-        extra="forbid",
-    )
-
-
-class OIDCConfig(_Model):
+class OIDCConfig(ApiModel):
     """OIDC settings of incoming auth. `issuer` may come from `IncomingAuth.oidcFile` instead."""
 
     issuer: str | None = None
@@ -127,7 +118,7 @@ class OIDCConfig(_Model):
         return out
 
 
-class IncomingAuth(_Model):
+class IncomingAuth(ApiModel):
     """Who may call the service: `anonymous`, or `oidc` with settings in `oidc` and/or `oidcFile`."""
 
     type: Literal["anonymous", "oidc"] = "anonymous"

@@ -14,10 +14,16 @@ def crds(
     reference: Path | None = typer.Option(
         Path("docs/reference/api.md"), "--reference", help="Markdown field reference to write ('' to skip)."
     ),
+    chart: Path | None = typer.Option(
+        Path("deploy/helm/mcpfleet-crds/files/crds"),
+        "--chart",
+        help="The mcpfleet-crds Helm chart's CRD directory, written with the same files ('' to skip).",
+    ),
 ) -> None:
     """Generate the CustomResourceDefinitions (and docs field reference) from the pydantic models."""
     from mcpfleet.api.crdgen import write_crds
 
     target = reference if reference and str(reference) else None
-    for path in write_crds(output, target):
+    copies = [chart] if chart and str(chart) else []
+    for path in write_crds(output, target, copies):
         typer.echo(f"wrote {path}")

@@ -40,17 +40,35 @@ def _progress(message: str) -> None:
 @app.command()
 def build(
     jobs: int | None = typer.Option(None, "--jobs", "-p", help="go build -p: packages built in parallel."),
+    helm: bool = typer.Option(
+        False, "--helm", help="Also build Helm (for the charts under deploy/helm/), into its own bin dir."
+    ),
+    cluster: bool = typer.Option(
+        True, "--cluster/--no-cluster", help="Build the cluster binaries (--no-cluster --helm: only Helm)."
+    ),
+    real_node: bool = typer.Option(
+        False, "--real-node", help="Also build kubelet, kube-proxy, CoreDNS and the pause program."
+    ),
 ) -> None:
-    """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once)."""
-    from mcpfleet.devcluster.build import BuildError, BuildLayout, build_all, default_cache_root
+    """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).
+
+    Prints the bin directories (one a line); `mcpfleet dev-cluster env` puts them on PATH.
+    """
+    from mcpfleet.devcluster.build import BuildError, BuildLayout, build_tools, default_cache_root
+    from mcpfleet.devcluster.nodebuild import NodeLayout, build_node_locked
 
     layout = BuildLayout(default_cache_root())
     try:
-        asyncio.run(build_all(layout, _progress, jobs))
+        asyncio.run(build_tools(layout, _progress, jobs, cluster=cluster, helm=helm))
+        if real_node:
+            asyncio.run(build_node_locked(NodeLayout(layout), _progress, jobs))
     except BuildError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    typer.echo(str(layout.kube_bin))
+    if cluster:
+        typer.echo(str(layout.kube_bin))
+    if helm:
+        typer.echo(str(layout.helm_bin))
 
 
 @app.command()
@@ -58,15 +76,25 @@ def up(
     state_dir: Path | None = StateDirOption,
     nodes: int = typer.Option(3, "--nodes", "-n", min=1, max=500, help="Number of fake (kwok) nodes."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for each readiness step."),
+    real_node: bool = typer.Option(
+        False,
+        "--real-node",
+        help="Also attach one real node (kubelet, containerd, CNI bridge, kube-proxy, CoreDNS) "
+        "where pods really run. Needs root; `down` undoes every host change.",
+    ),
 ) -> None:
     """Start the cluster (building binaries the first time); prints the kubeconfig path."""
     from mcpfleet.devcluster.build import BuildError
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster
+    from mcpfleet.devcluster.ociimage import ImageError
+    from mcpfleet.devcluster.realnode import RealNodeError
 
     cluster = DevCluster(_state_dir(state_dir))
     try:
-        info = asyncio.run(cluster.up(nodes=nodes, progress=_progress, ready_timeout=timeout))
-    except (ClusterError, BuildError) as exc:
+        info = asyncio.run(
+            cluster.up(nodes=nodes, progress=_progress, ready_timeout=timeout, real_node=real_node)
+        )
+    except (ClusterError, BuildError, RealNodeError, ImageError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(str(info.kubeconfig))
@@ -109,6 +137,16 @@ def status(state_dir: Path | None = StateDirOption) -> None:
     if st.ports:
         typer.echo("ports:      " + ", ".join(f"{k}={v}" for k, v in st.ports.items()))
     typer.echo(f"nodes:      {st.nodes_ready} Ready")
+    from mcpfleet.devcluster.realnode import RealNode
+
+    node = RealNode(cluster)
+    if node.attached():
+        typer.echo(f"real node:  {asyncio.run(node.node_summary())}")
+        for s in node.component_states():
+            state = f"running (pid {s.pid})" if s.running else "stopped"
+            typer.echo(f"  {s.name:<24} {state:<22} log {cluster.procs.log_file('realnode-' + s.name)}")
+    else:
+        typer.echo("real node:  not attached (`up --real-node` attaches one)")
     typer.echo(f"kubeconfig: {st.kubeconfig or '-'}")
     if not (st.all_running and st.ready):
         raise typer.Exit(1)
@@ -116,7 +154,7 @@ def status(state_dir: Path | None = StateDirOption) -> None:
 
 @app.command()
 def env(state_dir: Path | None = StateDirOption) -> None:
-    """Print shell lines exporting KUBECONFIG and putting the built kubectl first on PATH.
+    """Print shell lines exporting KUBECONFIG and putting the built kubectl (and helm) first on PATH.
 
     Use: eval "$(mcpfleet dev-cluster env)"
     """
@@ -128,4 +166,72 @@ def env(state_dir: Path | None = StateDirOption) -> None:
     if not cluster.kubeconfig.exists():
         typer.echo(f"# no kubeconfig yet in {cluster.state_dir}: run `mcpfleet dev-cluster up`", err=True)
     sys.stdout.write(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}\n")
-    sys.stdout.write(f'export PATH={shlex.quote(str(layout.kube_bin))}:"$PATH"\n')
+    bins = f"{shlex.quote(str(layout.kube_bin))}:{shlex.quote(str(layout.helm_bin))}"
+    sys.stdout.write(f'export PATH={bins}:"$PATH"\n')
+
+
+@app.command()
+def image(
+    state_dir: Path | None = StateDirOption,
+    repo: Path = typer.Option(Path("."), "--repo", help="The mcpfleet checkout to build the wheel from."),
+    load: bool = typer.Option(
+        True, "--load/--no-load", help="Import it into the real node's containerd if one is attached."
+    ),
+) -> None:
+    """Build the mcpfleet OCI image with no registry and no Docker (debootstrap + wheel + umoci).
+
+    Prints the image reference (`localhost/mcpfleet:<content hash>`). Needs root.
+    """
+    from mcpfleet.devcluster.cluster import DevCluster
+    from mcpfleet.devcluster.image import ImageBuildError, build_image
+    from mcpfleet.devcluster.ociimage import ImageError, import_archive
+    from mcpfleet.devcluster.realnode import RealNode
+
+    try:
+        ref, archive = build_image(repo.resolve(), _progress)
+        node = RealNode(DevCluster(_state_dir(state_dir)))
+        if load and node.containerd_socket.exists():
+            _progress(f"importing {ref} into the real node's containerd")
+            import_archive(archive, str(node.containerd_socket))
+        elif load:
+            _progress("no real node attached: not imported (`up --real-node` imports it)")
+    except (ImageBuildError, ImageError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(ref)
+
+
+@app.command("install-operator")
+def install_operator(
+    state_dir: Path | None = StateDirOption,
+    repo: Path = typer.Option(Path("."), "--repo", help="The mcpfleet checkout whose deploy/ is applied."),
+    image_ref: str | None = typer.Option(
+        None, "--image", help="Image to run (default: the one `mcpfleet dev-cluster image` built last)."
+    ),
+    timeout: int = typer.Option(180, "--timeout", help="Seconds to wait for the rollout."),
+) -> None:
+    """Install the operator in-cluster: `kubectl apply -k` of deploy/ with the local image, then wait."""
+    import subprocess
+
+    from mcpfleet.devcluster.build import BuildLayout, default_cache_root
+    from mcpfleet.devcluster.cluster import DevCluster
+    from mcpfleet.devcluster.image import ImageLayout
+    from mcpfleet.devcluster.operator_install import DEPLOYMENT, NAMESPACE, write_overlay
+
+    cluster = DevCluster(_state_dir(state_dir))
+    ref_file = ImageLayout(default_cache_root()).ref_file
+    ref = image_ref or (ref_file.read_text().strip() if ref_file.is_file() else "")
+    if not ref:
+        typer.echo("error: no image: run `make image` (or pass --image)", err=True)
+        raise typer.Exit(1)
+    overlay = write_overlay(repo.resolve() / "deploy", cluster.state_dir / "operator-overlay", ref)
+    kubectl = [str(BuildLayout(default_cache_root()).binary("kubectl")), f"--kubeconfig={cluster.kubeconfig}"]
+    for args in (
+        ["apply", "--server-side", "--force-conflicts", "-k", str(overlay)],
+        ["-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}s"],
+    ):
+        proc = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            typer.echo(f"error: kubectl {' '.join(args)}:\n{proc.stdout}{proc.stderr}", err=True)
+            raise typer.Exit(1)
+    typer.echo(f"operator {NAMESPACE}/{DEPLOYMENT} running {ref}")

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import typer
 
 from mcpfleet.cli import limit_options
+
+if TYPE_CHECKING:
+    from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.toolconfig import ToolPolicy
 
 
 def _pairs(values: list[str], flag: str) -> dict[str, str]:
@@ -17,6 +22,37 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
             raise typer.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint=flag)
         out[name] = value
     return out
+
+
+def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
+    """`--auth-config`, read once at start; a missing or invalid file stops the proxy: it never serves
+    without the auth it was configured with."""
+    from mcpfleet.auth.oidc import AuthConfigError, load_auth_config
+
+    if auth_config is None:
+        return None
+    try:
+        return load_auth_config(auth_config)
+    except AuthConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
+
+
+def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | None:
+    """`--run-config`'s toolConfig, read once at start like --auth-config: never serve tools it hides."""
+    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
+
+    if run_config is None:
+        return None
+    try:
+        tool_policy = load_run_config(run_config).tool_policy()
+    except RunConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
+    if tool_policy is not None and remote is not None:
+        raise typer.BadParameter(
+            "toolConfig cannot be enforced in --remote mode (a byte relay); give it to a stdio proxy",
+            param_hint="--run-config",
+        )
+    return tool_policy
 
 
 def _remote_app(
@@ -111,13 +147,10 @@ def proxy(
 
     Example: mcpfleet proxy --port 8080 -- uvx mcp-server-time
     """
-    from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth, load_auth_config
     from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
     from mcpfleet.proxy.http_app import ProxyApp
     from mcpfleet.proxy.remote import RemoteProxyApp
-    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
     from mcpfleet.proxy.serve import build_stdio_app, run, with_auth
-    from mcpfleet.toolconfig import ToolPolicy
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     command = list(ctx.args)
@@ -125,26 +158,8 @@ def proxy(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
     app: object
-    auth: IncomingAuth | None = None
-    if auth_config is not None:
-        try:
-            # Read once at start; a missing or invalid file stops the proxy: it never serves
-            # without the auth it was configured with.
-            auth = load_auth_config(auth_config)
-        except AuthConfigError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
-    tool_policy: ToolPolicy | None = None
-    if run_config is not None:
-        try:
-            # Read once at start, like --auth-config: never serve tools the config hides.
-            tool_policy = load_run_config(run_config).tool_policy()
-        except RunConfigError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
-        if tool_policy is not None and remote is not None:
-            raise typer.BadParameter(
-                "toolConfig cannot be enforced in --remote mode (a byte relay); give it to a stdio proxy",
-                param_hint="--run-config",
-            )
+    auth = _incoming_auth(auth_config)
+    tool_policy = _tool_policy(run_config, remote)
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
             raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")

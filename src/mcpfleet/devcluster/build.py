@@ -9,11 +9,15 @@ k8s.io/kubernetes and replaces every staging module (read from Kubernetes' own g
 always right for the chosen version) with its published v0.Y.Z. etcd gets a second, tiny wrapper whose
 main.go calls etcdmain.Main. Everything (module cache, build cache, binaries) lives under the user
 cache directory, outside any work tree, keyed by version, so sessions and CI reuse it.
+
+Helm (for the charts under deploy/helm/) needs no wrapper: its go.mod has no replace directives, so
+`go install helm.sh/helm/v4/cmd/helm@vX` builds it, with the version stamped as Helm's Makefile does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -21,13 +25,15 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 KUBE_VERSION = "v1.36.3"
 KWOK_VERSION = "v0.8.0"
 ETCD_VERSION = "v3.6.16"
+HELM_VERSION = "v4.3.1"
+HELM_MODULE = "helm.sh/helm/v4"
 
 WRAPPER_MODULE = "mcpfleet.dev/devcluster/kube"
 ETCD_WRAPPER_MODULE = "mcpfleet.dev/devcluster/etcd"
@@ -72,6 +78,7 @@ class BuildLayout:
     kube_version: str = KUBE_VERSION
     kwok_version: str = KWOK_VERSION
     etcd_version: str = ETCD_VERSION
+    helm_version: str = HELM_VERSION
 
     @property
     def gomodcache(self) -> Path:
@@ -105,10 +112,16 @@ class BuildLayout:
     def etcd_bin(self) -> Path:
         return self.etcd_dir / "bin"
 
+    @property
+    def helm_bin(self) -> Path:
+        return self.cache_root / "helm" / self.helm_version / "bin"
+
     def binary(self, name: str) -> Path:
-        """Path of one built binary: etcd, kube-apiserver, ..., kubectl, kwok."""
+        """Path of one built binary: etcd, kube-apiserver, ..., kubectl, kwok, helm."""
         if name == "etcd":
             return self.etcd_bin / "etcd"
+        if name == "helm":
+            return self.helm_bin / "helm"
         return self.kube_bin / name
 
     @property
@@ -248,20 +261,26 @@ async def _run(
     lines: list[str] = []
     counted = 0
     started = time.monotonic()
-    last_report = started
-    while True:
-        raw = await proc.stdout.readline()
-        if not raw:
-            break
-        line = raw.decode(errors="replace").rstrip()
-        lines.append(line)
-        if line_label is not None and line_label(line) is not None:
-            counted += 1
-        now = time.monotonic()
-        if now - last_report >= 15:
-            last_report = now
-            progress(f"  {step}: {counted} packages so far, {now - started:.0f}s elapsed")
-    rc = await proc.wait()
+
+    async def report() -> None:
+        # On a timer, not per output line: module downloads and links print nothing for minutes.
+        while True:
+            await asyncio.sleep(15)
+            progress(f"  {step}: {counted} packages so far, {time.monotonic() - started:.0f}s elapsed")
+
+    reporter = asyncio.create_task(report())
+    try:
+        while True:
+            raw = await proc.stdout.readline()
+            if not raw:
+                break
+            line = raw.decode(errors="replace").rstrip()
+            lines.append(line)
+            if line_label is not None and line_label(line) is not None:
+                counted += 1
+        rc = await proc.wait()
+    finally:
+        reporter.cancel()
     if rc != 0:
         tail = "\n".join(lines[-40:])
         raise BuildError(f"{step} failed (exit {rc}): {' '.join(args)}\n{tail}")
@@ -467,12 +486,53 @@ def _open_lock(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
 
 
-async def build_all(layout: BuildLayout, progress: Progress, jobs: int | None = None) -> bool:
-    """Builds etcd then Kubernetes (sequentially: each link needs ~2 GiB). True if anything was built.
+def helm_ldflags(helm_version: str) -> str:
+    """As Helm's Makefile: without the version, `helm version` says only the minor (v4.3)."""
+    return f"-s -w -X {HELM_MODULE}/internal/version.version={helm_version}"
 
-    Holds an exclusive lock on the cache while building: a second `build` or `up` started meanwhile
-    waits, then finds the stamps and does nothing (two concurrent kube builds would thrash 2 cores).
+
+def helm_present(layout: BuildLayout) -> bool:
+    """True when the helm binary and its stamp exist (no version check)."""
+    return layout.binary("helm").is_file() and (layout.helm_bin / STAMP_FILE).is_file()
+
+
+async def build_helm(layout: BuildLayout, progress: Progress, jobs: int | None = None) -> bool:
+    """Builds helm into layout.helm_bin; returns False when the stamp says it is already built.
+
+    Callers hold the build lock (build_tools does): use that rather than calling this directly.
     """
+    go = _go_binary()
+    # `go install pkg@version` builds outside any module: -mod=mod would be refused there.
+    env = {**go_env(layout), "GOFLAGS": "", "GOBIN": str(layout.helm_bin)}
+    target = f"{HELM_MODULE}/cmd/helm@{layout.helm_version}"
+    args = ["go", "install", "-trimpath", "-ldflags", helm_ldflags(layout.helm_version), target]
+    stamp = _stamp(layout, f"helm {layout.helm_version}", target, args, await _go_version(go, env))
+    if _is_built(layout.helm_bin, ["helm"], stamp):
+        progress(f"helm {layout.helm_version}: already built ({layout.helm_bin})")
+        return False
+    started = time.monotonic()
+    layout.helm_bin.mkdir(parents=True, exist_ok=True)
+    (layout.helm_bin / STAMP_FILE).unlink(missing_ok=True)
+    cmd = [go, "install", "-v", *(["-p", str(jobs)] if jobs else []), *args[2:]]
+    progress(f"helm {layout.helm_version}: go install {target} (a few minutes on a cold cache)")
+    # go install runs outside any module; the cache root is a harmless working directory.
+    await _run(
+        cmd,
+        cwd=layout.cache_root,
+        env=env,
+        step="helm build",
+        progress=progress,
+        line_label=_compiled_package,
+    )
+    (layout.helm_bin / STAMP_FILE).write_text(stamp)
+    progress(f"helm {layout.helm_version}: built in {time.monotonic() - started:.0f}s")
+    return True
+
+
+@contextlib.asynccontextmanager
+async def build_lock(layout: BuildLayout, progress: Progress) -> AsyncIterator[None]:
+    """The machine-wide build lock: one Go build at a time (each link needs ~2 GiB, and two
+    concurrent kube builds would thrash 2 cores). A second holder waits, saying so."""
     lock_path = layout.cache_root / "k8s" / ".build.lock"
     fd = _open_lock(lock_path)
     try:
@@ -481,8 +541,40 @@ async def build_all(layout: BuildLayout, progress: Progress, jobs: int | None = 
         except BlockingIOError:
             progress(f"another build holds {lock_path}; waiting for it")
             await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-        built_etcd = await build_etcd(layout, progress, jobs)
-        built_kube = await build_kube(layout, progress, jobs)
+        yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
-    return built_etcd or built_kube
+
+
+async def build_tools(
+    layout: BuildLayout,
+    progress: Progress,
+    jobs: int | None = None,
+    *,
+    cluster: bool = True,
+    helm: bool = False,
+) -> bool:
+    """Builds, under the build lock, the cluster binaries and/or helm. True if anything was built.
+
+    Sequential (each link needs ~2 GiB); the stamps make every part a no-op once built.
+    """
+    built = False
+    async with build_lock(layout, progress):
+        if cluster:
+            built = await build_etcd(layout, progress, jobs) or built
+            built = await build_kube(layout, progress, jobs) or built
+        if helm:
+            built = await build_helm(layout, progress, jobs) or built
+    return built
+
+
+async def build_all(layout: BuildLayout, progress: Progress, jobs: int | None = None) -> bool:
+    """Builds etcd then Kubernetes (the dev cluster's binaries). True if anything was built."""
+    return await build_tools(layout, progress, jobs)
+
+
+async def ensure_helm(layout: BuildLayout, progress: Progress) -> Path:
+    """The helm binary, built first (under the build lock) when missing; for the chart tests."""
+    if not helm_present(layout):
+        await build_tools(layout, progress, cluster=False, helm=True)
+    return layout.binary("helm")

@@ -254,6 +254,11 @@ class DevCluster:
                 f"--proxy-client-cert-file={p.client_cert('front-proxy')}",
                 f"--proxy-client-key-file={p.client_key('front-proxy')}",
                 "--profiling=false",
+                # `kubectl logs/exec/port-forward` to a real node: reach its kubelet by node IP (the
+                # node name does not resolve here) and authenticate with the admin client certificate.
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={p.client_cert('admin')}",
+                f"--kubelet-client-key={p.client_key('admin')}",
             ]
         if component in ("kube-controller-manager", "kube-scheduler"):
             client = "controller-manager" if component == "kube-controller-manager" else "scheduler"
@@ -296,7 +301,9 @@ class DevCluster:
                 str(b("kwok")),
                 f"--kubeconfig={self._component_kubeconfig('kwok')}",
                 f"--config={self.layout.kwok_stages}",
-                "--manage-all-nodes=true",
+                # Only the fake nodes: a real node (`up --real-node`) belongs to its kubelet, and kwok
+                # managing it too would fight the kubelet over node and pod status.
+                "--manage-nodes-with-label-selector=type=kwok",
                 f"--server-address={host}:{ports['kwok']}",
                 f"--node-ip={host}",
                 f"--node-port={ports['kwok']}",
@@ -348,15 +355,33 @@ class DevCluster:
 
     # ---- up -----------------------------------------------------------------------------------
     async def up(
-        self, nodes: int = 3, progress: Progress = lambda _m: None, ready_timeout: float = 120.0
+        self,
+        nodes: int = 3,
+        progress: Progress = lambda _m: None,
+        ready_timeout: float = 120.0,
+        real_node: bool = False,
     ) -> ClusterInfo:
-        """Builds binaries if needed and starts the cluster; a no-op if it is already running."""
+        """Builds binaries if needed and starts the cluster; a no-op if it is already running.
+
+        `real_node` also attaches a real node (kubelet + containerd, see realnode.py): needs root.
+        """
         if nodes < 1:
             raise ValueError(f"nodes: must be >= 1, got {nodes}")
+        if real_node:
+            from mcpfleet.devcluster import realnode
+
+            # Fail before starting anything: root and the Debian tools are preconditions.
+            realnode.require_root()
+            realnode.check_tools()
         if not binaries_present(self.layout):
             await build_all(self.layout, progress)
         with self.lock():
-            return await self._up_locked(nodes, progress, ready_timeout)
+            info = await self._up_locked(nodes, progress, ready_timeout)
+            if real_node:
+                from mcpfleet.devcluster.realnode import RealNode
+
+                await RealNode(self).up(progress, ready_timeout)
+            return info
 
     async def _up_locked(self, nodes: int, progress: Progress, ready_timeout: float) -> ClusterInfo:
         status = await self.status()
@@ -564,6 +589,12 @@ class DevCluster:
     async def _stop_all(self) -> list[str]:
         """Stops every recorded process: clients first, then the apiserver, then etcd."""
         stopped: list[str] = []
+        from mcpfleet.devcluster.realnode import RealNode
+
+        node = RealNode(self)
+        if node.attached() or any(s.running for s in node.component_states()):
+            # First, while the API server still runs: the node drains its pods through it.
+            stopped += [a for a in await node.down() if a.startswith("stopped ")]
         records = {r.name: r for r in self.procs.records()}
 
         async def stop_one(name: str) -> None:

@@ -228,6 +228,20 @@ def ensure_pki(directory: Path) -> Pki:
     return pki
 
 
+def ensure_client(pki: Pki, stem: str, cn: str, org: str) -> None:
+    """Creates one more client certificate (e.g. the real node's) signed by the cluster CA, once."""
+    if pki.client_cert(stem).is_file() and pki.client_key(stem).is_file():
+        return
+    ca_key = _load_key(pki.ca_key)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key = _new_key()
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)] if org else []
+    subject = x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    cert = _sign(subject, key.public_key(), ca_cert.subject, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    _write_key(pki.client_key(stem), key)
+    _write_cert(pki.client_cert(stem), cert)
+
+
 def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 

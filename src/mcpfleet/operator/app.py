@@ -319,6 +319,64 @@ def _on_signals(stopping: asyncio.Event) -> bool:
     return True
 
 
+async def _first_set(*events: asyncio.Event | None) -> None:
+    """Return once any of `events` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events if event is not None]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+
+
+async def _reclaim_signals(ready: asyncio.Event, stopping: asyncio.Event) -> None:
+    # kopf installs its own SIGTERM / SIGINT handlers as it starts (once, before it is ready).
+    # Take them back: a leader's stop then releases the lease as soon as the workers stopped,
+    # instead of after kopf's own shutdown (which lets its idle per-object workers expire, ~5 s).
+    await ready.wait()
+    await asyncio.sleep(0.5)
+    _on_signals(stopping)
+
+
+async def _acquired(elector: LeaderElector, stop_task: asyncio.Task[Any]) -> bool:
+    """Wait for the lease; False when asked to stop first (a standby stops with nothing to release)."""
+    acquire_task = asyncio.create_task(elector.acquire(), name="leader-acquire")
+    await asyncio.wait([acquire_task, stop_task], return_when=asyncio.FIRST_COMPLETED)
+    if not acquire_task.done():
+        acquire_task.cancel()
+        await asyncio.gather(acquire_task, return_exceptions=True)
+        return False
+    acquire_task.result()
+    return True
+
+
+def _raise_failure(done: set[asyncio.Task[Any]]) -> None:
+    """Re-raise the exception a finished task ended with (a lost lease is logged first)."""
+    for task in done:
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            if isinstance(exc, LeadershipLost):
+                log.error("leadership lost: %s; stopping every writer and exiting", exc)
+            raise exc
+
+
+async def _cancel(stop_flag: asyncio.Event, *tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel the tasks that exist, tell kopf to stop, and wait until the tasks ended."""
+    running = [t for t in tasks if t is not None]
+    for task in running:
+        task.cancel()
+    stop_flag.set()
+    await asyncio.gather(*running, return_exceptions=True)
+
+
+async def _close(runner: web.AppRunner | None, api: KubeApi, elector: LeaderElector | None) -> None:
+    if runner is not None:
+        await runner.cleanup()
+    await api.close()
+    if elector is not None and isinstance(elector.api, KubeApi):
+        await elector.api.close()
+
+
 async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = None) -> None:
     """Run until `stop` is set (or forever): kopf watches, controller workers, the HTTP endpoint.
 
@@ -339,25 +397,7 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
     lease_task: asyncio.Task[Any] | None = None
     signals_task: asyncio.Task[Any] | None = None
 
-    async def wait_stop() -> None:
-        waits = [asyncio.ensure_future(stopping.wait())]
-        if stop is not None:
-            waits.append(asyncio.ensure_future(stop.wait()))
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
-
-    async def reclaim_signals() -> None:
-        # kopf installs its own SIGTERM / SIGINT handlers as it starts (once, before it is ready).
-        # Take them back: a leader's stop then releases the lease as soon as the workers stopped,
-        # instead of after kopf's own shutdown (which lets its idle per-object workers expire, ~5 s).
-        await ready.wait()
-        await asyncio.sleep(0.5)
-        _on_signals(stopping)
-
-    stop_task = asyncio.create_task(wait_stop(), name="stop")
+    stop_task = asyncio.create_task(_first_set(stopping, stop), name="stop")
     own_signals = False
     try:
         if settings.metrics_port is not None:
@@ -365,13 +405,8 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
         if elector is not None:
             # A standby has no kopf to catch SIGTERM: stop cleanly on it (nothing to release).
             own_signals = _on_signals(stopping)
-            acquire_task = asyncio.create_task(elector.acquire(), name="leader-acquire")
-            await asyncio.wait([acquire_task, stop_task], return_when=asyncio.FIRST_COMPLETED)
-            if not acquire_task.done():
-                acquire_task.cancel()
-                await asyncio.gather(acquire_task, return_exceptions=True)
+            if not await _acquired(elector, stop_task):
                 return
-            acquire_task.result()
             lease_task = asyncio.create_task(elector.hold(), name="leader-renew")
         # The workers exist before kopf starts: kopf's shutdown waits for (and cancels) only the tasks
         # created after its own start, so it neither holds the exit up nor races us for the workers.
@@ -390,27 +425,15 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
             name="kopf",
         )
         if own_signals:
-            signals_task = asyncio.create_task(reclaim_signals(), name="signals")
+            signals_task = asyncio.create_task(_reclaim_signals(ready, stopping), name="signals")
         waiters = [t for t in (kopf_task, controller_task, stop_task, lease_task) if t is not None]
         done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            exc = None if task is stop_task or task.cancelled() else task.exception()
-            if exc is not None:
-                if isinstance(exc, LeadershipLost):
-                    log.error("leadership lost: %s; stopping every writer and exiting", exc)
-                raise exc
+        _raise_failure(done - {stop_task})
     finally:
         # Writers stop first: the workers and their event posts. kopf writes nothing (raw event handlers
         # only, no posting, no peering), so the lease is released as soon as they stopped, and a
         # standby takes over while kopf is still winding its watchers down.
-        for pending in (controller_task, stop_task, lease_task, signals_task):
-            if pending is not None:
-                pending.cancel()
-        stop_flag.set()
-        await asyncio.gather(
-            *(t for t in (controller_task, stop_task, lease_task, signals_task) if t is not None),
-            return_exceptions=True,
-        )
+        await _cancel(stop_flag, controller_task, stop_task, lease_task, signals_task)
         if elector is not None:
             await elector.release()
         if kopf_task is not None:
@@ -420,8 +443,4 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-        if runner is not None:
-            await runner.cleanup()
-        await api.close()
-        if elector is not None and isinstance(elector.api, KubeApi):
-            await elector.api.close()
+        await _close(runner, api, elector)

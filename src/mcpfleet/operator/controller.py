@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import fnmatch
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -36,25 +37,15 @@ from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 from mcpfleet.platform.kubernetes.apply import apply_children
 from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
-from mcpfleet.reconcile import (
-    configkinds,
-    mcpexternalauthconfig,
-    mcpgroup,
-    mcpregistry,
-    mcpremoteproxy,
-    mcpserver,
-    mcptoolconfig,
-    virtualmcpserver,
-)
+from mcpfleet.reconcile import configkinds, kinds, mcpgroup
 from mcpfleet.reconcile.common import MANAGED_BY, child_name
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
-from mcpfleet.reconcile.status import workload_status
 
 log = logging.getLogger("mcpfleet.operator")
 
-WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
-CONFIG_KINDS = ("MCPToolConfig", "MCPExternalAuthConfig")
-MEMBER_KINDS = ("MCPServer", "MCPRemoteProxy")
+WORKLOAD_KINDS = tuple(kinds.WORKLOADS)
+CONFIG_KINDS = tuple(kinds.CONFIGS)
+MEMBER_KINDS = kinds.MEMBERS
 MAX_BACKOFF = 60.0
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
@@ -96,6 +87,10 @@ def _group_ref(entry: Entry | None) -> str | None:
     if entry.raw.get("kind") == "VirtualMCPServer":
         return ((spec.get("config") or {}).get("groupRef")) or None
     return spec.get("groupRef") or None
+
+
+def _in_group(group: str, entry: Entry) -> bool:
+    return _group_ref(entry) == group
 
 
 def _refs(entry: Entry | None) -> set[tuple[str, str]]:
@@ -170,37 +165,42 @@ class Controller:
         self, kind: str, namespace: str, name: str, previous: Entry | None, current: Entry | None
     ) -> None:
         if kind in MEMBER_KINDS:
-            groups = {g for g in (_group_ref(previous), _group_ref(current)) if g}
-            membership_changed = (
-                previous is None or current is None or _group_ref(previous) != _group_ref(current)
-            )
-            for group in groups:
-                if membership_changed:
-                    self.queue.add(("MCPGroup", namespace, group))
-                for vmcp in self.store.entries("VirtualMCPServer", namespace):
-                    if _group_ref(vmcp) == group:
-                        self.queue.add(("VirtualMCPServer", namespace, vmcp.raw["metadata"]["name"]))
-            old_refs, new_refs = _refs(previous), _refs(current)
-            if membership_changed or old_refs != new_refs:
-                for ref_kind, ref_name in old_refs | new_refs:
-                    self.queue.add((ref_kind, namespace, ref_name))
+            self._member_changed(namespace, previous, current)
         elif kind == "MCPGroup":
-            created_or_deleted = previous is None or current is None
-            if created_or_deleted:
-                for member_kind in (*MEMBER_KINDS, "VirtualMCPServer"):
-                    for entry in self.store.entries(member_kind, namespace):
-                        if _group_ref(entry) == name:
-                            self.queue.add((member_kind, namespace, entry.raw["metadata"]["name"]))
+            if previous is None or current is None:  # created or deleted
+                self._enqueue_where(
+                    namespace, (*MEMBER_KINDS, "VirtualMCPServer"), lambda e: _group_ref(e) == name
+                )
         elif kind in CONFIG_KINDS:
-            for workload_kind in (*MEMBER_KINDS, "VirtualMCPServer"):
-                for entry in self.store.entries(workload_kind, namespace):
-                    if (kind, name) in _refs(entry):
-                        self.queue.add((workload_kind, namespace, entry.raw["metadata"]["name"]))
             # A VirtualMCPServer also inlines its members' toolConfigRef / externalAuthConfigRef.
-            for entry in self.store.entries("VirtualMCPServer", namespace):
-                self.queue.add(("VirtualMCPServer", namespace, entry.raw["metadata"]["name"]))
+            self._enqueue_where(namespace, MEMBER_KINDS, lambda e: (kind, name) in _refs(e))
+            self._enqueue_where(namespace, ("VirtualMCPServer",), lambda e: True)
         elif kind == "VirtualMCPServer":
             for ref_kind, ref_name in _refs(previous) | _refs(current):
+                self.queue.add((ref_kind, namespace, ref_name))
+
+    def _enqueue_where(
+        self, namespace: str, kinds_: tuple[str, ...], wanted: Callable[[Entry], bool]
+    ) -> None:
+        """Enqueue the objects of `kinds_` in `namespace` for which `wanted` holds."""
+        for kind in kinds_:
+            for entry in self.store.entries(kind, namespace):
+                if wanted(entry):
+                    self.queue.add((kind, namespace, entry.raw["metadata"]["name"]))
+
+    def _member_changed(self, namespace: str, previous: Entry | None, current: Entry | None) -> None:
+        """A server / remote proxy changed: its groups (membership), their gateways, its config refs."""
+        groups = {g for g in (_group_ref(previous), _group_ref(current)) if g}
+        membership_changed = (
+            previous is None or current is None or _group_ref(previous) != _group_ref(current)
+        )
+        for group in groups:
+            if membership_changed:
+                self.queue.add(("MCPGroup", namespace, group))
+            self._enqueue_where(namespace, ("VirtualMCPServer",), functools.partial(_in_group, group))
+        old_refs, new_refs = _refs(previous), _refs(current)
+        if membership_changed or old_refs != new_refs:
+            for ref_kind, ref_name in old_refs | new_refs:
                 self.queue.add((ref_kind, namespace, ref_name))
 
     def on_child(self, event_type: str | None, raw: dict[str, Any]) -> None:
@@ -426,87 +426,78 @@ class Controller:
             virtual_servers=tuple(store.models("VirtualMCPServer", namespace)),
         )
 
-    def _plan(self, kind: str, model: Any, world: World) -> WorkloadPlan:
-        if kind == "MCPServer":
-            return mcpserver.plan(model, world)
-        if kind == "MCPRemoteProxy":
-            return mcpremoteproxy.plan(model, world)
-        if kind == "VirtualMCPServer":
-            return virtualmcpserver.plan(model, world)
-        return mcpregistry.plan(model, world)
-
-    def _status(
-        self, kind: str, model: Any, plan: WorkloadPlan, observation: WorkloadObservation, world: World
-    ) -> ApiModel:
-        now = self._now() if self._now else None
-        if kind == "VirtualMCPServer":
-            return virtualmcpserver.status(model.status, model, plan, observation, world, now=now)
-        if kind == "MCPRegistry":
-            return mcpregistry.status(model.status, model, plan, observation, now=now)
-        return workload_status(model.status, plan, observation, model.generation, now=now)
-
     async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
         kind, namespace, name = key
         if entry.model is None:
             await self._invalid_workload(entry)
             return
-        model = entry.model
+        model: Any = entry.model
         world = self.world(kind, namespace, model)
-        plan = self._plan(kind, model, world)
-        rejected: str | None = None
-        result = None
+        plan = kinds.plan(model, world)
+        rejected = None
         if not plan.problems and not entry.deleting:
-            owner = Owner(kind, name, namespace, entry.uid)
-            desired = render(plan, owner, self.settings.images)
-            try:
-                result = await apply_children(
-                    self.api, desired, self.store.child, self.store.owned(key, entry.uid)
-                )
-            except ApiError as exc:
-                if exc.code in (400, 422):
-                    # The API server refuses a child rendered from this spec: retrying cannot help,
-                    # the object is Failed until its spec changes.
-                    rejected = f"the API server refused a child: {exc.message}"
-                else:
-                    if exc.code != 409:
-                        await self._event(
-                            entry, "ApplyFailed", f"applying children failed: {exc.message}", "Warning"
-                        )
-                    raise
-        if result is not None:
-            for applied in result.applied.values():
-                self.store.put_child(applied)
-            for gone in set(self.store.owned(key, entry.uid)) - {
-                (m["apiVersion"], m["kind"], namespace, m["metadata"]["name"]) for m in desired
-            }:
-                child = self.store.child(gone)
-                if child is not None:
-                    self.store.remove_child(child)
-            if result.created:
-                await self._event(entry, "Created", "created " + ", ".join(result.created))
-            if result.updated:
-                await self._event(entry, "Updated", "updated " + ", ".join(result.updated))
-            if result.deleted:
-                await self._event(entry, "Deleted", "deleted " + ", ".join(result.deleted))
+            rejected = await self._apply(key, entry, plan)
         workload = child_name(kind, name)
         deployment = self.store.child(("apps/v1", "Deployment", namespace, workload))
         service = self.store.child(("v1", "Service", namespace, workload))
         observation = observe(plan, deployment, service, terminating=entry.deleting)
         if rejected is not None:
             observation = replace(observation, failed=True, failure_message=rejected)
-        status = self._status(kind, model, plan, observation, world)
+        status = kinds.status(
+            model.status, model, plan, observation, world, self._now() if self._now else None
+        )
         if self._defer_first_status(key, entry, status):
             return
-        written = await self._write_status(entry, status)
-        if written and rejected is not None:
-            await self._event(entry, "ApplyFailed", rejected, "Warning")
-        elif (
-            written
-            and plan.problems
-            and (entry.raw.get("status") or {}).get("message") != "; ".join(plan.problems)
+        if await self._write_status(entry, status):
+            await self._workload_event(entry, plan, status, observation, rejected)
+
+    async def _apply(self, key: ObjKey, entry: Entry, plan: WorkloadPlan) -> str | None:
+        """Apply the plan's children and track them; the API server's reason when it refuses one."""
+        kind, namespace, name = key
+        desired = render(plan, Owner(kind, name, namespace, entry.uid), self.settings.images)
+        try:
+            result = await apply_children(
+                self.api, desired, self.store.child, self.store.owned(key, entry.uid)
+            )
+        except ApiError as exc:
+            if exc.code in (400, 422):
+                # The API server refuses a child rendered from this spec: retrying cannot help,
+                # the object is Failed until its spec changes.
+                return f"the API server refused a child: {exc.message}"
+            if exc.code != 409:
+                await self._event(entry, "ApplyFailed", f"applying children failed: {exc.message}", "Warning")
+            raise
+        for applied in result.applied.values():
+            self.store.put_child(applied)
+        wanted = {(m["apiVersion"], m["kind"], namespace, m["metadata"]["name"]) for m in desired}
+        for gone in set(self.store.owned(key, entry.uid)) - wanted:
+            child = self.store.child(gone)
+            if child is not None:
+                self.store.remove_child(child)
+        for reason, names in (
+            ("Created", result.created),
+            ("Updated", result.updated),
+            ("Deleted", result.deleted),
         ):
-            await self._event(entry, "InvalidSpec", "; ".join(plan.problems), "Warning")
-        elif written and getattr(status, "phase", None) == "Failed" and observation.failure_message:
+            if names:
+                await self._event(entry, reason, f"{reason.lower()} " + ", ".join(names))
+        return None
+
+    async def _workload_event(
+        self,
+        entry: Entry,
+        plan: WorkloadPlan,
+        status: ApiModel,
+        observation: WorkloadObservation,
+        rejected: str | None,
+    ) -> None:
+        """The Warning event that goes with a status just written, if any."""
+        problems = "; ".join(plan.problems)
+        if rejected is not None:
+            await self._event(entry, "ApplyFailed", rejected, "Warning")
+        elif plan.problems and (entry.raw.get("status") or {}).get("message") != problems:
+            await self._event(entry, "InvalidSpec", problems, "Warning")
+        elif getattr(status, "phase", None) == "Failed" and observation.failure_message:
             await self._event(entry, "WorkloadFailed", observation.failure_message, "Warning")
 
     def _defer_first_status(self, key: ObjKey, entry: Entry, status: ApiModel) -> bool:
@@ -580,9 +571,8 @@ class Controller:
                 await self._event(entry, "InvalidSpec", entry.error or "invalid spec", "Warning")
             return
         world = self.world(kind, namespace, entry.model)
-        rules = mcptoolconfig if kind == "MCPToolConfig" else mcpexternalauthconfig
         config: Any = entry.model
-        status = rules.status(config.status, config, world, deleting=entry.deleting, now=now)
+        status = kinds.config_status(config.status, config, world, deleting=entry.deleting, now=now)
         refs = status.referencing_workloads
         finalizers = list(entry.raw["metadata"].get("finalizers") or [])
         held = configkinds.FINALIZER in finalizers

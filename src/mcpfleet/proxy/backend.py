@@ -150,9 +150,6 @@ class StdioBackend:
             self._channels[era] = channel
             return channel
 
-    def channels(self) -> dict[Era, Channel]:
-        return dict(self._channels)
-
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Healthy when every started child is running; the body shows each child's status."""
         children: dict[str, Any] = {}

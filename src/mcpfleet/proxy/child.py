@@ -149,13 +149,6 @@ class ChildProcess:
                 await self._supervisor
             self._supervisor = None
 
-    async def wait_running(self, within: float | None = None) -> bool:
-        try:
-            await asyncio.wait_for(self._running.wait(), within)
-        except TimeoutError:
-            return False
-        return True
-
     @property
     def running(self) -> bool:
         return self._running.is_set()

@@ -135,6 +135,24 @@ def _sse_event(message: JSON) -> bytes:
     return b"event: message\r\ndata: " + orjson.dumps(message) + b"\r\n\r\n"
 
 
+def _http_refusal(request: Request) -> Response | None:
+    """405 for anything but POST, 406 unless both JSON and SSE are acceptable; None when fine."""
+    if request.method != "POST":
+        return Response(status_code=405, headers={"Allow": "POST"})
+    has_json, has_sse = check_accept_headers(request)
+    if not has_json or not has_sse:
+        return Response(status_code=406)
+    return None
+
+
+def _notification_answer(request: Request) -> Response:
+    """202 for a notification, unless its protocol version is refused."""
+    rejection = unsupported_protocol_version_rejection(request.headers.get("mcp-protocol-version", ""))
+    if rejection is not None:
+        return _rejection(None, rejection)
+    return Response(status_code=202)
+
+
 async def handle_modern(
     scope: Scope,
     receive: Receive,
@@ -158,12 +176,9 @@ async def handle_modern(
     if err is not None:
         await err(scope, receive, send)
         return
-    if request.method != "POST":
-        await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
-        return
-    has_json, has_sse = check_accept_headers(request)
-    if not has_json or not has_sse:
-        await Response(status_code=406)(scope, receive, send)
+    refusal = _http_refusal(request)
+    if refusal is not None:
+        await refusal(scope, receive, send)
         return
     body = await request.body()
     try:
@@ -179,11 +194,7 @@ async def handle_modern(
     if kind == "notification":
         # Notifications have nothing to act on in a sessionless exchange (cancellation is
         # closing the response stream); acknowledge like the handshake-era transport does.
-        rejection = unsupported_protocol_version_rejection(request.headers.get("mcp-protocol-version", ""))
-        if rejection is not None:
-            await _rejection(None, rejection)(scope, receive, send)
-            return
-        await Response(status_code=202)(scope, receive, send)
+        await _notification_answer(request)(scope, receive, send)
         return
     request_id = decoded["id"]
     method: str = decoded["method"]

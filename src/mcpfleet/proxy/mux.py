@@ -144,24 +144,32 @@ class Multiplexer:
 
     # -- client -> child -------------------------------------------------------------------------
 
+    async def _policy_call(self, policy: ToolPolicy, peer: Peer, message: JSON) -> JSON | None:
+        """A tools/call under the MCPToolConfig: renamed to the server's name, or answered here (None)
+        when the client cannot see the tool."""
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        if not isinstance(params, dict) or not isinstance(name, str):
+            return message
+        original = policy.original_name(name)
+        if original is None:
+            result = unknown_tool_result(name)
+            meta = params.get("_meta")
+            if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+                result["resultType"] = "complete"  # required from 2026-07-28 on
+            await peer.deliver({"jsonrpc": "2.0", "id": message["id"], "result": result}, None)
+            return None
+        return message if original == name else {**message, "params": {**params, "name": original}}
+
     async def request(self, peer: Peer, message: JSON) -> None:
         """Forward a client request; the response arrives later through `peer.deliver`."""
         client_id: RequestId = message["id"]
         method = str(message.get("method", ""))
         if self.tool_policy is not None and method == "tools/call":
-            params = message.get("params")
-            name = params.get("name") if isinstance(params, dict) else None
-            if isinstance(params, dict) and isinstance(name, str):
-                original = self.tool_policy.original_name(name)
-                if original is None:
-                    result = unknown_tool_result(name)
-                    meta = params.get("_meta")
-                    if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
-                        result["resultType"] = "complete"  # required from 2026-07-28 on
-                    await peer.deliver({"jsonrpc": "2.0", "id": client_id, "result": result}, None)
-                    return
-                if original != name:
-                    message = {**message, "params": {**params, "name": original}}
+            renamed = await self._policy_call(self.tool_policy, peer, message)
+            if renamed is None:
+                return
+            message = renamed
         if not await self._wait_ready():
             await peer.deliver(_error(client_id, INTERNAL_ERROR, f"{self.name} is not running"), None)
             return
@@ -373,17 +381,14 @@ class Multiplexer:
         if isinstance(meta, dict) and SUBSCRIPTION_ID_KEY in meta:
             # 2026-07-28 subscriptions/listen: the id of the listen request names the stream.
             pending = self._pending.get(meta[SUBSCRIPTION_ID_KEY])
-            if pending is not None and pending.peer is not None:
-                out_meta = {**meta, SUBSCRIPTION_ID_KEY: pending.client_id}
-                out = {**message, "params": {**params, "_meta": out_meta}}
-                await pending.peer.deliver(out, pending.client_id)
+            out_meta = {**meta, SUBSCRIPTION_ID_KEY: pending.client_id if pending else None}
+            await _to_requester(pending, {**message, "params": {**params, "_meta": out_meta}})
             return
         if method == "notifications/progress":
             child_id = self._tokens.get(_key(params.get("progressToken")))
             pending = self._pending.get(child_id) if child_id is not None else None
-            if pending is not None and pending.peer is not None:
-                out = {**message, "params": {**params, "progressToken": pending.client_token}}
-                await pending.peer.deliver(out, pending.client_id)
+            token = pending.client_token if pending else None
+            await _to_requester(pending, {**message, "params": {**params, "progressToken": token}})
             return
         if method == "notifications/cancelled":
             peer = self._server_requests.pop(_key(params.get("requestId")), None)
@@ -411,6 +416,12 @@ class Multiplexer:
 
     def _broadcast_targets(self) -> list[Peer]:
         return [peer for peer in self._peers.values() if peer.broadcast]
+
+
+async def _to_requester(pending: _Pending | None, message: JSON) -> None:
+    """Deliver a notification to the client whose request it belongs to, if it is still waiting."""
+    if pending is not None and pending.peer is not None:
+        await pending.peer.deliver(message, pending.client_id)
 
 
 def _present_tools(message: JSON, policy: ToolPolicy) -> JSON:

@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
-from mcpfleet.toolconfig import Override, ToolPolicy
+from mcpfleet.toolconfig import ToolPolicy, override_of
 
 
 class RunConfigError(Exception):
@@ -54,11 +54,8 @@ class RunConfig(_Model):
         if self.tool_config is None:
             return None
         spec = self.tool_config.spec
-        overrides = {
-            original: Override(name=o.name, description=o.description)
-            for original, o in (spec.tools_override or {}).items()
-        }
-        return ToolPolicy(allow=frozenset(spec.tools_filter or ()), overrides=overrides)
+        overrides = {original: override_of(o) for original, o in spec.tools_override.items()}
+        return ToolPolicy(allow=frozenset(spec.tools_filter), overrides=overrides)
 
 
 def _location(error: Any) -> str:

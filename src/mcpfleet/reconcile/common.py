@@ -130,6 +130,11 @@ def service_url(name: str, namespace: str, port: int, path: str) -> str:
     return f"http://{name}.{namespace}.svc.cluster.local:{port}{path}"
 
 
+def serve_command(service: str, config_file: str) -> list[str]:
+    """`mcpfleet <service> serve` on its rendered config file, on the port the platform assigns."""
+    return ["mcpfleet", service, "serve", "--config", f"{{config_dir}}/{config_file}", "--port", "{port}"]
+
+
 def tracing_env(world: World, kind: str, name: str) -> tuple[tuple[str, str], ...]:
     """OTLP settings for a data-plane service (vMCP, registry) when the platform traces; else none.
 

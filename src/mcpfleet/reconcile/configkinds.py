@@ -9,10 +9,15 @@ keeps a finalizer on it while `referencingWorkloads` is non-empty, and the statu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from mcpfleet.api.meta import ConfigStatus, WorkloadReference, set_condition
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.meta import ConfigStatus, LocalObjectReference, WorkloadReference, set_condition
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.reconcile.common import sha256_of
+from mcpfleet.reconcile.model import World
 
 CONDITION_VALID = "Valid"
 CONDITION_DELETION_BLOCKED = "DeletionBlocked"
@@ -25,12 +30,57 @@ def config_hash(obj: Resource) -> str:
     return sha256_of(spec.dump())
 
 
-def references(
-    candidates: Iterable[tuple[str, str, Iterable[str]]],
+def missing_refs(
+    tool_config: LocalObjectReference | None, external_auth: LocalObjectReference | None, world: World
+) -> list[str]:
+    """Problems naming a workload's `toolConfigRef` / `externalAuthConfigRef` that name no object."""
+    problems: list[str] = []
+    if tool_config is not None and tool_config.name not in world.tool_configs:
+        problems.append(f"toolConfigRef: MCPToolConfig {tool_config.name} not found")
+    if external_auth is not None and external_auth.name not in world.external_auth_configs:
+        problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {external_auth.name} not found")
+    return problems
+
+
+def run_config_refs(
+    tool_config: LocalObjectReference | None, external_auth: LocalObjectReference | None, world: World
+) -> dict[str, object]:
+    """The run config's `toolConfig` (the spec the proxy enforces) and `externalAuthConfig` entries."""
+    entries: dict[str, object] = {}
+    if tool_config is not None and tool_config.name in world.tool_configs:
+        found = world.tool_configs[tool_config.name]
+        entries["toolConfig"] = {
+            "name": found.name,
+            "configHash": config_hash(found),
+            "spec": found.spec.dump(),
+        }
+    if external_auth is not None and external_auth.name in world.external_auth_configs:
+        auth = world.external_auth_configs[external_auth.name]
+        # Only the hash and the type: the spec names Secrets, their values never reach a ConfigMap.
+        entries["externalAuthConfig"] = {
+            "name": auth.name,
+            "type": auth.spec.type,
+            "configHash": config_hash(auth),
+        }
+    return entries
+
+
+def referencing(
+    name: str,
+    world: World,
+    member_ref: Callable[[Any], LocalObjectReference | None],
+    gateway_uses: Callable[[VirtualMCPServer], bool],
 ) -> list[WorkloadReference]:
-    """Sorted, de-duplicated references from (kind, name, referenced names) triples."""
-    refs = {(kind, name) for kind, name, _ in candidates}
-    return [WorkloadReference(kind=k, name=n) for k, n in sorted(refs)]
+    """Sorted references to the workloads using configuration object `name`: the MCPServers and
+    MCPRemoteProxies whose `member_ref(spec)` names it, the VirtualMCPServers `gateway_uses`."""
+    found: set[tuple[str, str]] = set()
+    members: tuple[MCPServer | MCPRemoteProxy, ...] = (*world.servers, *world.remote_proxies)
+    for member in members:
+        ref = member_ref(member.spec)
+        if ref is not None and ref.name == name:
+            found.add((member.kind, member.name))
+    found |= {("VirtualMCPServer", v.name) for v in world.virtual_servers if gateway_uses(v)}
+    return [WorkloadReference(kind=k, name=n) for k, n in sorted(found)]
 
 
 def describe(refs: list[WorkloadReference]) -> str:

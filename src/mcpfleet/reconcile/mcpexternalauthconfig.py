@@ -4,37 +4,25 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.meta import ConfigStatus, WorkloadReference
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import World
 
 
-def _vmcp_refs(vmcp_outgoing: object, name: str) -> bool:
-    from mcpfleet.api.virtualmcpserver import OutgoingAuth
-
-    if not isinstance(vmcp_outgoing, OutgoingAuth):
-        return False
-    auths = [vmcp_outgoing.default, *(vmcp_outgoing.backends or {}).values()]
-    return any(
-        a is not None and a.external_auth_config_ref is not None and a.external_auth_config_ref.name == name
-        for a in auths
-    )
-
-
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     """MCPServers, MCPRemoteProxies (externalAuthConfigRef) and VirtualMCPServers (outgoingAuth) using it."""
-    found: list[tuple[str, str, list[str]]] = []
-    for server in world.servers:
-        ref = server.spec.external_auth_config_ref
-        if ref is not None and ref.name == name:
-            found.append(("MCPServer", server.name, [name]))
-    for proxy in world.remote_proxies:
-        ref = proxy.spec.external_auth_config_ref
-        if ref is not None and ref.name == name:
-            found.append(("MCPRemoteProxy", proxy.name, [name]))
-    for vmcp in world.virtual_servers:
-        if _vmcp_refs(vmcp.spec.outgoing_auth, name):
-            found.append(("VirtualMCPServer", vmcp.name, [name]))
-    return configkinds.references(found)
+
+    def gateway_uses(vmcp: VirtualMCPServer) -> bool:
+        outgoing = vmcp.spec.outgoing_auth
+        auths = [outgoing.default, *(outgoing.backends or {}).values()] if outgoing else []
+        return any(
+            a is not None
+            and a.external_auth_config_ref is not None
+            and a.external_auth_config_ref.name == name
+            for a in auths
+        )
+
+    return configkinds.referencing(name, world, lambda spec: spec.external_auth_config_ref, gateway_uses)
 
 
 def status(

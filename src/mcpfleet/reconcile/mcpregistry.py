@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from mcpfleet.api.mcpregistry import MCPRegistry, MCPRegistryStatus, RegistrySource
+from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, MCPRegistryStatus, RegistrySource
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile.common import child_name_problem, labels, tracing_env
+from mcpfleet.reconcile.common import child_name_problem, labels, serve_command, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     ConfigFile,
@@ -30,6 +30,16 @@ from mcpfleet.reconcile.model import (
     secret_file_path,
 )
 from mcpfleet.reconcile.status import workload_status
+from mcpfleet.registry.config import (
+    ApiSource,
+    ConfigMapSource,
+    Database,
+    GitAuth,
+    GitSource,
+    RegistryConfig,
+    Source,
+    UrlSource,
+)
 
 CONFIG_FILE = "registry.yaml"
 CONTAINER = "registry"
@@ -55,73 +65,67 @@ class RenderError(ValueError):
     """The spec cannot be rendered into a registry config; the message names the field."""
 
 
-def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": source.name, "format": source.format}
+def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Source:
+    """One spec source as the server fetches it; the spec's own models are kept where they fit."""
+    fields: dict[str, Any] = {"name": source.name, "format": source.format, "filter": source.filter}
+    if source.sync_policy is not None:
+        fields["syncPolicy"] = source.sync_policy
     if source.config_map_ref is not None:
         ref = source.config_map_ref
-        out["configMap"] = {"namespace": registry.namespace, "name": ref.name, "key": ref.key}
+        fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
     elif source.git is not None:
         git = source.git
-        out["git"] = {
-            k: v
-            for k, v in {
-                "repository": git.repository,
-                "branch": git.branch,
-                "tag": git.tag,
-                "commit": git.commit,
-                "path": git.path,
-            }.items()
-            if v is not None
-        }
+        auth = None
         if git.auth is not None:
             # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
-            out["git"]["auth"] = {
-                "username": git.auth.username,
-                "passwordFile": secret_file_path(world.platform, git_password_file(source.name)),
-            }
+            password = secret_file_path(world.platform, git_password_file(source.name))
+            auth = GitAuth(username=git.auth.username, passwordFile=password)
+        fields["git"] = GitSource(
+            repository=git.repository,
+            branch=git.branch,
+            tag=git.tag,
+            commit=git.commit,
+            path=git.path,
+            auth=auth,
+        )
     elif source.api is not None:
-        out["api"] = {"url": source.api.endpoint}
-        out["format"] = "upstream"  # an API source always speaks the upstream format
+        fields["api"] = ApiSource(endpoint=source.api.endpoint)
+        fields["format"] = "upstream"  # an API source always speaks the upstream format
     elif source.url is not None:
-        out["url"] = {"url": source.url.endpoint}
+        fields["url"] = UrlSource(endpoint=source.url.endpoint)
     elif source.kubernetes is not None:
-        out["kubernetes"] = {"namespaces": list(source.kubernetes.namespaces or [registry.namespace])}
-        out["format"] = "upstream"
-    if source.sync_policy is not None:
-        out["syncPolicy"] = {"interval": source.sync_policy.interval}
-    if source.filter is not None:
-        out["filter"] = source.filter.dump()
-    return out
+        namespaces = source.kubernetes.namespaces or [registry.namespace]
+        fields["kubernetes"] = KubernetesSource(namespaces=namespaces)
+        fields["format"] = "upstream"
+    return Source(**fields)
 
 
-def render_config(registry: MCPRegistry, world: World) -> dict[str, Any]:
-    """The registry server config document, validated by the server's own model."""
-    from mcpfleet.registry.config import RegistryConfig
-
-    spec = registry.spec
-    document: dict[str, Any] = {
-        "registryName": registry.name,
-        "sources": [_source(registry, s, world) for s in spec.registries],
-    }
-    database: dict[str, Any] = {}
-    if spec.database_config is not None:
-        db = spec.database_config
+def _database(registry: MCPRegistry, world: World) -> Database:
+    db = registry.spec.database_config
+    if db is not None:
         if world.platform != "kubernetes":
             raise RenderError("spec.databaseConfig: the password Secret needs Kubernetes; use SQLite locally")
-        database["url"] = (
-            f"postgresql+asyncpg://{db.user}@{db.host}:{db.port}/{db.database}?ssl={db.ssl_mode}"
+        return Database(
+            url=f"postgresql+asyncpg://{db.user}@{db.host}:{db.port}/{db.database}?ssl={db.ssl_mode}",
+            passwordFile=f"{KUBERNETES_SECRET_DIR}/{DB_PASSWORD_FILE}",
         )
-        database["passwordFile"] = f"{KUBERNETES_SECRET_DIR}/{DB_PASSWORD_FILE}"
-    elif world.platform == "kubernetes":
+    if world.platform == "kubernetes":
         # The config is mounted read-only: the SQLite file lives in the scratch volume.
-        database["url"] = f"sqlite+aiosqlite:///{DATA_DIR}/{registry.name}.db"
-    if database:
-        document["database"] = database
+        return Database(url=f"sqlite+aiosqlite:///{DATA_DIR}/{registry.name}.db")
+    return Database()
+
+
+def render_config(registry: MCPRegistry, world: World) -> RegistryConfig:
+    """The registry server config (the server's own model), built from the spec's typed sources."""
+    database = _database(registry, world)
     try:
-        model = RegistryConfig.model_validate(document)
+        return RegistryConfig(
+            registryName=registry.name,
+            sources=[_source(registry, s, world) for s in registry.spec.registries],
+            database=database,
+        )
     except ValueError as exc:
         raise RenderError(f"rendered registry config is invalid: {exc}") from exc
-    return model.dump()
 
 
 def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
@@ -133,19 +137,11 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
     config_files: tuple[ConfigFile, ...] = ()
     try:
         config_files = (
-            ConfigFile(CONFIG_FILE, yaml.safe_dump(render_config(registry, world), sort_keys=True)),
+            ConfigFile(CONFIG_FILE, yaml.safe_dump(render_config(registry, world).dump(), sort_keys=True)),
         )
     except RenderError as exc:
         problems.append(str(exc))
-    command = [
-        "mcpfleet",
-        "registry",
-        "serve",
-        "--config",
-        f"{{config_dir}}/{CONFIG_FILE}",
-        "--port",
-        "{port}",
-    ]
+    command = serve_command("registry", CONFIG_FILE)
     rbac: tuple[RbacRule, ...] = ()
     secret_files = _git_secret_files(registry)
     kubernetes = world.platform == "kubernetes"

@@ -42,11 +42,7 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
     problems: list[str] = []
     if world.platform == "kubernetes":
         problems.extend(child_name_problem("MCPRemoteProxy", proxy.name))
-    if spec.tool_config_ref is not None and spec.tool_config_ref.name not in world.tool_configs:
-        problems.append(f"toolConfigRef: MCPToolConfig {spec.tool_config_ref.name} not found")
-    ref = spec.external_auth_config_ref
-    if ref is not None and ref.name not in world.external_auth_configs:
-        problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {ref.name} not found")
+    problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     problems.extend(_auth(proxy, world).problems)
     return problems
 
@@ -72,21 +68,7 @@ def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
     }
     if spec.group_ref is not None:
         config["groupRef"] = spec.group_ref
-    if spec.tool_config_ref is not None and spec.tool_config_ref.name in world.tool_configs:
-        tool_config = world.tool_configs[spec.tool_config_ref.name]
-        config["toolConfig"] = {
-            "name": tool_config.name,
-            "configHash": configkinds.config_hash(tool_config),
-            "spec": tool_config.spec.dump(),
-        }
-    ref = spec.external_auth_config_ref
-    if ref is not None and ref.name in world.external_auth_configs:
-        auth = world.external_auth_configs[ref.name]
-        config["externalAuthConfig"] = {
-            "name": auth.name,
-            "type": auth.spec.type,
-            "configHash": configkinds.config_hash(auth),
-        }
+    config.update(configkinds.run_config_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     return config
 
 

@@ -62,11 +62,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
         problems.extend(child_name_problem("MCPServer", server.name))
     if world.platform == "local" and not spec.is_package:
         problems.append(LOCAL_OCI_PROBLEM)
-    if spec.tool_config_ref is not None and spec.tool_config_ref.name not in world.tool_configs:
-        problems.append(f"toolConfigRef: MCPToolConfig {spec.tool_config_ref.name} not found")
-    ref = spec.external_auth_config_ref
-    if ref is not None and ref.name not in world.external_auth_configs:
-        problems.append(f"externalAuthConfigRef: MCPExternalAuthConfig {ref.name} not found")
+    problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     auth = _auth(server, world)
     problems.extend(auth.problems)
     if _no_port_for_auth_proxy(server, world):
@@ -104,22 +100,7 @@ def run_config(server: MCPServer, world: World) -> dict[str, object]:
     }
     if spec.group_ref is not None:
         config["groupRef"] = spec.group_ref
-    if spec.tool_config_ref is not None and spec.tool_config_ref.name in world.tool_configs:
-        tool_config = world.tool_configs[spec.tool_config_ref.name]
-        config["toolConfig"] = {
-            "name": tool_config.name,
-            "configHash": configkinds.config_hash(tool_config),
-            "spec": tool_config.spec.dump(),
-        }
-    ref = spec.external_auth_config_ref
-    if ref is not None and ref.name in world.external_auth_configs:
-        auth = world.external_auth_configs[ref.name]
-        # Only the hash and the type: the spec names Secrets, their values never reach a ConfigMap.
-        config["externalAuthConfig"] = {
-            "name": auth.name,
-            "type": auth.spec.type,
-            "configHash": configkinds.config_hash(auth),
-        }
+    config.update(configkinds.run_config_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     return config
 
 

@@ -8,10 +8,43 @@ stale address.
 
 from __future__ import annotations
 
-from mcpfleet.api.meta import WorkloadPhase, WorkloadStatus, set_condition
+from mcpfleet.api.meta import Condition, WorkloadPhase, WorkloadStatus, set_condition
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan
 
 READY = "Ready"
+
+
+def ready_conditions(
+    previous: list[Condition],
+    ready: bool,
+    reason: str,
+    message: str,
+    plan: WorkloadPlan,
+    generation: int,
+    now: str | None,
+) -> list[Condition]:
+    """The Ready condition and the plan's own conditions (e.g. the group's), on top of `previous`;
+    a condition whose status did not change keeps its transition time."""
+    conditions = set_condition(
+        list(previous),
+        type=READY,
+        status="True" if ready else "False",
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        now=now,
+    )
+    for type_, status, cond_reason, cond_message in plan.conditions:
+        conditions = set_condition(
+            conditions,
+            type=type_,
+            status=status,
+            reason=cond_reason,
+            message=cond_message,
+            observed_generation=generation,
+            now=now,
+        )
+    return conditions
 
 
 def workload_status(
@@ -22,7 +55,6 @@ def workload_status(
     now: str | None = None,
 ) -> WorkloadStatus:
     """The status a workload should have; equal to `previous` when nothing changed (so no write)."""
-    conditions = list(previous.conditions)
     ready_replicas = observation.ready_replicas if observation else 0
     url: str | None = None
     phase: WorkloadPhase
@@ -42,25 +74,9 @@ def workload_status(
     else:
         phase, reason = "Pending", "NotReady"
         message = f"{ready_replicas}/{plan.replicas} replicas ready"
-    conditions = set_condition(
-        conditions,
-        type=READY,
-        status="True" if phase == "Running" else "False",
-        reason=reason,
-        message=message,
-        observed_generation=generation,
-        now=now,
+    conditions = ready_conditions(
+        previous.conditions, phase == "Running", reason, message, plan, generation, now
     )
-    for type_, status, cond_reason, cond_message in plan.conditions:
-        conditions = set_condition(
-            conditions,
-            type=type_,
-            status=status,
-            reason=cond_reason,
-            message=cond_message,
-            observed_generation=generation,
-            now=now,
-        )
     return WorkloadStatus(
         phase=phase,
         message=message,

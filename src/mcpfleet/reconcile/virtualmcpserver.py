@@ -4,7 +4,7 @@ The vMCP config (`vmcp.yaml`) is rendered from the spec plus the group's members
 MCPServer / MCPRemoteProxy with an observed URL becomes a backend; referenced MCPToolConfigs are
 inlined; outgoing auth from MCPExternalAuthConfigs is resolved, secret values reaching the gateway
 as secretKeyRef env named in the config (`headerValueEnv`, `tokenEnv`, `clientSecretEnv`). The dict
-is validated by the gateway's own model (`mcpfleet.vmcp.config.VMCPConfig`), so a shape mismatch fails loudly.
+is the gateway's own model (`mcpfleet.vmcp.config.VMCPConfig`), built from the typed spec.
 
 Status: Pending / Ready / Degraded / Failed. Backend health and capability counts come only from the
 running gateway (it patches `discoveredBackends`, `toolCount`… itself); the operator lists the
@@ -14,23 +14,25 @@ and never estimates counts: they are cleared while no gateway replica is ready.
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
-from mcpfleet.api.meta import set_condition
+from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
+from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import (
     BackendAuth,
     DiscoveredBackend,
     VirtualMCPServer,
     VirtualMCPServerStatus,
+    WorkloadToolConfig,
 )
+from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.reconcile.common import (
     child_name,
     child_name_problem,
     group_condition,
     labels,
+    serve_command,
     service_hosts,
     tracing_env,
 )
@@ -45,6 +47,16 @@ from mcpfleet.reconcile.model import (
     World,
 )
 from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
+from mcpfleet.reconcile.status import ready_conditions
+from mcpfleet.vmcp.config import (
+    Backend,
+    BackendAuthStrategy,
+    BearerToken,
+    HeaderInjection,
+    OutgoingAuth,
+    TokenExchange,
+    VMCPConfig,
+)
 
 CONFIG_FILE = "vmcp.yaml"
 CONTAINER = "vmcp"
@@ -74,7 +86,7 @@ def backends(vmcp: VirtualMCPServer, world: World) -> list[tuple[str, str | None
     result: list[tuple[str, str | None]] = [
         (name, world.backend_urls.get(name)) for name, _, _ in group_members(vmcp, world)
     ]
-    for static in vmcp.spec.config.backends or ():
+    for static in vmcp.spec.config.backends:
         result.append((static.name, static.url))
     return result
 
@@ -85,56 +97,55 @@ class _Secrets:
     def __init__(self) -> None:
         self.env: list[SecretEnv] = []
 
-    def add(self, name: str, key: str) -> str:
-        from mcpfleet.api.meta import SecretKeyRef
-
+    def add(self, ref: SecretKeyRef) -> str:
         for existing in self.env:
-            if existing.secret.name == name and existing.secret.key == key:
+            if existing.secret.name == ref.name and existing.secret.key == ref.key:
                 return existing.env_name
         var = f"MCPFLEET_SECRET_{len(self.env)}"
-        self.env.append(SecretEnv(var, SecretKeyRef(name=name, key=key)))
+        self.env.append(SecretEnv(var, SecretKeyRef(name=ref.name, key=ref.key)))
         return var
 
 
-def _auth_strategy(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> dict[str, Any]:
+def _auth_strategy(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> BackendAuthStrategy:
     spec = auth.spec
     if spec.type == "unauthenticated":
-        return {"type": "unauthenticated"}
+        return BackendAuthStrategy(type="unauthenticated")
     if spec.type == "headerInjection" and spec.header_injection is not None:
         ref = spec.header_injection.value_secret_ref
-        return {
-            "type": "header_injection",
-            "header_injection": {
-                "header_name": spec.header_injection.header_name,
-                "header_value_env": secrets.add(ref.name, ref.key),
-            },
-        }
+        return BackendAuthStrategy(
+            type="header_injection",
+            header_injection=HeaderInjection(
+                header_name=spec.header_injection.header_name, header_value_env=secrets.add(ref)
+            ),
+        )
     if spec.type == "bearerToken" and spec.bearer_token is not None:
         # `Authorization: Bearer <token>`; the token reaches the gateway only as secretKeyRef env.
-        ref = spec.bearer_token.token_secret_ref
-        return {"type": "bearer_token", "bearer_token": {"token_env": secrets.add(ref.name, ref.key)}}
+        token_env = secrets.add(spec.bearer_token.token_secret_ref)
+        return BackendAuthStrategy(type="bearer_token", bearer_token=BearerToken(token_env=token_env))
     if spec.type == "tokenExchange" and spec.token_exchange is not None:
         exchange = spec.token_exchange
-        block: dict[str, Any] = {
-            "token_url": exchange.token_url,
-            "audience": exchange.audience,
-            "client_id": exchange.client_id,
-            "scopes": list(exchange.scopes or ()),
-            "subject_token_type": exchange.subject_token_type,
-        }
-        if exchange.client_secret_ref is not None:
-            block["client_secret_env"] = secrets.add(
-                exchange.client_secret_ref.name, exchange.client_secret_ref.key
-            )
-        return {"type": "token_exchange", "token_exchange": {k: v for k, v in block.items() if v is not None}}
+        secret = exchange.client_secret_ref
+        return BackendAuthStrategy(
+            type="token_exchange",
+            token_exchange=TokenExchange(
+                token_url=exchange.token_url,
+                audience=exchange.audience,
+                client_id=exchange.client_id,
+                scopes=list(exchange.scopes or ()),
+                subject_token_type=exchange.subject_token_type,
+                client_secret_env=secrets.add(secret) if secret is not None else None,
+            ),
+        )
     raise RenderError(
         f"{where}: MCPExternalAuthConfig {auth.name} of type {spec.type} is not supported by the gateway"
     )
 
 
-def _backend_auth(auth: BackendAuth, world: World, secrets: _Secrets, where: str) -> dict[str, Any] | None:
+def _backend_auth(
+    auth: BackendAuth, world: World, secrets: _Secrets, where: str
+) -> BackendAuthStrategy | None:
     if auth.type == "unauthenticated":
-        return {"type": "unauthenticated"}
+        return BackendAuthStrategy(type="unauthenticated")
     if auth.type == "external_auth_config_ref" and auth.external_auth_config_ref is not None:
         name = auth.external_auth_config_ref.name
         if name not in world.external_auth_configs:
@@ -143,10 +154,10 @@ def _backend_auth(auth: BackendAuth, world: World, secrets: _Secrets, where: str
     return None  # discovered: resolved per backend below
 
 
-def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> dict[str, Any]:
+def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> OutgoingAuth:
     outgoing = vmcp.spec.outgoing_auth
-    default: dict[str, Any] = {"type": "unauthenticated"}
-    per_backend: dict[str, dict[str, Any]] = {}
+    default = BackendAuthStrategy(type="unauthenticated")
+    per_backend: dict[str, BackendAuthStrategy] = {}
     explicit = dict((outgoing.backends or {}) if outgoing else {})
     if outgoing is not None and outgoing.default is not None:
         resolved = _backend_auth(outgoing.default, world, secrets, "spec.outgoingAuth.default")
@@ -173,7 +184,7 @@ def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> dict[s
         per_backend[name] = _auth_strategy(
             world.external_auth_configs[ref], secrets, f"{name}.externalAuthConfigRef"
         )
-    return {"source": "inline", "default": default, "backends": per_backend}
+    return OutgoingAuth(source="inline", default=default, backends=per_backend)
 
 
 def _member_auth_ref(name: str, world: World) -> str | None:
@@ -204,103 +215,90 @@ def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
     )
 
 
-def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> dict[str, Any]:
+def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> IncomingAuth:
     """The `incomingAuth` block of the vMCP config (see `reconcile/oidc.py` for each OIDC form)."""
     auth = _incoming_plan(vmcp, world)
     if auth.problems:
         raise RenderError("; ".join(auth.problems))
     if auth.document is None:
-        return {"type": "anonymous"}
-    document = dict(auth.document)
-    for secret in auth.secret_env:
+        return IncomingAuth(type="anonymous")
+    incoming = IncomingAuth.model_validate(auth.document)
+    if auth.secret_env and incoming.oidc is not None:
         # The client secret reaches the gateway as secretKeyRef env, like the outgoing secrets.
-        document["oidc"] = {
-            **document["oidc"],
-            "clientSecretEnv": secrets.add(secret.secret.name, secret.secret.key),
-        }
-    return document
+        incoming.oidc.client_secret_env = secrets.add(auth.secret_env[-1].secret)
+    return incoming
 
 
-def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[dict[str, Any], tuple[SecretEnv, ...]]:
-    """The vMCP config document (validated by the gateway's model) and the secret env it names."""
-    from mcpfleet.vmcp.config import VMCPConfig
+def _backends(vmcp: VirtualMCPServer, world: World) -> list[Backend]:
+    """Group members with an observed URL, then the manifest's static backends."""
+    members = [
+        Backend(name=name, url=url, transport=transport, metadata={"kind": kind})
+        for name, kind, transport in group_members(vmcp, world)
+        if (url := world.backend_urls.get(name)) is not None
+    ]
+    static = [
+        Backend(name=b.name, url=b.url, transport=b.transport, metadata={"kind": "static"})
+        for b in vmcp.spec.config.backends
+    ]
+    return members + static
 
+
+def _member_tool_configs(vmcp: VirtualMCPServer, world: World) -> list[WorkloadToolConfig]:
+    """The group members' own toolConfigRefs that the gateway applies.
+
+    A member's toolConfigRef applies in the gateway unless the aggregation lists that backend, or the
+    member's proxy already enforces it (stdio servers: `--run-config`); applying it twice would hide
+    renamed tools, whose new names the filter does not list.
+    """
+    group = vmcp.spec.config.group_ref
+    listed = {t.workload for t in vmcp.spec.config.aggregation.tools}
+    refs = [
+        (s.name, s.spec.tool_config_ref)
+        for s in world.servers
+        if s.spec.group_ref == group and s.spec.transport != "stdio"
+    ]
+    refs += [(p.name, p.spec.tool_config_ref) for p in world.remote_proxies if p.spec.group_ref == group]
+    return [
+        WorkloadToolConfig(workload=name, tool_config_ref=LocalObjectReference(name=ref.name))
+        for name, ref in refs
+        if ref is not None and name not in listed
+    ]
+
+
+def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tuple[SecretEnv, ...]]:
+    """The vMCP config (the gateway's own model) and the secret env it names."""
     config = vmcp.spec.config
     secrets = _Secrets()
-    static: list[dict[str, Any]] = []
-    for name, kind, transport in group_members(vmcp, world):
-        url = world.backend_urls.get(name)
-        if url is not None:
-            static.append({"name": name, "url": url, "transport": transport, "metadata": {"kind": kind}})
-    for backend in config.backends or ():
-        static.append(
-            {
-                "name": backend.name,
-                "url": backend.url,
-                "transport": backend.transport,
-                "metadata": {"kind": "static"},
-            }
-        )
-    aggregation: dict[str, Any] = (
-        config.aggregation.model_dump(exclude_none=True, mode="json") if config.aggregation else {}
-    )
-    tools = list(aggregation.get("tools") or [])
-    listed = {t["workload"] for t in tools}
-    # A member's own toolConfigRef applies in the gateway unless the aggregation lists that backend,
-    # or the member's proxy already enforces it (stdio servers: `--run-config`); applying it twice
-    # would hide renamed tools, whose new names the filter does not list.
-    for server in world.servers:
-        if (
-            server.spec.group_ref == config.group_ref
-            and server.spec.tool_config_ref
-            and server.spec.transport != "stdio"
-            and server.name not in listed
-        ):
-            tools.append(
-                {"workload": server.name, "tool_config_ref": {"name": server.spec.tool_config_ref.name}}
-            )
-    for proxy in world.remote_proxies:
-        if (
-            proxy.spec.group_ref == config.group_ref
-            and proxy.spec.tool_config_ref
-            and proxy.name not in listed
-        ):
-            tools.append(
-                {"workload": proxy.name, "tool_config_ref": {"name": proxy.spec.tool_config_ref.name}}
-            )
-    tool_configs: dict[str, Any] = {}
+    tools = [*config.aggregation.tools, *_member_tool_configs(vmcp, world)]
+    tool_configs: dict[str, MCPToolConfigSpec] = {}
     for index, tool in enumerate(tools):
-        ref = (tool.get("tool_config_ref") or {}).get("name")
-        if ref is None:
+        if tool.tool_config_ref is None:
             continue
+        ref = tool.tool_config_ref.name
         if ref not in world.tool_configs:
             raise RenderError(
                 f"spec.config.aggregation.tools[{index}].toolConfigRef: MCPToolConfig {ref} not found"
             )
-        tool_configs[ref] = world.tool_configs[ref].spec.model_dump(exclude_none=True, mode="json")
-    if tools:
-        aggregation["tools"] = sorted(tools, key=lambda t: str(t["workload"]))
-    document: dict[str, Any] = {
-        "name": vmcp.name,
-        "group_ref": config.group_ref,
-        "namespace": vmcp.namespace if world.platform == "kubernetes" else None,
-        "backends": static,
-        "aggregation": aggregation,
-        "composite_tools": [
-            t.model_dump(exclude_none=True, mode="json") for t in config.composite_tools or ()
-        ],
-        "tool_configs": tool_configs,
-        "incoming_auth": _incoming(vmcp, world, secrets),
-        "outgoing_auth": _outgoing(vmcp, world, secrets),
-        "operational": config.operational.model_dump(exclude_none=True, mode="json")
-        if config.operational
-        else {},
-    }
+        tool_configs[ref] = world.tool_configs[ref].spec
+    incoming, outgoing = _incoming(vmcp, world, secrets), _outgoing(vmcp, world, secrets)
     try:
-        model = VMCPConfig.model_validate({k: v for k, v in document.items() if v is not None})
+        rendered = VMCPConfig(
+            name=vmcp.name,
+            group_ref=config.group_ref,
+            namespace=vmcp.namespace if world.platform == "kubernetes" else None,
+            backends=_backends(vmcp, world),
+            aggregation=config.aggregation.model_copy(
+                update={"tools": sorted(tools, key=lambda t: t.workload)}
+            ),
+            composite_tools=config.composite_tools,
+            operational=config.operational,
+            tool_configs=tool_configs,
+            incoming_auth=incoming,
+            outgoing_auth=outgoing,
+        )
     except ValueError as exc:
         raise RenderError(f"rendered vMCP config is invalid: {exc}") from exc
-    return model.model_dump(by_alias=True, exclude_none=True, mode="json"), tuple(secrets.env)
+    return rendered, tuple(secrets.env)
 
 
 def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
@@ -316,19 +314,11 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         problems.append(f"spec.config.groupRef: MCPGroup {group} not found")
     else:
         try:
-            document, secret_env = render_config(vmcp, world)
-            config_files = (ConfigFile(CONFIG_FILE, yaml.safe_dump(document, sort_keys=True)),)
+            rendered, secret_env = render_config(vmcp, world)
+            config_files = (ConfigFile(CONFIG_FILE, yaml.safe_dump(rendered.dump(), sort_keys=True)),)
         except RenderError as exc:
             problems.append(str(exc))
-    command: list[str] = [
-        "mcpfleet",
-        "vmcp",
-        "serve",
-        "--config",
-        f"{{config_dir}}/{CONFIG_FILE}",
-        "--port",
-        "{port}",
-    ]
+    command: list[str] = serve_command("vmcp", CONFIG_FILE)
     rbac: tuple[RbacRule, ...] = ()
     if world.platform == "kubernetes":
         command += ["--host", "0.0.0.0", "--status-resource", vmcp.name]
@@ -447,25 +437,8 @@ def status(
             phase, reason = "Ready", "Ready"
             message = f"{ready_replicas}/{plan.replicas} replicas ready, {len(discovered)} backends"
         url = observation.url if observation else None
-    conditions = set_condition(
-        list(previous.conditions),
-        type="Ready",
-        status="True" if phase in ("Ready", "Degraded") else "False",
-        reason=reason,
-        message=message,
-        observed_generation=generation,
-        now=now,
-    )
-    for type_, cond_status, cond_reason, cond_message in plan.conditions:
-        conditions = set_condition(
-            conditions,
-            type=type_,
-            status=cond_status,
-            reason=cond_reason,
-            message=cond_message,
-            observed_generation=generation,
-            now=now,
-        )
+    ready = phase in ("Ready", "Degraded")
+    conditions = ready_conditions(previous.conditions, ready, reason, message, plan, generation, now)
     # Capability counts are the running gateway's report: kept while it serves, cleared otherwise.
     return VirtualMCPServerStatus(
         phase=phase,

@@ -1,160 +1,108 @@
-"""The registry server's configuration file: a pydantic model, read by the service, rendered by others.
+"""The registry server's configuration file: the MCPRegistry spec types plus what a renderer resolves.
 
 The operator (MCPRegistry controller) and the local platform build this model and write it out with
 `RegistryConfig.dump()`; `mcpfleet registry serve --config FILE` reads it back with `load_config`.
-Keys are camelCase on the wire (`registryName`, `syncPolicy`, `configMap`), like ToolHive's registry
-server configuration. Every error names the offending key (e.g. `sources[1].syncPolicy.interval`).
+Sync policies, filters, Kubernetes discovery and the git reference *are* the spec's models
+(`mcpfleet.api.mcpregistry`); a source here adds what the server needs to fetch it (the namespace of a
+ConfigMap, a mounted password file instead of a Secret reference, timeouts, headers) and a `file`
+kind for local use. Keys are camelCase on the wire (`registryName`, `syncPolicy`, `configMap`), like
+ToolHive's registry server configuration. Every error names the offending key (e.g.
+`sources[1].syncPolicy.interval`).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h))+$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+from mcpfleet.api.duration import Duration
+from mcpfleet.api.mcpregistry import (
+    APISource,
+    GitRef,
+    KubernetesSource,
+    RegistryFilter,
+    SourceFormat,
+    SyncPolicy,
+    URLSource,
+)
+from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
+
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
-_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-def parse_duration(value: str) -> float:
-    """Seconds in a Go-style duration such as `30s`, `5m` or `1h30m`."""
-    if not _DURATION.match(value):
-        raise ValueError(f"invalid duration {value!r} (expected e.g. 30s, 5m, 1h30m)")
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
+class FileSource(ApiModel):
+    """A registry file on the server's disk (local platform, tests)."""
 
-
-class ConfigModel(BaseModel):
-    """Base: camelCase on the wire, unknown keys refused (a typo is an error, not a silent default)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    def dump(self) -> dict[str, Any]:
-        """The wire form: camelCase keys, unset optional fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
-
-
-class FileSource(ConfigModel):
     path: str = Field(min_length=1)
     """Path of the registry file; relative paths are relative to the config file's folder."""
 
 
-class UrlSource(ConfigModel):
-    url: str = Field(pattern=r"^https?://")
+class UrlSource(URLSource):
+    """The spec's URL source, fetched with GET under a time limit and extra headers."""
+
+    endpoint: str = Field(alias="url", min_length=1, pattern=r"^https?://")
     """HTTP(S) address fetched with GET."""
-    timeout: str = "30s"
+    timeout: Duration = "30s"
     """Request timeout as a duration."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers (e.g. Authorization); never logged."""
 
-    @field_validator("timeout")
-    @classmethod
-    def _valid_timeout(cls, value: str) -> str:
-        parse_duration(value)
-        return value
+
+class ConfigMapSource(ConfigMapKeyRef):
+    """The spec's ConfigMap key, with the namespace it lives in."""
+
+    namespace: str = Field(pattern=DNS_LABEL_PATTERN)
+    """Namespace of the ConfigMap."""
 
 
-class ConfigMapSource(ConfigModel):
-    namespace: str = Field(pattern=_NAME_PATTERN)
-    name: str = Field(min_length=1, max_length=253)
-    key: str = Field(min_length=1)
-    """Data key holding the registry file."""
+class GitAuth(ApiModel):
+    """HTTP basic auth toward a git repository."""
 
-
-class GitAuth(ConfigModel):
     username: str = Field(min_length=1)
     passwordFile: str = Field(min_length=1, alias="passwordFile")
     """File holding the password or token (e.g. a mounted Secret); sent as HTTP basic auth, never logged."""
 
 
-class GitSource(ConfigModel):
+class GitSource(GitRef):
+    """The spec's git reference; the repository may also be a local path (anything `git clone` takes)."""
+
     repository: str = Field(min_length=1)
     """Anything `git clone` accepts: URL or local path."""
-    auth: GitAuth | None = None
-    """Credentials for an HTTP(S) repository."""
-    branch: str | None = None
-    tag: str | None = None
     commit: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{7,40}$")
+    """Commit to check out (a hash: a name is a branch or a tag)."""
     path: str = Field(min_length=1)
     """Path of the registry file inside the repository."""
-
-    @model_validator(mode="after")
-    def _one_ref(self) -> GitSource:
-        refs = [k for k in ("branch", "tag", "commit") if getattr(self, k) is not None]
-        if len(refs) > 1:
-            raise ValueError(f"set at most one of branch, tag, commit (got {', '.join(refs)})")
-        return self
+    auth: GitAuth | None = None
+    """Credentials for an HTTP(S) repository."""
 
 
-class ApiSource(ConfigModel):
-    url: str = Field(pattern=r"^https?://")
+class ApiSource(APISource):
+    """The spec's upstream-registry API source, with paging, a time limit and extra headers."""
+
+    endpoint: str = Field(alias="url", min_length=1, pattern=r"^https?://")
     """Base URL of an upstream-compatible registry; `/v0.1/servers` is appended."""
     pageSize: int = Field(default=100, ge=1, le=100, alias="pageSize")
-    timeout: str = "30s"
+    timeout: Duration = "30s"
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers (e.g. Authorization); never logged."""
 
-    @field_validator("timeout")
-    @classmethod
-    def _valid_timeout(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
-
-class KubernetesSource(ConfigModel):
-    namespaces: list[str] = Field(default_factory=list)
-    """Namespaces to discover in; empty means every namespace the service account can list."""
-
-
-class SyncPolicy(ConfigModel):
-    interval: str = "5m"
-    """How often the source is fetched (a duration: 30s, 5m, 1h)."""
-
-    @field_validator("interval")
-    @classmethod
-    def _valid_interval(cls, value: str) -> str:
-        if parse_duration(value) < 0.1:
-            raise ValueError("interval must be at least 100ms")
-        return value
-
-    @property
-    def seconds(self) -> float:
-        return parse_duration(self.interval)
-
-
-class GlobFilter(ConfigModel):
-    include: list[str] = Field(default_factory=list)
-    """Shell-style globs; when non-empty, at least one must match."""
-    exclude: list[str] = Field(default_factory=list)
-    """Shell-style globs; any match drops the entry."""
-
-
-class Filter(ConfigModel):
-    names: GlobFilter = Field(default_factory=GlobFilter)
-    """Matched against the full name (`io.github.stacklok/fetch`) and the part after the slash."""
-    tags: GlobFilter = Field(default_factory=GlobFilter)
-    """Matched against the entry's tags (ToolHive tags under publisher-provided metadata)."""
-
-
-class Source(ConfigModel):
+class Source(ApiModel):
     """One source of entries; exactly one of the kind keys is set."""
 
-    name: str = Field(pattern=_NAME_PATTERN, max_length=63)
-    format: Literal["upstream", "toolhive"] = "upstream"
+    name: str = Field(pattern=DNS_LABEL_PATTERN, max_length=63)
+    format: SourceFormat = "upstream"
     file: FileSource | None = None
     url: UrlSource | None = None
     configMap: ConfigMapSource | None = Field(default=None, alias="configMap")
     git: GitSource | None = None
     api: ApiSource | None = None
     kubernetes: KubernetesSource | None = None
-    syncPolicy: SyncPolicy = Field(default_factory=SyncPolicy, alias="syncPolicy")
-    filter: Filter = Field(default_factory=Filter)
+    syncPolicy: SyncPolicy = Field(default_factory=lambda: SyncPolicy(interval="5m"), alias="syncPolicy")
+    filter: RegistryFilter = Field(default_factory=RegistryFilter)
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> Source:
@@ -171,7 +119,7 @@ class Source(ConfigModel):
         return next(k for k in _SOURCE_KINDS if getattr(self, k) is not None)
 
 
-class Database(ConfigModel):
+class Database(ApiModel):
     url: str | None = None
     """SQLAlchemy URL: `sqlite+aiosqlite:///PATH` or `postgresql+asyncpg://USER@HOST:PORT/DB`.
     Default: an SQLite file `<registryName>.db` beside the config file."""
@@ -186,29 +134,23 @@ class Database(ConfigModel):
         return value
 
 
-class Server(ConfigModel):
+class Server(ApiModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
 
 
-class RegistryConfig(ConfigModel):
+class RegistryConfig(ApiModel):
     """The whole configuration file."""
 
-    registryName: str = Field(pattern=_NAME_PATTERN, max_length=63, alias="registryName")
+    registryName: str = Field(pattern=DNS_LABEL_PATTERN, max_length=63, alias="registryName")
     """Also the value of the `mcpfleet.dev/registry` label the kubernetes source selects on."""
     sources: list[Source] = Field(min_length=1)
     """Merged in order; on a name conflict the first source listed wins."""
     database: Database = Field(default_factory=Database)
     server: Server = Field(default_factory=Server)
-    deletedRetention: str = Field(default="168h", alias="deletedRetention")
+    deletedRetention: Duration = Field(default="168h", alias="deletedRetention")
     """How long an entry that left its sources stays visible as `status: deleted` (to `include_deleted`
     and `updated_since` readers) before it is purged."""
-
-    @field_validator("deletedRetention")
-    @classmethod
-    def _valid_retention(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
     @field_validator("sources")
     @classmethod

@@ -7,11 +7,11 @@ from fnmatch import fnmatchcase
 
 import orjson
 
-from mcpfleet.registry.config import Filter, GlobFilter
+from mcpfleet.api.mcpregistry import GlobFilter, RegistryFilter
 from mcpfleet.registry.entry import Entry
 
 
-def filter_hash(flt: Filter) -> str:
+def filter_hash(flt: RegistryFilter) -> str:
     """Changes whenever the filter does, so a config change triggers a re-sync of the source."""
     return hashlib.sha256(orjson.dumps(flt.dump(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
@@ -22,7 +22,7 @@ def _passes(values: list[str], globs: GlobFilter) -> bool:
     return not any(fnmatchcase(v, g) for v in values for g in globs.exclude)
 
 
-def apply_filter(entries: list[Entry], flt: Filter) -> list[Entry]:
+def apply_filter(entries: list[Entry], flt: RegistryFilter) -> list[Entry]:
     """Entries kept by `flt`; names match on the full name or the part after the slash."""
     if not (flt.names.include or flt.names.exclude or flt.tags.include or flt.tags.exclude):
         return entries

@@ -184,6 +184,21 @@ def _run_migrations(connection: Connection) -> None:
     command.upgrade(cfg, "head")
 
 
+def _winners(rows: Any, order: list[str]) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(name, version) -> (source, status, content hash) of the entries served: the first source
+    listed wins a name, and all versions of that name come from it."""
+    rank = {name: i for i, name in enumerate(order)}
+    winner: dict[str, int] = {}
+    for src, name, _v, _s, _h in rows:
+        if src in rank and (name not in winner or rank[src] < winner[name]):
+            winner[name] = rank[src]
+    return {
+        (name, version): (src, status, h)
+        for src, name, version, status, h in rows
+        if src in rank and winner.get(name) == rank[src]
+    }
+
+
 class Store:
     """All database access of the registry; one instance per process, passed explicitly."""
 
@@ -301,7 +316,6 @@ class Store:
         order: list[str],
         known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
     ) -> MergeStats:
-        rank = {name: i for i, name in enumerate(order)}
         rows = (
             await conn.execute(
                 select(
@@ -313,16 +327,7 @@ class Store:
                 )
             )
         ).all()
-        # First source listed wins a name: all versions of that name come from it.
-        winner: dict[str, int] = {}
-        for src, name, _v, _s, _h in rows:
-            if src in rank and (name not in winner or rank[src] < winner[name]):
-                winner[name] = rank[src]
-        desired: dict[tuple[str, str], tuple[str, str, str]] = {
-            (name, version): (src, status, h)
-            for src, name, version, status, h in rows
-            if src in rank and winner.get(name) == rank[src]
-        }
+        desired = _winners(rows, order)
         current = {
             (r.name, r.version): r
             for r in (

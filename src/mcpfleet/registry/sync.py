@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
-from mcpfleet.registry.config import RegistryConfig, Source, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.registry.config import RegistryConfig, Source
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceError, SourceReader
@@ -61,7 +62,7 @@ def build_reader(
         from mcpfleet.registry.sources.url import UrlReader
 
         u = source.url
-        return UrlReader(source.name, source.format, u.url, u.headers, parse_duration(u.timeout))
+        return UrlReader(source.name, source.format, u.endpoint, u.headers, parse_duration(u.timeout))
     if source.git is not None:
         from mcpfleet.registry.sources.git import GitReader
 
@@ -86,7 +87,7 @@ def build_reader(
         from mcpfleet.registry.sources.api import ApiReader
 
         a = source.api
-        return ApiReader(source.name, a.url, a.pageSize, a.headers, parse_duration(a.timeout))
+        return ApiReader(source.name, a.endpoint, a.pageSize, a.headers, parse_duration(a.timeout))
     if source.configMap is not None:
         from mcpfleet.registry.sources.configmap import ConfigMapReader
 

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfleet.toolconfig import Override, apply_override, filtered_out
-from mcpfleet.vmcp.config import Aggregation, ToolConfig, ToolOverride
+from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec, ToolOverride
+from mcpfleet.api.virtualmcpserver import Aggregation, WorkloadToolConfig
+from mcpfleet.toolconfig import apply_override, filtered_out, override_of
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,6 @@ class _Candidate:
     original: str
     name: str
     item: dict[str, Any]
-
-
-def _override(ov: ToolOverride) -> Override:
-    """The gateway config's override in the shared form (`mcpfleet.toolconfig`)."""
-    annotations = ov.annotations.model_dump(by_alias=True, exclude_none=True) if ov.annotations else None
-    return Override(name=ov.name, description=ov.description, annotations=annotations)
 
 
 def _resolve(
@@ -121,49 +116,21 @@ def _template_regex(uri_template: str) -> re.Pattern[str]:
     return re.compile("^" + rx + "$")
 
 
-def build(
-    backends: Sequence[BackendLists],
-    cfg: Aggregation,
-    tool_configs: dict[str, ToolConfig] | None = None,
-) -> Aggregate:
-    """Merge backend lists into the advertised view and routing table (raises ConflictError)."""
-    agg = Aggregate()
-    per_workload = {w.workload: w for w in cfg.tools}
-    tool_configs = tool_configs or {}
-    visible: list[_Candidate] = []
-    for b in backends:
-        wl = per_workload.get(b.name)
-        overrides: dict[str, ToolOverride] = {}
-        allow: list[str] = []
-        exclude_all = cfg.exclude_all_tools
-        if wl is not None:
-            if wl.tool_config_ref is not None:
-                tc = tool_configs[wl.tool_config_ref.name]
-                overrides, allow = dict(tc.tools_override), list(tc.tools_filter)
-            else:
-                overrides, allow = dict(wl.overrides), list(wl.filter)
-            exclude_all = exclude_all or wl.exclude_all
-        for tool in b.tools:
-            original = tool["name"]
-            ov = overrides.get(original)
-            t = apply_override(tool, _override(ov)) if ov is not None else tool
-            route = Route(b.name, original)
-            agg.step_routes[f"{b.name}.{original}"] = route
-            agg.step_routes[f"{b.name}.{t['name']}"] = route
-            hidden = exclude_all or filtered_out(original, t["name"], allow)
-            if not hidden:
-                visible.append(_Candidate(b.name, original, t["name"], t))
-    for c in _resolve(visible, cfg, "tool"):
-        t = c.item if c.item.get("name") == c.name else {**c.item, "name": c.name}
-        agg.tools.append(t)
-        agg.tool_routes[c.name] = Route(c.backend, c.original)
+def _tool_policy(
+    wl: WorkloadToolConfig | None, cfg: Aggregation, tool_configs: dict[str, MCPToolConfigSpec]
+) -> tuple[dict[str, ToolOverride], list[str], bool]:
+    """(overrides, allow-list, hide all) of one backend: its MCPToolConfig or its inline settings."""
+    if wl is None:
+        return {}, [], cfg.exclude_all_tools
+    exclude_all = cfg.exclude_all_tools or wl.exclude_all
+    if wl.tool_config_ref is not None:
+        tc = tool_configs[wl.tool_config_ref.name]
+        return dict(tc.tools_override), list(tc.tools_filter), exclude_all
+    return dict(wl.overrides), list(wl.filter), exclude_all
 
-    prompt_cands = [_Candidate(b.name, p["name"], p["name"], p) for b in backends for p in b.prompts]
-    # Prompts have no override knob, so a manual-mode prompt clash keeps the first backend's prompt.
-    for c in _resolve(prompt_cands, cfg, "prompt", allow_manual_conflicts=True):
-        agg.prompts.append(c.item if c.item.get("name") == c.name else {**c.item, "name": c.name})
-        agg.prompt_routes[c.name] = Route(c.backend, c.original)
 
+def _add_resources(agg: Aggregate, backends: Sequence[BackendLists], cfg: Aggregation) -> None:
+    """Resources (first backend wins a URI; priority order under the priority strategy) and templates."""
     ordered = list(backends)
     if cfg.conflict_resolution == "priority":
         rank = {b: i for i, b in enumerate(cfg.conflict_resolution_config.priority_order)}
@@ -179,6 +146,41 @@ def build(
             if isinstance(ut, str):
                 agg.templates.append(tpl)
                 agg.template_routes.append((_template_regex(ut), b.name))
+
+
+def build(
+    backends: Sequence[BackendLists],
+    cfg: Aggregation,
+    tool_configs: dict[str, MCPToolConfigSpec] | None = None,
+) -> Aggregate:
+    """Merge backend lists into the advertised view and routing table (raises ConflictError)."""
+    agg = Aggregate()
+    per_workload = {w.workload: w for w in cfg.tools}
+    tool_configs = tool_configs or {}
+    visible: list[_Candidate] = []
+    for b in backends:
+        overrides, allow, exclude_all = _tool_policy(per_workload.get(b.name), cfg, tool_configs)
+        for tool in b.tools:
+            original = tool["name"]
+            ov = overrides.get(original)
+            t = apply_override(tool, override_of(ov)) if ov is not None else tool
+            route = Route(b.name, original)
+            agg.step_routes[f"{b.name}.{original}"] = route
+            agg.step_routes[f"{b.name}.{t['name']}"] = route
+            if not (exclude_all or filtered_out(original, t["name"], allow)):
+                visible.append(_Candidate(b.name, original, t["name"], t))
+    for c in _resolve(visible, cfg, "tool"):
+        t = c.item if c.item.get("name") == c.name else {**c.item, "name": c.name}
+        agg.tools.append(t)
+        agg.tool_routes[c.name] = Route(c.backend, c.original)
+
+    prompt_cands = [_Candidate(b.name, p["name"], p["name"], p) for b in backends for p in b.prompts]
+    # Prompts have no override knob, so a manual-mode prompt clash keeps the first backend's prompt.
+    for c in _resolve(prompt_cands, cfg, "prompt", allow_manual_conflicts=True):
+        agg.prompts.append(c.item if c.item.get("name") == c.name else {**c.item, "name": c.name})
+        agg.prompt_routes[c.name] = Route(c.backend, c.original)
+
+    _add_resources(agg, backends, cfg)
     return agg
 
 

@@ -311,42 +311,37 @@ class VMCPApp:
             s.token = token  # the same subject's refreshed token; used for its later client messages
         return s, None
 
+    async def _traced_initialize(
+        self, send: Send, msg: dict[str, Any], h: dict[str, str], token: str | None, subject: str | None
+    ) -> None:
+        """`initialize`, inside a SERVER span when tracing."""
+        if self.tracer is None:
+            await self._initialize(send, msg, token, subject)
+            return
+        params = msg.get("params")
+        version = params.get("protocolVersion") if isinstance(params, dict) else None
+        with self._server_span(self.tracer, "initialize", params, h, "legacy", version, None, msg.get("id")):
+            await self._initialize(send, msg, token, subject)
+
     async def _legacy_post(
         self, receive: Receive, send: Send, h: dict[str, str], token: str | None, subject: str | None
     ) -> None:
-        has_json, has_sse = _accepts(h)
-        if not (has_json and has_sse):
-            err = wire.error_message(
-                None,
-                wire.INVALID_REQUEST,
-                "Not Acceptable: Client must accept both application/json and text/event-stream",
-            )
-            await _respond(send, 406, wire.dumps(err))
-            return
-        if not jsonrpc.is_json_media_type(h.get("content-type")):
-            await _respond(send, 415, _UNSUPPORTED_MEDIA_TYPE)
+        refusal = _legacy_refusal(h)
+        if refusal is not None:
+            await _respond(send, *refusal)
             return
         try:
             msg = jsonrpc.decode(await _body(receive), self.max_json_depth)
             kind = jsonrpc.check_message(msg)
             if kind == "request" and msg["method"] == "initialize":
-                params = msg.get("params")
-                requested = params.get("protocolVersion") if isinstance(params, dict) else None
-                schema = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
-                jsonrpc.check_params(kind, "initialize", params, schema, msg["id"])
+                _check_initialize(msg)
         except jsonrpc.MessageError as exc:
             await _respond(send, 400, exc.body())
             return
         method = msg.get("method")
         req_id = msg.get("id")
         if method == "initialize" and kind == "request":
-            if self.tracer is None:
-                await self._initialize(send, msg, token, subject)
-            else:
-                params = msg.get("params")
-                version = params.get("protocolVersion") if isinstance(params, dict) else None
-                with self._server_span(self.tracer, method, params, h, "legacy", version, None, req_id):
-                    await self._initialize(send, msg, token, subject)
+            await self._traced_initialize(send, msg, h, token, subject)
             return
         session, problem = self._session(h, token, subject)
         if problem is not None:
@@ -528,7 +523,6 @@ class VMCPApp:
                 await _respond(send, 202, b"", [])
             return
         req_id = msg["id"]
-        method = msg["method"]
         dup = _duplicated_routing_header(scope)
         if dup is not None:
             await self._modern_error(
@@ -541,6 +535,19 @@ class VMCPApp:
         if isinstance(verdict, InboundLadderRejection):
             await self._modern_error(send, req_id, RPCError(verdict.code, verdict.message, verdict.data))
             return
+        await self._modern_request(receive, send, h, token, msg, version)
+
+    async def _modern_request(
+        self,
+        receive: Receive,
+        send: Send,
+        h: dict[str, str],
+        token: str | None,
+        msg: dict[str, Any],
+        version: str,
+    ) -> None:
+        """A 2026-07-28 request that passed the envelope checks: discover, listen, or a gateway method."""
+        req_id, method = msg["id"], msg["method"]
         params = msg.get("params")
         if method in wire.MODERN_METHODS:
             try:
@@ -745,3 +752,27 @@ def _version() -> str:
     from mcpfleet import __version__
 
     return str(__version__)
+
+
+def _check_initialize(msg: dict[str, Any]) -> None:
+    """`initialize` params, against the schema of the version the client asks for (else the latest)."""
+    params = msg.get("params")
+    requested = params.get("protocolVersion") if isinstance(params, dict) else None
+    schema = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
+    jsonrpc.check_params("request", "initialize", params, schema, msg["id"])
+
+
+def _legacy_refusal(h: dict[str, str]) -> tuple[int, bytes] | None:
+    """(406, error) unless JSON and SSE are both acceptable, (415, error) for a body that is not
+    JSON; None when the POST may be read."""
+    has_json, has_sse = _accepts(h)
+    if not (has_json and has_sse):
+        err = wire.error_message(
+            None,
+            wire.INVALID_REQUEST,
+            "Not Acceptable: Client must accept both application/json and text/event-stream",
+        )
+        return 406, wire.dumps(err)
+    if not jsonrpc.is_json_media_type(h.get("content-type")):
+        return 415, _UNSUPPORTED_MEDIA_TYPE
+    return None

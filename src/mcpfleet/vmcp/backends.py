@@ -103,6 +103,40 @@ class KubernetesBackendSource:
             create_namespaced_resource(API_GROUP, API_VERSION, "MCPRemoteProxy", "mcpremoteproxies"),
         ]
 
+    async def _follow(
+        self,
+        client: Any,
+        res: Any,
+        objects: dict[tuple[str, str], dict[str, Any]],
+        changed: asyncio.Queue[None],
+    ) -> None:
+        """Keep `objects` in step with the objects of one kind (list, then watch; re-list on error)."""
+        kind = res._api_info.plural
+        while True:
+            try:
+                seen: set[tuple[str, str]] = set()
+                async for obj in client.list(res, namespace=self.namespace):
+                    d = _to_dict(obj)
+                    key = (kind, d["metadata"]["name"])
+                    seen.add(key)
+                    objects[key] = d
+                for key in [k for k in objects if k[0] == kind and k not in seen]:
+                    del objects[key]
+                changed.put_nowait(None)
+                async for op, obj in client.watch(res, namespace=self.namespace):
+                    d = _to_dict(obj)
+                    key = (kind, d["metadata"]["name"])
+                    if op == "DELETED":
+                        objects.pop(key, None)
+                    else:
+                        objects[key] = d
+                    changed.put_nowait(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("watching %s in %s: %s; re-listing", kind, self.namespace, exc)
+                await asyncio.sleep(1.0)
+
     async def watch(self) -> AsyncIterator[list[BackendSpec]]:
         from lightkube import AsyncClient
 
@@ -110,34 +144,7 @@ class KubernetesBackendSource:
         objects: dict[tuple[str, str], dict[str, Any]] = {}
         changed: asyncio.Queue[None] = asyncio.Queue()
 
-        async def follow(res: Any) -> None:
-            kind = res._api_info.plural
-            while True:
-                try:
-                    seen: set[tuple[str, str]] = set()
-                    async for obj in client.list(res, namespace=self.namespace):
-                        d = _to_dict(obj)
-                        key = (kind, d["metadata"]["name"])
-                        seen.add(key)
-                        objects[key] = d
-                    for key in [k for k in objects if k[0] == kind and k not in seen]:
-                        del objects[key]
-                    changed.put_nowait(None)
-                    async for op, obj in client.watch(res, namespace=self.namespace):
-                        d = _to_dict(obj)
-                        key = (kind, d["metadata"]["name"])
-                        if op == "DELETED":
-                            objects.pop(key, None)
-                        else:
-                            objects[key] = d
-                        changed.put_nowait(None)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("watching %s in %s: %s; re-listing", kind, self.namespace, exc)
-                    await asyncio.sleep(1.0)
-
-        tasks = [asyncio.create_task(follow(r)) for r in self._resources()]
+        tasks = [asyncio.create_task(self._follow(client, r, objects, changed)) for r in self._resources()]
         last: list[BackendSpec] | None = None
         try:
             # Wait for both initial lists before the first yield so the start-up set is complete.

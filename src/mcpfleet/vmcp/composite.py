@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
-from mcpfleet.vmcp.config import CompositeTool, WorkflowStep, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.virtualmcpserver import CompositeTool, WorkflowStep
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:

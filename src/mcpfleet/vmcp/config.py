@@ -1,179 +1,49 @@
-"""The vMCP configuration file: a pydantic model the gateway reads.
+"""The vMCP configuration file: `VirtualMCPServer.spec.config` plus what a renderer resolves.
 
-The operator and the local platform *render* this model (it is the contract between the
-control plane and the gateway), so field names follow ToolHive's VirtualMCPServer
-`spec.config` (camelCase on the wire, snake_case in Python). Durations are Go-style strings
-("30s", "1m30s", "250ms") and are exposed as float seconds by helper properties.
+`VMCPConfig` *is* the api's `GatewayConfig` (aggregation, composite tools, operational settings: the
+models, defaults and rules of `mcpfleet.api.virtualmcpserver`), plus the runtime fields the operator
+and the local platform fill in: the backends with their discovered URLs, the referenced MCPToolConfig
+specs inlined, and incoming / outgoing auth resolved to what the gateway needs (secret values only
+as names of environment variables). camelCase on the wire, snake_case in Python; durations are the
+api's `Duration` (read with `mcpfleet.api.duration.parse_duration`).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    AliasGenerator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError, field_serializer, model_validator
 
-from mcpfleet.api.virtualmcpserver import CircuitBreaker as SpecCircuitBreaker
+from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
+from mcpfleet.api.meta import ApiModel
+from mcpfleet.api.virtualmcpserver import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|h|m|s)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
+class Backend(StaticBackend):
+    """A backend the gateway calls: a static one, or a group member with its observed URL."""
 
-def parse_duration(value: str) -> float:
-    """Parse a Go-style duration ("30s", "1m30s", "250ms") into seconds; a bare number means seconds."""
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos = 0
-    total = 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"invalid duration {value!r} (expected e.g. '30s', '1m', '250ms')")
-    return total
-
-
-class _Model(BaseModel):
-    """Base: camelCase aliases, population by either name, unknown keys rejected (typos surface)."""
-
-    model_config = ConfigDict(
-        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
-        populate_by_name=True,
-        extra="forbid",
-    )
-
-
-def _check_duration(value: str) -> str:
-    parse_duration(value)
-    return value
-
-
-Duration = Annotated[str, AfterValidator(_check_duration)]
-
-
-class StaticBackend(_Model):
-    """One pre-configured backend (static mode)."""
-
-    name: str = Field(min_length=1)
-    url: str = Field(pattern=r"^https?://")
-    transport: Literal["streamable-http", "sse"] = "streamable-http"
     metadata: dict[str, str] = Field(default_factory=dict)
+    """Where the backend came from (`kind`: MCPServer, MCPRemoteProxy or static)."""
 
 
-class ToolAnnotationsOverride(_Model):
-    title: str | None = None
-    read_only_hint: bool | None = None
-    destructive_hint: bool | None = None
-    idempotent_hint: bool | None = None
-    open_world_hint: bool | None = None
+# Outgoing auth as the gateway uses it: MCPExternalAuthConfigs resolved by the renderer, a secret
+# value present only as the name of the environment variable that holds it.
 
 
-class ToolOverride(_Model):
-    """Rename / re-describe one backend tool (MCPToolConfig semantics)."""
+class HeaderInjection(ApiModel):
+    """A header added to every call (MCPExternalAuthConfig type headerInjection)."""
 
-    # Kept apart from api ToolOverride: adds `annotations`, and an annotations-only override is valid here.
-
-    name: str | None = None
-    description: str | None = None
-    annotations: ToolAnnotationsOverride | None = None
-
-
-class ToolConfigRef(_Model):
-    name: str
-
-
-class ToolConfig(_Model):
-    """The spec of an MCPToolConfig, inlined into the rendered config under `toolConfigs`."""
-
-    # Kept apart from api MCPToolConfigSpec: empty-collection defaults and the vmcp ToolOverride.
-
-    tools_filter: list[str] = Field(default_factory=list)
-    tools_override: dict[str, ToolOverride] = Field(default_factory=dict)
-
-
-class WorkloadToolConfig(_Model):
-    """Per-backend filter and overrides (`aggregation.tools[]`)."""
-
-    # Kept apart from the api model: the gateway relies on empty-collection defaults (api: None).
-
-    workload: str = Field(min_length=1)
-    filter: list[str] = Field(default_factory=list)
-    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
-    exclude_all: bool = False
-    tool_config_ref: ToolConfigRef | None = None
-
-
-class ConflictResolutionConfig(_Model):
-    # Kept apart from the api model: priorityOrder defaults to [] (api: None), no prefixFormat pattern.
-    prefix_format: str = "{workload}_"
-    priority_order: list[str] = Field(default_factory=list)
-
-
-class Aggregation(_Model):
-    # Kept apart from the api model: non-None defaults the gateway relies on; the priorityOrder rule is the CRD's.
-    conflict_resolution: Literal["prefix", "priority", "manual"] = "prefix"
-    conflict_resolution_config: ConflictResolutionConfig = Field(default_factory=ConflictResolutionConfig)
-    tools: list[WorkloadToolConfig] = Field(default_factory=list)
-    exclude_all_tools: bool = False
-
-
-class OnError(_Model):
-    # Kept apart from api StepOnError: retryCount defaults to 0 (api: None) and retryDelay is a lenient Duration.
-    action: Literal["abort", "continue", "retry"] = "abort"
-    retry_count: int = Field(default=0, ge=0)
-    retry_delay: Duration | None = None
-
-
-class WorkflowStep(_Model):
-    """One step of a composite tool; only `type: tool` steps are executed by this gateway."""
-
-    # Kept apart from the api model: non-None defaults, `defaultResults`, and no CRD id/length limits.
-
-    id: str = Field(min_length=1)
-    type: Literal["tool"] = "tool"
-    tool: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    condition: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
-    on_error: OnError = Field(default_factory=OnError)
-    timeout: Duration | None = None
-    default_results: dict[str, Any] | None = None
-
-
-class CompositeTool(_Model):
-    # Kept apart from the api model: non-None defaults (description, parameters) and the extra `output`.
-    name: str = Field(min_length=1)
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    steps: list[WorkflowStep] = Field(min_length=1)
-    timeout: Duration | None = None
-    output: dict[str, Any] | None = None
-
-
-class HeaderInjection(_Model):
     header_name: str = Field(min_length=1)
     header_value: str | None = None
     header_value_env: str | None = None
 
 
-class TokenExchange(_Model):
+class TokenExchange(ApiModel):
+    """RFC 8693 token exchange of the caller's token (MCPExternalAuthConfig type tokenExchange)."""
+
     token_url: str
     audience: str | None = None
     client_id: str | None = None
@@ -184,7 +54,7 @@ class TokenExchange(_Model):
     subject_provider_name: str | None = None
 
 
-class BearerToken(_Model):
+class BearerToken(ApiModel):
     """A static token sent as `Authorization: Bearer <token>` (MCPExternalAuthConfig type bearerToken)."""
 
     token: str | None = None
@@ -192,14 +62,18 @@ class BearerToken(_Model):
     """Environment variable holding the token (how a Kubernetes Secret reaches the pod)."""
 
 
-class BackendAuthStrategy(_Model):
+class BackendAuthStrategy(ApiModel):
+    """How the gateway authenticates to one backend."""
+
     type: Literal["unauthenticated", "header_injection", "bearer_token", "token_exchange"] = "unauthenticated"
     header_injection: HeaderInjection | None = None
     bearer_token: BearerToken | None = None
     token_exchange: TokenExchange | None = None
 
 
-class OutgoingAuth(_Model):
+class OutgoingAuth(ApiModel):
+    """Resolved outgoing auth: a strategy per backend, and the default for the others."""
+
     source: Literal["inline", "discovered"] = "inline"
     default: BackendAuthStrategy = Field(default_factory=BackendAuthStrategy)
     backends: dict[str, BackendAuthStrategy] = Field(default_factory=dict)
@@ -208,54 +82,29 @@ class OutgoingAuth(_Model):
         return self.backends.get(name, self.default)
 
 
-class CircuitBreaker(SpecCircuitBreaker):
-    """The spec's CircuitBreaker (mcpfleet.api.virtualmcpserver): enabled, failureThreshold and defaults."""
-
-    # Re-typed as Duration: config files also accept what parse_duration does (e.g. bare seconds).
-    timeout: Duration = "60s"
-
-
-class FailureHandling(_Model):
-    # Kept apart from the api model: circuitBreaker defaults to an instance (api: None); lenient Durations.
-    health_check_interval: Duration = "30s"
-    health_check_timeout: Duration = "10s"
-    unhealthy_threshold: int = Field(default=3, ge=1)
-    partial_failure_mode: Literal["fail", "best_effort"] = "fail"
-    status_reporting_interval: Duration = "30s"
-    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
-
-
-class Timeouts(_Model):
-    # Kept apart from the api model: perWorkload defaults to {} (api: None), plus for_backend().
-    default: Duration = "30s"
-    per_workload: dict[str, str] = Field(default_factory=dict)
-
-    def for_backend(self, name: str) -> float:
-        return parse_duration(self.per_workload.get(name, self.default))
-
-
-class Operational(_Model):
-    # Kept apart from the api model: non-None sub-model defaults; logLevel is any string here.
-    log_level: str | None = None
-    timeouts: Timeouts = Field(default_factory=Timeouts)
-    failure_handling: FailureHandling = Field(default_factory=FailureHandling)
-
-
-class VMCPConfig(_Model):
-    """The whole vMCP config file (ToolHive `VirtualMCPServer.spec.config` shape)."""
+class VMCPConfig(GatewayConfig):
+    """The whole vMCP config file: the manifest's gateway configuration plus the resolved fields."""
 
     name: str = "vmcp"
+    """The VirtualMCPServer's name."""
     group_ref: str | None = None
-    backends: list[StaticBackend] = Field(default_factory=list)
-    aggregation: Aggregation = Field(default_factory=Aggregation)
-    composite_tools: list[CompositeTool] = Field(default_factory=list)
-    # MCPToolConfig specs referenced by `aggregation.tools[].toolConfigRef`, inlined by the renderer.
-    tool_configs: dict[str, ToolConfig] = Field(default_factory=dict)
-    incoming_auth: IncomingAuth = Field(default_factory=IncomingAuth)
-    outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
-    operational: Operational = Field(default_factory=Operational)
-    # Kubernetes namespace for discovered mode and the status writer (else $POD_NAMESPACE).
+    """MCPGroup to follow (discovered mode); unset for a gateway of static backends only."""
     namespace: str | None = None
+    """Kubernetes namespace for discovered mode and the status writer (else $POD_NAMESPACE)."""
+    backends: list[Backend] = Field(default_factory=list)
+    """Group members with their URLs, and the manifest's static backends."""
+    tool_configs: dict[str, MCPToolConfigSpec] = Field(default_factory=dict)
+    """MCPToolConfig specs referenced by `aggregation.tools[].toolConfigRef`, inlined by the renderer."""
+    incoming_auth: IncomingAuth = Field(default_factory=IncomingAuth)
+    """Who may call the gateway, resolved (OIDC settings inline or as a mounted file)."""
+    outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
+    """Per-backend credentials, resolved from MCPExternalAuthConfigs."""
+
+    @field_serializer("incoming_auth")
+    def _only_what_was_set(self, incoming: IncomingAuth) -> dict[str, Any]:
+        # `oidc` next to an `oidcFile` overrides the file's settings key by key (`resolved`): written
+        # with its defaults, it would replace the file's scopes / insecureAllowHTTP / cache time.
+        return incoming.model_dump(by_alias=True, exclude_unset=True, exclude_none=True, mode="json")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> VMCPConfig:
@@ -269,14 +118,6 @@ class VMCPConfig(_Model):
                     f"aggregation.tools[{wl.workload}].toolConfigRef: no toolConfigs entry named "
                     f"{wl.tool_config_ref.name!r}"
                 )
-        for ct in self.composite_tools:
-            ids = {s.id for s in ct.steps}
-            for s in ct.steps:
-                for dep in s.depends_on:
-                    if dep not in ids:
-                        raise ValueError(
-                            f"compositeTools[{ct.name}].steps[{s.id}].dependsOn: unknown step {dep!r}"
-                        )
         problems = self.incoming_auth.problems("incomingAuth")
         if problems:
             raise ValueError("; ".join(problems))

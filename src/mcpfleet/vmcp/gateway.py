@@ -22,13 +22,14 @@ import aiohttp
 from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
+from mcpfleet.api.duration import parse_duration
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.composite import CompositeRunner
-from mcpfleet.vmcp.config import VMCPConfig, parse_duration
+from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth
 from mcpfleet.vmcp.metrics import Metrics
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
@@ -494,34 +495,40 @@ class Gateway:
                 raise RPCError(wire.INVALID_PARAMS, f"Unknown prompt: {p.get('name')}")
             return await self._forward(route.backend, method, {**p, "name": route.original}, ctx)
         if method in ("resources/subscribe", "resources/unsubscribe"):
-            uri = str(p.get("uri"))
-            res = await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
-            if ctx.session is not None:
-                if method == "resources/subscribe":
-                    ctx.session.subscriptions.add(uri)
-                else:
-                    ctx.session.subscriptions.discard(uri)
-            return res
+            return await self._subscription(method, p, ctx)
         if method == "completion/complete":
             return await self._complete(p, ctx)
         if method == "logging/setLevel":
-            if ctx.session is not None:
-                ctx.session.log_level = p.get("level")
-            targets = [
-                b.spec.name
-                for b in self.backends.values()
-                if b.upstream and "logging" in b.upstream.capabilities
-            ]
-            results = await asyncio.gather(
-                *(self._forward(n, method, p, ctx) for n in targets), return_exceptions=True
-            )
-            for r in results:
-                if isinstance(r, RPCError) and not isinstance(r, BackendUnavailable):
-                    raise r
-            return {}
+            return await self._set_level(p, ctx)
         if method == "ping":
             return {}
         raise RPCError(wire.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    async def _subscription(self, method: str, p: dict[str, Any], ctx: CallContext) -> dict[str, Any] | bytes:
+        """resources/(un)subscribe at the owning backend, remembered in the client's session."""
+        uri = str(p.get("uri"))
+        res = await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
+        if ctx.session is not None:
+            if method == "resources/subscribe":
+                ctx.session.subscriptions.add(uri)
+            else:
+                ctx.session.subscriptions.discard(uri)
+        return res
+
+    async def _set_level(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """logging/setLevel: kept for the session, passed to every backend that logs."""
+        if ctx.session is not None:
+            ctx.session.log_level = p.get("level")
+        targets = [
+            b.spec.name for b in self.backends.values() if b.upstream and "logging" in b.upstream.capabilities
+        ]
+        results = await asyncio.gather(
+            *(self._forward(n, "logging/setLevel", p, ctx) for n in targets), return_exceptions=True
+        )
+        for r in results:
+            if isinstance(r, RPCError) and not isinstance(r, BackendUnavailable):
+                raise r
+        return {}
 
     def _resource_backend(self, p: dict[str, Any], era: Era) -> str:
         uri = p.get("uri")

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mcpfleet.vmcp.config import FailureHandling, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.virtualmcpserver import FailureHandling
 
 State = Literal["ready", "degraded", "unavailable", "unknown"]
 Circuit = Literal["closed", "open", "half-open"]

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcpfleet.api.duration import parse_duration
 from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
 from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
@@ -20,7 +21,7 @@ from mcpfleet.vmcp.backends import (
     KubernetesBackendSource,
     StaticBackendSource,
 )
-from mcpfleet.vmcp.config import ConfigError, VMCPConfig, parse_duration
+from mcpfleet.vmcp.config import ConfigError, VMCPConfig
 from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
@@ -156,7 +157,12 @@ def build_app(
     )
     allowed_hosts = opts.allowed_hosts
     allowed_origins = None
-    if allowed_hosts is None and _is_loopback(opts.host):
+    if allowed_hosts is not None:
+        # Loopback Host values with any port, like the proxy allows: `kubectl port-forward` reaches an
+        # in-cluster gateway as 127.0.0.1:<local port>. A DNS-rebinding attack carries the attacker's
+        # own host name, never a loopback one, so this does not weaken the protection.
+        allowed_hosts = [*LOOPBACK_HOSTS, *allowed_hosts]
+    elif _is_loopback(opts.host):
         # DNS-rebinding protection: a loopback-bound gateway only answers loopback Host/Origin values.
         allowed_hosts = LOOPBACK_HOSTS
         allowed_origins = LOOPBACK_ORIGINS

@@ -486,9 +486,7 @@ class Upstream(BaseUpstream):
                         retry_ms = ev.retry
                     if not ev.data:
                         continue
-                    msg = wire.loads(ev.data)
-                    if not isinstance(msg, dict):
-                        raise ValueError("an SSE event whose data is not a JSON-RPC message")
+                    msg = _event_message(ev.data)
                     if "method" not in msg and msg.get("id") == rid:
                         return msg
                     if on_message is not None:
@@ -500,20 +498,24 @@ class Upstream(BaseUpstream):
                     raise BackendUnavailable(self.name, "response stream ended without a response")
                 # The server closed the stream early (SSE polling): resume it with GET + Last-Event-ID.
                 await asyncio.sleep(min(retry_ms, 5000) / 1000)
-                hdrs = self._legacy_headers()
-                hdrs["accept"] = "text/event-stream"
-                hdrs["last-event-id"] = last_id
-                hdrs.update(await self._auth.headers(subject_token))
-                resumed = await self._http.get(self.url, headers=hdrs)
-                if resumed.status != 200:
-                    raise BackendUnavailable(
-                        self.name, f"resuming the response stream: HTTP {resumed.status}"
-                    )
+                resumed = await self._resume(last_id, subject_token)
                 chunks = resumed.content.iter_any()
             raise BackendUnavailable(self.name, "response stream resumed too many times")
         finally:
             if resumed is not None:
                 resumed.release()
+
+    async def _resume(self, last_id: str, subject_token: str | None) -> aiohttp.ClientResponse:
+        """GET the response stream again from after event `last_id` (SSE resumption)."""
+        hdrs = self._legacy_headers()
+        hdrs["accept"] = "text/event-stream"
+        hdrs["last-event-id"] = last_id
+        hdrs.update(await self._auth.headers(subject_token))
+        resumed = await self._http.get(self.url, headers=hdrs)
+        if resumed.status != 200:
+            resumed.release()
+            raise BackendUnavailable(self.name, f"resuming the response stream: HTTP {resumed.status}")
+        return resumed
 
     async def _post_notification(self, msg: dict[str, Any], subject_token: str | None) -> None:
         hdrs = self._legacy_headers()
@@ -691,6 +693,23 @@ class SSEUpstream(BaseUpstream):
         self.instructions = res.get("instructions")
         await self.send_message({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
+    async def _stream_message(self, msg: dict[str, Any]) -> None:
+        """One message of the legacy SSE stream: a response, a notification, or a request we refuse."""
+        if "method" not in msg:
+            fut = self._pending.pop(msg.get("id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+        elif "id" not in msg:
+            if self._on_notification is not None:
+                # Not awaited here: the handler may call this backend, whose answers
+                # arrive on this very stream.
+                t = asyncio.create_task(self._on_notification(self, msg))
+                self._bg.add(t)
+                t.add_done_callback(self._bg.discard)
+        else:
+            # A server-to-client request outside any call context: refuse it politely.
+            await self.send_message(wire.error_message(msg["id"], wire.METHOD_NOT_FOUND, "not supported"))
+
     async def _read_stream(self) -> None:
         assert self._endpoint is not None
         try:
@@ -706,23 +725,7 @@ class SSEUpstream(BaseUpstream):
                         continue
                     if not ev.data:
                         continue
-                    msg = wire.loads(ev.data)
-                    if "method" not in msg:
-                        fut = self._pending.pop(msg.get("id"), None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(msg)
-                    elif "id" not in msg:
-                        if self._on_notification is not None:
-                            # Not awaited here: the handler may call this backend, whose answers
-                            # arrive on this very stream.
-                            t = asyncio.create_task(self._on_notification(self, msg))
-                            self._bg.add(t)
-                            t.add_done_callback(self._bg.discard)
-                    else:
-                        # A server-to-client request outside any call context: refuse it politely.
-                        await self.send_message(
-                            wire.error_message(msg["id"], wire.METHOD_NOT_FOUND, "not supported")
-                        )
+                    await self._stream_message(wire.loads(ev.data))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -843,3 +846,11 @@ def make_upstream(
         kw.pop("fast", None)
         return SSEUpstream(name, url, http, **kw)
     return Upstream(name, url, http, **kw)
+
+
+def _event_message(data: str) -> dict[str, Any]:
+    """The JSON-RPC message an SSE event carries; ValueError when it carries something else."""
+    msg = wire.loads(data)
+    if not isinstance(msg, dict):
+        raise ValueError("an SSE event whose data is not a JSON-RPC message")
+    return msg

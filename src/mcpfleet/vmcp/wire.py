@@ -85,12 +85,6 @@ class RPCError(Exception):
         self.message = message
         self.data = data
 
-    def to_error(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            err["data"] = self.data
-        return err
-
 
 def error_message(req_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     err: dict[str, Any] = {"code": code, "message": message}

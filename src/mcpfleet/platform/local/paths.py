@@ -3,7 +3,7 @@
 Every file `mcpfleet up` writes, reads as a secret or removes is named from manifest values
 (kind, namespace, name, Secret name and key). The API models already refuse names that are not
 DNS labels, but a path is only safe once it is *resolved*: a symlink planted inside the state
-folder (`config/mcpserver/default -> /home/me`) would otherwise carry a write or an `rmtree`
+folder (`config/mcpserver/default -> /etc`) would otherwise carry a write or an `rmtree`
 outside. `safe_join` is the single gate: it joins, resolves (following symlinks) and refuses any
 result that is not inside the resolved root.
 """

@@ -315,17 +315,21 @@ class Runner:
             await self.state.upsert_object(*key, item.manifest, item.source)
         for obj in await self.state.objects():
             if (obj.kind, obj.namespace, obj.name) not in loaded:
-                await self.state.delete_object(obj.kind, obj.namespace, obj.name)
-                # Secret values written for it go with it (its other files, e.g. a catalogue, stay).
-                try:
-                    secrets = safe_join(self.config_dir(obj.kind, obj.namespace, obj.name), LOCAL_SECRET_DIR)
-                except PathEscapeError as exc:
-                    log.warning("not removing secrets of %s/%s: %s", obj.kind, obj.name, exc)
-                else:
-                    shutil.rmtree(secrets, ignore_errors=True)
-                if self.on_status is not None:
-                    self.on_status(obj.kind, obj.namespace, obj.name, {})
+                await self._forget(obj.kind, obj.namespace, obj.name)
         self._loaded = loaded
+
+    async def _forget(self, kind: str, namespace: str, name: str) -> None:
+        """An object whose manifest is gone: its state, and the secret values written for it (its
+        other files, e.g. a catalogue, stay)."""
+        await self.state.delete_object(kind, namespace, name)
+        try:
+            secrets = safe_join(self.config_dir(kind, namespace, name), LOCAL_SECRET_DIR)
+        except PathEscapeError as exc:
+            log.warning("not removing secrets of %s/%s: %s", kind, name, exc)
+        else:
+            shutil.rmtree(secrets, ignore_errors=True)
+        if self.on_status is not None:
+            self.on_status(kind, namespace, name, {})
 
     def _mark_kept(self, key: Key, status: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
         """Report (or clear) the invalid manifest on an object that keeps running its last valid one."""

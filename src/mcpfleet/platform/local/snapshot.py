@@ -44,16 +44,6 @@ class StoredObject:
         return doc
 
 
-@dataclass(frozen=True)
-class RecordedProcess:
-    key: str
-    kind: str
-    name: str
-    pid: int | None
-    port: int | None
-    log_path: str
-
-
 def _connect(state_dir: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{state_dir / DB_FILENAME}?mode=ro", uri=True, timeout=5)
 
@@ -70,11 +60,3 @@ def read_objects(state_dir: Path, kind: str | None = None) -> list[StoredObject]
         StoredObject(k, ns, n, json.loads(m), g, json.loads(s or "{}"), src, c)
         for k, ns, n, m, g, s, src, c in rows
     ]
-
-
-def read_processes(state_dir: Path) -> list[RecordedProcess]:
-    with closing(_connect(state_dir)) as db:
-        rows = db.execute(
-            "select key, kind, name, pid, port, log_path from processes order by key"
-        ).fetchall()
-    return [RecordedProcess(*row) for row in rows]

@@ -67,14 +67,7 @@ def run_get(state_dir: Path, kind_name: str, name: str | None, output: str | Non
         console.print(f'Error from server (NotFound): {kinds[0].info.plural} "{name}" not found')
         return 1
     if output in ("yaml", "json"):
-        documents = [o.as_document() for o in everything]
-        payload: Any = (
-            documents[0]
-            if name is not None and len(documents) == 1
-            else {"apiVersion": "v1", "kind": "List", "items": documents}
-        )
-        text = yaml.safe_dump(payload, sort_keys=False) if output == "yaml" else json.dumps(payload, indent=2)
-        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+        _print_documents(everything, single=name is not None, output=output, console=console)
         return 0
     if output not in (None, "", "wide", "name"):
         console.print(f"[red]error:[/] -o: expected yaml, json, wide or name, got {output!r}")
@@ -82,6 +75,24 @@ def run_get(state_dir: Path, kind_name: str, name: str | None, output: str | Non
     if not everything:
         console.print("No resources found in the local platform.")
         return 0
+    _print_tables(found, output, console)
+    return 0
+
+
+def _print_documents(objects: list[StoredObject], *, single: bool, output: str, console: Console) -> None:
+    """`-o yaml|json`: one object as itself, several as a v1 List."""
+    documents = [o.as_document() for o in objects]
+    payload: Any = (
+        documents[0]
+        if single and len(documents) == 1
+        else {"apiVersion": "v1", "kind": "List", "items": documents}
+    )
+    text = yaml.safe_dump(payload, sort_keys=False) if output == "yaml" else json.dumps(payload, indent=2)
+    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+
+
+def _print_tables(found: list[tuple[Any, list[StoredObject]]], output: str | None, console: Console) -> None:
+    """A table per kind (`kind/name` rows when several kinds), or `-o name` lines."""
     for index, (kind, objects) in enumerate(found):
         if not objects:
             continue
@@ -95,7 +106,6 @@ def run_get(state_dir: Path, kind_name: str, name: str | None, output: str | Non
         if index and output != "name":
             console.print()
         console.print(plain_table(header, body), markup=False, highlight=False, soft_wrap=True)
-    return 0
 
 
 # -- logs -------------------------------------------------------------------------------------

@@ -173,6 +173,16 @@ _STRING_FIELDS = ("image", "url", "transport", "description", "repository_url")
 _LIST_OF_OBJECTS = ("env_vars", "headers")
 
 
+def _args_problem(where: str, args: Any) -> str | None:
+    """`args` must be an array of strings."""
+    if not isinstance(args, list):
+        return f"{where}.args: expected an array of strings, got {json_type(args)}"
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            return f"{where}.args[{i}]: expected a string, got {json_type(arg)}"
+    return None
+
+
 def _field_problem(where: str, entry: dict[str, Any]) -> str | None:
     """The first field the conversion reads that has the wrong JSON type, named; else None."""
     for name in _STRING_FIELDS:
@@ -186,13 +196,8 @@ def _field_problem(where: str, entry: dict[str, Any]) -> str | None:
             for i, item in enumerate(value):
                 if not isinstance(item, dict):
                     return f"{where}.{name}[{i}]: expected an object, got {json_type(item)}"
-    if "args" in entry:
-        args = entry["args"]
-        if not isinstance(args, list):
-            return f"{where}.args: expected an array of strings, got {json_type(args)}"
-        for i, arg in enumerate(args):
-            if not isinstance(arg, str):
-                return f"{where}.args[{i}]: expected a string, got {json_type(arg)}"
+    if "args" in entry and (problem := _args_problem(where, entry["args"])) is not None:
+        return problem
     port = entry.get("target_port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
         return f"{where}.target_port: expected a port number (1-65535), got {json.dumps(port)[:40]}"

@@ -1,0 +1,16 @@
+"""What an MCPRegistry becomes on Kubernetes (its plan: `mcpfleet.reconcile.mcpregistry`).
+
+A ConfigMap with `registry.yaml`; a ServiceAccount, Role and RoleBinding when a source reads the API
+(ConfigMap or kubernetes sources); a Deployment of the registry image with the database / git
+passwords as a projected Secret volume and, with SQLite, a scratch `emptyDir` for the database;
+a Service in front of the registry API.
+"""
+
+from __future__ import annotations
+
+from mcpfleet.platform.kubernetes.render.objects import Manifest, Owner, workload
+from mcpfleet.reconcile.model import Images, WorkloadPlan
+
+
+def render(plan: WorkloadPlan, owner: Owner, images: Images) -> list[Manifest]:
+    return workload(plan, owner, images.registry)

@@ -1,0 +1,90 @@
+"""The one per-kind table of reconcile rules: which rule plans a kind and which computes its status.
+
+Both platforms dispatch through it (the operator's controller and the local runner), so they cannot
+disagree on which rule a kind follows, and a new kind is one row here plus its `reconcile/<kind>.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcpfleet.api.meta import ApiModel, ConfigStatus
+from mcpfleet.reconcile import (
+    mcpexternalauthconfig,
+    mcpregistry,
+    mcpremoteproxy,
+    mcpserver,
+    mcptoolconfig,
+    virtualmcpserver,
+)
+from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
+from mcpfleet.reconcile.status import workload_status
+
+StatusRule = Callable[[Any, Any, WorkloadPlan, WorkloadObservation | None, World, str | None], ApiModel]
+"""(previous status, object, plan, observation, world, now) -> the new status."""
+
+
+def _flat(prev: Any, obj: Any, plan: WorkloadPlan, seen: Any, world: World, now: str | None) -> ApiModel:
+    """The shared flat workload status (MCPServer, MCPRemoteProxy)."""
+    return workload_status(prev, plan, seen, obj.generation, now)
+
+
+@dataclass(frozen=True)
+class WorkloadRules:
+    """The rules of a kind that runs something."""
+
+    plan: Callable[[Any, World], WorkloadPlan]
+    status: StatusRule
+
+
+WORKLOADS: dict[str, WorkloadRules] = {
+    "MCPServer": WorkloadRules(mcpserver.plan, _flat),
+    "MCPRemoteProxy": WorkloadRules(mcpremoteproxy.plan, _flat),
+    "VirtualMCPServer": WorkloadRules(
+        virtualmcpserver.plan,
+        lambda prev, obj, plan, seen, world, now: virtualmcpserver.status(prev, obj, plan, seen, world, now),
+    ),
+    "MCPRegistry": WorkloadRules(
+        mcpregistry.plan,
+        lambda prev, obj, plan, seen, world, now: mcpregistry.status(prev, obj, plan, seen, now),
+    ),
+}
+"""Workload kinds and their rules."""
+
+CONFIGS: dict[str, Callable[..., ConfigStatus]] = {
+    "MCPToolConfig": mcptoolconfig.status,
+    "MCPExternalAuthConfig": mcpexternalauthconfig.status,
+}
+"""Configuration kinds and their status rule (referencing workloads, hash, deletion guard)."""
+
+MEMBERS = ("MCPServer", "MCPRemoteProxy")
+"""Kinds that join an MCPGroup (a VirtualMCPServer's backends)."""
+
+
+def plan(obj: Any, world: World) -> WorkloadPlan:
+    """What should run for a workload object."""
+    rules = WORKLOADS.get(obj.kind)
+    if rules is None:
+        raise TypeError(f"{obj.kind} is not a workload kind")
+    return rules.plan(obj, world)
+
+
+def status(
+    previous: Any,
+    obj: Any,
+    plan: WorkloadPlan,
+    observation: WorkloadObservation | None,
+    world: World,
+    now: str | None = None,
+) -> ApiModel:
+    """The new status of a workload object; equal to `previous` when nothing changed."""
+    return WORKLOADS[obj.kind].status(previous, obj, plan, observation, world, now)
+
+
+def config_status(
+    previous: ConfigStatus, obj: Any, world: World, *, deleting: bool, now: str | None = None
+) -> ConfigStatus:
+    """The new status of a configuration object."""
+    return CONFIGS[obj.kind](previous, obj, world, deleting=deleting, now=now)

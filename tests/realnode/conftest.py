@@ -1,0 +1,240 @@
+"""The real-node test tier: a dev cluster with one real node, the operator installed in-cluster.
+
+Session fixtures
+----------------
+``real_cluster`` -> ``ClusterHandle``: its own state dir (``$MCPFLEET_REALNODE_STATE_DIR`` or
+    ``~/.cache/mcpfleet/realnode-cluster``, never the kwok tier's), 1 kwok node plus the real node
+    (``mcpfleet dev-cluster up --real-node``). Needs root; if the node cannot start the tests FAIL
+    with the reason (never skip). Stopped, with every host change undone, at session end unless
+    ``MCPFLEET_KEEP_CLUSTER=1``.
+``mcpfleet_image`` -> str: ``make image``'s reference, built (cached by content) and imported.
+``operator_installed`` -> str: the operator applied from ``deploy/`` (``kubectl apply -k`` of an
+    overlay that only swaps the image) and rolled out, 2 replicas under its own ServiceAccount.
+``client`` -> ``PodClient``: a pod running the mcpfleet image from which tests call Services by
+    their cluster DNS names (``kubectl exec`` + ``pod_client.py``).
+``echo_image`` -> str: a small image (Debian minbase + python3 + a stdio MCP server) for the
+    OCI-image stdio test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import REPO_ROOT, run_async
+
+from mcpfleet.devcluster.handle import ClusterHandle
+
+HERE = Path(__file__).resolve().parent
+CLIENT_NAMESPACE = "realnode-client"
+
+
+def _progress(message: str) -> None:
+    print(f"[real-node] {message}", file=sys.stderr, flush=True)
+
+
+def realnode_state_dir() -> Path:
+    default = Path.home() / ".cache" / "mcpfleet" / "realnode-cluster"
+    return Path(os.environ.get("MCPFLEET_REALNODE_STATE_DIR") or default).expanduser()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.realnode)
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[ClusterHandle]:
+    from mcpfleet.devcluster.build import BuildError
+    from mcpfleet.devcluster.cluster import ClusterError, DevCluster, acquire_for_tests, release_for_tests
+    from mcpfleet.devcluster.ociimage import ImageError
+    from mcpfleet.devcluster.realnode import RealNode, RealNodeError, check_tools, require_root
+
+    cluster = DevCluster(realnode_state_dir())
+    try:
+        require_root()
+        check_tools()
+        info = run_async(acquire_for_tests(cluster, nodes=1, progress=_progress))
+        run_async(RealNode(cluster).up(_progress))
+    except (ClusterError, BuildError, RealNodeError, ImageError, OSError) as exc:
+        with_cleanup = ""
+        try:
+            run_async(release_for_tests(cluster, keep=False))
+        except Exception as cleanup_exc:  # report both: the cause first
+            with_cleanup = f"\n(cleanup also failed: {cleanup_exc!r})"
+        pytest.fail(
+            f"the real node could not start (state dir {cluster.state_dir}):\n{exc}{with_cleanup}",
+            pytrace=False,
+        )
+    try:
+        yield ClusterHandle(info)
+    finally:
+        keep = os.environ.get("MCPFLEET_KEEP_CLUSTER", "") not in ("", "0", "false")
+        run_async(release_for_tests(cluster, keep=keep))
+
+
+def _import(real_cluster: ClusterHandle, archive: Path) -> None:
+    from mcpfleet.devcluster.cluster import DevCluster
+    from mcpfleet.devcluster.ociimage import import_archive
+    from mcpfleet.devcluster.realnode import RealNode
+
+    node = RealNode(DevCluster(real_cluster.info.state_dir))
+    import_archive(archive, str(node.containerd_socket))
+
+
+@pytest.fixture(scope="session")
+def mcpfleet_image(real_cluster: ClusterHandle) -> str:
+    from mcpfleet.devcluster.image import ImageBuildError, build_image
+    from mcpfleet.devcluster.ociimage import ImageError
+
+    try:
+        ref, archive = build_image(REPO_ROOT, _progress)
+        _import(real_cluster, archive)
+    except (ImageBuildError, ImageError) as exc:
+        pytest.fail(f"the mcpfleet image could not be built or imported:\n{exc}", pytrace=False)
+    return ref
+
+
+@pytest.fixture(scope="session")
+def echo_image(real_cluster: ClusterHandle) -> str:
+    from mcpfleet.devcluster.image import build_small_image
+
+    ref, archive = build_small_image(
+        "mcp-echo-stdio",
+        {"/usr/local/bin/echo-server": HERE / "echo_stdio_server.py"},
+        ["/usr/local/bin/echo-server"],
+        _progress,
+    )
+    _import(real_cluster, archive)
+    return ref
+
+
+@pytest.fixture(scope="session")
+def operator_installed(real_cluster: ClusterHandle, mcpfleet_image: str) -> str:
+    from mcpfleet.devcluster.operator_install import DEPLOYMENT, NAMESPACE, write_overlay
+
+    overlay = write_overlay(
+        REPO_ROOT / "deploy", real_cluster.info.state_dir / "operator-overlay", mcpfleet_image
+    )
+    real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(overlay), timeout=180)
+    proc = real_cluster.kubectl(
+        "-n",
+        NAMESPACE,
+        "rollout",
+        "status",
+        f"deployment/{DEPLOYMENT}",
+        "--timeout=240s",
+        check=False,
+        timeout=260,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"the operator did not roll out:\n{proc.stdout}{proc.stderr}\n{real_cluster.describe(NAMESPACE)}",
+            pytrace=False,
+        )
+    return mcpfleet_image
+
+
+@dataclass(frozen=True)
+class PodClient:
+    """Calls in-cluster URLs from a pod (so Service DNS, kube-proxy and pod networking are exercised)."""
+
+    cluster: ClusterHandle
+    namespace: str
+    pod: str
+
+    def run(self, *args: str, timeout: float = 90.0) -> dict[str, Any]:
+        proc = self.cluster.kubectl(
+            "-n",
+            self.namespace,
+            "exec",
+            "-i",
+            self.pod,
+            "--",
+            "/opt/mcpfleet/bin/python",
+            "-",
+            *args,
+            input=(HERE / "pod_client.py").read_text(),
+            check=False,
+            timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"client pod call {args} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+            )
+        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return result
+
+    def mcp(
+        self, url: str, tool: str | None = None, arguments: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        args = [url] + ([tool, json.dumps(arguments or {})] if tool else [])
+        return self.run("mcp", *args)
+
+    def get(self, url: str) -> dict[str, Any]:
+        return self.run("get", url)
+
+
+@pytest.fixture(scope="session")
+def client(real_cluster: ClusterHandle, mcpfleet_image: str) -> PodClient:
+    k = real_cluster
+    k.kubectl("create", "namespace", CLIENT_NAMESPACE, check=False)
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "client", "namespace": CLIENT_NAMESPACE},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {"name": "client", "image": mcpfleet_image, "command": ["/bin/sleep", "infinity"]}
+            ],
+        },
+    }
+    k.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    proc = k.kubectl(
+        "-n", CLIENT_NAMESPACE, "wait", "--for=condition=Ready", "pod/client", "--timeout=120s", check=False
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"the client pod is not Ready:\n{proc.stderr}\n{k.describe(CLIENT_NAMESPACE)}", pytrace=False
+        )
+    return PodClient(k, CLIENT_NAMESPACE, "client")
+
+
+@pytest.fixture
+def rn_namespace(real_cluster: ClusterHandle, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = real_cluster.create_namespace(request.node.name)
+    try:
+        yield name
+    finally:
+        real_cluster.delete_namespace(name)
+
+
+def wait_ready(k: ClusterHandle, namespace: str, *objects: str, timeout: int = 180) -> None:
+    """kubectl wait --for=condition=Ready; on timeout the failure shows objects, pods and events."""
+    started = time.monotonic()
+    proc = k.kubectl(
+        "-n",
+        namespace,
+        "wait",
+        "--for=condition=Ready",
+        *objects,
+        f"--timeout={timeout}s",
+        check=False,
+        timeout=timeout + 30,
+    )
+    if proc.returncode != 0:
+        status = k.kubectl("-n", namespace, "get", *objects, "-o", "yaml", check=False).stdout
+        raise AssertionError(
+            f"{objects} not Ready after {time.monotonic() - started:.0f}s:\n{proc.stderr}\n{status[-4000:]}\n"
+            + k.describe(namespace)
+        )
