@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from mcpfleet.registry.versions import compare_versions, is_semantic_version, latest_version
+from tests.reference import OPENAPI_FILE
 from tests.registry.conftest import (
-    OPENAPI_FILE,
     Harness,
     make_config,
     running,
