@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs (and the real node uses), only when one is missing.
 set -euo pipefail
-packages=(postgresql git wrk)
+packages=(postgresql git wrk graphviz)
 # The real node (`dev-cluster up --real-node`, `make image`, `make test-realnode`).
 packages+=(containerd runc containernetworking-plugins iptables conntrack socat iproute2 debootstrap umoci)
 missing=()

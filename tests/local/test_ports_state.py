@@ -95,3 +95,22 @@ async def test_generation_moves_with_the_spec_only_and_unchanged_status_writes_n
         assert await state.objects() == []
     finally:
         await state.close()
+
+
+async def test_a_moved_port_goes_back_to_the_preferred_one_once_it_is_free(tmp_path: Path) -> None:
+    state = await State.open(tmp_path)
+    low, high = 43000, 43009
+    start = preferred_port("k1", low, high)
+    busy = {start}
+    try:
+        ports = _allocator(state, low, high, busy=busy)
+        moved = await ports.allocate("k1")
+        assert moved != start
+        # While our own process holds the moved port, it stays (a restart must not move it).
+        busy.clear()
+        assert await ports.allocate("k1", in_use_by_us={moved}) == moved
+        # At the next start (nothing of ours holds it) the preferred port is free again: back to it.
+        assert await ports.allocate("k1") == start
+        assert (await state.ports())["k1"] == start
+    finally:
+        await state.close()

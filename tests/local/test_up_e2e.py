@@ -134,7 +134,8 @@ async def test_up_runs_converges_and_goes_down(running_up: Any, tmp_path: Path) 
     await _wait_registry(up, registry["url"], {"time", "everything"}, exact=True)
 
     # 7. get / -o yaml / logs read the same state.
-    listing = up.get("get", "mcpservers").splitlines()
+    # (Below a blank line, `get` lists the invalid manifests: see test_failure_visibility.py.)
+    listing = up.get("get", "mcpservers").split("\n\n")[0].splitlines()
     assert listing[0].split() == ["NAME", "STATUS", "READY", "REPLICAS", "URL", "AGE"]
     rows = {line.split()[0]: line.split() for line in listing[1:]}
     assert rows["time"][1:4] == ["Running", "True", "1"]

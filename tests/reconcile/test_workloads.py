@@ -499,3 +499,29 @@ def test_registry_status_has_no_stopped_phase() -> None:
     )
     assert running.phase == "Running" and running.url == "http://c:8080"
     assert running.conditions[0].reason == "Ready"
+
+
+def test_vmcp_rolls_out_once_while_its_members_come_up() -> None:
+    """The pod template's checksum ignores group members (the gateway follows them live), so a new
+    VirtualMCPServer whose backends turn Ready one by one gets one ReplicaSet, not one per backend;
+    an aggregation edit still changes it."""
+    from mcpfleet.platform.kubernetes.render import Owner, render
+    from mcpfleet.reconcile.model import Images
+
+    starting = dataclasses.replace(_vmcp_world(), backend_urls={})
+    before = virtualmcpserver.plan(obj(VMCP), starting)
+    after = virtualmcpserver.plan(obj(VMCP), _vmcp_world())
+    assert before.config_checksum != after.config_checksum  # the ConfigMap does change
+    assert before.rollout_checksum == after.rollout_checksum
+
+    def template_annotation(plan: object) -> str:
+        assert isinstance(plan, type(after))
+        owner = Owner("VirtualMCPServer", "gw", "team", "uid-1")
+        (deployment,) = [m for m in render(plan, owner, Images()) if m["kind"] == "Deployment"]
+        return str(deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"])
+
+    assert template_annotation(before) == template_annotation(after)
+    edited = VMCP.replace(
+        "aggregation: {conflictResolution: prefix}", "aggregation: {conflictResolution: manual}"
+    )
+    assert virtualmcpserver.plan(obj(edited), _vmcp_world()).rollout_checksum != after.rollout_checksum

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup
@@ -85,5 +88,40 @@ def parse_manifest(document: dict[str, Any]) -> Resource:
             if message.startswith(".") and ": " in message:
                 sub, message = message.split(": ", 1)
                 path = f"{path}{sub}"
+            if error["type"] == "extra_forbidden":
+                message += _did_you_mean(kind, tuple(error["loc"]))
             problems.append((path, message))
         raise ManifestError(kind_name, name, problems) from exc
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, list, dict, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if origin is not None or isinstance(annotation, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found += _models_in(arg)
+    return found
+
+
+def _did_you_mean(kind: type[BaseModel], loc: tuple[int | str, ...]) -> str:
+    """` (did you mean `transport`?)` for an unknown field close to a sibling field's name."""
+    models: list[type[BaseModel]] = [kind]
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        nested: list[type[BaseModel]] = []
+        for model in models:
+            for field_name, info in model.model_fields.items():
+                if part in (info.alias, field_name):
+                    nested += _models_in(info.annotation)
+        models = nested or models
+    siblings = {
+        info.alias or field_name for model in models for field_name, info in model.model_fields.items()
+    }
+    close = difflib.get_close_matches(str(loc[-1]), sorted(siblings), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""

@@ -20,7 +20,14 @@ def crds(
         help="The mcpfleet-crds Helm chart's CRD directory, written with the same files ('' to skip).",
     ),
 ) -> None:
-    """Generate the CustomResourceDefinitions (and docs field reference) from the pydantic models."""
+    """Generate the CustomResourceDefinitions (and docs field reference) from the pydantic models.
+
+    Examples:
+
+    \b
+      mcpfleet crds
+      mcpfleet crds --output /tmp/crds --reference ''
+    """
     from mcpfleet.api.crdgen import write_crds
 
     target = reference if reference and str(reference) else None

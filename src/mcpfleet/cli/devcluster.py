@@ -53,6 +53,11 @@ def build(
     """Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).
 
     Prints the bin directories (one a line); `mcpfleet dev-cluster env` puts them on PATH.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster build
     """
     from mcpfleet.devcluster.build import BuildError, BuildLayout, build_tools, default_cache_root
     from mcpfleet.devcluster.nodebuild import NodeLayout, build_node_locked
@@ -83,7 +88,14 @@ def up(
         "where pods really run. Needs root; `down` undoes every host change.",
     ),
 ) -> None:
-    """Start the cluster (building binaries the first time); prints the kubeconfig path."""
+    """Start the cluster (building binaries the first time); prints the kubeconfig path.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster up
+      eval "$(mcpfleet dev-cluster env)"
+    """
     from mcpfleet.devcluster.build import BuildError
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster
     from mcpfleet.devcluster.ociimage import ImageError
@@ -105,7 +117,14 @@ def down(
     state_dir: Path | None = StateDirOption,
     purge: bool = typer.Option(False, "--purge", help="Also delete etcd data, certificates and logs."),
 ) -> None:
-    """Stop every process `up` started (by pid); keep the data unless --purge."""
+    """Stop every process `up` started (by pid); keep the data unless --purge.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster down
+      mcpfleet dev-cluster down --purge
+    """
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster
 
     cluster = DevCluster(_state_dir(state_dir))
@@ -124,6 +143,11 @@ def status(state_dir: Path | None = StateDirOption) -> None:
     """Say which components run, whether the apiserver is ready and how many nodes are Ready.
 
     Exit status 0 when every component runs and /readyz answers, 1 otherwise.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster status && kubectl get nodes
     """
     from mcpfleet.devcluster.cluster import DevCluster
 
@@ -157,6 +181,11 @@ def env(state_dir: Path | None = StateDirOption) -> None:
     """Print shell lines exporting KUBECONFIG and putting the built kubectl (and helm) first on PATH.
 
     Use: eval "$(mcpfleet dev-cluster env)"
+
+    Examples:
+
+    \b
+      eval "$(mcpfleet dev-cluster env)"
     """
     from mcpfleet.devcluster.build import BuildLayout, default_cache_root
     from mcpfleet.devcluster.cluster import DevCluster
@@ -181,6 +210,12 @@ def image(
     """Build the mcpfleet OCI image with no registry and no Docker (debootstrap + wheel + umoci).
 
     Prints the image reference (`localhost/mcpfleet:<content hash>`). Needs root.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster image --repo .
+      make image
     """
     from mcpfleet.devcluster.cluster import DevCluster
     from mcpfleet.devcluster.image import ImageBuildError, build_image
@@ -210,7 +245,14 @@ def install_operator(
     ),
     timeout: int = typer.Option(180, "--timeout", help="Seconds to wait for the rollout."),
 ) -> None:
-    """Install the operator in-cluster: `kubectl apply -k` of deploy/ with the local image, then wait."""
+    """Install the operator in-cluster: `kubectl apply -k` of deploy/ with the local image, then wait.
+
+    Examples:
+
+    \b
+      mcpfleet dev-cluster install-operator
+      kubectl -n mcpfleet-system get pods
+    """
     import subprocess
 
     from mcpfleet.devcluster.build import BuildLayout, default_cache_root

@@ -1,4 +1,4 @@
-"""`mcpfleet up`, `down`, `get`, `logs`: the local platform from the command line.
+"""`mcpfleet up`, `down`, `get`, `describe`, `logs`: the local platform from the command line.
 
 Only option parsing lives here; the work is in `mcpfleet.platform.local.commands`, imported inside
 each command so `mcpfleet --help` stays fast.
@@ -40,7 +40,14 @@ def up(
     ),
     log_level: str = typer.Option("warning", "--log-level", help="Log level of mcpfleet up itself."),
 ) -> None:
-    """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C."""
+    """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C.
+
+    Examples:
+
+    \b
+      mcpfleet up examples/quickstart
+      mcpfleet up ./servers --port-range 40000-40999 --no-progress
+    """
     import asyncio
     import logging
     import sys
@@ -67,7 +74,14 @@ def up(
 
 
 def down(state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP)) -> None:
-    """Stop everything `mcpfleet up` started for this state folder (by pid)."""
+    """Stop everything `mcpfleet up` started for this state folder (by pid).
+
+    Examples:
+
+    \b
+      mcpfleet down
+      mcpfleet down --state-dir /tmp/demo/.mcpfleet
+    """
     import asyncio
 
     from rich.console import Console
@@ -79,20 +93,54 @@ def down(state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_D
 
 
 def get(
-    kind: str = typer.Argument(
-        ..., help="Kind, plural or short name (mcpservers, mcps, vmcp, mcpg…), or all."
+    args: list[str] = typer.Argument(
+        ...,
+        metavar="KIND [NAME]... | KIND/NAME...",
+        help="Kind, plural or short name (mcpservers, mcps, vmcp, mcpg…) or all, then names; "
+        "or KIND/NAME pairs, as with kubectl.",
     ),
-    name: str | None = typer.Argument(None, help="Only this object."),
     output: str | None = typer.Option(None, "--output", "-o", help="yaml, json, wide or name."),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """List local objects with the columns of `kubectl get` (or one object with -o yaml)."""
+    """List local objects with the columns of `kubectl get` (or one object with -o yaml).
+
+    Invalid manifests are listed below the objects, with their file and field.
+
+    Examples:
+
+    \b
+      mcpfleet get all
+      mcpfleet get mcps time everything
+      mcpfleet get mcpserver/time -o yaml
+    """
     from rich.console import Console
 
     from mcpfleet.platform.local.views import resolve_state_dir, run_get
 
     console = Console(width=400) if output not in ("yaml", "json") else Console(width=10_000)
-    raise typer.Exit(run_get(resolve_state_dir(state_dir), kind, name, output, console))
+    raise typer.Exit(run_get(resolve_state_dir(state_dir), args, output, console))
+
+
+def describe(
+    kind: str = typer.Argument(..., help="Kind, plural or short name (mcps, vmcp, mcpg…), or KIND/NAME."),
+    name: str | None = typer.Argument(None, help="The object's name."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
+) -> None:
+    """Show one local object in full, like `kubectl describe`: spec, status, conditions, backends,
+    processes, recent process starts / exits and the last log lines.
+
+    Examples:
+
+    \b
+      mcpfleet describe mcpserver time
+      mcpfleet describe vmcp/gateway
+    """
+    from rich.console import Console
+
+    from mcpfleet.platform.local.describe import run_describe
+    from mcpfleet.platform.local.views import resolve_state_dir
+
+    raise typer.Exit(run_describe(resolve_state_dir(state_dir), kind, name, Console(width=10_000)))
 
 
 def logs(
@@ -101,7 +149,14 @@ def logs(
     tail: int | None = typer.Option(None, "--tail", help="Only the last N lines."),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """Print the log (stdout and stderr) of a local workload's process."""
+    """Print the log (stdout and stderr) of a local workload's process.
+
+    Examples:
+
+    \b
+      mcpfleet logs time --tail 20
+      mcpfleet logs gateway -f
+    """
     from rich.console import Console
 
     from mcpfleet.platform.local.views import resolve_state_dir, run_logs

@@ -6,6 +6,8 @@ Each command module keeps its heavy imports inside the command functions so that
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from mcpfleet import __version__
@@ -16,6 +18,7 @@ app = typer.Typer(
     help="Run, register and aggregate fleets of MCP servers, on Kubernetes or on one machine.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
 
 
@@ -39,13 +42,36 @@ app.add_typer(devcluster.app, name="dev-cluster")
 app.add_typer(operator.app, name="operator")
 app.add_typer(registry.app, name="registry")
 app.add_typer(vmcp.app, name="vmcp")
-for _name in ("up", "down", "get", "logs"):
+for _name in ("up", "down", "get", "describe", "logs"):
     app.command(_name)(getattr(local, _name))
 app.command("proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(proxy.proxy)
 
 
+def _plain_metavars(command: Any) -> None:
+    """`--port-range PORT_RANGE`, not typer's `<str>`: a value's placeholder names what it is.
+
+    (Duck-typed: typer builds its commands on its own copy of click's classes.)
+    """
+    for param in command.params:
+        if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
+            param.metavar = param.name.upper()
+        if param.param_type_name == "argument":
+            # typer's arguments print their type (`<path>`) after the name; the name says enough.
+            param.display_type_rich = lambda ctx: None
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _plain_metavars(sub)
+
+
+def command() -> Any:
+    """The `mcpfleet` command, with plain help (no rich boxes that cut variable names) and
+    placeholders named after the value."""
+    cli = typer.main.get_command(app)
+    _plain_metavars(cli)
+    return cli
+
+
 def main() -> None:
-    app()
+    command()()
 
 
 if __name__ == "__main__":

@@ -98,7 +98,14 @@ def run(
         "default 2).",
     ),
 ) -> None:
-    """Watch mcpfleet objects and reconcile them into Deployments, Services, ConfigMaps and RBAC."""
+    """Watch mcpfleet objects and reconcile them into Deployments, Services, ConfigMaps and RBAC.
+
+    Examples:
+
+    \b
+      mcpfleet operator run --kubeconfig "$KUBECONFIG" --namespace default
+      MCPFLEET_LOG_LEVEL=debug mcpfleet operator run -A
+    """
     import asyncio
 
     from mcpfleet.operator.app import configure_logging, run_operator

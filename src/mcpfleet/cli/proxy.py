@@ -145,7 +145,11 @@ def proxy(
 ) -> None:
     """Serve a stdio MCP server over HTTP: COMMAND ARGS... after `--`, a container (--attach), or --remote URL.
 
-    Example: mcpfleet proxy --port 8080 -- uvx mcp-server-time
+    Examples:
+
+    \b
+      mcpfleet proxy --port 8080 -- uvx mcp-server-time
+      mcpfleet proxy --port 8081 --remote https://example.com/mcp
     """
     from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
     from mcpfleet.proxy.http_app import ProxyApp

@@ -24,7 +24,13 @@ def serve(
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
 ) -> None:
-    """Serve the registry API, syncing the configured sources in the background."""
+    """Serve the registry API, syncing the configured sources in the background.
+
+    Examples:
+
+    \b
+      mcpfleet registry serve --config registry.yaml --port 8080
+    """
     import logging
 
     import uvicorn

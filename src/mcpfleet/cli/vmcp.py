@@ -55,7 +55,13 @@ def serve(
     keep_alive_timeout: int | None = limit_options.KEEP_ALIVE_TIMEOUT,
     max_json_depth: int | None = limit_options.MAX_JSON_DEPTH,
 ) -> None:
-    """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics."""
+    """Serve /mcp (both protocol eras), /health, /readyz, /status and /metrics.
+
+    Examples:
+
+    \b
+      mcpfleet vmcp serve --config vmcp.yaml --port 4483
+    """
     import logging
 
     import uvicorn

@@ -45,6 +45,10 @@ STATE_FILE = "state.json"
 TEST_OWNER_FILE = "started-by-tests"
 
 
+CLIENT_STOP_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL at `down` for every component but etcd."""
+
+
 class ClusterError(RuntimeError):
     """The cluster could not be started or inspected; `component` names the failing process."""
 
@@ -599,7 +603,11 @@ class DevCluster:
 
         async def stop_one(name: str) -> None:
             rec = records.get(name)
-            if rec is not None and await stop(rec):
+            # Every component but etcd keeps its state in etcd: a short grace loses nothing. The
+            # API server stays alive until every open watch (an operator still running) is gone,
+            # and the controllers wait on their leases; without it `down` took 11 s, not ~2.
+            grace = 10.0 if name == "etcd" else CLIENT_STOP_GRACE
+            if rec is not None and await stop(rec, grace):
                 stopped.append(name)
             self.procs.pid_file(name).unlink(missing_ok=True)
 

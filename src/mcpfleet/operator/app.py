@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY, VERSION
+from mcpfleet.operator import logfilter
 from mcpfleet.operator.controller import Controller
 from mcpfleet.operator.leader import LeaderElectionConfig, LeaderElector, LeadershipLost, new_identity
 from mcpfleet.operator.settings import OperatorSettings
@@ -74,7 +75,10 @@ def configure_logging(settings: OperatorSettings) -> None:
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
     # kopf is chatty at INFO about every watch stream; keep it one level quieter than ours.
-    logging.getLogger("kopf").setLevel(max(logging.WARNING, root.level))
+    kopf_level = max(logging.WARNING, root.level)
+    logging.getLogger("kopf").setLevel(kopf_level)
+    # Its failed API request attempts become one line per connectivity change (see logfilter).
+    logfilter.install(handler, kopf_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 

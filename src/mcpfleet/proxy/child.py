@@ -1,8 +1,9 @@
 """Supervised stdio child process: spawn, line-framed JSON-RPC I/O, restart with exponential backoff.
 
 The child speaks newline-delimited JSON-RPC on stdin/stdout (the MCP stdio transport). Its
-stderr is drained continuously (a full pipe would block the child) and the last lines are
-kept for `/health` and status. When the child exits the supervisor reports it through
+stderr is drained continuously (a full pipe would block the child), passed through to the
+proxy's own stderr (so the proxy's log shows why a server died) and the last lines are kept
+for `/health` and status. When the child exits the supervisor reports it through
 `on_exit` (so in-flight requests can be failed) and starts it again after a backoff that
 doubles on every quick crash and resets once a run lasted `stable_after` seconds.
 """
@@ -14,6 +15,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,6 +31,8 @@ LifecycleHandler = Callable[[], Awaitable[None]]
 
 # A single JSON-RPC line may be large (embedded resources, images); 64 MiB bounds memory.
 _LINE_LIMIT = 64 * 1024 * 1024
+_PASSED_LINE_LIMIT = 8192
+"""A child's stderr line is passed to our stderr cut to this many characters."""
 
 
 class ChildUnavailableError(RuntimeError):
@@ -289,7 +293,11 @@ class ChildProcess:
                 return
             text = line.decode(errors="replace").rstrip()
             self._stderr.append(text)
-            log.debug("%s stderr: %s", self._name, text)
+            # Passed through to our own stderr, as a container runtime would: the cause of a crash
+            # (uv's "not found in the package registry") belongs in the proxy's log, not only in /health.
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(text[:_PASSED_LINE_LIMIT] + "\n")
+                sys.stderr.flush()
 
 
 async def deliver_line(line: bytes, on_message: MessageHandler, stderr: deque[str], name: str) -> None:

@@ -8,9 +8,13 @@ RBAC; the local platform runs it as supervised processes. Neither platform decid
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Literal
+
+import yaml
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup
@@ -175,6 +179,36 @@ class WorkloadPlan:
         for config in sorted(self.config_files, key=lambda c: c.filename):
             digest.update(config.filename.encode() + b"\0" + config.content.encode() + b"\0")
         return digest.hexdigest()
+
+    @property
+    def rollout_checksum(self) -> str:
+        """The checksum whose change restarts the workload (the pod template's annotation).
+
+        The vMCP config lists the group members it saw when rendered, but the gateway follows its
+        group live on both platforms (a Kubernetes watch, the local state), so members coming up one
+        by one must not restart it: without this a new VirtualMCPServer rolled one ReplicaSet per
+        backend turning Ready. Those entries are left out; everything else counts.
+        """
+        if self.kind != "VirtualMCPServer":
+            return self.config_checksum
+        digest = hashlib.sha256()
+        for config in sorted(self.config_files, key=lambda c: c.filename):
+            content: object = config.content
+            with contextlib.suppress(yaml.YAMLError):
+                document = yaml.safe_load(config.content)
+                if isinstance(document, dict) and isinstance(document.get("backends"), list):
+                    document["backends"] = [b for b in document["backends"] if not is_member_backend(b)]
+                    content = document
+            encoded = json.dumps(content, sort_keys=True).encode()
+            digest.update(config.filename.encode() + b"\0" + encoded + b"\0")
+        return digest.hexdigest()
+
+
+def is_member_backend(backend: object) -> bool:
+    """A rendered vMCP backend entry that stands for a group member (followed live by the gateway)."""
+    if not isinstance(backend, dict):
+        return False
+    return (backend.get("metadata") or {}).get("kind") in ("MCPServer", "MCPRemoteProxy")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
-from mcpfleet.platform.local.display import SETTLED, progress_table, short
+from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
 from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
@@ -143,6 +143,7 @@ async def _up(
             _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir)
             reporter.live = True
         shown_errors = [str(e) for e in runner.load_errors]
+        shown_notices = len(runner.port_notices)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
@@ -151,11 +152,14 @@ async def _up(
                     f"[red]error:[/] the reconcile loop stopped: {escape(repr(loop_task.exception()))}"
                 )
                 return 1
+            for notice in runner.port_notices[shown_notices:]:
+                console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
+            shown_notices = len(runner.port_notices)
             errors = [str(e) for e in runner.load_errors]
             if errors != shown_errors:
                 for error in errors:
                     if error not in shown_errors:
-                        console.print(f"[red]invalid manifest[/] {escape(str(error))}")
+                        console.print(f"[red]invalid manifest[/] {escape(error)}", highlight=False)
                 shown_errors = errors
     finally:
         console.print("stopping…")
@@ -170,27 +174,35 @@ async def _up(
 
 
 class _Reporter:
-    """After the first summary, prints one line per phase / URL change (and removals)."""
+    """After the first summary, prints one line per phase / URL / message change (and removals).
+
+    A message change with the same phase is printed too (a Failed server failing for a new
+    reason); a failure comes with its last stderr lines.
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.live = False
-        self._last: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._last: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
 
     def on_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         key = (kind, namespace, name)
-        now = (status.get("phase"), status.get("url"))
+        now = (status.get("phase"), status.get("url"), status.get("message"))
         before = self._last.get(key)
         self._last[key] = now
         if not self.live or before == now:
             return
         stamp = time.strftime("%H:%M:%S")
         if not status:
-            self.console.print(f"{stamp} {kind}/{name} removed", markup=False)
+            self.console.print(f"{stamp} {kind}/{name} removed", markup=False, highlight=False)
         elif kind in WORKLOAD_ORDER:
-            detail = status.get("url") or short(status.get("message"), 200)
-            # The message may hold a process's stderr: printed as text, never as rich markup.
-            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}", markup=False)
+            if now[0] == "Failed":
+                self.console.print(f"{stamp} {kind}/{name} Failed", markup=False, highlight=False)
+                for line in failure_block(kind, name, status.get("message")):
+                    self.console.print(line, markup=False, highlight=False)
+                return
+            detail = status.get("url") or headline(status.get("message"))
+            self.console.print(f"{stamp} {kind}/{name} {now[0]} {detail}", markup=False, highlight=False)
 
 
 async def _show_progress(
@@ -204,7 +216,8 @@ async def _show_progress(
     with live if live is not None else contextlib.nullcontext():
         while not stop.is_set() and time.monotonic() < deadline:
             objects = await state.objects()
-            if live is not None:
+            if live is not None and runner.passes:
+                # Not before the first pass: until then the state holds the rows of the previous run.
                 workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
                 live.update(progress_table(workloads, runner.load_errors, frame))
             if runner.passes and not runner.reload_pending and _settled(objects):
@@ -218,9 +231,14 @@ def _print_summary(
     console: Console, objects: list[StoredObject], runner: Runner, seconds: float, state_dir: Path
 ) -> None:
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
-    console.print(progress_table(workloads, runner.load_errors))
+    # Invalid manifests are printed once, in full, below the table (not also as table rows).
+    console.print(progress_table(workloads, []))
+    for obj in workloads:
+        if obj.status.get("phase") == "Failed":
+            for line in failure_block(obj.kind, obj.name, obj.status.get("message")):
+                console.print(line, markup=False, highlight=False)
     for error in runner.load_errors:
-        console.print(f"[red]invalid manifest[/] {escape(str(error))}")
+        console.print(f"[red]invalid manifest[/] {escape(str(error))}", highlight=False)
     running = sum(1 for o in workloads if o.status.get("phase") in ("Running", "Ready", "Degraded"))
     console.print(
         f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {escape(str(state_dir))})"
@@ -230,6 +248,14 @@ def _print_summary(
             console.print(f"[bold]vMCP {obj.name}:[/] {escape(str(obj.status['url']))}")
         if obj.kind == "MCPRegistry" and obj.status.get("url"):
             console.print(f"[bold]registry {obj.name}:[/] {escape(str(obj.status['url']))}/v0.1/servers")
+    for notice in runner.port_notices:
+        console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
+    if not runner.loaded_count and not runner.load_errors:
+        console.print(
+            f"[yellow]warning:[/] no manifests in {escape(str(runner.manifests))}: expected *.yaml files "
+            "with apiVersion: mcpfleet.dev/v1alpha1 (see examples/quickstart); waiting for some",
+            highlight=False,
+        )
     console.print(
         f"watching {escape(str(runner.manifests))} for changes; Ctrl-C or `mcpfleet down` stops everything"
     )

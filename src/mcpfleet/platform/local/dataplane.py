@@ -23,7 +23,8 @@ from typing import Any
 
 from mcpfleet import telemetry
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
-from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads, is_member_backend
+from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads
+from mcpfleet.reconcile.model import is_member_backend
 
 log = logging.getLogger("mcpfleet.local.dataplane")
 FOLLOW_INTERVAL = 0.5

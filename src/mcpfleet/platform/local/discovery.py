@@ -28,13 +28,6 @@ BACKEND_KINDS = ("MCPServer", "MCPRemoteProxy")
 REGISTRY_KINDS = ("MCPServer", "VirtualMCPServer", "MCPRemoteProxy")
 
 
-def is_member_backend(backend: Any) -> bool:
-    """A rendered vMCP backend entry that stands for a group member (followed live locally)."""
-    if not isinstance(backend, dict):
-        return False
-    return (backend.get("metadata") or {}).get("kind") in BACKEND_KINDS
-
-
 def _document(obj: StoredObject) -> dict[str, Any]:
     return {
         "metadata": {"name": obj.name, "namespace": obj.namespace},

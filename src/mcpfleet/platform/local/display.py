@@ -94,6 +94,29 @@ def short(message: str | None, limit: int = 70) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def _lines(message: str | None) -> list[str]:
+    return [line.strip() for line in (message or "").splitlines() if line.strip()]
+
+
+def headline(message: str | None, limit: int = 200) -> str:
+    """One line for a table cell: a multi-line failure (`X exited with code 1:` + stderr lines)
+    shows its last stderr line, which is where the cause is, not the colon it starts with."""
+    lines = _lines(message)
+    if not lines:
+        return ""
+    text = lines[0] if len(lines) == 1 else f"{lines[0].rstrip(':')}: {lines[-1]}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def failure_block(kind: str, name: str, message: str | None) -> list[str]:
+    """A failed workload for the `up` terminal: what failed, the last stderr lines, where the log is."""
+    lines = _lines(message)
+    first = lines[0].rstrip(":") if lines else "failed"
+    block = [f"✗ {kind}/{name}: {first}", *(f"    {line}" for line in lines[1:])]
+    block.append(f"    (full log: mcpfleet logs {name})")
+    return block
+
+
 def progress_table(objects: list[StoredObject], errors: list[LoadError], spinner_frame: int = 0) -> Table:
     """The live view while `up` brings workloads up: one line per workload, invalid manifests below."""
     spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[spinner_frame % 10]
@@ -103,7 +126,7 @@ def progress_table(objects: list[StoredObject], errors: list[LoadError], spinner
     for obj in objects:
         phase = str(obj.status.get("phase") or "Pending")
         mark = {"Failed": "✗", "Stopped": "-"}.get(phase, "✓" if phase in SETTLED else spinner)
-        detail = obj.status.get("url") or short(obj.status.get("message"))
+        detail = obj.status.get("url") or headline(obj.status.get("message"))
         table.add_row(
             Text(mark, style=PHASE_STYLE.get(phase, "")),
             obj.kind,

@@ -75,6 +75,15 @@ class LoadResult:
     errors: list[LoadError] = field(default_factory=list)
 
 
+def yaml_reason(exc: yaml.YAMLError) -> str:
+    """`line L, column C: problem` — the file is named by the LoadError, not PyYAML's `<unicode string>`."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        context = f" ({exc.context})" if exc.context else ""
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}{context}"
+    return str(exc).replace("\n", " ")
+
+
 SHOWN_CHARS = 253
 """Kind and name as echoed in an error are cut to this (they come from the hostile document); the
 longest valid name fits, so an invalid new version still matches the running object by name."""
@@ -120,7 +129,7 @@ def _read_documents(path: Path, inside: Path, limits: ManifestLimits) -> list[An
     try:
         return load_documents(text, limits)
     except yaml.YAMLError as exc:
-        raise ValueError(f"not valid YAML: {exc}".replace("\n", " ")) from None
+        raise ValueError(f"not valid YAML: {yaml_reason(exc)}") from None
     except RecursionError:  # a limit above what the parser can take (the ceiling should prevent it)
         raise ManifestTooLarge("nested too deeply to parse") from None
 

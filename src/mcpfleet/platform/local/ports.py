@@ -3,7 +3,9 @@
 A workload container's port starts from a hash of `kind/namespace/name/container/replica` into a
 range, then probes upward past ports already given to another key or busy on the machine. The
 result is persisted in the state file, so the same manifests get the same URLs run after run (a
-client config written once keeps working), and two keys never share a port.
+client config written once keeps working), and two keys never share a port. A key moved off its
+preferred port (busy at the time) goes back to it at the next start once it is free; `up` says
+loudly when a port moved (`Runner.port_notices`).
 """
 
 from __future__ import annotations
@@ -58,11 +60,23 @@ class PortAllocator:
         """
         taken = await self._load()
         current = taken.get(key)
-        if current is not None and (current in in_use_by_us or self._is_free(current)):
-            return current
         others = {port for other, port in taken.items() if other != key}
         size = self.high - self.low + 1
         start = preferred_port(key, self.low, self.high)
+        if current is not None and current in in_use_by_us:
+            return current
+        if (
+            current not in (None, start)
+            and start not in others
+            and start not in in_use_by_us
+            and self._is_free(start)
+        ):
+            # Moved away once because the preferred port was busy: back to it as soon as it is
+            # free, so the URL a client was configured with (the README's) works again.
+            await self._save(key, start)
+            return start
+        if current is not None and self._is_free(current):
+            return current
         for offset in range(size):
             port = self.low + (start - self.low + offset) % size
             if port in others or port in in_use_by_us:

@@ -35,11 +35,9 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
@@ -50,11 +48,10 @@ from mcpfleet.api.meta import ConfigStatus, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
-from mcpfleet.platform.local.discovery import is_member_backend
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
-from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator
-from mcpfleet.platform.local.snapshot import WORKLOAD_KINDS, StoredObject
+from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
+from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
 from mcpfleet.platform.local.yamlread import ManifestLimits
@@ -125,6 +122,9 @@ class Runner:
         self.state_dir = state.state_dir
         self.on_status = on_status
         self.load_errors: list[LoadError] = []
+        self.port_notices: list[str] = []
+        """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
+        self._noticed: dict[str, str] = {}
         self.kept: dict[Key, str] = {}
         """Objects running their last valid manifest, with the error that keeps the new one out."""
         self._loaded: dict[Key, Loaded] = {}
@@ -233,7 +233,8 @@ class Runner:
                 status.pop("url", None)
                 status["phase"] = "Stopped" if obj.kind in ("MCPServer", "MCPRemoteProxy") else "Pending"
                 status["readyReplicas"] = 0
-                status["message"] = "mcpfleet up is not running"
+                status["message"] = STOPPED_MESSAGE
+                status["conditions"] = _stopped_conditions(status.get("conditions"))
                 await self.state.set_status(obj.kind, obj.namespace, obj.name, status)
 
     # -- one pass -----------------------------------------------------------------------------
@@ -283,6 +284,11 @@ class Runner:
     def reload_pending(self) -> bool:
         return self._reload
 
+    @property
+    def loaded_count(self) -> int:
+        """Valid objects of the last load (0 with no manifest at all: `up` warns)."""
+        return len(self._loaded)
+
     async def _load(self) -> None:
         previous = self._loaded
         owners = {key: item.file for key, item in previous.items()}
@@ -311,6 +317,8 @@ class Runner:
         self.kept = kept
         for error in result.errors:
             log.info("invalid manifest: %s", error)
+        # `mcpfleet get` lists them too (another process: through the state file).
+        await self.state.set_meta(META_LOAD_ERRORS, json.dumps([asdict(e) for e in self.load_errors]))
         for key, item in loaded.items():
             await self.state.upsert_object(*key, item.manifest, item.source)
         for obj in await self.state.objects():
@@ -425,7 +433,10 @@ class Runner:
             keys: list[str] = []
             for container in plan.containers:
                 key = f"{base}/{container.name}/{replica}"
-                port = await self._port(key, container)
+                pinned = resource.metadata.annotations.get(LOCAL_PORT_ANNOTATION) if replica == 0 else None
+                port = await self._port(
+                    key, container, pinned if container.name == plan.serving_container else None
+                )
                 argv = self._argv(container, plan, port, config_dir, data_dir)
                 env = self._env(container)
                 serving = container.name == plan.serving_container
@@ -478,12 +489,36 @@ class Runner:
             write_file(path, content)
         self._written[path] = content
 
-    async def _port(self, key: str, container: Container) -> int | None:
+    async def _port(self, key: str, container: Container, pinned: str | None = None) -> int | None:
         if container.port is None:
             return None
         if container.fixed_port and not any("{port}" in part for part in container.command):
             return container.port  # the server binds it itself; nothing to choose
-        return await self._ports.allocate(key, self.supervisor.ports_in_use())
+        if pinned is not None:
+            if pinned.isdigit() and 1024 <= int(pinned) <= 65535:
+                return int(pinned)  # the user's choice: a busy port fails the process, with the bind error
+            self._notice(
+                key,
+                f"annotation {LOCAL_PORT_ANNOTATION}: expected a port 1024-65535, got {pinned!r}; ignored",
+            )
+        port = await self._ports.allocate(key, self.supervisor.ports_in_use())
+        preferred = preferred_port(key, self._ports.low, self._ports.high)
+        if port != preferred:
+            self._notice(
+                key,
+                f"{key.rsplit('/', 2)[0]}: port {preferred} is taken by another program, so it listens on "
+                f"{port} this time (its URL changed). It goes back to {preferred} at the next `mcpfleet up` "
+                f"once that port is free; to pin a port, annotate the object with "
+                f'{LOCAL_PORT_ANNOTATION}: "{port}"',
+            )
+        return port
+
+    def _notice(self, key: str, text: str) -> None:
+        """A message for the `up` terminal, once per key and text."""
+        if self._noticed.get(key) != text:
+            self._noticed[key] = text
+            self.port_notices.append(text)
+            log.warning("%s", text)
 
     def _argv(
         self, container: Container, plan: WorkloadPlan, port: int | None, config_dir: Path, data_dir: Path
@@ -622,6 +657,25 @@ class Runner:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
 
 
+STOPPED_MESSAGE = "mcpfleet up is not running"
+LOCAL_PORT_ANNOTATION = "mcpfleet.dev/local-port"
+"""Pins the port of a workload's serving process under `mcpfleet up` (ignored on Kubernetes)."""
+
+
+def _stopped_conditions(conditions: Any) -> list[Any]:
+    """The Ready condition after `up` stopped: False with the same message as the status (not the
+    last failure, which would contradict the phase)."""
+    result: list[Any] = []
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            condition = dict(condition)
+            if condition.get("status") != "False":
+                condition["lastTransitionTime"] = now_rfc3339()
+            condition.update(status="False", reason="NotRunning", message=STOPPED_MESSAGE)
+        result.append(condition)
+    return result
+
+
 def _duplicate_of(newcomer: Loaded, running: Loaded) -> LoadError:
     document = int(newcomer.source.rpartition("#")[2])
     reason = f"duplicate of {running.source}, which keeps running; this document is ignored"
@@ -641,24 +695,9 @@ def is_manifest_path(root: Path, path: str) -> bool:
 
 
 def restart_checksum(plan: WorkloadPlan) -> str:
-    """The config checksum whose change restarts the processes.
-
-    The vMCP config lists the group members it saw when rendered; the local gateway follows the
-    group live from the state instead (`discovery.LocalBackendSource`), so a member coming or going
-    must not restart it: those entries are left out here and by `dataplane` alike.
-    """
-    if plan.kind != "VirtualMCPServer":
-        return plan.config_checksum
-    digest = hashlib.sha256()
-    for config in sorted(plan.config_files, key=lambda c: c.filename):
-        content: Any = config.content
-        with contextlib.suppress(yaml.YAMLError):
-            document = yaml.safe_load(config.content)
-            if isinstance(document, dict) and isinstance(document.get("backends"), list):
-                document["backends"] = [b for b in document["backends"] if not is_member_backend(b)]
-                content = document
-        digest.update(config.filename.encode() + b"\0" + json.dumps(content, sort_keys=True).encode() + b"\0")
-    return digest.hexdigest()
+    """The config checksum whose change restarts the processes: the plan's rollout checksum (the
+    local gateway follows the group live from the state, `discovery.LocalBackendSource`)."""
+    return plan.rollout_checksum
 
 
 class LocalRunError(Exception):

@@ -17,6 +17,8 @@ from typing import Any
 DB_FILENAME = "state.db"
 WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
 """Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
+META_LOAD_ERRORS = "load_errors"
+"""Meta key: the invalid manifests of the last load, as JSON (`up` writes, `get` reads)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,18 @@ class StoredObject:
         return doc
 
 
+@dataclass(frozen=True)
+class RecordedProcess:
+    """A process `up` recorded (`describe` shows them)."""
+
+    key: str
+    kind: str
+    name: str
+    pid: int | None
+    port: int | None
+    log_path: str
+
+
 def _connect(state_dir: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{state_dir / DB_FILENAME}?mode=ro", uri=True, timeout=5)
 
@@ -60,3 +74,27 @@ def read_objects(state_dir: Path, kind: str | None = None) -> list[StoredObject]
         StoredObject(k, ns, n, json.loads(m), g, json.loads(s or "{}"), src, c)
         for k, ns, n, m, g, s, src, c in rows
     ]
+
+
+def read_processes(state_dir: Path) -> list[RecordedProcess]:
+    with closing(_connect(state_dir)) as db:
+        rows = db.execute(
+            "select key, kind, name, pid, port, log_path from processes order by key"
+        ).fetchall()
+    return [RecordedProcess(*row) for row in rows]
+
+
+def read_load_errors(state_dir: Path) -> list[dict[str, Any]]:
+    """The invalid manifests `up` saw at its last load: file, document, kind, name, problems."""
+    with closing(_connect(state_dir)) as db:
+        try:
+            row = db.execute("select value from meta where key = ?", (META_LOAD_ERRORS,)).fetchone()
+        except sqlite3.OperationalError:  # a state file from before the meta table
+            return []
+    if row is None:
+        return []
+    try:
+        value = json.loads(row[0])
+    except ValueError:
+        return []
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

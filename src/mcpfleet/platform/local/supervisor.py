@@ -90,8 +90,16 @@ OnExit = Callable[[ProcessSpec], Awaitable[None]]
 
 
 def _tail_message(prefix: str, lines: list[str]) -> str:
-    shown = [line for line in lines if line.strip()][-SHOWN_TAIL_LINES:]
-    return prefix + (":\n" + "\n".join(shown) if shown else "")
+    """`prefix:` and the last distinct non-empty stderr lines (a crash loop repeats the same words
+    on every attempt; the cause is shown once)."""
+    shown: list[str] = []
+    for line in reversed(lines):
+        if line.strip() and line not in shown:
+            shown.append(line)
+            if len(shown) == SHOWN_TAIL_LINES:
+                break
+    shown.reverse()
+    return prefix + (":\n" + "\n".join(shown) if shown else " (no output on stderr)")
 
 
 class Managed:

@@ -285,7 +285,8 @@ def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
     template = {
         "metadata": {
             "labels": {**plan.labels, **selector_labels(plan)},
-            "annotations": {ANNOTATION_CONFIG_CHECKSUM: plan.config_checksum},
+            # Not config_checksum: a vMCP's group members come and go without a rollout.
+            "annotations": {ANNOTATION_CONFIG_CHECKSUM: plan.rollout_checksum},
         },
         "spec": pod_spec,
     }
