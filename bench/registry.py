@@ -5,8 +5,13 @@ Measures, per backend:
   in-memory catalogue rebuild that follows;
 - requests/s, p50 and p99 of the paged walk `GET /v0.1/servers?limit=100` (every page, in turn) and of
   `GET /v0.1/servers/{name}/versions/latest` (1,000 different names), at 16 concurrent connections
-  with wrk (`apt-get install -y wrk`), against `mcpfleet registry serve` (uvicorn, uvloop, httptools).
-Writes a Markdown table to docs/bench-registry.md (or --out).
+  with wrk (`apt-get install -y wrk`), against `mcpfleet registry serve` (uvicorn, uvloop, httptools);
+- requests/s, p50 and p99 of uncached unique searches `GET /v0.1/servers?search=…` (10,000 different
+  needles in turn, more than the page cache holds, so every request is a cache miss);
+- the server's RSS after those runs, and the time from process start to the first answer of
+  `GET /v0.1/servers` on the existing database (before any sync of the sources).
+Each figure is reported against its target (issue 17). Writes a Markdown table to
+docs/bench-registry.md (or --out).
 
 Run: .venv/bin/python -P bench/registry.py  (-P: bench/ holds operator.py, which would shadow the stdlib)
      [--duration 10] [--backends sqlite,postgres]
@@ -20,6 +25,7 @@ import glob
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import socket
@@ -35,6 +41,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parent.parent
 N_ENTRIES = 10_000
 CONNECTIONS = 16
+TARGETS = {"search_rps": 3_000, "rss_mb": 100, "start_s": 0.5}
 
 
 def free_port() -> int:
@@ -212,6 +219,58 @@ def page_paths(base: str) -> list[str]:
             return paths
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no VmRSS for {pid}")
+
+
+def serve(config: Path, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mcpfleet.cli.main",
+            "registry",
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+    )
+
+
+def start_to_serving(config: Path, runs: int = 3) -> float:
+    """Best of `runs`: seconds from spawning the server on an existing database to its first answer
+    of a list page (the catalogue loaded from the database, no sync needed)."""
+    best = float("inf")
+    for _ in range(runs):
+        port = free_port()
+        started = time.perf_counter()
+        proc = serve(config, port)
+        try:
+            while True:
+                try:
+                    url = f"http://127.0.0.1:{port}/v0.1/servers?limit=1"
+                    with urllib.request.urlopen(url, timeout=2) as r:
+                        if json.loads(r.read())["metadata"]["count"] == 1:
+                            break
+                except OSError:
+                    if time.perf_counter() - started > 60:
+                        raise SystemExit("registry did not serve within 60 s") from None
+                    time.sleep(0.005)
+            best = min(best, time.perf_counter() - started)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return best
+
+
 LUA = """
 local paths = {%s}
 local i = 0
@@ -300,32 +359,24 @@ def run_backend(
         )
     )
     sync = asyncio.run(measure_sync(config))
+    start = start_to_serving(config)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mcpfleet.cli.main",
-            "registry",
-            "serve",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-    )
+    proc = serve(config, port)
     try:
         wait_ready(base)
         pages = page_paths(base)
-        assert len(pages) == N_ENTRIES // 100, len(pages)
+        # Every full page has a nextCursor (the official registry's rule): the walk ends on an empty page.
+        assert len(pages) == N_ENTRIES // 100 + 1, len(pages)
         gets = [f"/v0.1/servers/{quote(n, safe='')}/versions/latest" for n in names[:: len(names) // 1000]]
         wrk(base, pages, 2, workdir)  # warm-up: fills the page cache like a long-running server has
         walk = wrk(base, pages, duration, workdir)
         single = wrk(base, gets, duration, workdir)
+        order = list(range(N_ENTRIES))
+        random.Random(17).shuffle(order)
+        searches = [f"/v0.1/servers?search=server-{i:05d}" for i in order]
+        search = wrk(base, searches, duration, workdir)
+        rss = rss_mb(proc.pid)
         with urllib.request.urlopen(base + pages[0]) as r:
             first_page = r.read()
     finally:
@@ -337,6 +388,9 @@ def run_backend(
         "sync": sync,
         "walk": walk,
         "get": single,
+        "search": search,
+        "rss_mb": rss,
+        "start_s": start,
         "baseline": baseline,
         "load": os.getloadavg(),
     }
@@ -364,6 +418,24 @@ def render(results: list[dict[str, Any]], duration: int) -> str:
         lines.append(
             f"| bare ASGI baseline, right after the {r['backend']} run | n/a | n/a | {b['walk']['rps']:,.0f} | {b['walk']['p50']:.2f} ms "
             f"| {b['walk']['p99']:.2f} ms | {b['get']['rps']:,.0f} | {b['get']['p50']:.2f} ms | {b['get']['p99']:.2f} ms | |"
+        )
+    lines += [
+        "",
+        "| backend | uncached unique search req/s (target ≥ {:,}) | p50 | p99 | RSS after the runs (target ≤ {} MB) | start to serving (target ≤ {} s) |".format(
+            TARGETS["search_rps"], TARGETS["rss_mb"], TARGETS["start_s"]
+        ),
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        q = r["search"]
+
+        def verdict(ok: bool) -> str:
+            return "✅" if ok else "❌"
+
+        lines.append(
+            f"| {r['backend']} | {q['rps']:,.0f} {verdict(q['rps'] >= TARGETS['search_rps'])} | {q['p50']:.2f} ms "
+            f"| {q['p99']:.2f} ms | {r['rss_mb']:.0f} MB {verdict(r['rss_mb'] <= TARGETS['rss_mb'])} "
+            f"| {r['start_s']:.2f} s {verdict(r['start_s'] <= TARGETS['start_s'])} |"
         )
     lines += [
         "",

@@ -81,7 +81,7 @@ async def test_list_envelope_and_every_toolhive_server_is_served(reg: Harness) -
     check_server_list(doc)
     assert len(doc["servers"]) == 30 and doc["metadata"]["count"] == 30 and doc["metadata"]["nextCursor"]
     meta = doc["servers"][0]["_meta"][OFFICIAL]
-    assert set(meta) >= {"status", "publishedAt", "updatedAt", "isLatest"}
+    assert set(meta) >= {"status", "publishedAt", "updatedAt", "isLatest", "statusChangedAt"}
     names = await walk(reg, limit="100")
     assert len(names) == len(set(names)) == 106
     assert sum(1 for n, _ in names if n.startswith("io.github.stacklok/")) == 102
@@ -111,19 +111,21 @@ async def test_served_toolhive_entries_round_trip(reg: Harness) -> None:
 async def test_limit_bounds(reg: Harness) -> None:
     assert len((await reg.get("/v0.1/servers?limit=100")).json()["servers"]) == 100
     assert len((await reg.get("/v0.1/servers?limit=1")).json()["servers"]) == 1
+    # Issue 17: schema failures are 422 problem documents, as on the official registry.
     for bad in ("0", "101", "-1", "abc", "1.5", ""):
         r = await reg.get(f"/v0.1/servers?limit={bad}")
-        assert r.status_code == 400 and "limit" in r.json()["error"], bad
+        assert r.status_code == 422 and r.json()["errors"][0]["location"] == "query.limit", bad
 
 
 async def test_search_version_and_updated_since(reg: Harness) -> None:
     doc = (await reg.get("/v0.1/servers", params={"search": "FETCH", "limit": "100"})).json()
     check_server_list(doc)
-    assert doc["servers"] and all(
-        "fetch" in (s["server"]["name"] + s["server"]["description"]).lower() for s in doc["servers"]
-    )
-    # description-only match
+    assert doc["servers"] and all("fetch" in s["server"]["name"].lower() for s in doc["servers"])
+    # description-only match: only with the opt-in search_fields (issue 17: names only by default)
     doc = (await reg.get("/v0.1/servers", params={"search": "build metadata"})).json()
+    assert doc["servers"] == []
+    params = {"search": "build metadata", "search_fields": "name,title,description"}
+    doc = (await reg.get("/v0.1/servers", params=params)).json()
     assert [s["server"]["name"] for s in doc["servers"]] == ["com.example/with-build"]
     latest = await walk(reg, version="latest", limit="100")
     assert ("com.example/multi", "1.10.0") in latest and ("com.example/multi", "1.2.0") not in latest
@@ -134,8 +136,8 @@ async def test_search_version_and_updated_since(reg: Harness) -> None:
     assert await walk(reg, updated_since="2999-01-01T00:00:00+02:00") == []
     for bad in ("yesterday", "2025-01-01", "2025-13-01T00:00:00Z", "2025-01-01T00:00:00"):
         r = await reg.get("/v0.1/servers", params={"updated_since": bad})
-        assert r.status_code == 400 and "updated_since" in r.json()["error"], bad
-    assert (await reg.get("/v0.1/servers?include_deleted=maybe")).status_code == 400
+        assert r.status_code == 400 and "updated_since" in r.json()["detail"], bad
+    assert (await reg.get("/v0.1/servers?include_deleted=maybe")).status_code == 422
     assert (await reg.get("/v0.1/servers?cursor=!!notacursor")).status_code == 400
 
 
@@ -163,7 +165,7 @@ async def test_versions_and_get(reg: Harness) -> None:
         "/v0.1/servers/x/y/z/versions/1",
     ):
         r = await reg.get(path)
-        assert r.status_code == 404 and isinstance(r.json()["error"], str), path
+        assert r.status_code == 404 and isinstance(r.json()["detail"], str), path
 
 
 async def test_v0_routes_and_methods(reg: Harness) -> None:
@@ -171,7 +173,7 @@ async def test_v0_routes_and_methods(reg: Harness) -> None:
     r = await reg.get(f"/v0/servers/{quote('io.github.stacklok/fetch', safe='')}/versions/latest")
     check_server_response(r.json())
     r = await reg.client.put("/v0.1/servers/a%2Fb/versions/1", json={})
-    assert r.status_code == 405 and r.json()["error"]
+    assert r.status_code == 405 and r.json()["detail"]
     r = await reg.client.head("/v0.1/servers")
     assert r.status_code == 200 and r.content == b"" and int(r.headers["content-length"]) > 0
 

@@ -126,3 +126,18 @@ def test_replicas_open_the_same_postgres_at_once(postgres: object) -> None:
         return list(await asyncio.wait_for(asyncio.gather(*(open_close() for _ in range(4))), 60))
 
     assert asyncio.run(main()) == [0, 0, 0, 0]
+
+
+def test_schema_head_is_alembics_head() -> None:
+    """`Store.open` skips alembic when the database is at SCHEMA_HEAD: it must name the newest migration."""
+    from pathlib import Path
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    import mcpfleet.registry.store as store
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(store.__file__).parent / "migrations"))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == store.SCHEMA_HEAD
+    assert "registry_alembic_version" in (Path(store.__file__).parent / "migrations" / "env.py").read_text()

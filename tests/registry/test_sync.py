@@ -288,7 +288,7 @@ async def test_api_federation_and_url_sources(db_url: str, tmp_path: Path) -> No
                 {"name": "fed", "api": {"url": base, "pageSize": 10}},
                 {
                     "name": "page",
-                    "url": {"url": f"{base}/v0.1/servers?limit=3&search=f2"},
+                    "url": {"url": f"{base}/v0.1/servers?limit=3&search=/f2"},
                     "filter": {"names": {"include": ["f2*"]}},
                 },
                 {"name": "down", "url": {"url": "http://127.0.0.1:9/nothing", "timeout": "2s"}},

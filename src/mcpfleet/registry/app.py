@@ -1,8 +1,9 @@
-"""The registry server's ASGI application: the read API fast path in front of a small FastAPI app.
+"""The registry server's ASGI application: the read API fast path in front of a small Starlette app.
 
 `/v0.1/servers…` and `/v0/servers…` go straight to `RegistryApi` (pre-serialized pages, no framework
-work per request); everything else — health, readiness, version, status, metrics, the OpenAPI document
-and the service's lifespan — is FastAPI.
+work per request); everything else — health (also `/v0.1/health`, as the official registry), readiness,
+version (`/v0.1/version` in the official registry's shape), status, metrics, the OpenAPI document and
+the service's lifespan — is Starlette. Its 404 and 405 are problem documents like the API's.
 
 With a tracer, `RegistryApp` wraps both in a SERVER span per HTTP request, `<METHOD> <route template>`
 with `http.route` and `http.response.status_code` (a dozen lines here rather than
@@ -17,13 +18,22 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
 from opentelemetry.trace import SpanKind
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from mcpfleet import __version__, telemetry
-from mcpfleet.registry.api import Receive, RegistryApi, Scope, Send, is_api_path, route_template
-from mcpfleet.registry.openapi import build_openapi
+from mcpfleet.registry.api import (
+    Receive,
+    RegistryApi,
+    Scope,
+    Send,
+    is_api_path,
+    problem,
+    route_template,
+)
 from mcpfleet.registry.service import RegistryService
 
 if TYPE_CHECKING:
@@ -39,18 +49,20 @@ class _OrjsonResponse(Response):
         return orjson.dumps(content)
 
 
-def _operational_routes(app: FastAPI, service: RegistryService) -> None:
-    """Health, readiness, version, sync status, metrics and the OpenAPI document."""
-    document = orjson.dumps(build_openapi())
+class _Operational:
+    """Health, readiness, version, sync status, metrics and the OpenAPI document of one service."""
 
-    @app.get("/health")
-    async def health() -> Response:
+    def __init__(self, service: RegistryService) -> None:
+        self.service = service
+        self.document: bytes | None = None  # built on first request: not needed to start serving
+
+    async def health(self, _request: Request) -> Response:
         return _OrjsonResponse({"status": "ok"})
 
-    @app.get("/readiness")
-    async def readiness() -> Response:
+    async def readiness(self, _request: Request) -> Response:
         # Ready = every source has good data to serve. A source whose latest sync failed keeps serving
         # its last good data (the replica stays in the Service) and is listed under failingSources.
+        service = self.service
         failing = service.syncer.failing() if service._syncer is not None else []
         extra = {"failingSources": failing} if failing else {}
         if service.ready:
@@ -59,12 +71,16 @@ def _operational_routes(app: FastAPI, service: RegistryService) -> None:
             {"status": "not ready: waiting for the first successful sync", **extra}, status_code=503
         )
 
-    @app.get("/version")
-    async def version() -> Response:
+    async def version(self, _request: Request) -> Response:
         return _OrjsonResponse({"version": __version__, "api": "v0.1"})
 
-    @app.get("/status")
-    async def status() -> Response:
+    async def api_version(self, _request: Request) -> Response:
+        # The official registry's version body (build details a Python package does not have are
+        # "unknown").
+        return _OrjsonResponse({"version": __version__, "git_commit": "unknown", "build_time": "unknown"})
+
+    async def status(self, _request: Request) -> Response:
+        service = self.service
         body: dict[str, Any] = {"ready": service.ready, "sources": []}
         if service._syncer is not None:
             body = service.syncer.status()
@@ -72,30 +88,46 @@ def _operational_routes(app: FastAPI, service: RegistryService) -> None:
         body["entries"] = service.catalogue.active_count
         return _OrjsonResponse(body)
 
-    @app.get("/metrics")
-    async def metrics() -> Response:
-        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    async def metrics(self, _request: Request) -> Response:
+        return Response(self.service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @app.get("/openapi.json")
-    async def openapi() -> Response:
-        return Response(document, media_type="application/json")
+    async def openapi(self, _request: Request) -> Response:
+        if self.document is None:
+            from mcpfleet.registry.openapi import build_openapi
+
+            self.document = orjson.dumps(build_openapi())
+        return Response(self.document, media_type="application/json")
+
+    def routes(self) -> list[Route]:
+        get = ["GET"]
+        return [
+            Route("/health", self.health, methods=get),
+            Route("/v0.1/health", self.health, methods=get),
+            Route("/v0/health", self.health, methods=get),
+            Route("/readiness", self.readiness, methods=get),
+            Route("/version", self.version, methods=get),
+            Route("/v0.1/version", self.api_version, methods=get),
+            Route("/v0/version", self.api_version, methods=get),
+            Route("/status", self.status, methods=get),
+            Route("/metrics", self.metrics, methods=get),
+            Route("/openapi.json", self.openapi, methods=get),
+        ]
 
 
-def _error_handlers(app: FastAPI) -> None:
-    """404 / 405 as the upstream registry answers them."""
-
-    @app.exception_handler(404)
-    async def not_found(_request: Any, _exc: Any) -> Response:
-        return JSONResponse({"error": "Not found"}, status_code=404)
-
-    @app.exception_handler(405)
-    async def not_allowed(_request: Any, _exc: Any) -> Response:
-        return JSONResponse({"error": "Method not allowed"}, status_code=405)
+async def _not_found(_request: Request, _exc: Exception) -> Response:
+    return Response(problem(404, "Not found"), 404, media_type="application/problem+json")
 
 
-def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> FastAPI:
+async def _not_allowed(_request: Request, _exc: Exception) -> Response:
+    return Response(problem(405, "Method not allowed"), 405, media_type="application/problem+json")
+
+
+def create_operational_app(service: RegistryService, manage_lifespan: bool = True) -> Starlette:
+    """The operational endpoints and the lifespan, on plain Starlette: a handful of fixed JSON
+    answers need no request models, and FastAPI's import alone was a large part of start-up."""
+
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         if manage_lifespan:
             await service.start()
         try:
@@ -104,17 +136,11 @@ def create_fastapi(service: RegistryService, manage_lifespan: bool = True) -> Fa
             if manage_lifespan:
                 await service.stop()
 
-    app = FastAPI(
-        title="mcpfleet registry server",
-        version=__version__,
-        openapi_url=None,
-        docs_url=None,
-        redoc_url=None,
+    return Starlette(
+        routes=_Operational(service).routes(),
         lifespan=lifespan,
+        exception_handlers={404: _not_found, 405: _not_allowed},
     )
-    _operational_routes(app, service)
-    _error_handlers(app)
-    return app
 
 
 class RegistryApp:
@@ -124,7 +150,7 @@ class RegistryApp:
         self, service: RegistryService, manage_lifespan: bool = True, tracer: Tracer | None = None
     ) -> None:
         self.service = service
-        self.fastapi = create_fastapi(service, manage_lifespan)
+        self.operational = create_operational_app(service, manage_lifespan)
         self.api = RegistryApi(service.current, service.metrics)
         self.tracer = tracer
 
@@ -137,7 +163,7 @@ class RegistryApp:
             if is_api_path(raw):
                 await self.api(scope, receive, send)
                 return
-        await self.fastapi(scope, receive, send)  # type: ignore[arg-type]
+        await self.operational(scope, receive, send)  # type: ignore[arg-type]
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
@@ -165,7 +191,7 @@ class RegistryApp:
                 if api:
                     await self.api(scope, receive, capture)
                 else:
-                    await self.fastapi(scope, receive, capture)  # type: ignore[arg-type]
+                    await self.operational(scope, receive, capture)  # type: ignore[arg-type]
             except BaseException as exc:
                 telemetry.record_error(span, type(exc).__qualname__)
                 raise

@@ -4,7 +4,11 @@ Every entry's response object (`{server, _meta}`) is serialized once with orjson
 page is then the concatenation of pre-serialized bytes, and whole pages are cached per generation.
 Pagination is keyset over (name, version) on the sorted snapshot, so a cursor taken from an older
 snapshot still resumes at the right place after a sync: entries present during the whole walk are
-returned exactly once.
+returned exactly once. As on the official registry, every full page carries a `nextCursor` (a walk
+ends on a short or empty page).
+
+Search is served from trigram indexes (`SearchIndex`, built on first use per field set), so a search
+the page cache cannot answer walks one posting list from the cursor on instead of every entry.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import base64
 import binascii
 import bisect
 import hashlib
+from array import array
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -26,8 +32,19 @@ from mcpfleet.registry.store import CatalogueRow
 _PAGE_CACHE_SIZE = 512
 
 
+# What `search` matches: the name only (the official registry's behaviour and the default), or also
+# the title and the description (opt-in with `search_fields`).
+SEARCH_NAME = "name"
+SEARCH_TEXT = "text"
+
+
 class BadRequest(Exception):
-    """A query parameter is invalid; the message is returned to the client as `{error}`."""
+    """A query parameter is invalid; answered as a problem document naming the parameter."""
+
+    def __init__(self, message: str, location: str | None = None, value: Any = None) -> None:
+        super().__init__(message)
+        self.location = location
+        self.value = value
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +55,6 @@ class Item:
     is_latest: bool
     published_at: str
     updated_at: str
-    search_text: str
     body: bytes
     """The serialized ServerResponse `{server, _meta}`."""
     etag: str
@@ -59,9 +75,9 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         value = orjson.loads(raw)
     except (binascii.Error, ValueError, orjson.JSONDecodeError):
-        raise BadRequest("invalid cursor") from None
+        raise BadRequest("Invalid cursor parameter", "query.cursor", cursor) from None
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise BadRequest("invalid cursor")
+        raise BadRequest("Invalid cursor parameter", "query.cursor", cursor)
     return value[0], value[1]
 
 
@@ -70,17 +86,19 @@ def _etag(body: bytes) -> str:
 
 
 def _item(row: CatalogueRow) -> Item:
-    server = orjson.loads(row.document)
     official: dict[str, Any] = {
         "status": row.status,
         "publishedAt": row.published_at,
         "updatedAt": row.updated_at,
         "isLatest": row.is_latest,
+        # Always present, as on the official registry (a new entry: its publish time).
+        "statusChangedAt": row.status_changed_at,
     }
-    if row.status != "active":
-        official["statusChangedAt"] = row.status_changed_at
-    body = orjson.dumps({"server": server, "_meta": {OFFICIAL_META: official}})
-    text = f"{row.name}\n{server.get('description', '')}\n{server.get('title', '')}".lower()
+    # The stored document is orjson's compact serialization already: spliced in as it is rather than
+    # parsed and serialized again (most of the time of loading the catalogue at start-up), and the
+    # concatenation is an exact-size bytes object (orjson's own results keep a 4 KB buffer).
+    meta = orjson.dumps({OFFICIAL_META: official})
+    body = b'{"server":' + row.document.encode() + b',"_meta":' + meta + b"}"
     return Item(
         row.name,
         row.version,
@@ -88,10 +106,52 @@ def _item(row: CatalogueRow) -> Item:
         row.is_latest,
         row.published_at,
         row.updated_at,
-        text,
         body,
         _etag(body),
     )
+
+
+def _text(item: Item) -> str:
+    """Lower-cased name, title and description: what the opt-in full-text search matches."""
+    server = orjson.loads(item.body)["server"]
+    return f"{item.name}\n{server.get('title', '')}\n{server.get('description', '')}".lower()
+
+
+def _trigrams(text: str) -> set[str]:
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+@dataclass(slots=True)
+class SearchIndex:
+    """Trigram → ascending positions (in the sorted snapshot) of the entries whose text holds it.
+
+    A needle of three characters or more (the API's minimum) is looked up by walking the shortest
+    posting list of its trigrams from the cursor's position and checking each candidate: a common
+    needle stops after `limit` hits, a rare one has a short list. Positions are 32-bit arrays, not
+    lists of ints, to keep the index a few megabytes at 10,000 entries."""
+
+    texts: list[str]
+    postings: dict[str, array[int]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, texts: list[str]) -> SearchIndex:
+        grouped: dict[str, list[int]] = defaultdict(list)
+        for position, text in enumerate(texts):
+            for gram in _trigrams(text):
+                grouped[gram].append(position)
+        return cls(texts, {gram: array("I", positions) for gram, positions in grouped.items()})
+
+    def candidates(self, needle: str, start: int) -> Iterator[int]:
+        """Positions >= start whose text contains `needle` (lower-cased, >= 3 characters), ascending."""
+        lists = [self.postings.get(gram) for gram in _trigrams(needle)]
+        if not lists or any(p is None for p in lists):
+            return
+        shortest = min((p for p in lists if p is not None), key=len)
+        texts = self.texts
+        for i in range(bisect.bisect_left(shortest, start), len(shortest)):
+            position = shortest[i]
+            if needle in texts[position]:
+                yield position
 
 
 class Catalogue:
@@ -105,6 +165,7 @@ class Catalogue:
         for item in self.items:
             self.by_name[item.name].append(item)
         self.active_count = sum(1 for i in self.items if i.status != STATUS_DELETED)
+        self._indexes: dict[str, SearchIndex] = {}
         self._pages: OrderedDict[tuple[Any, ...], Page] = OrderedDict()
 
     def _cached(self, key: tuple[Any, ...]) -> Page | None:
@@ -120,6 +181,17 @@ class Catalogue:
             self._pages.popitem(last=False)
         return page
 
+    def index(self, fields: str) -> SearchIndex:
+        """The search index of `fields` (SEARCH_NAME or SEARCH_TEXT), built on first use."""
+        found = self._indexes.get(fields)
+        if found is None:
+            if fields == SEARCH_NAME:
+                texts = [i.name.lower() for i in self.items]
+            else:
+                texts = [_text(i) for i in self.items]
+            found = self._indexes[fields] = SearchIndex.build(texts)
+        return found
+
     def list_page(
         self,
         cursor: str | None,
@@ -128,24 +200,27 @@ class Catalogue:
         updated_since: str | None,
         version: str | None,
         include_deleted: bool,
+        search_fields: str = SEARCH_NAME,
     ) -> Page:
-        """A `ServerList` page; `updated_since` is a normalized fixed-width UTC timestamp."""
-        key = ("list", cursor, limit, search, updated_since, version, include_deleted)
+        """A `ServerList` page; `updated_since` is a normalized fixed-width UTC timestamp; `search`
+        (already checked to be >= 3 characters) matches `search_fields`."""
+        key = ("list", cursor, limit, search, updated_since, version, include_deleted, search_fields)
         page = self._cached(key)
         if page is not None:
             return page
         start = 0
         if cursor:
             start = bisect.bisect_right(self.keys, decode_cursor(cursor))
-        if updated_since is not None:
-            include_deleted = True  # the upstream API: deletions are always reported to incremental readers
-        needle = search.lower() if search else None
+        positions: Iterator[int] | range = (
+            self.index(search_fields).candidates(search.lower(), start)
+            if search
+            else range(start, len(self.items))
+        )
+        items = self.items
         chosen: list[Item] = []
-        more = False
-        for item in self.items[start:]:
+        for position in positions:
+            item = items[position]
             if not include_deleted and item.status == STATUS_DELETED:
-                continue
-            if needle is not None and needle not in item.search_text:
                 continue
             if updated_since is not None and item.updated_at <= updated_since:
                 continue
@@ -154,12 +229,11 @@ class Catalogue:
                 or (version != "latest" and item.version != version)
             ):
                 continue
-            if len(chosen) == limit:
-                more = True
-                break
             chosen.append(item)
+            if len(chosen) == limit:
+                break
         meta: dict[str, Any] = {"count": len(chosen)}
-        if more:
+        if len(chosen) == limit:
             meta["nextCursor"] = encode_cursor(chosen[-1].name, chosen[-1].version)
         body = (
             b'{"servers":[' + b",".join(i.body for i in chosen) + b'],"metadata":' + orjson.dumps(meta) + b"}"

@@ -1,7 +1,9 @@
 """The registry server's own OpenAPI document, built from the shipped upstream `openapi.yaml`.
 
 It keeps the upstream read operations verbatim (schemas included), serves them under `/v0.1` and
-`/v0`, and adds what this server does beyond them: the 400 / 304 answers, the bounds of `limit`, and the
+`/v0`, and adds what this server does beyond them or where the official registry's implementation
+differs from the document: the problem+json 400 / 404 / 422 answers (as the official registry sends
+them), the 304 answer, the bounds of `limit` and `search`, the `search_fields` extension, and the
 operational endpoints. Because the upstream schemas are reused as they are, a client (or schemathesis)
 checking responses against this document checks them against the upstream API.
 """
@@ -22,10 +24,32 @@ _READ_PATHS = (
     "/v0.1/servers/{serverName}/versions",
     "/v0.1/servers/{serverName}/versions/{version}",
 )
-_ERROR = {
+PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["error"],
-    "properties": {"error": {"type": "string"}},
+    "required": ["title", "status", "detail"],
+    "properties": {
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["message", "location"],
+                "properties": {"message": {"type": "string"}, "location": {"type": "string"}, "value": {}},
+            },
+        },
+    },
+}
+_SEARCH_FIELDS_PARAM = {
+    "name": "search_fields",
+    "in": "query",
+    "required": False,
+    "description": (
+        "mcpfleet extension: what `search` matches, a comma-separated subset of name, title, description "
+        "that includes name. Default `name` (the official registry's behaviour)."
+    ),
+    "schema": {"type": "string", "default": "name", "example": "name,title,description"},
 }
 
 
@@ -41,6 +65,10 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+def _problem(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}}}
+
+
 def build_openapi() -> dict[str, Any]:
     upstream = upstream_openapi()
     paths: dict[str, Any] = {}
@@ -53,12 +81,23 @@ def build_openapi() -> dict[str, Any]:
             "description": "Not modified (If-None-Match matched the ETag)",
             "headers": etag_header,
         }
-        responses["400"] = _json("Invalid query parameter", _ERROR)
+        responses["400"] = _problem(
+            "Invalid cursor or updated_since, or updated_since with include_deleted=false"
+        )
+        responses["422"] = _problem("A parameter fails its schema; `errors` lists each one")
+        if "404" in responses:
+            responses["404"] = _problem(responses["404"]["description"])
         for param in operation["parameters"]:
             if param["name"] == "limit":
                 param["schema"] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 30}
+            if param["name"] == "search":
+                param["schema"] = {**param["schema"], "minLength": 3}
             if param["name"] == "updated_since":
-                param["description"] += " An invalid timestamp is answered with 400."
+                param["description"] += (
+                    " An invalid timestamp is answered with 400, and so is include_deleted=false with it."
+                )
+        if path == _READ_PATHS[0]:
+            operation["parameters"].append(copy.deepcopy(_SEARCH_FIELDS_PARAM))
         for prefix in ("/v0.1", "/v0"):
             op = copy.deepcopy(operation)
             op["operationId"] = ("v0_1_" if prefix == "/v0.1" else "v0_") + {
@@ -82,7 +121,34 @@ def build_openapi() -> dict[str, Any]:
         "required": ["status"],
         "properties": {"status": {"type": "string"}, "failingSources": {"type": "array", "items": failing}},
     }
-    paths["/health"] = {"get": {"operationId": "health", "responses": {"200": _json("Alive", status_schema)}}}
+    for prefix in ("", "/v0.1", "/v0"):
+        paths[f"{prefix}/health"] = {
+            "get": {
+                "operationId": "health" + prefix.replace("/", "_").replace(".", "_"),
+                "responses": {"200": _json("Alive", status_schema)},
+            }
+        }
+    for prefix in ("/v0.1", "/v0"):
+        paths[f"{prefix}/version"] = {
+            "get": {
+                "operationId": "version" + prefix.replace("/", "_").replace(".", "_"),
+                "description": "The official registry's version body.",
+                "responses": {
+                    "200": _json(
+                        "Server version",
+                        {
+                            "type": "object",
+                            "required": ["version", "git_commit", "build_time"],
+                            "properties": {
+                                "version": {"type": "string"},
+                                "git_commit": {"type": "string"},
+                                "build_time": {"type": "string"},
+                            },
+                        },
+                    )
+                },
+            }
+        }
     paths["/readiness"] = {
         "get": {
             "operationId": "readiness",

@@ -10,21 +10,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lightkube import AsyncClient
-
 from mcpfleet.registry.catalogue import Catalogue
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceReader
-from mcpfleet.registry.sources.kubernetes import WorkloadSource
 from mcpfleet.registry.store import Store, database_url
 from mcpfleet.registry.sync import Syncer, build_reader
 
 if TYPE_CHECKING:
+    from lightkube import AsyncClient
     from opentelemetry.trace import Tracer
+
+    from mcpfleet.registry.sources.kubernetes import WorkloadSource
 
 log = logging.getLogger(__name__)
 _GENERATION_POLL_SECONDS = 2.0
+
+
+def default_kube_client() -> AsyncClient:
+    """A lightkube client from the environment; imported on first use (only Kubernetes sources need it)."""
+    from lightkube import AsyncClient
+
+    return AsyncClient()
 
 
 class RegistryService:
@@ -34,7 +41,7 @@ class RegistryService:
         self,
         config: RegistryConfig,
         base_dir: Path,
-        kube_client: Callable[[], AsyncClient] = AsyncClient,
+        kube_client: Callable[[], AsyncClient] = default_kube_client,
         workloads: WorkloadSource | None = None,
         run_loops: bool = True,
         tracer: Tracer | None = None,

@@ -12,7 +12,6 @@ The schema is created by the alembic migrations shipped in `mcpfleet.registry.mi
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from sqlalchemy import (
     delete,
     event,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -43,6 +43,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from mcpfleet.registry.entry import STATUS_DELETED, Entry
+from mcpfleet.registry.versions import latest_version
 
 metadata = MetaData()
 
@@ -92,9 +93,11 @@ registry_meta = Table(
     Column("generation", BigInteger, nullable=False),
 )
 
-_SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 _CHUNK = 500
 _COPY_THRESHOLD = 200
+# The newest migration's revision; a test checks it against alembic's head.
+SCHEMA_HEAD = "0001"
+_VERSION_TABLE = "registry_alembic_version"  # as migrations/env.py names it
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
 
@@ -106,26 +109,6 @@ def now_iso() -> str:
 def content_hash(entry: Entry) -> str:
     canonical = orjson.dumps([entry.status, entry.server], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
-
-
-def _semver_key(version: str) -> tuple[Any, ...] | None:
-    match = _SEMVER.match(version)
-    if match is None:
-        return None
-    major, minor, patch, pre = match.groups()
-    if pre is None:
-        return (int(major), int(minor), int(patch), 1, ())
-    # Pre-release identifiers: numeric ones compare numerically and sort before alphanumeric ones.
-    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
-    return (int(major), int(minor), int(patch), 0, ids)
-
-
-def latest_version(versions: list[tuple[str, str]]) -> str:
-    """The latest of (version, published_at) pairs: semver order when all are semver, else newest published."""
-    keys = [_semver_key(v) for v, _ in versions]
-    if all(k is not None for k in keys):
-        return max(zip(keys, versions, strict=True), key=lambda kv: kv[0])[1][0]  # type: ignore[arg-type,return-value]
-    return max(versions, key=lambda vp: (vp[1], vp[0]))[0]
 
 
 @dataclass(slots=True)
@@ -182,6 +165,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+async def _schema_version(conn: AsyncConnection) -> str | None:
+    """The alembic revision the database is at (None: not created yet). Checked first so that a
+    start on an up-to-date database does not import and run alembic (a large part of start-up)."""
+    if not await conn.run_sync(lambda sync: inspect(sync).has_table(_VERSION_TABLE)):
+        return None
+    value = await conn.scalar(text(f"SELECT version_num FROM {_VERSION_TABLE}"))
+    return str(value) if value is not None else None
+
+
 def _run_migrations(connection: Connection) -> None:
     from alembic import command
     from alembic.config import Config
@@ -225,7 +217,8 @@ class Store:
             if not is_sqlite:
                 # Replicas sharing PostgreSQL start together: one migrates, the others wait for it.
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-            await conn.run_sync(_run_migrations)
+            if await _schema_version(conn) != SCHEMA_HEAD:
+                await conn.run_sync(_run_migrations)
         return store
 
     async def close(self) -> None:
@@ -304,8 +297,17 @@ class Store:
     async def prune_sources(self, order: list[str]) -> MergeStats:
         """Drop data of sources no longer configured and re-merge (a config change leaves nothing stale)."""
         async with self.engine.begin() as conn:
-            await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
+            dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
             await conn.execute(delete(source_state).where(source_state.c.source.not_in(order)))
+            if not dropped.rowcount and len(order) <= 1:
+                # No data dropped and a single source (so no precedence that could have changed): the
+                # merged catalogue is already right. Skipping the merge keeps a restart fast; with
+                # several sources their order may have changed, so the merge runs.
+                stats = MergeStats()
+                stats.generation = int(
+                    await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
+                )
+                return stats
             return await self._merge(conn, order, {})
 
     async def _merge(

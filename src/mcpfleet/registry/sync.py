@@ -21,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lightkube import AsyncClient
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
@@ -29,17 +28,14 @@ from mcpfleet.api.duration import parse_duration
 from mcpfleet.registry.config import RegistryConfig, Source
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.metrics import RegistryMetrics
-from mcpfleet.registry.sources.api import ApiReader
 from mcpfleet.registry.sources.base import SourceError, SourceReader
-from mcpfleet.registry.sources.configmap import ConfigMapReader
-from mcpfleet.registry.sources.file import FileReader
-from mcpfleet.registry.sources.git import GitReader
-from mcpfleet.registry.sources.kubernetes import KubernetesWorkloads, WorkloadReader, WorkloadSource
-from mcpfleet.registry.sources.url import UrlReader
 from mcpfleet.registry.store import SourceState, Store, now_iso
 
 if TYPE_CHECKING:
+    from lightkube import AsyncClient
     from opentelemetry.trace import Tracer
+
+    from mcpfleet.registry.sources.kubernetes import WorkloadSource
 
 log = logging.getLogger(__name__)
 _MAX_REPORTED_ERRORS = 200
@@ -53,14 +49,23 @@ def build_reader(
     kube_client: Callable[[], AsyncClient],
     workloads: WorkloadSource | None = None,
 ) -> SourceReader:
-    """The reader for one configured source. `workloads` replaces Kubernetes discovery (local platform)."""
+    """The reader for one configured source. `workloads` replaces Kubernetes discovery (local platform).
+
+    Each reader is imported when a source needs it: a registry that reads files does not load the
+    Kubernetes client, git or HTTP stacks at start-up."""
     if source.file is not None:
+        from mcpfleet.registry.sources.file import FileReader
+
         path = Path(source.file.path)
         return FileReader(source.name, source.format, path if path.is_absolute() else base_dir / path)
     if source.url is not None:
+        from mcpfleet.registry.sources.url import UrlReader
+
         u = source.url
         return UrlReader(source.name, source.format, u.endpoint, u.headers, parse_duration(u.timeout))
     if source.git is not None:
+        from mcpfleet.registry.sources.git import GitReader
+
         g = source.git
         username = g.auth.username if g.auth else None
         password_file = None
@@ -79,11 +84,17 @@ def build_reader(
             password_file,
         )
     if source.api is not None:
+        from mcpfleet.registry.sources.api import ApiReader
+
         a = source.api
         return ApiReader(source.name, a.endpoint, a.pageSize, a.headers, parse_duration(a.timeout))
     if source.configMap is not None:
+        from mcpfleet.registry.sources.configmap import ConfigMapReader
+
         c = source.configMap
         return ConfigMapReader(source.name, source.format, c.namespace, c.name, c.key, kube_client)
+    from mcpfleet.registry.sources.kubernetes import KubernetesWorkloads, WorkloadReader
+
     assert source.kubernetes is not None
     discovery = workloads or KubernetesWorkloads(
         config.registryName, source.kubernetes.namespaces, kube_client
