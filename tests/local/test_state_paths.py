@@ -89,14 +89,20 @@ def test_a_name_that_could_climb_or_is_not_a_dns_name_is_refused(name: str) -> N
     assert "metadata.name" in _problem_fields(_doc(name=name))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    namespace=st.one_of(
-        st.text(max_size=80),
-        st.text(alphabet="abz09-./\\_A~é\x00\n", max_size=70),
-        st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,70}[a-z0-9])?\Z"),
-    )
+NAMESPACES = st.one_of(
+    st.text(max_size=80),
+    st.text(alphabet="abz09-./\\_A~é\x00\n", max_size=70),
+    st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,70}[a-z0-9])?\Z"),
 )
+# Validated at collection, on the main thread: `from_regex` imports hypothesis' regex module lazily,
+# and pytest rewrites that import with `ast.parse`. CPython 3.11's AST converter keeps its recursion
+# counter per interpreter, not per thread, so a parse mid-suite while a test server's thread also
+# parses failed once with "SystemError: AST constructor recursion depth mismatch".
+NAMESPACES.validate()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(namespace=NAMESPACES)
 def test_fuzzed_namespaces_match_kubernetes_and_stay_inside(namespace: str) -> None:
     """Accepted exactly when Kubernetes accepts it; and then every path built from it stays inside."""
     kubernetes_accepts = bool(K8S_DNS1123_LABEL.fullmatch(namespace)) and len(namespace) <= K8S_LABEL_MAX
