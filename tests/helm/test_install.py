@@ -51,6 +51,7 @@ def test_crds_chart_adopts_upgrades_and_keeps_the_crds(
 ) -> None:
     helm = helm_on_cluster
     release = f"mcpfleet-crds-{secrets.token_hex(3)}"
+    dev_cluster.use_shipped_conversion_clients(CRDS_DIR)
     try:
         helm.run(
             "install", release, str(CRDS_CHART), "--namespace", namespace,

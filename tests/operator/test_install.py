@@ -17,6 +17,7 @@ def test_kustomize_install_brings_the_operator_up(
 ) -> None:
     rendered = dev_cluster.kubectl("kustomize", str(DEPLOY)).stdout
     assert rendered.count("kind: CustomResourceDefinition") == 7
+    dev_cluster.use_shipped_conversion_clients(CRDS_DIR)
     dev_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(DEPLOY))
     try:
         _check_install(dev_cluster)

@@ -83,8 +83,9 @@ def new_tls(namespace: str) -> dict[str, bytes]:
     ca = _certificate("mcpfleet-conversion-ca", ca_key, "mcpfleet-conversion-ca", ca_key)
     key = ec.generate_private_key(ec.SECP256R1())
     host = f"{SERVICE_NAME}.{namespace}.svc"
+    # The name is in the SAN (what TLS checks): a CN holds at most 64 characters, a namespace is longer.
     cert = _certificate(
-        host, key, "mcpfleet-conversion-ca", ca_key, dns_names=[host, f"{host}.cluster.local"]
+        SERVICE_NAME, key, "mcpfleet-conversion-ca", ca_key, dns_names=[host, f"{host}.cluster.local"]
     )
     pem = serialization.Encoding.PEM
     return {
@@ -133,6 +134,8 @@ async def inject_ca_bundle(api: KubeApi, namespace: str, ca_pem: bytes) -> list[
                     "webhook": {
                         "conversionReviewVersions": ["v1"],
                         "clientConfig": {
+                            # A merge patch: drop a URL a CRD may name instead of the Service.
+                            "url": None,
                             "caBundle": base64.b64encode(ca_pem).decode(),
                             "service": {
                                 "namespace": namespace,
