@@ -194,3 +194,38 @@ def test_pod_template_spec_is_bounded_and_shaped() -> None:
         with pytest.raises(ManifestError) as caught:
             parse_manifest(server(template))
         assert caught.value.problems[0][0] == "spec.podTemplateSpec"
+
+
+def test_restart_strategy_annotations_restart_the_workload() -> None:
+    """ToolHive's mcpserver_with_restart_strategy.yaml: a new restarted-at value is a new process (local)
+    and a new pod template (Kubernetes); `immediate` replaces every pod at once."""
+    server = toolhive("mcp-servers/mcpserver_with_restart_strategy.yaml")
+    before = rendered("MCPServer", mcpserver.plan(server, k8s()))["Deployment"]
+    annotations = {"mcpserver.toolhive.stacklok.dev/restarted-at": "2026-12-01T19:00:00Z"}
+    restarted = server.model_copy(
+        update={"metadata": server.metadata.model_copy(update={"annotations": annotations})}
+    )
+    after = rendered("MCPServer", mcpserver.plan(restarted, k8s()))["Deployment"]
+    assert before["spec"]["template"] != after["spec"]["template"]
+    assert "strategy" not in after["spec"]
+    immediate = restarted.model_copy(
+        update={
+            "metadata": server.metadata.model_copy(
+                update={
+                    "annotations": {
+                        **annotations,
+                        "mcpserver.toolhive.stacklok.dev/restart-strategy": "immediate",
+                    }
+                }
+            )
+        }
+    )
+    assert rendered("MCPServer", mcpserver.plan(immediate, k8s()))["Deployment"]["spec"]["strategy"] == {
+        "type": "Recreate"
+    }
+    package = restarted.model_copy(
+        update={"spec": restarted.spec.model_copy(update={"image": "uvx://mcp-server-time"})}
+    )
+    local_plan = mcpserver.plan(package, local())
+    assert all(("MCPFLEET_RESTARTED_AT", "2026-12-01T19:00:00Z") in c.env for c in local_plan.containers)
+    assert not [c for c in local_plan.conditions if c[0] == KUBERNETES_ONLY]

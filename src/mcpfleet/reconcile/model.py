@@ -148,6 +148,8 @@ class KubernetesOverrides:
     image_pull_secrets: tuple[str, ...] = ()
     pod_template: dict[str, Any] | None = None
     """The user's PodTemplateSpec, strategically merged onto the rendered pod template."""
+    recreate: bool = False
+    """Restart strategy `immediate`: every pod is replaced at once (Deployment strategy Recreate)."""
 
     @property
     def empty(self) -> bool:

@@ -19,7 +19,7 @@ KUBERNETES_ONLY = "KubernetesOnly"
 
 
 def kubernetes_overrides(
-    pod_template: dict[str, Any] | None, resource_overrides: ResourceOverrides | None
+    pod_template: dict[str, Any] | None, resource_overrides: ResourceOverrides | None, recreate: bool = False
 ) -> KubernetesOverrides | None:
     """The Kubernetes part of the two fields, None when neither adds anything."""
     deployment = resource_overrides.proxy_deployment if resource_overrides else None
@@ -34,6 +34,7 @@ def kubernetes_overrides(
         service_annotations=dict(service.annotations or {}) if service else {},
         image_pull_secrets=tuple(s.name for s in (deployment.image_pull_secrets or ())) if deployment else (),
         pod_template=pod_template,
+        recreate=recreate,
     )
     return None if overrides.empty else overrides
 
@@ -60,10 +61,41 @@ def local_condition(
     """On the local platform, the condition saying which fields have no local effect."""
     if world.platform == "kubernetes" or overrides is None:
         return ()
+    if dataclasses.replace(overrides, recreate=False) == KubernetesOverrides():
+        return ()  # a local restart is always immediate: nothing unused
     fields = []
     if overrides.pod_template is not None:
         fields.append("spec.podTemplateSpec")
-    if dataclasses.replace(overrides, pod_template=None) != KubernetesOverrides():
+    if dataclasses.replace(overrides, pod_template=None, recreate=False) != KubernetesOverrides():
         fields.append("spec.resourceOverrides (labels, annotations, imagePullSecrets)")
     message = f"{' and '.join(fields)} shape Kubernetes objects; the local platform runs processes and does not use them"
     return ((KUBERNETES_ONLY, "True", "NotUsedLocally", message),)
+
+
+RESTARTED_AT_ANNOTATIONS = ("mcpfleet.dev/restarted-at", "mcpserver.toolhive.stacklok.dev/restarted-at")
+"""Setting (changing) one of these annotations restarts the workload; ToolHive's key is honoured so a
+ported manifest keeps working."""
+RESTART_STRATEGY_ANNOTATIONS = (
+    "mcpfleet.dev/restart-strategy",
+    "mcpserver.toolhive.stacklok.dev/restart-strategy",
+)
+"""`rolling` (default: new pods before old ones go) or `immediate` (every pod replaced at once)."""
+RESTARTED_AT_ENV = "MCPFLEET_RESTARTED_AT"
+
+
+def _annotation(annotations: dict[str, str], keys: tuple[str, ...]) -> str:
+    return next((annotations[k] for k in keys if annotations.get(k)), "")
+
+
+def with_restart(
+    containers: tuple[Container, ...], annotations: dict[str, str]
+) -> tuple[tuple[Container, ...], bool]:
+    """The containers carrying the restarted-at value (a new value is a new process / pod template on
+    both platforms: that is the restart), and whether the restart is `immediate`."""
+    restarted_at = _annotation(annotations, RESTARTED_AT_ANNOTATIONS)
+    immediate = _annotation(annotations, RESTART_STRATEGY_ANNOTATIONS).lower() == "immediate"
+    if not restarted_at:
+        return containers, immediate
+    return tuple(
+        dataclasses.replace(c, env=(*c.env, (RESTARTED_AT_ENV, restarted_at))) for c in containers
+    ), immediate

@@ -308,6 +308,8 @@ def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
             "replicas": plan.replicas,
             "selector": {"matchLabels": selector_labels(plan)},
             "template": template,
+            # Restart strategy `immediate`: replace every pod at once instead of rolling.
+            **({"strategy": {"type": "Recreate"}} if extra.recreate else {}),
         },
     }
 
