@@ -28,16 +28,11 @@ OUR_KINDS = {
     "MCPExternalAuthConfig",
     "MCPRemoteProxy",
 }
-TOOLHIVE_KINDS = OUR_KINDS | {
-    "MCPOIDCConfig",
-    "MCPTelemetryConfig",
-    "VirtualMCPCompositeToolDefinition",
-    "MCPAuthzConfig",
-    "MCPServerEntry",
-    "MCPWebhookConfig",
-    "EmbeddingServer",
-}
-"""Every kind of ToolHive's current API (its CRDs in reference/toolhive/crds-v1beta1)."""
+TOOLHIVE_KINDS = frozenset(
+    yaml.safe_load(path.read_text())["spec"]["names"]["kind"]
+    for path in data_files(TOOLHIVE / "crds-v1beta1", "*.yaml")
+)
+"""Every kind of ToolHive's current API, read from its CRDs (reference/toolhive/crds-v1beta1)."""
 
 
 @dataclass(frozen=True)
