@@ -205,19 +205,19 @@ async def test_parallel_calls_run_concurrently(
     alpha_beta: tuple[Served, Served], gateway: GatewayFactory
 ) -> None:
     gw = await gateway(config(*alpha_beta, codeMode={"enabled": True}))
-    script = "parallel([lambda: alpha_slow(seconds=0.5) for _ in range(5)])"
+    script = "parallel([lambda: alpha_slow(seconds=1.0) for _ in range(5)])"
     async with Client(gw.url, mode="legacy") as c:
         t0 = asyncio.get_running_loop().time()
         res = await c.call_tool("execute_tool_script", {"script": script})
         elapsed = asyncio.get_running_loop().time() - t0
         assert res.structured_content == {"result": ["slept"] * 5}
-        assert elapsed < 2.0, elapsed  # five 0.5 s calls one after another would take 2.5 s
+        assert elapsed < 4.0, elapsed  # five 1 s calls one after another would take 5 s
 
 
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
-        ("x = 1\ny = alpha_fail(message='bad thing')\n", "script line 2: tool alpha_fail failed: bad thing"),
+        ("x = 1\ny = alpha_fail(message='bad thing')\n", "script line 2: tool alpha_fail failed: error executing tool fail: bad thing"),
         ("x = 1\n\ny = x + 'a'\n", "script line 3:"),
         ("x = = 1\n", "script line 1: Parse error"),
         ("def f():\n    return 1\nreturn f() + nope\n", "script line 3:"),
@@ -267,5 +267,3 @@ async def test_code_mode_with_the_optimizer(
         res = await c.call_tool("call_tool", {"tool_name": "execute_tool_script", "parameters": {"script": script}})
         assert not res.is_error, text(res)
         assert json.loads(text(res)) == ["Z", True]
-        # A script's calls are the caller's own: authorization decides each one.
-        gw.app.gateway.call_tool_allowed = None

@@ -84,12 +84,19 @@ def tool_value(result: dict[str, Any]) -> Any:
     texts = [c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
     if result.get("isError") is True:
         raise ToolFailed(" ".join(texts)[:2000] or "tool returned an error")
-    if "structuredContent" in result:
-        return result["structuredContent"]
+    parsed: Any = None
     if len(texts) == 1:
+        parsed = texts[0]
         with contextlib.suppress(ValueError):
-            return json.loads(texts[0])
-        return texts[0]
+            parsed = json.loads(texts[0])
+    structured = result.get("structuredContent")
+    if isinstance(structured, dict):
+        # SDK servers wrap a plain return value as {"result": value} beside its text: the value itself.
+        if set(structured) == {"result"} and structured["result"] == parsed:
+            return parsed
+        return structured
+    if len(texts) == 1:
+        return parsed
     if texts:
         return texts
     return result.get("content") or None
