@@ -78,7 +78,11 @@ class EmbeddingClient:
             async with self._session.post(
                 url, json=body, headers=self._headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
             ) as resp:
-                raw = await resp.content.read(MAX_RESPONSE_BYTES + 1)
+                raw = bytearray()
+                async for chunk in resp.content.iter_chunked(65_536):
+                    raw += chunk
+                    if len(raw) > MAX_RESPONSE_BYTES:
+                        break
                 if resp.status != 200:
                     raise EmbeddingError(f"embedding service answered HTTP {resp.status}")
         except (aiohttp.ClientError, TimeoutError) as exc:

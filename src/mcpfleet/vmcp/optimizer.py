@@ -149,7 +149,7 @@ class ToolFinder:
         self._catalogues: dict[str, list[dict[str, Any]]] = {}
         self._indexes: dict[str, ToolIndex] = {}
         self._build: asyncio.Task[None] | None = None
-        self._vectors: dict[tuple[str, str, str], NDArray[np.float32]] = {}
+        self._vectors: dict[bytes, NDArray[np.float32]] = {}
         self.embedder: EmbeddingClient | None = None
         if cfg.embedding_service:
             self.embedder = EmbeddingClient(
@@ -197,8 +197,7 @@ class ToolFinder:
                 same = await asyncio.to_thread(ToolIndex, tools, self._tokenizer)
                 built.append((tools, same))
             indexes[era] = same
-        all_tools = [t for tools, _ in built for t in tools]
-        self._tokenizer.retain(all_tools)
+        self._tokenizer.retain({k for _, ix in built for k in ix.keys})
         self._indexes = indexes
         self.last_build_seconds = time.perf_counter() - t0
         log.info("optimizer index rebuilt: %s tools in %.3fs", {e: len(i) for e, i in indexes.items()}, self.last_build_seconds)
@@ -209,11 +208,11 @@ class ToolFinder:
         assert self.embedder is not None
         import numpy
 
-        keys = {document(t) for ix in indexes for t in ix.tools}
-        missing = [k for k in keys if k not in self._vectors]
+        docs = {k: t for ix in indexes for k, t in zip(ix.keys, ix.tools, strict=True)}
+        missing = [k for k in docs if k not in self._vectors]
         try:
             if missing:
-                vectors = await self.embedder.embed([" ".join(k) for k in missing])
+                vectors = await self.embedder.embed([" ".join(document(docs[k])) for k in missing])
                 for k, v in zip(missing, vectors, strict=True):
                     self._vectors[k] = v
         except EmbeddingError as exc:
@@ -221,10 +220,10 @@ class ToolFinder:
             log.warning("optimizer: embeddings unavailable, ranking by keywords only: %s", exc)
             return
         self.embedding_error = None
-        self._vectors = {k: v for k, v in self._vectors.items() if k in keys}
+        self._vectors = {k: v for k, v in self._vectors.items() if k in docs}
         for ix in indexes:
             if ix.tools:
-                ix.vectors = numpy.stack([self._vectors[document(t)] for t in ix.tools])
+                ix.vectors = numpy.stack([self._vectors[k] for k in ix.keys])
 
     async def index(self, era: str) -> ToolIndex | None:
         """The current index of `era`, after any rebuild in progress."""

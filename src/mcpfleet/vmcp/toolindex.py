@@ -88,31 +88,53 @@ def query_terms(description: str, keywords: Iterable[str] = ()) -> list[str]:
     return terms or ws
 
 
+def fingerprint(tool: dict[str, Any]) -> bytes:
+    """A cheap key of what a tool's indexed text derives from (its name, description, title, schema)."""
+    import orjson
+
+    return orjson.dumps(
+        [tool.get("name"), tool.get("title"), tool.get("description"), tool.get("annotations"), tool.get("inputSchema")],
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
 class Tokenizer:
-    """Words -> stemmed words, with a cache of tokenized tool documents keyed by their text."""
+    """Words -> stemmed term ids, with a cache of tool documents keyed by their `fingerprint`.
+
+    The vocabulary is shared by every index built with this tokenizer, so a rebuild reuses the
+    term ids of unchanged tools and only tokenizes new ones; `retain` bounds both to the catalogue.
+    """
 
     def __init__(self) -> None:
         import Stemmer  # PyStemmer: imported only when an optimizer is configured
 
         self._stem = Stemmer.Stemmer("english").stemWords
-        self._docs: dict[tuple[str, str, str], list[str]] = {}
+        self.vocab: dict[str, int] = {}
+        self._docs: dict[bytes, list[int]] = {}
 
     def terms(self, ws: list[str]) -> list[str]:
         return list(self._stem(ws))
 
-    def tool(self, tool: dict[str, Any]) -> list[str]:
-        key = document(tool)
+    def ids(self, tool: dict[str, Any], key: bytes | None = None) -> list[int]:
+        """The term ids of one tool's document (name words `NAME_WEIGHT` times, description, parameters)."""
+        key = key if key is not None else fingerprint(tool)
         cached = self._docs.get(key)
         if cached is None:
-            name, desc, params = key
-            cached = self.terms(words(name) * NAME_WEIGHT + words(desc) + words(params))
+            name, desc, params = document(tool)
+            terms = self.terms(words(name) * NAME_WEIGHT + words(desc) + words(params))
+            vocab = self.vocab
+            cached = [vocab.setdefault(t, len(vocab)) for t in terms]
             self._docs[key] = cached
         return cached
 
-    def retain(self, tools: Sequence[dict[str, Any]]) -> None:
-        """Forget cached documents of tools no longer present (bounds the cache to the catalogue)."""
-        keep = {document(t) for t in tools}
-        self._docs = {k: v for k, v in self._docs.items() if k in keep}
+    def retain(self, keys: set[bytes]) -> None:
+        """Forget documents no longer in the catalogue; start the vocabulary afresh when most of it is
+        stale (a backend renaming tools in a loop must not grow it without bound)."""
+        self._docs = {k: v for k, v in self._docs.items() if k in keys}
+        live = {i for v in self._docs.values() for i in v}
+        if len(self.vocab) > 2 * len(live) + 10_000:
+            self.vocab = {}
+            self._docs = {}
 
 
 @dataclass(frozen=True)
@@ -134,12 +156,13 @@ class ToolIndex:
         self.tools = list(tools)
         self.names = [str(t.get("name", "")) for t in self.tools]
         self.tools_by_name = dict(zip(self.names, self.tools, strict=True))
-        vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(w, len(vocab)) for w in self.tokenizer.tool(t)] for t in self.tools]
-        self._vocab = vocab
+        self.keys = [fingerprint(t) for t in self.tools]
+        ids = [self.tokenizer.ids(t, k) for t, k in zip(self.tools, self.keys, strict=True)]
+        # A snapshot: the tokenizer's vocabulary keeps growing for later indexes.
+        self._vocab = dict(self.tokenizer.vocab)
         self._bm25 = bm25s.BM25()
         if self.tools:
-            self._bm25.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+            self._bm25.index(bm25s.tokenization.Tokenized(ids=ids, vocab=self._vocab), show_progress=False)
         self.vectors: NDArray[np.float32] | None = None
         """Unit-length embedding of each tool (row i is tool i), once computed."""
 
