@@ -48,7 +48,9 @@ def load_bfcl() -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     tools: dict[str, dict[str, Any]] = {}
     questions: list[tuple[str, str]] = []
     for cat in ("simple_python", "multiple"):
-        entries = [json.loads(x) for x in (data / f"BFCL_v4_{cat}.json").read_text().splitlines() if x.strip()]
+        entries = [
+            json.loads(x) for x in (data / f"BFCL_v4_{cat}.json").read_text().splitlines() if x.strip()
+        ]
         answers = {
             (a := json.loads(x))["id"]: a
             for x in (data / "possible_answer" / f"BFCL_v4_{cat}.json").read_text().splitlines()
@@ -59,11 +61,17 @@ def load_bfcl() -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
                 schema = dict(f.get("parameters") or {})
                 if schema.get("type") == "dict":
                     schema["type"] = "object"
-                tools.setdefault(f["name"], {"name": f["name"], "description": f.get("description", ""), "inputSchema": schema})
+                tools.setdefault(
+                    f["name"],
+                    {"name": f["name"], "description": f.get("description", ""), "inputSchema": schema},
+                )
             gold = next(iter(answers[e["id"]]["ground_truth"][0]))
             text = " ".join(m["content"] for turn in e["question"] for m in turn if m.get("role") == "user")
             questions.append((text, gold))
     return list(tools.values()), questions
+
+
+BACKENDS: list[Backend] = []
 
 
 class Backend:
@@ -117,41 +125,42 @@ class Backend:
         await send({"type": "http.response.body", "body": out})
 
 
-async def serve(app: Any) -> tuple[uvicorn.Server, int]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
+async def serve(app: Any, port: int | None = None) -> tuple[uvicorn.Server, int]:
+    port = port or free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on")
+    )
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     asyncio.get_running_loop().create_task(server.serve())
-    while not server.started:
+    for _ in range(3000):
+        if server.started:
+            return server, port
         await asyncio.sleep(0.02)
-    return server, port
+    raise RuntimeError(f"server on port {port} did not start")
 
 
-async def gateway(tools: list[dict[str, Any]], parts: int, **config: Any) -> tuple[Any, list[uvicorn.Server], int]:
+async def gateway(
+    tools: list[dict[str, Any]], parts: int, **config: Any
+) -> tuple[Any, list[uvicorn.Server], int]:
     servers = []
     backends = []
     for i in range(parts):
-        srv, port = await serve(Backend(tools[i::parts]))
+        served = Backend(tools[i::parts])
+        BACKENDS.append(served)
+        srv, port = await serve(served)
         servers.append(srv)
         backends.append({"name": f"b{i}", "url": f"http://127.0.0.1:{port}/mcp"})
-    cfg = parse_config({"name": "bench", "backends": backends, "aggregation": {"conflictResolution": "manual"}, **config})
+    cfg = parse_config(
+        {"name": "bench", "backends": backends, "aggregation": {"conflictResolution": "manual"}, **config}
+    )
     port = free_port()
     app = build_app(cfg, ServeOptions(host="127.0.0.1", port=port))
-    srv, _ = await serve_on(app, port)
+    srv, _ = await serve(app, port)
     servers.append(srv)
     finder = app.gateway.finder
     if finder is not None:
         await finder.index("legacy")
     return app, servers, port
-
-
-async def serve_on(app: Any, port: int) -> tuple[uvicorn.Server, int]:
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    asyncio.get_running_loop().create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.02)
-    return server, port
 
 
 async def stop(app: Any, servers: list[uvicorn.Server]) -> None:
@@ -161,7 +170,9 @@ async def stop(app: Any, servers: list[uvicorn.Server]) -> None:
     await app.aclose()
 
 
-async def recall(tools: list[dict[str, Any]], questions: list[tuple[str, str]], **optimizer: Any) -> tuple[float, float, float]:
+async def recall(
+    tools: list[dict[str, Any]], questions: list[tuple[str, str]], **optimizer: Any
+) -> tuple[float, float, float]:
     app, servers, port = await gateway(tools, 4, optimizer={"maxToolsToReturn": 5, **optimizer})
     finder = app.gateway.finder
     for _ in range(200):  # embeddings are computed after the index is built
@@ -182,7 +193,9 @@ async def recall(tools: list[dict[str, Any]], questions: list[tuple[str, str]], 
     return at1 / n, at5 / n, per
 
 
-async def latency(tools: list[dict[str, Any]], size: int, questions: list[tuple[str, str]]) -> dict[str, float]:
+async def latency(
+    tools: list[dict[str, Any]], size: int, questions: list[tuple[str, str]]
+) -> dict[str, float]:
     catalogue = []
     k = 0
     while len(catalogue) < size:
@@ -193,6 +206,7 @@ async def latency(tools: list[dict[str, Any]], size: int, questions: list[tuple[
         k += 1
     app, servers, port = await gateway(catalogue, 10, optimizer={})
     gw = app.gateway
+    cold = gw.finder.last_build_seconds
     ctx = CallContext(era="legacy")
     qs = [q for q, _ in questions[:300]]
     ts = []
@@ -207,22 +221,29 @@ async def latency(tools: list[dict[str, Any]], size: int, questions: list[tuple[
             res = await c.call_tool("find_tool", {"tool_description": q})
             http.append(time.perf_counter() - t0)
         find_bytes = len(orjson.dumps(res.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    full_list = len(gw._cache[("tools/list", "legacy")])  # noqa: SLF001 (what a full tools/list answers, as the optimizer-off list would)
+    full_list = len(gw._cache[("tools/list", "legacy")])
     catalogue_bytes = len(orjson.dumps({"tools": gw.aggs["legacy"].catalogue}))
     # A list_changed of one backend: the index is rebuilt (tokens of unchanged tools are cached).
     b = next(iter(gw.backends.values()))
+    first = BACKENDS[-10]  # this gateway's first backend gains one tool
+    first.tools = [
+        *first.tools,
+        {"name": "added_tool", "description": "A tool added at run time", "inputSchema": {"type": "object"}},
+    ]
+    first.list_body = orjson.dumps({"tools": first.tools})
     t0 = time.perf_counter()
-    await gw._on_backend_notification(b.upstream, {"method": "notifications/tools/list_changed"})  # noqa: SLF001
+    await gw._on_backend_notification(b.upstream, {"method": "notifications/tools/list_changed"})
     await gw.finder.index("legacy")
     rebuild_after = time.perf_counter() - t0
-    cold = gw.finder.last_build_seconds
+    index_rebuild = gw.finder.last_build_seconds
     await stop(app, servers)
     return {
         "p50_ms": statistics.median(ts) * 1000,
         "p95_ms": sorted(ts)[int(0.95 * len(ts))] * 1000,
         "http_p50_ms": statistics.median(http) * 1000,
-        "rebuild_s": rebuild_after,
-        "build_s": cold or 0.0,
+        "list_changed_to_searchable_s": rebuild_after,
+        "index_rebuild_s": index_rebuild or 0.0,
+        "cold_build_s": cold or 0.0,
         "list_bytes": full_list,
         "catalogue_bytes": catalogue_bytes,
         "find_bytes": find_bytes,
@@ -233,8 +254,14 @@ async def code_mode(tools: list[dict[str, Any]]) -> dict[str, float]:
     app, servers, port = await gateway(tools[:20], 2, codeMode={"enabled": True})
     names = [t["name"] for t in tools[:10]]
     calls = [(n, {"x": i}) for i, n in enumerate(names)]
-    script = "[" + ", ".join(f"call_tool({json.dumps(n)}, {{'x': {i}}})" for i, (n, _) in enumerate(calls)) + "]"
-    pscript = "parallel([" + ", ".join(f"lambda: call_tool({json.dumps(n)}, {{'x': {i}}})" for i, (n, _) in enumerate(calls)) + "])"
+    script = (
+        "[" + ", ".join(f"call_tool({json.dumps(n)}, {{'x': {i}}})" for i, (n, _) in enumerate(calls)) + "]"
+    )
+    pscript = (
+        "parallel(["
+        + ", ".join(f"lambda: call_tool({json.dumps(n)}, {{'x': {i}}})" for i, (n, _) in enumerate(calls))
+        + "])"
+    )
     out: dict[str, list[float]] = {"calls": [], "script": [], "parallel": []}
     sizes: dict[str, int] = {}
     async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as c:
@@ -253,23 +280,42 @@ async def code_mode(tools: list[dict[str, Any]]) -> dict[str, float]:
                 assert not r.is_error, r
                 sizes[key] = len(orjson.dumps(r.model_dump(mode="json", by_alias=True, exclude_none=True)))
     await stop(app, servers)
-    return {**{f"{k}_ms": statistics.median(v) * 1000 for k, v in out.items()}, **{f"{k}_bytes": v for k, v in sizes.items()}}
+    return {
+        **{f"{k}_ms": statistics.median(v) * 1000 for k, v in out.items()},
+        **{f"{k}_bytes": v for k, v in sizes.items()},
+    }
 
 
 async def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--skip-recall", action="store_true", help="only latency, rebuild, bytes and code mode"
+    )
+    args = parser.parse_args()
     tools, questions = load_bfcl()
     print(f"BFCL simple_python + multiple: {len(tools)} functions, {len(questions)} questions", flush=True)
+    if not args.skip_recall:
+        await quality(tools, questions)
+    for size in (1000, 10000):
+        print(size, await latency(tools, size, questions), flush=True)
+    print("code mode", await code_mode(tools), flush=True)
+
+
+async def quality(tools: list[dict[str, Any]], questions: list[tuple[str, str]]) -> None:
     r1, r5, per = await recall(tools, questions)
     print(f"| BM25 | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
     emb, port = await serve(embeddings_app(512))
     r1, r5, per = await recall(
-        tools, questions, embeddingService=f"http://127.0.0.1:{port}/v1", embeddingProvider="openai", embeddingModel="hash"
+        tools,
+        questions,
+        embeddingService=f"http://127.0.0.1:{port}/v1",
+        embeddingProvider="openai",
+        embeddingModel="hash",
     )
     print(f"| hybrid (hashed features, ratio 0.5) | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
     emb.should_exit = True
-    for size in (1000, 10000):
-        print(size, await latency(tools, size, questions), flush=True)
-    print("code mode", await code_mode(tools), flush=True)
 
 
 if __name__ == "__main__":

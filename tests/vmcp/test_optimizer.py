@@ -67,7 +67,11 @@ async def test_filters_overrides_and_authorization_hide_tools(
 ) -> None:
     aggregation = {
         "tools": [
-            {"workload": "alpha", "filter": ["echo", "upper"], "overrides": {"upper": {"name": "shout", "description": "Shout the words loudly"}}},
+            {
+                "workload": "alpha",
+                "filter": ["echo", "upper"],
+                "overrides": {"upper": {"name": "shout", "description": "Shout the words loudly"}},
+            },
         ]
     }
     gw = await gateway(config(*alpha_beta, aggregation=aggregation, optimizer={}))
@@ -91,7 +95,9 @@ async def test_index_follows_list_changed(
     gw = await gateway(config(*alpha_beta, optimizer={}))
     async with Client(gw.url, mode=mode) as c:  # type: ignore[arg-type]
         assert "beta_forecast_weather" not in await found(c, "forecast weather")
-        res = await c.call_tool("call_tool", {"tool_name": "beta_grow", "parameters": {"tool": "forecast_weather"}})
+        res = await c.call_tool(
+            "call_tool", {"tool_name": "beta_grow", "parameters": {"tool": "forecast_weather"}}
+        )
         assert text(res) == "grew"
         for _ in range(100):
             if (await found(c, "forecast weather"))[:1] == ["beta_forecast_weather"]:
@@ -217,7 +223,10 @@ async def test_parallel_calls_run_concurrently(
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
-        ("x = 1\ny = alpha_fail(message='bad thing')\n", "script line 2: tool alpha_fail failed: error executing tool fail: bad thing"),
+        (
+            "x = 1\ny = alpha_fail(message='bad thing')\n",
+            "script line 2: tool alpha_fail failed: error executing tool fail: bad thing",
+        ),
         ("x = 1\n\ny = x + 'a'\n", "script line 3:"),
         ("x = = 1\n", "script line 1: Parse error"),
         ("def f():\n    return 1\nreturn f() + nope\n", "script line 3:"),
@@ -249,7 +258,9 @@ async def test_script_time_limit(alpha_beta: tuple[Served, Served], gateway: Gat
     code = {"enabled": True, "scriptTimeout": "1s", "stepLimit": 100000000}
     gw = await gateway(config(*alpha_beta, codeMode=code))
     async with Client(gw.url, mode="legacy") as c:
-        res = await c.call_tool("execute_tool_script", {"script": "n = 0\nfor i in range(2000000000):\n    n += i\n"})
+        res = await c.call_tool(
+            "execute_tool_script", {"script": "n = 0\nfor i in range(2000000000):\n    n += i\n"}
+        )
         assert res.is_error and "time limit exceeded" in text(res)
         # The gateway still answers at once afterwards.
         assert text(await c.call_tool("execute_tool_script", {"script": "alpha_upper(text='ok')"})) == '"OK"'
@@ -264,6 +275,8 @@ async def test_code_mode_with_the_optimizer(
         assert {t.name for t in (await c.list_tools()).tools} == {"find_tool", "call_tool"}
         assert (await found(c, "run a script that calls several tools"))[0] == "execute_tool_script"
         script = "hits = find_tool(tool_description='upper case text')\n[alpha_upper(text='z'), len(hits['tools']) > 0]"
-        res = await c.call_tool("call_tool", {"tool_name": "execute_tool_script", "parameters": {"script": script}})
+        res = await c.call_tool(
+            "call_tool", {"tool_name": "execute_tool_script", "parameters": {"script": script}}
+        )
         assert not res.is_error, text(res)
         assert json.loads(text(res)) == ["Z", True]

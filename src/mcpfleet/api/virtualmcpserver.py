@@ -8,6 +8,7 @@ live here, so the gateway and the CRD agree on them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -253,11 +254,15 @@ class Optimizer(RuleModel):
             ),
         ),
         Rule(
-            cel="!has(self.embeddingHeaders) || self.embeddingHeaders.all(k, "
-            "!(k.lowerAscii() in ['authorization', 'content-type']))",
-            message="embeddingHeaders must not include Authorization or Content-Type",
+            cel='!has(self.embeddingHeaders) || self.embeddingHeaders.all(k, k.matches("'
+            + _HEADER_NAME
+            + "\") && !(k.lowerAscii() in ['authorization', 'content-type']))",
+            message="embeddingHeaders names must be valid HTTP header names other than Authorization and Content-Type",
             field_path=".embeddingHeaders",
-            check=lambda s: not any(k.lower() in ("authorization", "content-type") for k in s.embedding_headers),
+            check=lambda s: all(
+                re.match(_HEADER_NAME, k) and k.lower() not in ("authorization", "content-type")
+                for k in s.embedding_headers
+            ),
         ),
     )
 
@@ -269,7 +274,7 @@ class Optimizer(RuleModel):
     embedding_model: str | None = Field(default=None, max_length=256)
     """Model requested from an openai-provider service (required for it). The key, if any, is read
     from the OPENAI_API_KEY environment variable, never from the spec."""
-    embedding_headers: dict[Annotated[str, Field(pattern=_HEADER_NAME)], str] = Field(
+    embedding_headers: dict[str, Annotated[str, Field(min_length=1, max_length=8192)]] = Field(
         default_factory=dict, max_length=32
     )
     """Extra headers of every embedding request (openai provider); plain text, not for secrets."""

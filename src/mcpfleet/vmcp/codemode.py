@@ -63,7 +63,11 @@ def tool_definition(cfg: CodeMode) -> dict[str, Any]:
         "inputSchema": {
             "type": "object",
             "properties": {
-                "script": {"type": "string", "description": "Starlark source", "maxLength": cfg.max_script_bytes},
+                "script": {
+                    "type": "string",
+                    "description": "Starlark source",
+                    "maxLength": cfg.max_script_bytes,
+                },
             },
             "required": ["script"],
             "additionalProperties": False,
@@ -81,7 +85,11 @@ def function_name(tool: str) -> str:
 
 def tool_value(result: dict[str, Any]) -> Any:
     """What a script sees of a tools/call result (raises ToolFailed for an error result)."""
-    texts = [c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
+    texts = [
+        c.get("text", "")
+        for c in result.get("content") or []
+        if isinstance(c, dict) and c.get("type") == "text"
+    ]
     if result.get("isError") is True:
         raise ToolFailed(" ".join(texts)[:2000] or "tool returned an error")
     parsed: Any = None
@@ -148,7 +156,9 @@ class CodeRunner:
             raise RPCError(wire.INVALID_PARAMS, f"{SCRIPT_TOOL}: arguments.{extra[0]}: unknown argument")
         script = arguments.get("script")
         if not isinstance(script, str) or not script.strip():
-            raise RPCError(wire.INVALID_PARAMS, f"{SCRIPT_TOOL}: arguments.script: must be a non-empty string")
+            raise RPCError(
+                wire.INVALID_PARAMS, f"{SCRIPT_TOOL}: arguments.script: must be a non-empty string"
+            )
         size = len(script.encode())
         if size > self.cfg.max_script_bytes:
             raise RPCError(
@@ -178,7 +188,11 @@ class CodeRunner:
             async with asyncio.timeout(timeout + 2.0):
                 answer = await self._converse(proc, job, call)
         except TimeoutError:
-            answer = {"op": "error", "message": f"time limit exceeded ({self.cfg.script_timeout})", "line": None}
+            answer = {
+                "op": "error",
+                "message": f"time limit exceeded ({self.cfg.script_timeout})",
+                "line": None,
+            }
         finally:
             if proc.returncode is None:
                 proc.kill()
@@ -217,7 +231,9 @@ class CodeRunner:
             except ToolFailed as exc:
                 reply["error"] = f"tool {name} failed: {exc}"
             except TimeoutError:
-                reply["error"] = f"tool {name}: no answer within {self.cfg.tool_call_timeout} (codeMode.toolCallTimeout)"
+                reply["error"] = (
+                    f"tool {name}: no answer within {self.cfg.tool_call_timeout} (codeMode.toolCallTimeout)"
+                )
             except RPCError as exc:
                 reply["error"] = f"tool {name}: {exc.message}"
             async with lock:
@@ -232,7 +248,11 @@ class CodeRunner:
                 except ValueError:
                     return {"op": "error", "message": "script output too large", "line": None}
                 if not line:
-                    return {"op": "error", "message": "script process ended unexpectedly (memory or CPU limit)", "line": None}
+                    return {
+                        "op": "error",
+                        "message": "script process ended unexpectedly (memory or CPU limit)",
+                        "line": None,
+                    }
                 msg = json.loads(line)
                 if msg.get("op") != "call":
                     return dict(msg)

@@ -134,8 +134,13 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     dialect.enable_load = True
     dialect.enable_f_strings = True
     globals_ = sl.Globals.extended_by(
-        [sl.LibraryExtension.Json, sl.LibraryExtension.StructType, sl.LibraryExtension.Map,
-         sl.LibraryExtension.Filter, sl.LibraryExtension.Partial]
+        [
+            sl.LibraryExtension.Json,
+            sl.LibraryExtension.StructType,
+            sl.LibraryExtension.Map,
+            sl.LibraryExtension.Filter,
+            sl.LibraryExtension.Partial,
+        ]
     )
     prelude = sl.Module()
     prelude.add_callable("_parallel_begin", runner.begin)
@@ -145,7 +150,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     module = sl.Module()
     for fname, tool in job["functions"].items():
         module.add_callable(fname, _function(runner, tool))
-    module.add_callable("call_tool", lambda name, arguments=None: runner.call(str(name), dict(arguments or {})))
+    module.add_callable(
+        "call_tool", lambda name, arguments=None: runner.call(str(name), dict(arguments or {}))
+    )
     script: str = job["script"]
     header = f'load("{PRELUDE_NAME}", "parallel")\n'
     offset = 1
@@ -204,7 +211,11 @@ def main() -> None:
     try:
         answer = run(job)
     except MemoryError:
-        answer = {"op": "error", "message": f"memory limit exceeded ({job['memoryLimitMb']} MB)", "line": None}
+        answer = {
+            "op": "error",
+            "message": f"memory limit exceeded ({job['memoryLimitMb']} MB)",
+            "line": None,
+        }
     sys.stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     os._exit(0)

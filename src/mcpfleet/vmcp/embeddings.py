@@ -65,11 +65,13 @@ class EmbeddingClient:
             return numpy.zeros((0, 0), dtype=numpy.float32)
         m = numpy.asarray(rows, dtype=numpy.float32)
         norms = numpy.linalg.norm(m, axis=1, keepdims=True)
-        return m / numpy.where(norms == 0, 1.0, norms)
+        unit: NDArray[np.float32] = (m / numpy.where(norms == 0, 1.0, norms)).astype(numpy.float32)
+        return unit
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
         if self._session is None:
             self._session = aiohttp.ClientSession()
+        body: dict[str, Any]
         if self.provider == "openai":
             url, body = f"{self.base_url}/embeddings", {"input": texts, "model": self.model}
         else:

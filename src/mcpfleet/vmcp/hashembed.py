@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import math
 from typing import Any
 
@@ -37,7 +38,7 @@ def embed(text: str, dims: int) -> list[float]:
     stem = Stemmer.Stemmer("english").stemWords
     ws = [w for w in stem(words(text[:MAX_CHARS])) if w not in STOPWORDS]
     vec = [0.0] * dims
-    feats = ws + [f"{a} {b}" for a, b in zip(ws, ws[1:], strict=False)]
+    feats = ws + [f"{a} {b}" for a, b in itertools.pairwise(ws)]
     for f in feats:
         i, sign = _bucket(f, dims)
         vec[i] += sign * (0.5 if " " in f else 1.0)
@@ -69,9 +70,12 @@ def create_app(dimensions: int = 512) -> FastAPI:
 
     @app.post("/v1/embeddings")
     @app.post("/embeddings")
-    async def openai(req: OpenAIRequest = Body(...)) -> dict[str, Any]:  # noqa: B008
+    async def openai(req: OpenAIRequest = Body(...)) -> dict[str, Any]:
         texts = inputs(req.input)
-        data = [{"object": "embedding", "index": i, "embedding": embed(t, dimensions)} for i, t in enumerate(texts)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": embed(t, dimensions)}
+            for i, t in enumerate(texts)
+        ]
         tokens = sum(len(t.split()) for t in texts)
         return {
             "object": "list",
@@ -81,7 +85,7 @@ def create_app(dimensions: int = 512) -> FastAPI:
         }
 
     @app.post("/embed")
-    async def tei(req: TEIRequest = Body(...)) -> list[list[float]]:  # noqa: B008
+    async def tei(req: TEIRequest = Body(...)) -> list[list[float]]:
         return [embed(t, dimensions) for t in inputs(req.inputs)]
 
     @app.get("/health")

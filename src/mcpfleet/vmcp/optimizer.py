@@ -25,7 +25,7 @@ from mcpfleet.api.duration import parse_duration
 from mcpfleet.api.virtualmcpserver import Optimizer
 from mcpfleet.vmcp import wire
 from mcpfleet.vmcp.embeddings import EmbeddingClient, EmbeddingError
-from mcpfleet.vmcp.toolindex import ToolIndex, Tokenizer, document, query_terms
+from mcpfleet.vmcp.toolindex import Tokenizer, ToolIndex, document, query_terms
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -108,7 +108,10 @@ def find_arguments(arguments: Any) -> tuple[str, list[str]]:
         keywords = [kw]
     elif isinstance(kw, list) and all(isinstance(k, str) for k in kw):
         if len(kw) > MAX_KEYWORDS or sum(map(len, kw)) > MAX_QUERY_CHARS:
-            raise _bad(f"{FIND_TOOL}: arguments.tool_keywords", f"more than {MAX_KEYWORDS} keywords or {MAX_QUERY_CHARS} characters")
+            raise _bad(
+                f"{FIND_TOOL}: arguments.tool_keywords",
+                f"more than {MAX_KEYWORDS} keywords or {MAX_QUERY_CHARS} characters",
+            )
         keywords = kw
     else:
         raise _bad(f"{FIND_TOOL}: arguments.tool_keywords", "must be a string or a list of strings")
@@ -184,7 +187,9 @@ class ToolFinder:
         previous = self._build
         self._build = asyncio.get_running_loop().create_task(self._rebuild(previous, self._catalogues))
 
-    async def _rebuild(self, previous: asyncio.Task[None] | None, catalogues: dict[str, list[dict[str, Any]]]) -> None:
+    async def _rebuild(
+        self, previous: asyncio.Task[None] | None, catalogues: dict[str, list[dict[str, Any]]]
+    ) -> None:
         if previous is not None and not previous.done():
             # Builds share the tokenizer's cache: one at a time, the newest last.
             await asyncio.wait({previous})
@@ -200,7 +205,11 @@ class ToolFinder:
         self._tokenizer.retain({k for _, ix in built for k in ix.keys})
         self._indexes = indexes
         self.last_build_seconds = time.perf_counter() - t0
-        log.info("optimizer index rebuilt: %s tools in %.3fs", {e: len(i) for e, i in indexes.items()}, self.last_build_seconds)
+        log.info(
+            "optimizer index rebuilt: %s tools in %.3fs",
+            {e: len(i) for e, i in indexes.items()},
+            self.last_build_seconds,
+        )
         if self.embedder is not None:
             await self._embed([ix for _, ix in built])
 
@@ -255,7 +264,9 @@ class ToolFinder:
         tools = []
         for h in hits:
             t = index.tools_by_name[h.name] if index is not None else {}
-            entry = {k: t[k] for k in ("name", "title", "description", "inputSchema", "annotations") if k in t}
+            entry: dict[str, Any] = {
+                k: t[k] for k in ("name", "title", "description", "inputSchema", "annotations") if k in t
+            }
             entry["score"] = round(h.score, 4)
             tools.append(entry)
         found = {"tools": tools}

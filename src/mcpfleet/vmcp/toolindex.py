@@ -93,7 +93,13 @@ def fingerprint(tool: dict[str, Any]) -> bytes:
     import orjson
 
     return orjson.dumps(
-        [tool.get("name"), tool.get("title"), tool.get("description"), tool.get("annotations"), tool.get("inputSchema")],
+        [
+            tool.get("name"),
+            tool.get("title"),
+            tool.get("description"),
+            tool.get("annotations"),
+            tool.get("inputSchema"),
+        ],
         option=orjson.OPT_SORT_KEYS,
     )
 
@@ -171,11 +177,14 @@ class ToolIndex:
 
     def bm25(self, terms: Sequence[str]) -> NDArray[np.float32]:
         """The BM25 score of every tool for `terms` (already words, not yet stemmed)."""
-        np = self._np
+        xp = self._np
         qids = [self._vocab[t] for t in self.tokenizer.terms(list(terms)) if t in self._vocab]
+        scores: NDArray[np.float32]
         if not qids or not self.tools:
-            return np.zeros(len(self.tools), dtype=np.float32)
-        return np.asarray(self._bm25.get_scores(qids), dtype=np.float32)
+            scores = xp.zeros(len(self.tools), dtype=xp.float32)
+        else:
+            scores = xp.asarray(self._bm25.get_scores(qids), dtype=xp.float32)
+        return scores
 
     def search(
         self,
