@@ -10,22 +10,8 @@ from typing import Any
 import pytest
 from mcp.client.client import Client
 
-from tests.local.conftest import Up, manifest
+from tests.local.conftest import Up, gateway_fleet
 from tests.vmcp.servers import Served, sdk_backend
-
-
-def _files(backend_url: str, extra: dict[str, Any]) -> str:
-    return "\n---\n".join(
-        [
-            manifest("MCPGroup", "team", {}),
-            manifest("MCPRemoteProxy", "alpha", {"remoteURL": backend_url, "groupRef": "team"}),
-            manifest(
-                "VirtualMCPServer",
-                "gw",
-                {"config": {"groupRef": "team", **extra}, "incomingAuth": {"type": "anonymous"}},
-            ),
-        ]
-    )
 
 
 @pytest.mark.timeout(240)
@@ -34,7 +20,7 @@ async def test_optimizer_and_code_mode_under_mcpfleet_up(running_up: Any, mode: 
     backend = await Served(sdk_backend("alpha").streamable_http_app()).start()
     try:
         features = {"optimizer": {"maxToolsToReturn": 3}, "codeMode": {"enabled": True}}
-        up: Up = running_up({"fleet.yaml": _files(backend.url, features)})
+        up: Up = running_up({"fleet.yaml": gateway_fleet(backend.url, features)})
         gateway = await up.wait_phase("VirtualMCPServer", "gw", {"Ready"}, limit=120)
         async with Client(gateway["url"], mode=mode) as client:  # type: ignore[arg-type]
             deadline = time.monotonic() + 60
@@ -56,7 +42,7 @@ async def test_optimizer_and_code_mode_under_mcpfleet_up(running_up: Any, mode: 
             )
             assert not res.is_error and res.structured_content == {"result": "UP"}
             # Off again, live: the full list comes back on the same session.
-            (up.manifests / "fleet.yaml").write_text(_files(backend.url, {}))
+            (up.manifests / "fleet.yaml").write_text(gateway_fleet(backend.url, {}))
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 listed = {t.name for t in (await client.list_tools()).tools}
