@@ -236,6 +236,9 @@ class CodeRunner:
                 )
             except RPCError as exc:
                 reply["error"] = f"tool {name}: {exc.message}"
+            except Exception as exc:  # the script must get an answer, or it would wait to its deadline
+                log.exception("code mode: tool call %s failed", name)
+                reply["error"] = f"tool {name}: internal error ({type(exc).__name__})"
             async with lock:
                 with contextlib.suppress(OSError):
                     stdin.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
