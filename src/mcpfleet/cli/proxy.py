@@ -11,6 +11,8 @@ from mcpfleet.cli import limit_options
 
 if TYPE_CHECKING:
     from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.httplimits import HttpLimits
+    from mcpfleet.proxy.child import ChildHooks
     from mcpfleet.toolconfig import ToolPolicy
 
 
@@ -151,13 +153,55 @@ def proxy(
       mcpfleet proxy --port 8080 -- uvx mcp-server-time
       mcpfleet proxy --port 8081 --remote https://example.com/mcp
     """
+    from mcpfleet.proxy.serve import run
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    served, limits = build(list(ctx.args), **ctx.params)
+    try:
+        run(served, host, port, log_level, limits)
+    except KeyboardInterrupt:
+        pass
+
+
+def build(
+    command: list[str],
+    *,
+    transport: str,
+    host: str,
+    remote: str | None,
+    header_from_env: list[str],
+    bearer_token_from_env: str | None,
+    attach: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    isolation: str,
+    allowed_host: list[str],
+    forward_all_paths: bool,
+    auth_config: str | None,
+    run_config: str | None,
+    public_url: str | None,
+    max_body_bytes: int | None,
+    body_timeout: float | None,
+    header_timeout: float | None,
+    max_header_bytes: int | None,
+    keep_alive_timeout: int | None,
+    max_json_depth: int | None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    hooks: ChildHooks | None = None,
+    **_serving: object,
+) -> tuple[object, HttpLimits]:
+    """The served ASGI app and its HTTP limits from `mcpfleet proxy`'s options (its click params).
+
+    Shared by the command and by `mcpfleet up`, which hosts stdio proxies in-process
+    (`platform/local/hosted.py`) and passes the child's exact `env`, `cwd` and `hooks`. The serving
+    options (`port`, `log_level`) are the caller's business. Raises typer.BadParameter.
+    """
     from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
     from mcpfleet.proxy.http_app import ProxyApp
     from mcpfleet.proxy.remote import RemoteProxyApp
-    from mcpfleet.proxy.serve import build_stdio_app, run, with_auth
+    from mcpfleet.proxy.serve import build_stdio_app, with_auth
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    command = list(ctx.args)
     limits = limit_options.limits(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
@@ -205,13 +249,13 @@ def proxy(
                 isolation=isolation,
                 tool_policy=tool_policy,
                 max_json_depth=limits.max_json_depth,
+                env=env,
+                cwd=cwd,
+                hooks=hooks,
             )
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
     assert isinstance(app, ProxyApp | RemoteProxyApp)
     served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url)
-    try:
-        run(served, host, port, log_level, limits)
-    except KeyboardInterrupt:
-        pass
+    return served, limits

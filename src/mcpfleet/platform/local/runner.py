@@ -48,6 +48,7 @@ from mcpfleet.api.meta import ConfigStatus, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
+from mcpfleet.platform.local.hosted import hostable
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
@@ -476,6 +477,7 @@ class Runner:
                         health_url=health,
                         fingerprint=fingerprint,
                         mcp_probe_url=probe,
+                        hosted=hostable(container.command),
                     )
                 )
                 keys.append(key)

@@ -20,12 +20,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.redact import redact_text
+
+if TYPE_CHECKING:
+    from mcpfleet.platform.local.hosted import HostedProxy
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,9 @@ class ProcessSpec:
     mcp_probe_url: str | None = None
     """When set, ready also needs an MCP `initialize` to succeed here (a proxy is healthy as soon
     as its child process exists; its server may still be downloading)."""
+    hosted: bool = False
+    """Served in this process (`hosted.HostedProxy`: a stdio proxy's endpoint, its server a child
+    process); `pid` is then the server's pid, recorded at each of its spawns."""
 
 
 @dataclass
@@ -123,8 +129,10 @@ class Managed:
         self._backoff = backoff
         self._http = http
         self._proc: asyncio.subprocess.Process | None = None
+        self._hosted: tuple[HostedProxy, asyncio.Task[None]] | None = None
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Future[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"supervise {self.spec.key}")
@@ -165,6 +173,9 @@ class Managed:
             await asyncio.sleep(delay)
 
     async def _run_once(self) -> None:
+        if self.spec.hosted:
+            await self._run_hosted()
+            return
         spec = self.spec
         # Checked at every start: a symlink planted at logs/NAME.log must not redirect the log.
         self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
@@ -212,6 +223,56 @@ class Managed:
             self._set(pid=None, ready=False, failed=True, failure_message=message)
         else:
             self._set(pid=None, ready=False)
+
+    async def _run_hosted(self) -> None:
+        """As `_run_once`, for an endpoint served in this process (its server is a child process)."""
+        from mcpfleet.platform.local.hosted import HostedProxy
+
+        spec = self.spec
+        self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", buffering=1) as logfile:
+            shown = redact_text(" ".join(spec.argv))
+            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting (in-process): {shown}\n")
+
+            def sink(line: str) -> None:
+                self.state.stderr_tail.append(line[:2000])
+                with contextlib.suppress(OSError, ValueError):
+                    logfile.write(line + "\n")
+
+            def on_pid(pid: int) -> None:
+                self._set(pid=pid)
+                spawned = asyncio.ensure_future(self._on_spawn(spec, pid, self.state.restarts))
+                self._background.add(spawned)
+                spawned.add_done_callback(self._background.discard)
+
+            hosted = HostedProxy(spec.argv, spec.env, spec.cwd, sink=sink, on_pid=on_pid)
+            self.state.started_at = time.monotonic()
+            self._set(pid=None, ready=False)
+            serving = asyncio.create_task(hosted.serve(), name=f"serve {spec.key}")
+            self._hosted = (hosted, serving)
+            probe = asyncio.create_task(self._probe()) if spec.health_url else None
+            code = 0
+            try:
+                await asyncio.shield(serving)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                code = 1
+                sink(f"{spec.log_name}: {exc}")
+            finally:
+                self._hosted = None
+                if probe is not None:
+                    probe.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await probe
+            logfile.write(f"--- stopped{'' if code == 0 else ' with an error'}\n")
+        was_ready = self.state.ready
+        if self._stopping or was_ready:
+            self._set(pid=None, ready=False)
+            return
+        message = _tail_message(f"{spec.log_name} stopped during start-up", list(self.state.stderr_tail))
+        self._set(pid=None, ready=False, failed=True, failure_message=message)
 
     async def _drain(self, stream: asyncio.StreamReader, logfile: TextIO) -> None:
         # Chunks, not readline(): a huge line without a newline must not stop the draining (a full
@@ -281,6 +342,9 @@ class Managed:
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
+        if self._hosted is not None:
+            hosted, serving = self._hosted
+            await hosted.stop(serving, grace)
         proc = self._proc
         if proc is not None and proc.returncode is None:
             signal_group(proc.pid, signal.SIGTERM)
