@@ -61,7 +61,9 @@ def up(
         raise typer.BadParameter(f"{directory} does not exist", param_hint="DIRECTORY")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     low_high = _port_range(port_range)
-    code = asyncio.run(
+    import uvloop  # `up` hosts the proxies, the vMCP and the registry: the loop they are served on
+
+    code = uvloop.run(
         run_up(
             directory.resolve(),
             resolve_state_dir(state_dir),

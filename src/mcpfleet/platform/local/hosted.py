@@ -1,4 +1,4 @@
-"""Stdio proxies hosted inside `mcpfleet up`: one interpreter for the whole local fleet.
+"""Services hosted inside `mcpfleet up`: one interpreter for the whole local fleet.
 
 On Kubernetes every stdio MCPServer runs `mcpfleet proxy -- COMMAND` in its own pod. Locally, one
 Python interpreter per proxy cost ~60-90 MB each; `up` instead serves each such proxy's HTTP
@@ -12,9 +12,14 @@ endpoint from its own event loop (same app, same port, same `/health`, built by 
 * logs: the child's stderr and the proxy's log records go to the workload's own log file, found
   through a context variable set for the endpoint's task (tasks it creates inherit it).
 
-`hostable(argv)` says which argv run in-process: plain stdio proxies (a command after `--`) without
-incoming auth; `--remote`, `--attach` and `--auth-config` keep their own process. Setting
-`MCPFLEET_LOCAL_INPROCESS=0` runs every proxy as its own process, as before.
+The vMCP gateway and the registry server are hosted the same way (`dataplane.run_hosted`: the
+same assembly as their own process), when they need no environment of their own (no secrets, no
+`OTEL_*` tracing set up: those are per process).
+
+`hostable(command, has_env)` says which workloads run in-process: plain stdio proxies (a command
+after `--`) without incoming auth (`--remote`, `--attach` and `--auth-config` keep their own
+process), the vMCP and the registry. `MCPFLEET_LOCAL_INPROCESS=0` runs each as its own process,
+as before.
 """
 
 from __future__ import annotations
@@ -36,14 +41,40 @@ _sink: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.Contex
 )
 
 
-def hostable(argv: Sequence[str]) -> bool:
-    """True when `argv` is a `mcpfleet proxy` that `up` serves in-process (see the module docstring)."""
-    if os.environ.get(INPROCESS_ENV, "1") == "0":
+_servers: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "mcpfleet_hosted_servers", default=None
+)
+DATAPLANE_MODULE = "mcpfleet.platform.local.dataplane"
+
+
+def hostable(command: Sequence[str], has_env: bool = False) -> bool:
+    """True when a container `command` runs in `up`'s process (see the module docstring)."""
+    if os.environ.get(INPROCESS_ENV, "1") == "0" or tuple(command[:1]) != ("mcpfleet",):
         return False
-    if tuple(argv[:2]) != ("mcpfleet", "proxy") or "--" not in argv:
+    if tuple(command[1:3]) in (("vmcp", "serve"), ("registry", "serve")):
+        return not has_env and not any(name.startswith("OTEL_") for name in os.environ)
+    if tuple(command[1:2]) != ("proxy",) or "--" not in command:
         return False
-    options = argv[2 : list(argv).index("--")]
+    options = command[2 : list(command).index("--")]
     return not any(o == flag or o.startswith(flag + "=") for o in options for flag in _OWN_PROCESS_FLAGS)
+
+
+def hand_over(server: Any) -> bool:
+    """Called by a hosted service with its uvicorn server (the host stops it); False when not hosted."""
+    slot = _servers.get()
+    if slot is None:
+        return False
+    slot.append(server)
+    return True
+
+
+def say(text: str) -> bool:
+    """Write a line to the current hosted workload's log; False when not hosted."""
+    sink = _sink.get()
+    if sink is None:
+        return False
+    sink(text)
+    return True
 
 
 class _ToWorkloadLog(logging.Filter):
@@ -64,17 +95,16 @@ _filtered: set[str] = set()
 
 def _route_logs() -> None:
     """Filter every proxy and uvicorn logger (a logger's filters do not apply to its children)."""
-    names = [
-        n for n in logging.root.manager.loggerDict if n.startswith(("mcpfleet.proxy", "uvicorn", "mcp."))
-    ]
+    prefixes = ("mcpfleet.proxy", "mcpfleet.vmcp", "mcpfleet.registry", "mcpfleet.local.dataplane")
+    names = [n for n in logging.root.manager.loggerDict if n.startswith((*prefixes, "uvicorn", "mcp."))]
     for name in ["uvicorn", "uvicorn.error", *names]:
         if name not in _filtered:
             logging.getLogger(name).addFilter(_FILTER)
             _filtered.add(name)
 
 
-class HostedProxy:
-    """One stdio proxy's HTTP endpoint served in this process until `stop()`."""
+class HostedService:
+    """One workload's HTTP endpoint (a stdio proxy, the vMCP, the registry) served in this process."""
 
     def __init__(
         self,
@@ -90,18 +120,29 @@ class HostedProxy:
         self.cwd = cwd
         self.sink = sink
         self.on_pid = on_pid
-        self._server: Any = None
+        self._servers: list[Any] = []
+        self._stopping = False
 
     async def serve(self) -> None:
-        """Build the app from the argv and serve it; returns when stopped, raises when it cannot."""
+        """Serve until stopped (returns) or until it cannot (raises, the message for the status)."""
         _sink.set(self.sink)
-        server, sock = self._build()
-        self._server = server
-        await server._serve(sockets=[sock])  # `serve()` would take over `up`'s signal handlers
-        if server.started is False and not server.should_exit:
-            raise RuntimeError("the proxy endpoint did not start (see its log)")
+        _servers.set(self._servers)
+        _route_logs()
+        if DATAPLANE_MODULE in self.argv:
+            from mcpfleet.platform.local import dataplane
 
-    def _build(self) -> tuple[Any, Any]:
+            code = await dataplane.run_hosted(self.argv[self.argv.index(DATAPLANE_MODULE) + 1 :])
+            if code != 0:
+                raise RuntimeError(f"stopped with code {code}")
+        else:
+            server, sock = self._build_proxy()
+            self._servers.append(server)
+            await server._serve(sockets=[sock])  # `serve()` would take over `up`'s signal handlers
+        _route_logs()
+        if not self._stopping and not all(s.started for s in self._servers):
+            raise RuntimeError("the endpoint did not start (see its log)")
+
+    def _build_proxy(self) -> tuple[Any, Any]:
         import click
         import uvicorn
 
@@ -121,7 +162,6 @@ class HostedProxy:
             )
         except click.ClickException as exc:  # a usage error, as `mcpfleet proxy` would print it
             raise RuntimeError(exc.format_message()) from exc
-        _route_logs()
         sock = bind(str(params["host"]), int(params["port"]))
         self.sink(f"mcpfleet proxy (in mcpfleet up, pid {os.getpid()}) listening on port {params['port']}")
         config = uvicorn.Config(
@@ -136,14 +176,15 @@ class HostedProxy:
         return uvicorn.Server(config), sock
 
     async def stop(self, task: asyncio.Task[None], grace: float = 5.0) -> None:
-        """Ask the endpoint to shut down (its lifespan stops the child's process group), then wait."""
-        if self._server is not None:
-            self._server.should_exit = True
+        """Ask the endpoint to shut down (a proxy's lifespan stops its child's process group), then wait."""
+        self._stopping = True
+        for server in self._servers:
+            server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(task), grace)
         except (TimeoutError, Exception):
-            if self._server is not None:
-                self._server.force_exit = True
+            for server in self._servers:
+                server.force_exit = True
             with contextlib.suppress(TimeoutError, Exception):
                 await asyncio.wait_for(asyncio.shield(task), 2.0)
             task.cancel()

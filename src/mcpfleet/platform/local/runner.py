@@ -477,7 +477,7 @@ class Runner:
                         health_url=health,
                         fingerprint=fingerprint,
                         mcp_probe_url=probe,
-                        hosted=hostable(container.command),
+                        hosted=hostable(container.command, bool(container.env or container.secret_env)),
                     )
                 )
                 keys.append(key)

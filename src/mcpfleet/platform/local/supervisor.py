@@ -28,7 +28,7 @@ from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.redact import redact_text
 
 if TYPE_CHECKING:
-    from mcpfleet.platform.local.hosted import HostedProxy
+    from mcpfleet.platform.local.hosted import HostedService
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +73,8 @@ class ProcessSpec:
     """When set, ready also needs an MCP `initialize` to succeed here (a proxy is healthy as soon
     as its child process exists; its server may still be downloading)."""
     hosted: bool = False
-    """Served in this process (`hosted.HostedProxy`: a stdio proxy's endpoint, its server a child
-    process); `pid` is then the server's pid, recorded at each of its spawns."""
+    """Served in this process (`hosted.HostedService`: a stdio proxy's endpoint, its server a child
+    process, or the vMCP / registry); a proxy's `pid` is then its server's, recorded at each spawn."""
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Managed:
         self._backoff = backoff
         self._http = http
         self._proc: asyncio.subprocess.Process | None = None
-        self._hosted: tuple[HostedProxy, asyncio.Task[None]] | None = None
+        self._hosted: tuple[HostedService, asyncio.Task[None]] | None = None
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[None]] = set()
@@ -226,7 +226,7 @@ class Managed:
 
     async def _run_hosted(self) -> None:
         """As `_run_once`, for an endpoint served in this process (its server is a child process)."""
-        from mcpfleet.platform.local.hosted import HostedProxy
+        from mcpfleet.platform.local.hosted import HostedService
 
         spec = self.spec
         self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
@@ -246,7 +246,7 @@ class Managed:
                 self._background.add(spawned)
                 spawned.add_done_callback(self._background.discard)
 
-            hosted = HostedProxy(spec.argv, spec.env, spec.cwd, sink=sink, on_pid=on_pid)
+            hosted = HostedService(spec.argv, spec.env, spec.cwd, sink=sink, on_pid=on_pid)
             self.state.started_at = time.monotonic()
             self._set(pid=None, ready=False)
             serving = asyncio.create_task(hosted.serve(), name=f"serve {spec.key}")
