@@ -110,6 +110,15 @@ def _servers_folder(root: Path, count: int) -> Path:
     return folder
 
 
+def _timelines(state_dir: Path) -> dict[str, list[str]]:
+    """Per workload log: the start-up milestones `up` writes (`+1.23s since up: ready`)."""
+    out: dict[str, list[str]] = {}
+    for log in sorted((state_dir / "logs").glob("*.log")):
+        lines = [line[4:].strip() for line in log.read_text(errors="replace").splitlines()]
+        out[log.stem] = [line.replace(" since up:", "") for line in lines if "s since up:" in line]
+    return out
+
+
 def one_run(cold: bool, timeout: float, mode: str = "inprocess", servers: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mcpfleet-bench-") as tmp:
         state_dir = Path(tmp) / "state"
@@ -162,12 +171,14 @@ def one_run(cold: bool, timeout: float, mode: str = "inprocess", servers: int = 
                 except OSError:
                     names[pid] = "?"
             own = [p for p in tree if _is_mcpfleet(names[p])]
+            timelines = _timelines(state_dir)
             return {
                 "mode": mode,
                 "servers": servers,
                 "cold": cold,
                 "ready_seconds": round(ready_after, 2),
                 "ready_at": first_ready,
+                "timelines": timelines,
                 "processes": len(tree),
                 "rss_mib": round(sum(rss.values()) / 1024, 1),
                 "pss_mib": round(sum(pss.values()) / 1024, 1),

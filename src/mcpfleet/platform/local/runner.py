@@ -403,6 +403,9 @@ class Runner:
         status = rules.status(resource, stored.status, plan, observation, world, report)
         status = self._mark_kept((resource.kind, resource.namespace, resource.name), status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
+            if status.get("phase") != (stored.status or {}).get("phase"):
+                for key in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
+                    self.supervisor.milestone(key, f"status {status.get('phase')}")
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}

@@ -6,6 +6,10 @@ the last stderr lines are also kept in memory, because a process that dies at st
 workload Failed with them in `status.message`. Readiness comes from polling the health URL; for
 `mcpfleet proxy` the health body also tells when the stdio server behind it crashed, which is how a
 broken package (not only a broken proxy) ends Failed.
+
+Each run also writes its start-up milestones to the log as `---` lines with the seconds since `up`
+started (`+1.23s`): starting, spawned (pid), health answered, MCP initialize answered, ready. That
+is the per-workload timeline `mcpfleet describe` shows under Events and `bench/local.py` collects.
 """
 
 from __future__ import annotations
@@ -119,8 +123,11 @@ class Managed:
         on_spawn: OnSpawn,
         backoff: Backoff,
         http: httpx.AsyncClient,
+        origin: float | None = None,
     ) -> None:
         self.spec = spec
+        self._origin = time.monotonic() if origin is None else origin
+        self._logfile: TextIO | None = None
         self.state = ProcessState()
         self.logs_dir = logs_dir
         self.log_path = logs_dir / f"{spec.log_name}.log"
@@ -137,7 +144,15 @@ class Managed:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"supervise {self.spec.key}")
 
+    def milestone(self, text: str) -> None:
+        """A timeline line in the log: `--- +SECONDS since up: text` (see the module docstring)."""
+        if self._logfile is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._logfile.write(f"--- +{time.monotonic() - self._origin:.2f}s since up: {text}\n")
+
     def _set(self, **changes: Any) -> None:
+        if changes.get("ready") and not self.state.ready:
+            self.milestone("ready")
         changed = False
         for name, value in changes.items():
             if getattr(self.state, name) != value:
@@ -184,6 +199,8 @@ class Managed:
             # The command line may hold a URL with credentials (`mcpfleet proxy --remote`).
             shown = redact_text(" ".join(spec.argv))
             logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown}\n")
+            self._logfile = logfile
+            self.milestone("starting")
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
                 cwd=str(spec.cwd),
@@ -196,6 +213,7 @@ class Managed:
             self._proc = proc
             self.state.started_at = time.monotonic()
             self._set(pid=proc.pid, ready=False)
+            self.milestone(f"spawned (pid {proc.pid})")
             await self._on_spawn(spec, proc.pid, self.state.restarts)
             assert proc.stderr is not None
             drain = asyncio.create_task(self._drain(proc.stderr, logfile))
@@ -210,6 +228,7 @@ class Managed:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(drain, 2.0)
             logfile.write(f"--- exited with code {code}\n")
+            self._logfile = None
         self._proc = None
         was_ready = self.state.ready
         if self._stopping:
@@ -234,6 +253,8 @@ class Managed:
         with self.log_path.open("a", buffering=1) as logfile:
             shown = redact_text(" ".join(spec.argv))
             logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting (in-process): {shown}\n")
+            self._logfile = logfile
+            self.milestone("starting (in-process)")
 
             def sink(line: str) -> None:
                 self.state.stderr_tail.append(line[:2000])
@@ -242,6 +263,7 @@ class Managed:
 
             def on_pid(pid: int) -> None:
                 self._set(pid=pid)
+                self.milestone(f"server spawned (pid {pid})")
                 spawned = asyncio.ensure_future(self._on_spawn(spec, pid, self.state.restarts))
                 self._background.add(spawned)
                 spawned.add_done_callback(self._background.discard)
@@ -267,6 +289,7 @@ class Managed:
                     with contextlib.suppress(asyncio.CancelledError):
                         await probe
             logfile.write(f"--- stopped{'' if code == 0 else ' with an error'}\n")
+            self._logfile = None
         was_ready = self.state.ready
         if self._stopping or was_ready:
             self._set(pid=None, ready=False)
@@ -303,6 +326,7 @@ class Managed:
         healthy_since: float | None = None
         answered = self.spec.mcp_probe_url is None
         misses = 0
+        health_seen = False
         while True:
             healthy = False
             body: Any = None
@@ -318,11 +342,16 @@ class Managed:
                     pass
             now = time.monotonic()
             crashed = _crashed_child(body) if not healthy else None
+            if healthy and not health_seen:
+                health_seen = True
+                self.milestone("health answered")
             if healthy and not answered:
                 assert self.spec.mcp_probe_url is not None
                 answered = await mcp_initialize(self._http, self.spec.mcp_probe_url)
                 healthy = answered
                 now = time.monotonic()
+                if answered:
+                    self.milestone("MCP initialize answered")
             if healthy:
                 misses = 0
                 healthy_since = healthy_since or now
@@ -439,6 +468,7 @@ class Supervisor:
         self._backoff = backoff or Backoff()
         self._managed: dict[str, Managed] = {}
         self._http = httpx.AsyncClient(trust_env=False)
+        self._origin = time.monotonic()
 
     def keys(self) -> set[str]:
         return set(self._managed)
@@ -449,6 +479,12 @@ class Supervisor:
 
     def ports_in_use(self) -> set[int]:
         return {m.spec.port for m in self._managed.values() if m.spec.port is not None}
+
+    def milestone(self, key: str, text: str) -> None:
+        """A timeline line in the log of process `key` (see the module docstring)."""
+        managed = self._managed.get(key)
+        if managed is not None:
+            managed.milestone(text)
 
     def log_path(self, key: str) -> Path | None:
         managed = self._managed.get(key)
@@ -462,7 +498,9 @@ class Supervisor:
         if current is not None:
             log.info("%s changed; restarting", spec.key)
             await self.stop(spec.key)
-        managed = Managed(spec, self.logs_dir, self._on_change, self._on_spawn, self._backoff, self._http)
+        managed = Managed(
+            spec, self.logs_dir, self._on_change, self._on_spawn, self._backoff, self._http, self._origin
+        )
         self._managed[spec.key] = managed
         managed.start()
         self._on_change()
