@@ -42,11 +42,22 @@ def remote_proxy_url(fixture_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def supervised_proxy_url() -> Iterator[str]:
+    with harness.supervised_proxy() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def suite_results(
-    fixture_url: str, proxy_url: str, remote_proxy_url: str
+    fixture_url: str, proxy_url: str, remote_proxy_url: str, supervised_proxy_url: str
 ) -> Callable[[str, str], harness.SuiteResult]:
     cache: dict[tuple[str, str], harness.SuiteResult] = {}
-    urls = {"fixture-direct": fixture_url, "proxy": proxy_url, "remote-proxy": remote_proxy_url}
+    urls = {
+        "fixture-direct": fixture_url,
+        "proxy": proxy_url,
+        "remote-proxy": remote_proxy_url,
+        "supervised-proxy": supervised_proxy_url,
+    }
 
     def get(target: str, spec_version: str) -> harness.SuiteResult:
         if (target, spec_version) not in cache:

@@ -48,7 +48,6 @@ def up(
       mcpfleet up examples/quickstart
       mcpfleet up ./servers --port-range 40000-40999 --no-progress
     """
-    import asyncio
     import logging
     import sys
 
