@@ -62,6 +62,10 @@ def up(
     low_high = _port_range(port_range)
     import uvloop  # `up` hosts the proxies, the vMCP and the registry: the loop they are served on
 
+    from mcpfleet import malloctune
+
+    malloctune.tune()  # as the vMCP's own process does
+
     code = uvloop.run(
         run_up(
             directory.resolve(),

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcpfleet import telemetry
+from mcpfleet import malloctune, telemetry
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.platform.local import hosted
 from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads
@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     runner = run_vmcp if args.service == "vmcp" else run_registry
+    malloctune.tune()
     try:
         import uvloop
 
