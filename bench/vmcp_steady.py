@@ -3,9 +3,9 @@
 Starts the bare backend of bench/vmcp_backends.py (10 backends x 100 tools on one port) and, in
 turn, `--processes` gateway processes (`mcpfleet vmcp serve`) with the malloc thresholds of
 `mcpfleet.malloctune` (`tuned`) and with glibc's defaults (`MCPFLEET_MALLOC_TUNE=0`, `default`),
-alternating, so both see the same machine. For each process: one session, 200 warm-up lists, then
-`--lists` lists one after another, measuring from /proc/PID/stat the gateway's CPU time and minor
-page faults per list, and the client-side p50.
+alternating, so both see the same machine. For each process: one session, 200 first lists (their
+minor page faults counted), then `--lists` lists one after another, measuring from /proc/PID/stat
+the gateway's CPU time and minor page faults per list, and the client-side p50.
 
     .venv/bin/python -P bench/vmcp_steady.py [--processes 3] [--lists 2000]
 """
@@ -80,8 +80,10 @@ def measure(port: int, pid: int, lists: int) -> dict[str, float]:
     session = {**HEADERS, "mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
     request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     body = b""
+    _, faults_start = cpu_and_faults(pid)
     for _ in range(200):
         body, _ = post(conn, request, session)
+    _, faults_warm = cpu_and_faults(pid)
     if body.startswith(b"event:"):
         body = body.split(b"data: ", 1)[1]
     count = len(json.loads(body)["result"]["tools"])
@@ -98,6 +100,7 @@ def measure(port: int, pid: int, lists: int) -> dict[str, float]:
     return {
         "cpu_ms_per_list": round((cpu1 - cpu0) * 1000 / lists, 4),
         "faults_per_list": round((faults1 - faults0) / lists, 2),
+        "first_200_faults_per_list": round((faults_warm - faults_start) / 200, 2),
         "p50_ms": round(statistics.median(samples), 3),
         "bytes": len(body),
     }
@@ -147,8 +150,9 @@ def main() -> int:
         cpu = [r["cpu_ms_per_list"] for r in runs]
         faults = [r["faults_per_list"] for r in runs]
         p50 = [r["p50_ms"] for r in runs]
+        first = [r["first_200_faults_per_list"] for r in runs]
         print(
-            f"{mode}: gateway CPU per list {min(cpu):.3f}-{max(cpu):.3f} ms, minor faults per list "
+            f"{mode}: first 200 lists {min(first):.1f}-{max(first):.1f} faults per list; then gateway CPU per list {min(cpu):.3f}-{max(cpu):.3f} ms, minor faults per list "
             f"{min(faults):.1f}-{max(faults):.1f}, client p50 {min(p50):.2f}-{max(p50):.2f} ms "
             f"({len(runs)} processes x {args.lists} lists)"
         )

@@ -8,16 +8,17 @@ import logging
 import socket
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpfleet.auth.asgi import AuthGuard
-from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.child import ChildHooks
 from mcpfleet.proxy.http_app import ProxyApp, security_for
-from mcpfleet.proxy.remote import RemoteProxyApp
 from mcpfleet.toolconfig import ToolPolicy
+
+if TYPE_CHECKING:  # loaded when used: a plain stdio proxy starts without aiohttp and the auth stack
+    from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.proxy.remote import RemoteProxyApp
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,9 @@ def with_auth(
     """
     if auth is None or auth.type == "anonymous":
         return app
+    from mcpfleet.auth.asgi import AuthGuard
+    from mcpfleet.proxy.remote import RemoteProxyApp
+
     return AuthGuard(
         app,
         auth,
