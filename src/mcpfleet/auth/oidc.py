@@ -46,15 +46,17 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import aiohttp
 import jwt
 import yaml
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pydantic import AliasChoices, Field, ValidationError
 
 from mcpfleet.api.meta import ApiModel
+
+if TYPE_CHECKING:  # imported where used: the control plane imports this module for its models only
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +327,8 @@ class OIDCAuthenticator:
         return claims
 
     def _session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         return self._http
@@ -353,6 +357,8 @@ class OIDCAuthenticator:
         return self._keys[kid]
 
     async def _refresh(self) -> None:
+        import aiohttp
+
         http = self._session()
         try:
             options = self._fetch_options()
@@ -387,6 +393,8 @@ class OIDCAuthenticator:
         self._fetched_at = time.monotonic()
 
     async def _introspect(self, token: str) -> dict[str, Any]:
+        import aiohttp
+
         """RFC 7662: ask the issuer whether an opaque token is active, and check what it says."""
         assert self.cfg.introspection_url is not None
         options = self._fetch_options()
