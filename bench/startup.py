@@ -7,7 +7,10 @@ the first 200. Also the import time of the CLI entry alone (`python -c "import m
 and of a bare `python -c pass`, the floor of any Python service on this machine. Runs alternate
 between the services, so each sees the same load; reported: median and min over `--runs`.
 
-    .venv/bin/python -P bench/startup.py [--runs 7] [--json out.json]
+    .venv/bin/python -P bench/startup.py [--runs 7] [--json out.json] [--mcpfleet OTHER/.venv/bin/mcpfleet]
+
+`--mcpfleet` (repeatable) measures other installs too (e.g. a checkout of the previous version),
+alternating with this one run by run: a side-by-side comparison on the same machine load.
 
 The stdio server behind the proxy is a one-line Python script answering nothing (the proxy's
 /health is 200 once its child runs); the vMCP has one backend that is not listening (it serves
@@ -80,9 +83,9 @@ def _configs(work: Path) -> dict[str, list[str]]:
     }
 
 
-def launch_to_first(args: list[str], timeout: float = 60.0) -> dict[str, float]:
+def launch_to_first(args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 60.0) -> dict[str, float]:
     port = free_port()
-    argv = [MCPFLEET, *(a.replace("{port}", str(port)) for a in args)]
+    argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
     url = f"http://127.0.0.1:{port}/health"
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -114,9 +117,9 @@ def launch_to_first(args: list[str], timeout: float = 60.0) -> dict[str, float]:
             proc.wait()
 
 
-def python_seconds(code: str) -> float:
+def python_seconds(code: str, python: str = sys.executable) -> float:
     started = time.monotonic()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([python, "-c", code], check=True)
     return round(time.monotonic() - started, 3)
 
 

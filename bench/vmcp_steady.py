@@ -65,7 +65,7 @@ def post(
 
 
 def measure(port: int, pid: int, lists: int) -> dict[str, float]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     init = {
         "jsonrpc": "2.0",
         "id": 1,
