@@ -127,19 +127,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--mcpfleet", action="append", default=[], help="another install to compare")
     args = parser.parse_args()
+    installs = [MCPFLEET, *args.mcpfleet]
     results: dict[str, list[Any]] = {}
     with tempfile.TemporaryDirectory(prefix="mcpfleet-startup-") as tmp:
         commands = _configs(Path(tmp))
-        for argv in commands.values():  # one unmeasured start each: .pyc files, the registry's database
-            launch_to_first(argv)
+        for install in installs:  # one unmeasured start each: .pyc files, the registry's database
+            for argv in commands.values():
+                launch_to_first(argv, install)
         for _ in range(args.runs):
             results.setdefault("python -c pass", []).append(python_seconds("pass"))
-            results.setdefault("import mcpfleet.cli.main", []).append(
-                python_seconds("import mcpfleet.cli.main")
-            )
-            for name, argv in commands.items():
-                results.setdefault(name, []).append(launch_to_first(argv))
+            for install in installs:
+                label = "" if install == MCPFLEET else f" [{install}]"
+                python = str(Path(install).parent / "python")
+                results.setdefault(f"import mcpfleet.cli.main{label}", []).append(
+                    python_seconds("import mcpfleet.cli.main", python)
+                )
+                for name, argv in commands.items():
+                    results.setdefault(f"{name}{label}", []).append(launch_to_first(argv, install))
     print(json.dumps(results, indent=2))
     for name, runs in results.items():
         if isinstance(runs[0], dict):
