@@ -83,7 +83,7 @@ def _configs(work: Path) -> dict[str, list[str]]:
     }
 
 
-def launch_to_first(args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 60.0) -> dict[str, float]:
+def launch_to_first(args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 180.0) -> dict[str, float]:
     port = free_port()
     argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
     url = f"http://127.0.0.1:{port}/health"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import importlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -127,8 +128,12 @@ class HostedService:
         """Serve until stopped (returns) or until it cannot (raises, the message for the status)."""
         _sink.set(self.sink)
         _servers.set(self._servers)
+        in_dataplane = DATAPLANE_MODULE in self.argv
+        # The service's imports run in a thread: seconds of work on a loaded machine that would
+        # otherwise stall the event loop, i.e. every other endpoint, probe and status write of `up`.
+        await asyncio.to_thread(_preload, _DATAPLANE_MODULES if in_dataplane else _PROXY_MODULES)
         _route_logs()
-        if DATAPLANE_MODULE in self.argv:
+        if in_dataplane:
             from mcpfleet.platform.local import dataplane
 
             code = await dataplane.run_hosted(self.argv[self.argv.index(DATAPLANE_MODULE) + 1 :])
@@ -190,6 +195,22 @@ class HostedService:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+_PROXY_MODULES = ("uvicorn", "mcpfleet.cli.proxy", "mcpfleet.proxy.serve", "mcpfleet.proxy.http_app")
+_DATAPLANE_MODULES = (
+    "uvicorn",
+    "mcpfleet.vmcp.server",
+    "mcpfleet.vmcp.backends",
+    "mcpfleet.vmcp.status",
+    "mcpfleet.registry.app",
+    "mcpfleet.registry.service",
+)
+
+
+def _preload(modules: Sequence[str]) -> None:
+    for name in modules:
+        importlib.import_module(name)
 
 
 _command: Any = None

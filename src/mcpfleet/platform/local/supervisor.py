@@ -252,7 +252,9 @@ class Managed:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a", buffering=1) as logfile:
             shown = redact_text(" ".join(spec.argv))
-            logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting (in-process): {shown}\n")
+            logfile.write(
+                f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown} (in mcpfleet up's process)\n"
+            )
             self._logfile = logfile
             self.milestone("starting (in-process)")
 
