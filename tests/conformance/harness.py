@@ -231,7 +231,7 @@ def supervised_proxy() -> Iterator[str]:
         ready["stop"] = stop = asyncio.Event()
         supervisor = Supervisor(workdir / "logs", lambda: None, nothing, nothing)
         await supervisor.ensure(spec)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240  # a loaded machine: the probe answers once the fixture does
         while time.monotonic() < deadline:
             state = supervisor.state(spec.key)
             if state is not None and state.ready:
@@ -245,7 +245,7 @@ def supervised_proxy() -> Iterator[str]:
     thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
     thread.start()
     try:
-        started.wait(90)
+        started.wait(300)
         pid = ready.get("pid")
         assert isinstance(pid, int), f"the supervised proxy did not get ready: {workdir / 'logs'}"
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
