@@ -16,7 +16,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,28 +25,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# bench/vmcp.py's helpers; appended (not prepended): bench/operator.py must not shadow the stdlib.
+sys.path.append(str(ROOT / "bench"))
+from vmcp import HDR as HEADERS  # noqa: E402
+from vmcp import free_port, wait_port  # noqa: E402
+
 BACKENDS = ROOT / "bench" / "vmcp_backends.py"
 PY = sys.executable
 TICK = os.sysconf("SC_CLK_TCK")
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"port {port} not open after {timeout}s")
 
 
 def cpu_and_faults(pid: int) -> tuple[float, int]:
@@ -116,7 +101,7 @@ def main() -> int:
     backend_port = free_port()
     backend = subprocess.Popen([PY, str(BACKENDS), "bare", str(backend_port), "10", "100"])
     try:
-        wait_port(backend_port, backend)
+        wait_port(backend_port, backend, 120)
         with tempfile.TemporaryDirectory(prefix="mcpfleet-steady-") as tmp:
             config = Path(tmp) / "vmcp.yaml"
             lines = ["name: bench", "backends:"]
@@ -135,7 +120,7 @@ def main() -> int:
                         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
                     )
                     try:
-                        wait_port(port, gateway)
+                        wait_port(port, gateway, 300)
                         time.sleep(1.0)  # backends connected
                         result = measure(port, gateway.pid, args.lists)
                     finally:
