@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from lightkube import AsyncClient
     from opentelemetry.trace import Tracer
 
+    from mcpfleet.registry.publish import Publisher
     from mcpfleet.registry.sources.kubernetes import WorkloadSource
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class RegistryService:
         self._workloads = workloads
         self._store: Store | None = None
         self._syncer: Syncer | None = None
+        self.publisher: Publisher | None = None
+        """The publishing API (None: read-only registry, no `publish` in the config)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -108,6 +111,11 @@ class RegistryService:
             self.config, self._store, readers, self.metrics, self.reload, tracer=self.tracer
         )
         await self._syncer.start()
+        if self.config.publish is not None:
+            from mcpfleet.registry.publish import Publisher
+
+            auth = self.config.publish.auth.resolved(self.base_dir)
+            self.publisher = Publisher(self.config.publish.model_copy(update={"auth": auth}), self)
         if self.run_loops:
             self._tasks.append(asyncio.create_task(self._syncer.run(), name="registry-sync"))
             self._tasks.append(asyncio.create_task(self._follow_generation(), name="registry-generation"))
@@ -129,6 +137,8 @@ class RegistryService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self.publisher is not None:
+            await self.publisher.close()
         if self._syncer is not None:
             await self._syncer.close()
         if self._store is not None:

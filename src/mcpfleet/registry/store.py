@@ -6,6 +6,10 @@ Tables:
   and tombstones (status `deleted`) for entries that left every source;
 - `registry_source_state`: per-source sync bookkeeping (content/filter hash, last error);
 - `registry_meta`: the catalogue generation, bumped by every sync that changes `registry_servers`.
+
+Published entries (`POST /v0.1/publish`) are the entries of one more source, `PUBLISHED`, a name no
+configured source can take (not a DNS label); they merge with the synced sources by the position the
+config gives that name in the merge order, and are never pruned with the sources that left the config.
 The schema is created by the alembic migrations shipped in `mcpfleet.registry.migrations`.
 """
 
@@ -42,7 +46,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from mcpfleet.registry.entry import STATUS_DELETED, Entry
+from mcpfleet.registry.entry import PUBLISHED, STATUS_DELETED, Entry
 from mcpfleet.registry.versions import latest_version
 
 metadata = MetaData()
@@ -297,8 +301,10 @@ class Store:
     async def prune_sources(self, order: list[str]) -> MergeStats:
         """Drop data of sources no longer configured and re-merge (a config change leaves nothing stale)."""
         async with self.engine.begin() as conn:
-            dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
-            await conn.execute(delete(source_state).where(source_state.c.source.not_in(order)))
+            # Published entries stay whatever the config says: switching publishing off must not lose them.
+            keep = [*order, PUBLISHED]
+            dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(keep)))
+            await conn.execute(delete(source_state).where(source_state.c.source.not_in(keep)))
             if not dropped.rowcount and len(order) <= 1:
                 # No data dropped and a single source (so no precedence that could have changed): the
                 # merged catalogue is already right. Skipping the merge keeps a restart fast; with
@@ -309,6 +315,85 @@ class Store:
                 )
                 return stats
             return await self._merge(conn, order, {})
+
+    async def served(self, name: str) -> list[tuple[str, str, str]]:
+        """(version, source, status) of every row of `name` in the merged catalogue, tombstones too."""
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(servers.c.version, servers.c.source, servers.c.status).where(servers.c.name == name)
+            )
+            return [(r[0], r[1], r[2]) for r in result]
+
+    async def publish(self, entry: Entry, order: list[str]) -> MergeStats | None:
+        """Add one published version and merge; None when (name, version) was published before (any
+        status) or is served by any source: versions are immutable."""
+        document = orjson.dumps(entry.server).decode()
+        digest = content_hash(entry)
+        async with self.engine.begin() as conn:
+            taken = await conn.scalar(
+                select(servers.c.version).where(
+                    servers.c.name == entry.name, servers.c.version == entry.version
+                )
+            )
+            taken = taken or await conn.scalar(
+                select(source_entries.c.version).where(
+                    source_entries.c.source == PUBLISHED,
+                    source_entries.c.name == entry.name,
+                    source_entries.c.version == entry.version,
+                )
+            )
+            if taken is not None:
+                return None
+            # A concurrent publish of the same version fails here on the primary key (IntegrityError).
+            await conn.execute(
+                insert(source_entries).values(
+                    source=PUBLISHED,
+                    name=entry.name,
+                    version=entry.version,
+                    status=entry.status,
+                    content_hash=digest,
+                    document=document,
+                )
+            )
+            return await self._merge(conn, order, {PUBLISHED: {entry.key: (document, digest)}})
+
+    async def set_published_status(
+        self, name: str, version: str | None, status: str, order: list[str]
+    ) -> list[str] | None:
+        """Set the status of one published version (all of them: `version` None) and merge; returns
+        the versions changed (empty: they already had that status), None when none is published."""
+        async with self.engine.begin() as conn:
+            where = [source_entries.c.source == PUBLISHED, source_entries.c.name == name]
+            if version is not None:
+                where.append(source_entries.c.version == version)
+            rows = (
+                await conn.execute(
+                    select(
+                        source_entries.c.version, source_entries.c.status, source_entries.c.document
+                    ).where(*where)
+                )
+            ).all()
+            if not rows:
+                return None
+            changes = []
+            for v, old, document in rows:
+                if old == status:
+                    continue
+                digest = content_hash(Entry(name, v, orjson.loads(document), status))
+                changes.append({"k_version": v, "status": status, "content_hash": digest})
+            if changes:
+                stmt = (
+                    update(source_entries)
+                    .where(
+                        source_entries.c.source == PUBLISHED,
+                        source_entries.c.name == name,
+                        source_entries.c.version == bindparam("k_version"),
+                    )
+                    .values(status=bindparam("status"), content_hash=bindparam("content_hash"))
+                )
+                await conn.execute(stmt, changes)
+                await self._merge(conn, order, {})
+            return sorted(c["k_version"] for c in changes)
 
     async def _merge(
         self,
