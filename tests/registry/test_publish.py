@@ -388,7 +388,7 @@ async def test_a_read_only_registry_says_so(tmp_path: Path) -> None:
 
 
 def test_publish_config_is_checked() -> None:
-    with pytest.raises(Exception, match="auth.type must be 'oidc'"):
+    with pytest.raises(Exception, match=r"auth\.type must be 'oidc'"):
         parse_config(
             {
                 "registryName": "x",
