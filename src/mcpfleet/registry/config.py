@@ -20,9 +20,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration
 from mcpfleet.api.mcpregistry import (
+    PUBLISH_SCOPE,
     APISource,
     GitRef,
     KubernetesSource,
+    PublishGrant,
     RegistryFilter,
     SourceFormat,
     SyncPolicy,
@@ -141,40 +143,14 @@ class Server(ApiModel):
     port: int = Field(default=8080, ge=0, le=65535)
 
 
-NAMESPACE_PATTERN = r"^(\*|[a-zA-Z0-9.-]+(/[a-zA-Z0-9._-]*)?\*?)$"
-"""A namespace pattern as the official registry's permissions hold them: `*`, an exact server name,
-or a prefix ending in `*` (`com.acme/*`, `com.acme.*`)."""
-
-
-class PublishGrant(ApiModel):
-    """Namespaces a token may publish to (or edit), when it carries every claim in `claims`."""
-
-    claims: dict[str, str | bool | int] = Field(default_factory=dict)
-    """Claims the token must carry: equal to the value, or (for an array claim such as `groups`)
-    containing it. Empty: every token with the publish scope."""
-    publish: list[str] = Field(default_factory=list)
-    """Patterns of server names the token may publish new versions of (and change their status)."""
-    edit: list[str] = Field(default_factory=list)
-    """Patterns of server names whose versions' status the token may change (moderation)."""
-
-    @field_validator("publish", "edit")
-    @classmethod
-    def _patterns(cls, patterns: list[str]) -> list[str]:
-        import re
-
-        for pattern in patterns:
-            if not re.fullmatch(NAMESPACE_PATTERN, pattern):
-                raise ValueError(f"{pattern!r}: expected *, a server name, or a prefix ending in *")
-        return patterns
-
-
 class Publish(ApiModel):
     """Publishing (`POST /v0.1/publish` and the status / delete operations); off without this block."""
 
     auth: IncomingAuth
     """Who may publish: `type: oidc` with the issuer and the audience tokens must carry."""
-    scope: str = Field(default="mcp-registry:publish", min_length=1)
-    """Scope (in the token's `scope` or `scp` claim) every publish, status or delete call needs."""
+    scope: str | None = Field(default=PUBLISH_SCOPE, min_length=1)
+    """Scope (in the token's `scope` or `scp` claim) every publish, status or delete call needs; null
+    for issuers that put no scopes in tokens (Kubernetes service-account tokens)."""
     grants: list[PublishGrant] = Field(default_factory=list)
     """Claims → namespaces, the private twin of the official registry's per-login permissions."""
     emailDomainNamespaces: bool = Field(default=False, alias="emailDomainNamespaces")

@@ -35,9 +35,10 @@ from urllib.parse import unquote
 import orjson
 from sqlalchemy.exc import IntegrityError
 
+from mcpfleet.api.mcpregistry import PublishGrant
 from mcpfleet.auth.oidc import Authenticator, AuthError, make_authenticator
 from mcpfleet.registry.api import WRITE_PREFIXES, problem
-from mcpfleet.registry.config import Publish, PublishGrant
+from mcpfleet.registry.config import Publish
 from mcpfleet.registry.entry import (
     PUBLISHED,
     STATUS_ACTIVE,
@@ -87,11 +88,12 @@ def resource_match(resource: str, pattern: str) -> bool:
     return resource == pattern
 
 
-def _claim_matches(claims: dict[str, Any], name: str, wanted: Any) -> bool:
+def _claim_matches(claims: dict[str, Any], name: str, wanted: str) -> bool:
+    """The claim is the string `wanted`, or an array holding it (`groups`, `roles`)."""
     value = claims.get(name)
     if isinstance(value, list):
         return wanted in value
-    return bool(value == wanted and type(value) is type(wanted))
+    return isinstance(value, str) and value == wanted
 
 
 def _email_domain_patterns(claims: dict[str, Any]) -> list[str]:
@@ -235,7 +237,7 @@ class Publisher:
                 headers=[(b"www-authenticate", challenge)],
             ) from None
         claims = claims or {}
-        if not has_scope(claims, self.config.scope):
+        if self.config.scope is not None and not has_scope(claims, self.config.scope):
             challenge = f'Bearer error="insufficient_scope", scope="{self.config.scope}"'.encode()
             raise Problem(
                 403,
