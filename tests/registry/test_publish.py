@@ -279,11 +279,17 @@ async def test_status_and_delete(db_url: str, tmp_path: Path) -> None:
         )
         assert r.status_code == 200, r.text
         official = r.json()["_meta"]["io.modelcontextprotocol.registry/official"]
-        assert official["status"] == "deprecated"
+        assert official["status"] == "deprecated" and official["statusMessage"] == "use 2.0.0"
+        read = await h.get(path("com.acme/tool", "versions", "1.0.0"))
+        assert (
+            read.json()["_meta"]["io.modelcontextprotocol.registry/official"]["statusMessage"] == "use 2.0.0"
+        )
         assert official["statusChangedAt"] > official["publishedAt"]
         assert (await h.get("/v0.1/servers?search=com.acme/tool")).headers["etag"] != before.headers["etag"]
         same = await h.client.patch(
-            path("com.acme/tool", "versions", "1.0.0", "status"), json={"status": "deprecated"}, headers=auth
+            path("com.acme/tool", "versions", "1.0.0", "status"),
+            json={"status": "deprecated", "statusMessage": "use 2.0.0"},
+            headers=auth,
         )
         assert_problem(same, 400, "body.status")
         assert_problem(

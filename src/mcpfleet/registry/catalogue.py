@@ -94,6 +94,8 @@ def _item(row: CatalogueRow) -> Item:
         # Always present, as on the official registry (a new entry: its publish time).
         "statusChangedAt": row.status_changed_at,
     }
+    if row.status_message is not None:
+        official["statusMessage"] = row.status_message
     # The stored document is orjson's compact serialization already: spliced in as it is rather than
     # parsed and serialized again (most of the time of loading the catalogue at start-up), and the
     # concatenation is an exact-size bytes object (orjson's own results keep a 4 KB buffer).

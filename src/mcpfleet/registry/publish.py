@@ -213,9 +213,9 @@ class Publisher:
         assert name is not None
         if route == "version":
             await self._drain(scope, receive)
-            return 200, await self._status(name, version, STATUS_DELETED, perms)
-        status = self._status_request(await self._json(scope, receive))
-        return 200, await self._status(name, version, status, perms, bulk=route == "server-status")
+            return 200, await self._status(name, version, (STATUS_DELETED, None), perms)
+        wanted = self._status_request(await self._json(scope, receive))
+        return 200, await self._status(name, version, wanted, perms, bulk=route == "server-status")
 
     # -- authentication and the request body
 
@@ -303,7 +303,7 @@ class Publisher:
             raise Problem(422, f"server.json: {message}", f"body.{path}" if path else "body", value)
         return Entry(document["name"], document["version"], document)
 
-    def _status_request(self, body: Any) -> str:
+    def _status_request(self, body: Any) -> tuple[str, str | None]:
         if not isinstance(body, dict):
             raise Problem(422, "Expected an object {status, statusMessage}", "body")
         unknown = sorted(set(body) - {"status", "statusMessage"})
@@ -319,7 +319,7 @@ class Publisher:
                 f"statusMessage must be a string of at most {_MAX_STATUS_MESSAGE} characters",
                 "body.statusMessage",
             )
-        return str(status)
+        return str(status), message
 
     # -- the operations
 
@@ -371,16 +371,17 @@ class Publisher:
         self,
         name: str,
         version: str | None,
-        status: str,
+        wanted: tuple[str, str | None],
         perms: list[tuple[str, str]],
         bulk: bool = False,
     ) -> bytes:
+        status, message = wanted
         if not _allowed(perms, name, (PUBLISH, EDIT)):
             raise self._forbidden(name, perms, (PUBLISH, EDIT))
         service = self.service
         async with service.syncer.write_lock:
             changed = await service.store.set_published_status(
-                name, None if bulk else version, status, service.syncer.merge_order
+                name, None if bulk else version, status, message, service.syncer.merge_order
             )
             if changed is None:
                 owners = {src for v, src, _s in await service.store.served(name) if bulk or v == version}

@@ -64,6 +64,7 @@ servers = Table(
     Column("status_changed_at", String(32), nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("document", Text, nullable=False),
+    Column("status_message", Text, nullable=True),
 )
 
 source_entries = Table(
@@ -75,6 +76,7 @@ source_entries = Table(
     Column("status", String(16), nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("document", Text, nullable=False),
+    Column("status_message", Text, nullable=True),
 )
 
 source_state = Table(
@@ -100,7 +102,7 @@ registry_meta = Table(
 _CHUNK = 500
 _COPY_THRESHOLD = 200
 # The newest migration's revision; a test checks it against alembic's head.
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0002"
 _VERSION_TABLE = "registry_alembic_version"  # as migrations/env.py names it
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
@@ -110,8 +112,11 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def content_hash(entry: Entry) -> str:
-    canonical = orjson.dumps([entry.status, entry.server], option=orjson.OPT_SORT_KEYS)
+def content_hash(entry: Entry, status_message: str | None = None) -> str:
+    parts: list[Any] = [entry.status, entry.server]
+    if status_message is not None:
+        parts.append(status_message)
+    canonical = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
 
 
@@ -149,6 +154,7 @@ class CatalogueRow:
     updated_at: str
     status_changed_at: str
     document: str
+    status_message: str | None = None
 
 
 def database_url(url: str | None, default_path: Path, password_file: str | None) -> str:
@@ -358,10 +364,11 @@ class Store:
             return await self._merge(conn, order, {PUBLISHED: {entry.key: (document, digest)}})
 
     async def set_published_status(
-        self, name: str, version: str | None, status: str, order: list[str]
+        self, name: str, version: str | None, status: str, message: str | None, order: list[str]
     ) -> list[str] | None:
-        """Set the status of one published version (all of them: `version` None) and merge; returns
-        the versions changed (empty: they already had that status), None when none is published."""
+        """Set the status (and its message) of one published version (all of them: `version` None)
+        and merge; returns the versions changed (empty: they already had that status and message),
+        None when none is published."""
         async with self.engine.begin() as conn:
             where = [source_entries.c.source == PUBLISHED, source_entries.c.name == name]
             if version is not None:
@@ -369,29 +376,34 @@ class Store:
             rows = (
                 await conn.execute(
                     select(
-                        source_entries.c.version, source_entries.c.status, source_entries.c.document
+                        source_entries.c.version,
+                        source_entries.c.status,
+                        source_entries.c.document,
+                        source_entries.c.status_message,
                     ).where(*where)
                 )
             ).all()
             if not rows:
                 return None
             changes = []
-            for v, old, document in rows:
-                if old == status:
+            for v, old, document, old_message in rows:
+                if old == status and old_message == message:
                     continue
-                digest = content_hash(Entry(name, v, orjson.loads(document), status))
-                changes.append({"k_version": v, "status": status, "content_hash": digest})
+                # The message is part of the hash: a new message alone is a change the merge carries.
+                digest = content_hash(Entry(name, v, orjson.loads(document), status), message)
+                changes.append({"k_version": v, "status": status, "content_hash": digest, "message": message})
             if changes:
-                stmt = (
-                    update(source_entries)
-                    .where(
-                        source_entries.c.source == PUBLISHED,
-                        source_entries.c.name == name,
-                        source_entries.c.version == bindparam("k_version"),
-                    )
-                    .values(status=bindparam("status"), content_hash=bindparam("content_hash"))
+                key = and_(
+                    source_entries.c.source == PUBLISHED,
+                    source_entries.c.name == name,
+                    source_entries.c.version == bindparam("k_version"),
                 )
-                await conn.execute(stmt, changes)
+                values: dict[str, Any] = {
+                    "status": bindparam("status"),
+                    "content_hash": bindparam("content_hash"),
+                    "status_message": bindparam("message"),
+                }
+                await conn.execute(update(source_entries).where(key).values(**values), changes)
                 await self._merge(conn, order, {})
             return sorted(c["k_version"] for c in changes)
 
@@ -484,9 +496,9 @@ class Store:
         ]
         docs = await self._documents(conn, need_doc, known_docs)
         for row in inserts:
-            row["document"] = docs[(row["source"], row["name"], row["version"])]
+            row["document"], row["status_message"] = docs[(row["source"], row["name"], row["version"])]
         for row in updates:
-            row["document"] = docs[(row["source"], row["k_name"], row["k_version"])]
+            row["document"], row["status_message"] = docs[(row["source"], row["k_name"], row["k_version"])]
         await _bulk_insert(conn, servers, inserts)
         key_match = and_(servers.c.name == bindparam("k_name"), servers.c.version == bindparam("k_version"))
         changed_status = [u for u in updates if u["status_changed_at"] is not None]
@@ -526,24 +538,29 @@ class Store:
         conn: AsyncConnection,
         keys: list[tuple[str, str, str]],
         known: dict[str, dict[tuple[str, str], tuple[str, str]]],
-    ) -> dict[tuple[str, str, str], str]:
-        out: dict[tuple[str, str, str], str] = {}
+    ) -> dict[tuple[str, str, str], tuple[str, str | None]]:
+        """(document, status message) of each (source, name, version); `known` documents (just
+        written by a sync or a publish) carry no message."""
+        out: dict[tuple[str, str, str], tuple[str, str | None]] = {}
         missing: dict[str, set[tuple[str, str]]] = defaultdict(set)
         for src, name, version in keys:
             doc = known.get(src, {}).get((name, version))
             if doc is not None:
-                out[(src, name, version)] = doc[0]
+                out[(src, name, version)] = (doc[0], None)
             else:
                 missing[src].add((name, version))
         for src, wanted in missing.items():
             result = await conn.execute(
-                select(source_entries.c.name, source_entries.c.version, source_entries.c.document).where(
-                    source_entries.c.source == src
-                )
+                select(
+                    source_entries.c.name,
+                    source_entries.c.version,
+                    source_entries.c.document,
+                    source_entries.c.status_message,
+                ).where(source_entries.c.source == src)
             )
-            for name, version, document in result:
+            for name, version, document, message in result:
                 if (name, version) in wanted:
-                    out[(src, name, version)] = document
+                    out[(src, name, version)] = (document, message)
         return out
 
     async def purge_deleted(self, changed_before: str) -> int:
@@ -573,9 +590,12 @@ class Store:
                     servers.c.updated_at,
                     servers.c.status_changed_at,
                     servers.c.document,
+                    servers.c.status_message,
                 )
             )
-            rows = [CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7]) for r in result.all()]
+            rows = [
+                CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in result.all()
+            ]
         return int(generation or 0), rows
 
 
@@ -589,7 +609,7 @@ async def _bulk_insert(conn: AsyncConnection, table: Table, rows: list[dict[str,
         driver = raw.driver_connection
         assert driver is not None, "no asyncpg connection behind the pool entry"
         columns = [c.name for c in table.columns]
-        records = [tuple(row[c] for c in columns) for row in rows]
+        records = [tuple(row.get(c) for c in columns) for row in rows]
         await driver.copy_records_to_table(table.name, records=records, columns=columns)
         return
     for chunk in _chunks(rows):

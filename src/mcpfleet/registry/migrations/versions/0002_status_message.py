@@ -1,0 +1,24 @@
+"""Status messages: the `statusMessage` a publisher gives with a status change (published entries).
+
+Revision ID: 0002
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("registry_source_entries", sa.Column("status_message", sa.Text, nullable=True))
+    op.add_column("registry_servers", sa.Column("status_message", sa.Text, nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("registry_servers", "status_message")
+    op.drop_column("registry_source_entries", "status_message")
