@@ -31,7 +31,7 @@ from mcpfleet.api.mcpregistry import (
     URLSource,
 )
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
-from mcpfleet.auth.oidc import IncomingAuth
+from mcpfleet.auth.settings import IncomingAuth
 from mcpfleet.registry.entry import PUBLISHED
 
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
