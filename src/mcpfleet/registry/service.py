@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcpfleet.registry.catalogue import Catalogue
+from mcpfleet.registry.catalogue import Catalogue, items_of
 from mcpfleet.registry.config import RegistryConfig
+from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceReader
 from mcpfleet.registry.store import Store, database_url
@@ -80,9 +81,9 @@ class RegistryService:
 
     async def reload(self) -> None:
         """Rebuild the in-memory catalogue from the store (after a sync changed it)."""
-        generation, rows = await self.store.catalogue()
-        # Serializing 10,000 entries takes a moment: off the event loop.
-        catalogue = await asyncio.to_thread(Catalogue, generation, rows)
+        # Serializing 10,000 entries takes a moment: off the event loop, chunk by chunk as rows arrive.
+        generation, items = await self.store.catalogue_items(items_of)
+        catalogue = await asyncio.to_thread(Catalogue, generation, [], items)
         if catalogue.generation < self.catalogue.generation:
             return  # a concurrent, newer reload already won; never go back in time
         self.catalogue = catalogue
@@ -90,6 +91,7 @@ class RegistryService:
         # rescanning them in every full collection (a latency spike at p99). Refcounting still frees
         # them when the next snapshot replaces this one.
         gc.freeze()
+        return_free_memory()
         self.metrics.catalogue_entries.set(catalogue.active_count)
         self.metrics.generation.set(generation)
 

@@ -27,6 +27,7 @@ from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.registry.config import RegistryConfig, Source, merge_order
 from mcpfleet.registry.filters import apply_filter, filter_hash
+from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceError, SourceReader
 from mcpfleet.registry.store import SourceState, Store, now_iso
@@ -207,6 +208,9 @@ class Syncer:
                 await self.store.save_state(state)
             except Exception:
                 log.exception("cannot record the sync failure of source %s", name)
+        # The fetched document (and, when applied, its parsed entries) are garbage now: give their
+        # pages back rather than keep them in the RSS until the next sync.
+        return_free_memory()
         self.metrics.syncs.labels(name, result).inc()
         self.metrics.sync_seconds.labels(name).observe(time.perf_counter() - started)
         self.metrics.source_up.labels(name).set(0 if result == "failed" else 1)
