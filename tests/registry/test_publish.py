@@ -453,3 +453,27 @@ async def test_cli_publish(tmp_path: Path) -> None:
         async with httpx.AsyncClient() as client:
             listed = await client.get(base + path("com.acme/cli", "versions"))
         assert listed.status_code == 200
+
+
+async def test_published_entries_survive_switching_publishing_off_and_on(tmp_path: Path) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'toggle.db'}"
+    async with registry(db, tmp_path) as (issuer, h):
+        r = await h.client.post(
+            "/v0.1/publish", json=server_doc("com.acme/kept"), headers=bearer(token(issuer))
+        )
+        assert r.status_code == 200
+    async with local_issuer() as issuer:
+        on = config(issuer, db, tmp_path)
+    off = on.model_copy(update={"publish": None})
+    # Off: not served (a tombstone, as for a source that left), but kept in the database.
+    async with running(off, tmp_path) as h:
+        assert (await h.get(path("com.acme/kept", "versions", "1.0.0"))).status_code == 404
+        gone = await h.get(path("com.acme/kept", "versions", "1.0.0") + "?include_deleted=true")
+        assert gone.json()["_meta"]["io.modelcontextprotocol.registry/official"]["status"] == "deleted"
+    # On again: served as published, and the version is still taken.
+    async with registry(db, tmp_path) as (issuer, h):
+        assert (await h.get(path("com.acme/kept", "versions", "1.0.0"))).status_code == 200
+        again = await h.client.post(
+            "/v0.1/publish", json=server_doc("com.acme/kept"), headers=bearer(token(issuer))
+        )
+        assert_problem(again, 400, "body.version")

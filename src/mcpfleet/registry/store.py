@@ -98,6 +98,7 @@ registry_meta = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("generation", BigInteger, nullable=False),
+    Column("merge_order", Text, nullable=True),
 )
 
 _CHUNK = 500
@@ -170,6 +171,11 @@ _CATALOGUE_COLUMNS = (
     servers.c.status_message,
 )
 T = TypeVar("T")
+
+
+def _order_key(order: list[str]) -> str:
+    """The merge order as stored (source names are DNS labels or `@published`: no newline in them)."""
+    return "\n".join(order)
 
 
 def database_url(url: str | None, default_path: Path, password_file: str | None) -> str:
@@ -329,10 +335,12 @@ class Store:
             keep = [*order, PUBLISHED]
             dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(keep)))
             await conn.execute(delete(source_state).where(source_state.c.source.not_in(keep)))
-            if not dropped.rowcount and len(order) <= 1:
-                # No data dropped and a single source (so no precedence that could have changed): the
-                # merged catalogue is already right. Skipping the merge keeps a restart fast; with
-                # several sources their order may have changed, so the merge runs.
+            merged_with = await conn.scalar(
+                select(registry_meta.c.merge_order).where(registry_meta.c.id == 1)
+            )
+            if not dropped.rowcount and merged_with == _order_key(order):
+                # No data dropped and the same precedence as the last merge: the merged catalogue is
+                # already right. Skipping the merge keeps a restart fast.
                 stats = MergeStats()
                 stats.generation = int(
                     await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
@@ -546,6 +554,7 @@ class Store:
         )
         if stats.changed:
             await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+        await conn.execute(update(registry_meta).values(merge_order=_order_key(order)))
         stats.generation = int(
             await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
         )
