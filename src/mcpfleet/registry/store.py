@@ -620,28 +620,6 @@ class Store:
                 out.extend(await asyncio.to_thread(convert, rows))
         return int(generation or 0), out
 
-    async def catalogue(self) -> tuple[int, list[CatalogueRow]]:
-        """The generation and every row of the merged catalogue (tombstones included)."""
-        async with self.engine.connect() as conn:
-            generation = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
-            result = await conn.execute(
-                select(
-                    servers.c.name,
-                    servers.c.version,
-                    servers.c.status,
-                    servers.c.is_latest,
-                    servers.c.published_at,
-                    servers.c.updated_at,
-                    servers.c.status_changed_at,
-                    servers.c.document,
-                    servers.c.status_message,
-                )
-            )
-            rows = [
-                CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in result.all()
-            ]
-        return int(generation or 0), rows
-
 
 async def _bulk_insert(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
     """Insert many rows; on PostgreSQL with COPY (inside the same transaction), ~10x faster for a
