@@ -48,6 +48,7 @@ from mcpfleet.api.meta import ConfigStatus, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
+from mcpfleet.platform.local.hosted import hostable
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
@@ -402,6 +403,9 @@ class Runner:
         status = rules.status(resource, stored.status, plan, observation, world, report)
         status = self._mark_kept((resource.kind, resource.namespace, resource.name), status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
+            if status.get("phase") != (stored.status or {}).get("phase"):
+                for key in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
+                    self.supervisor.milestone(key, f"status {status.get('phase')}")
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}
@@ -476,6 +480,7 @@ class Runner:
                         health_url=health,
                         fingerprint=fingerprint,
                         mcp_probe_url=probe,
+                        hosted=hostable(container.command, bool(container.env or container.secret_env)),
                     )
                 )
                 keys.append(key)
