@@ -2,7 +2,7 @@
 
 Starts the bare backend of bench/vmcp_backends.py (10 backends x 100 tools on one port) and, in
 turn, `--processes` gateway processes (`mcpfleet vmcp serve`) with the malloc thresholds of
-`mcpfleet.malloctune` (`tuned`) and with glibc's defaults (`MCPFLEET_MALLOC_TUNE=0`, `default`),
+`mcpfleet.malloctune` (`tuned`) and with glibc's defaults (`MCPFLEET_MALLOC_TUNE=0`, `default`, what runs unless the tuning is asked for),
 alternating, so both see the same machine. For each process: one session, 200 first lists (their
 minor page faults counted), then `--lists` lists one after another, measuring from /proc/PID/stat
 the gateway's CPU time and minor page faults per list, and the client-side p50.

@@ -9,8 +9,10 @@ in every process: blocks up to `MMAP_THRESHOLD` come from the heap, and the heap
 `TRIM_THRESHOLD` of free memory at its top instead of returning it after each request. The cost is
 that bounded amount of memory held after a peak.
 
-`MCPFLEET_MALLOC_TUNE=0` leaves glibc's defaults (for comparison: `bench/vmcp_steady.py`). Not glibc
-(musl, macOS): nothing to do.
+Opt-in (`MCPFLEET_MALLOC_TUNE=1`): `bench/vmcp_steady.py` compares both settings and found no steady
+difference on glibc here (its dynamic threshold had already moved above the response size), while the
+tuning holds up to `TRIM_THRESHOLD` after a peak, so the default leaves glibc alone. Not glibc (musl,
+macOS): nothing to do.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ TRIM_THRESHOLD = 32 * 1024 * 1024
 
 def tune() -> bool:
     """Apply the thresholds (once per process, before serving); True when they were set."""
-    if os.environ.get(ENV, "1") == "0":
+    if os.environ.get(ENV, "0") != "1":
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

@@ -64,7 +64,7 @@ def up(
 
     from mcpfleet import malloctune
 
-    malloctune.tune()  # as the vMCP's own process does
+    malloctune.tune()  # opt-in (MCPFLEET_MALLOC_TUNE=1), as the vMCP's own process
 
     code = uvloop.run(
         run_up(

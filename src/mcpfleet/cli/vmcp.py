@@ -72,7 +72,7 @@ def serve(
     from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    malloctune.tune()  # every tools/list on the fast path (no page faults per answer)
+    malloctune.tune()  # opt-in glibc thresholds (MCPFLEET_MALLOC_TUNE=1); see bench/vmcp_steady.py
     limits = limit_options.limits(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
