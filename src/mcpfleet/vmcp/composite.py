@@ -234,7 +234,7 @@ class CompositeRunner:
             return {"output": dict(s.default_results or {}), "content": [], "isError": False, "skipped": True}
         args = {k: render(v, scope) for k, v in s.arguments.items()}
         timeout = parse_duration(s.timeout) if s.timeout else None
-        attempts = 1 + (s.on_error.retry_count if s.on_error.action == "retry" else 0)
+        attempts = 1 + (s.on_error.retries if s.on_error.action == "retry" else 0)
         delay = parse_duration(s.on_error.retry_delay) if s.on_error.retry_delay else 0.0
         error = ""
         for attempt in range(attempts):
