@@ -332,6 +332,8 @@ class VirtualMCPConfig(GatewayConfig):
     """MCPGroup whose servers and remote proxies are the backends."""
     backends: list[StaticBackend] = Field(default_factory=list, max_length=100)
     """Extra backends given by URL."""
+    composite_tool_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=50)
+    """VirtualMCPCompositeToolDefinitions whose tools this gateway serves beside `compositeTools`."""
 
 
 def _unknown_dependency(tool: CompositeTool) -> str | None:
