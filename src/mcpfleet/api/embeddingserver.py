@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from mcpfleet.api.common import QUANTITY_PATTERN, EnvVar, ResourceRequirements
-from mcpfleet.api.meta import ApiModel, Condition, KindInfo, PrinterColumn, SecretKeyRef
+from mcpfleet.api.meta import WORKLOAD_COLUMNS, ApiModel, Condition, KindInfo, PrinterColumn, SecretKeyRef
 from mcpfleet.api.resource import Resource
 
 DEFAULT_IMAGE = "ghcr.io/huggingface/text-embeddings-inference:cpu-latest"
@@ -115,13 +115,7 @@ class EmbeddingServer(Resource):
         "EmbeddingServer",
         "embeddingservers",
         ("emb", "embedding"),
-        columns=(
-            PrinterColumn("Status", ".status.phase"),
-            PrinterColumn("Model", ".spec.model"),
-            PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
-            PrinterColumn("URL", ".status.url"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
-        ),
+        columns=(*WORKLOAD_COLUMNS[:4], PrinterColumn("Model", ".spec.model"), WORKLOAD_COLUMNS[4]),
     )
     kind: Literal["EmbeddingServer"] = "EmbeddingServer"
     spec: EmbeddingServerSpec = Field(default_factory=EmbeddingServerSpec)

@@ -296,6 +296,7 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
         tool_configs[ref] = world.tool_configs[ref].spec
     incoming, outgoing = _incoming(vmcp, world, secrets), _outgoing(vmcp, world, secrets)
     entries = mcpserverentry.gateway_backends(config.group_ref, world, secrets.add)
+    composite_tools = _composite_tools(vmcp, world)
     for name, ref in entries.auth_refs.items():
         if name not in outgoing.backends:  # an explicit outgoingAuth.backends entry wins
             outgoing.backends[name] = _auth_strategy(
@@ -312,7 +313,7 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             aggregation=config.aggregation.model_copy(
                 update={"tools": sorted(tools, key=lambda t: t.workload)}
             ),
-            composite_tools=_composite_tools(vmcp, world),
+            composite_tools=composite_tools,
             operational=config.operational,
             tool_configs=tool_configs,
             incoming_auth=incoming,
