@@ -20,7 +20,7 @@ NEW_KINDS = (
     "MCPServerEntry",
     "EmbeddingServer",
 )
-EXAMPLE_FOLDERS = (TOOLHIVE / "examples-v1beta1", TOOLHIVE / "examples-misc")
+EXAMPLE_FOLDERS = (TOOLHIVE / "examples-v1beta1", TOOLHIVE / "examples-misc", TOOLHIVE / "examples-v1alpha1")
 
 
 @dataclass(frozen=True)
