@@ -1,4 +1,5 @@
-"""ToolHive's v1beta1 example documents of the seven kinds ToolHive added, with only apiVersion changed."""
+"""ToolHive's example documents of the seven kinds ToolHive added, with only apiVersion changed (its
+group to ours, the version kept: `toolhive.stacklok.dev/v1beta1` -> `mcpfleet.dev/v1beta1`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from mcpfleet.api.meta import API_VERSION
+from mcpfleet.api.meta import GROUP
 from tests.reference import TOOLHIVE, data_files
 
 NEW_KINDS = (
@@ -43,6 +44,8 @@ def new_kind_documents() -> list[ExampleDocument]:
         for path in data_files(folder, "*.yaml", recursive=True):
             for index, document in enumerate(yaml.safe_load_all(path.read_text())):
                 if isinstance(document, dict) and document.get("kind") in NEW_KINDS:
-                    found.append(ExampleDocument(path, index, {**document, "apiVersion": API_VERSION}))
+                    version = str(document.get("apiVersion", "")).rpartition("/")[2]
+                    ours = {**document, "apiVersion": f"{GROUP}/{version}"}
+                    found.append(ExampleDocument(path, index, ours))
     assert found, "no example document of the new kinds found"
     return found
