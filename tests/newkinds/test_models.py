@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from mcpfleet.api.kinds import ManifestError, parse_manifest
 from mcpfleet.api.meta import API_VERSION
+from tests.newkinds.examples import NEW_KINDS
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -96,15 +97,7 @@ HOSTILE_VALUE = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(HOSTILE_TEXT, inner, max_size=4)),
     max_leaves=20,
 )
-KINDS = (
-    "MCPOIDCConfig",
-    "MCPTelemetryConfig",
-    "MCPAuthzConfig",
-    "MCPWebhookConfig",
-    "VirtualMCPCompositeToolDefinition",
-    "MCPServerEntry",
-    "EmbeddingServer",
-)
+KINDS = NEW_KINDS
 
 
 @FUZZ

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from mcpfleet.api.meta import ApiModel, ConfigStatus, KindInfo, PrinterColumn
+from mcpfleet.api.meta import ApiModel, ConfigStatus, KindInfo, PrinterColumn, config_columns
 from mcpfleet.api.resource import Resource
 
 MAX_CONFIG_BYTES = 256 * 1024
@@ -101,12 +101,7 @@ class MCPAuthzConfig(Resource):
         "MCPAuthzConfig",
         "mcpauthzconfigs",
         ("authzcfg",),
-        columns=(
-            PrinterColumn("Type", ".spec.type"),
-            PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
-            PrinterColumn("References", ".status.referencingWorkloads[*].name"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
-        ),
+        columns=config_columns(PrinterColumn("Type", ".spec.type")),
         workload=False,
     )
     kind: Literal["MCPAuthzConfig"] = "MCPAuthzConfig"

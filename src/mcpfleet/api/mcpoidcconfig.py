@@ -11,7 +11,16 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from mcpfleet.api.common import CABundleRef
-from mcpfleet.api.meta import ApiModel, ConfigStatus, KindInfo, PrinterColumn, Rule, RuleModel, SecretKeyRef
+from mcpfleet.api.meta import (
+    ApiModel,
+    ConfigStatus,
+    KindInfo,
+    PrinterColumn,
+    Rule,
+    RuleModel,
+    SecretKeyRef,
+    config_columns,
+)
 from mcpfleet.api.resource import Resource
 
 URL_PATTERN = r"^https?://[^\s]+$"
@@ -96,12 +105,7 @@ class MCPOIDCConfig(Resource):
         "MCPOIDCConfig",
         "mcpoidcconfigs",
         ("mcpoidc",),
-        columns=(
-            PrinterColumn("Source", ".spec.type"),
-            PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
-            PrinterColumn("References", ".status.referencingWorkloads[*].name"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
-        ),
+        columns=config_columns(PrinterColumn("Source", ".spec.type")),
         workload=False,
     )
     kind: Literal["MCPOIDCConfig"] = "MCPOIDCConfig"

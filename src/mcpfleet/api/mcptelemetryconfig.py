@@ -11,7 +11,16 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from mcpfleet.api.common import CABundleRef
-from mcpfleet.api.meta import ApiModel, ConfigStatus, KindInfo, PrinterColumn, Rule, RuleModel, SecretKeyRef
+from mcpfleet.api.meta import (
+    ApiModel,
+    ConfigStatus,
+    KindInfo,
+    PrinterColumn,
+    Rule,
+    RuleModel,
+    SecretKeyRef,
+    config_columns,
+)
 from mcpfleet.api.resource import Resource
 
 HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
@@ -106,13 +115,10 @@ class MCPTelemetryConfig(Resource):
         "MCPTelemetryConfig",
         "mcptelemetryconfigs",
         ("mcpotel",),
-        columns=(
+        columns=config_columns(
             PrinterColumn("Endpoint", ".spec.openTelemetry.endpoint"),
-            PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
             PrinterColumn("Tracing", ".spec.openTelemetry.tracing.enabled", "boolean"),
             PrinterColumn("Metrics", ".spec.openTelemetry.metrics.enabled", "boolean"),
-            PrinterColumn("References", ".status.referencingWorkloads[*].name"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
         ),
         workload=False,
     )

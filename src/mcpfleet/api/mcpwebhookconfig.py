@@ -14,7 +14,15 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from mcpfleet.api.duration import Duration, parse_duration
-from mcpfleet.api.meta import ApiModel, ConfigStatus, KindInfo, PrinterColumn, Rule, RuleModel, SecretKeyRef
+from mcpfleet.api.meta import (
+    ApiModel,
+    ConfigStatus,
+    KindInfo,
+    Rule,
+    RuleModel,
+    SecretKeyRef,
+    config_columns,
+)
 from mcpfleet.api.resource import Resource
 
 MAX_TIMEOUT_SECONDS = 30.0
@@ -113,11 +121,7 @@ class MCPWebhookConfig(Resource):
         "MCPWebhookConfig",
         "mcpwebhookconfigs",
         ("mwc",),
-        columns=(
-            PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
-            PrinterColumn("References", ".status.referencingWorkloads[*].name"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
-        ),
+        columns=config_columns(),
         workload=False,
     )
     kind: Literal["MCPWebhookConfig"] = "MCPWebhookConfig"

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from mcpfleet.api.meta import ConfigStatus, KindInfo, PrinterColumn
+from mcpfleet.api.meta import ConfigStatus, KindInfo, PrinterColumn, config_columns
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import CompositeTool
 
@@ -24,12 +24,9 @@ class VirtualMCPCompositeToolDefinition(Resource):
         "VirtualMCPCompositeToolDefinition",
         "virtualmcpcompositetooldefinitions",
         ("vmcpctd", "compositetool"),
-        columns=(
+        columns=config_columns(
             PrinterColumn("Workflow", ".spec.name"),
             PrinterColumn("Steps", ".spec.steps[*].id", priority=1),
-            PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
-            PrinterColumn("References", ".status.referencingWorkloads[*].name"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
         ),
         workload=False,
     )

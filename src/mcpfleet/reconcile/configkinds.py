@@ -203,3 +203,18 @@ def referencing_by_paths(
             if any(name in names_at(spec, path) for path in gateway_paths):
                 found.add(("VirtualMCPServer", vmcp.name))
     return [WorkloadReference(kind=k, name=n) for k, n in sorted(found)]
+
+
+ConfigStatusRule = Callable[..., ConfigStatus]
+
+
+def status_rule(referencing_workloads: Callable[[str, World], list[WorkloadReference]]) -> ConfigStatusRule:
+    """The status rule of a configuration kind whose references `referencing_workloads` finds."""
+
+    def status(
+        previous: ConfigStatus, obj: Resource, world: World, *, deleting: bool, now: str | None = None
+    ) -> ConfigStatus:
+        refs = referencing_workloads(obj.name, world)
+        return config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+
+    return status

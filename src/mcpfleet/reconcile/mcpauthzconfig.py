@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
-from mcpfleet.api.meta import ConfigStatus, WorkloadReference
+from mcpfleet.api.meta import WorkloadReference
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import World
 
@@ -28,11 +27,8 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     return configkinds.referencing_by_paths(name, world, MEMBER_PATHS, GATEWAY_PATHS)
 
 
-def status(
-    previous: ConfigStatus, obj: MCPAuthzConfig, world: World, *, deleting: bool, now: str | None = None
-) -> ConfigStatus:
-    refs = referencing_workloads(obj.name, world)
-    return configkinds.config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+status = configkinds.status_rule(referencing_workloads)
+"""Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`)."""
 
 
 def resolve(name: str, world: World, *, field: str = "spec.authzConfigRef") -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from mcpfleet.api.common import InlineOIDCConfig, KubernetesOIDCConfig, OIDCConfig
 from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
-from mcpfleet.api.meta import ConfigMapKeyRef, ConfigStatus, WorkloadReference
+from mcpfleet.api.meta import ConfigMapKeyRef, WorkloadReference
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import (
     KUBERNETES_CONFIGMAP_DIR,
@@ -36,11 +36,8 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     return configkinds.referencing_by_paths(name, world, MEMBER_PATHS, GATEWAY_PATHS)
 
 
-def status(
-    previous: ConfigStatus, obj: MCPOIDCConfig, world: World, *, deleting: bool, now: str | None = None
-) -> ConfigStatus:
-    refs = referencing_workloads(obj.name, world)
-    return configkinds.config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+status = configkinds.status_rule(referencing_workloads)
+"""Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`)."""
 
 
 def as_inline(

@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
-from mcpfleet.api.meta import ConfigMapKeyRef, ConfigStatus, SecretKeyRef, WorkloadReference
+from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef, WorkloadReference
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import KUBERNETES_CONFIGMAP_DIR, ConfigMapFile, Platform, SecretEnv, World
 from mcpfleet.telemetry import SECRET_HEADERS_ENV
@@ -41,11 +40,8 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     return configkinds.referencing_by_paths(name, world, PATHS, PATHS)
 
 
-def status(
-    previous: ConfigStatus, obj: MCPTelemetryConfig, world: World, *, deleting: bool, now: str | None = None
-) -> ConfigStatus:
-    refs = referencing_workloads(obj.name, world)
-    return configkinds.config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+status = configkinds.status_rule(referencing_workloads)
+"""Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`)."""
 
 
 def endpoint_url(endpoint: str, insecure: bool) -> str:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
-from mcpfleet.api.meta import ConfigStatus, WorkloadReference
+from mcpfleet.api.meta import WorkloadReference
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import World
 
@@ -21,11 +20,8 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     return configkinds.referencing_by_paths(name, world, MEMBER_PATHS, ())
 
 
-def status(
-    previous: ConfigStatus, obj: MCPWebhookConfig, world: World, *, deleting: bool, now: str | None = None
-) -> ConfigStatus:
-    refs = referencing_workloads(obj.name, world)
-    return configkinds.config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+status = configkinds.status_rule(referencing_workloads)
+"""Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`)."""
 
 
 def resolve(name: str, world: World) -> dict[str, Any] | None:

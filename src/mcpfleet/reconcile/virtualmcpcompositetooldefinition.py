@@ -8,8 +8,7 @@ reference. Composite tools are re-applied live by the gateway, so an edit needs 
 
 from __future__ import annotations
 
-from mcpfleet.api.meta import ConfigStatus, WorkloadReference
-from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
+from mcpfleet.api.meta import WorkloadReference
 from mcpfleet.api.virtualmcpserver import CompositeTool, VirtualMCPServer
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import World
@@ -26,16 +25,8 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     return configkinds.referencing_by_paths(name, world, (), GATEWAY_PATHS)
 
 
-def status(
-    previous: ConfigStatus,
-    obj: VirtualMCPCompositeToolDefinition,
-    world: World,
-    *,
-    deleting: bool,
-    now: str | None = None,
-) -> ConfigStatus:
-    refs = referencing_workloads(obj.name, world)
-    return configkinds.config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+status = configkinds.status_rule(referencing_workloads)
+"""Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`)."""
 
 
 def resolve(vmcp: VirtualMCPServer, world: World) -> list[CompositeTool]:
