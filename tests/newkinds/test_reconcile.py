@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from mcpfleet.api.embeddingserver import EmbeddingServerStatus
+from mcpfleet.api.mcpgroup import MCPGroupStatus
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import ConfigStatus
 from mcpfleet.platform.kubernetes.render import Owner, render
@@ -12,6 +13,7 @@ from mcpfleet.reconcile import (
     configkinds,
     embeddingserver,
     mcpauthzconfig,
+    mcpgroup,
     mcpoidcconfig,
     mcpserverentry,
     mcptelemetryconfig,
@@ -222,6 +224,8 @@ def test_server_entries_become_gateway_backends_with_headers_auth_and_ca() -> No
     assert status.phase == "Valid"
     assert mcpserverentry.status(status, entry, world, now="later") == status
     assert mcpserverentry.status(MCPServerEntryStatus(), other, world).phase == "Pending"
+    members = mcpgroup.status(MCPGroupStatus(), group, world)
+    assert members.entries == ["ctx"] and members.entry_count == 1
 
 
 def test_server_entry_endpoint_rules() -> None:

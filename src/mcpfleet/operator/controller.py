@@ -203,6 +203,7 @@ class Controller:
         elif kind in ENTRY_KINDS:
             # An entry is a backend of its group's gateways (rendered into their config).
             for group in {g for g in (_group_ref(previous), _group_ref(current)) if g}:
+                self.queue.add(("MCPGroup", namespace, group))
                 self._enqueue_where(namespace, ("VirtualMCPServer",), functools.partial(_in_group, group))
         elif kind == "MCPGroup":
             if previous is None or current is None:  # created or deleted
@@ -486,6 +487,7 @@ class Controller:
             servers=tuple(store.models("MCPServer", namespace)),
             remote_proxies=tuple(store.models("MCPRemoteProxy", namespace)),
             virtual_servers=tuple(store.models("VirtualMCPServer", namespace)),
+            server_entries=tuple(store.models("MCPServerEntry", namespace)),
         )
 
     async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
