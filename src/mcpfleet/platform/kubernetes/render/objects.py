@@ -268,11 +268,14 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
         # For the containers that ask for it only (the proxy reading the API server's JWKS),
         # whatever the pod's automount setting.
         out.append(_token_volume())
-    if plan.data_dir and plan.volume_claim is not None:
-        claim = {"claimName": child_name(plan.kind, plan.name)}
-        out.append({"name": DATA_VOLUME, "persistentVolumeClaim": claim})
-    elif plan.data_dir:
-        out.append({"name": DATA_VOLUME, "emptyDir": {}})
+    if plan.data_dir:
+        if plan.volume_claim is not None:  # a claim rendered for the workload (e.g. a model cache)
+            claim = {"claimName": child_name(plan.kind, plan.name)}
+            out.append({"name": DATA_VOLUME, "persistentVolumeClaim": claim})
+        elif plan.data_claim:  # the user's own claim
+            out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": plan.data_claim}})
+        else:
+            out.append({"name": DATA_VOLUME, "emptyDir": {}})
     return out
 
 
