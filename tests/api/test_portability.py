@@ -16,17 +16,7 @@ from mcpfleet.api.kinds import KIND_BY_NAME, ManifestError, parse_manifest
 from mcpfleet.devcluster.handle import ClusterHandle
 from tests.api.corpus import ROOT, TOOLHIVE_KINDS, toolhive_documents
 
-EXPECTED_PENDING_NEW_KINDS: frozenset[str] = frozenset(
-    {
-        "MCPOIDCConfig",
-        "MCPTelemetryConfig",
-        "VirtualMCPCompositeToolDefinition",
-        "MCPAuthzConfig",
-        "MCPServerEntry",
-        "MCPWebhookConfig",
-        "EmbeddingServer",
-    }
-)
+EXPECTED_PENDING_NEW_KINDS: frozenset[str] = frozenset()
 """ToolHive kinds whose documents are refused until the `newkinds` branch lands (the API server knows
 no such resource; local validation says `kind: unknown kind`). The test asserts the pending documents
 are exactly those of these kinds: when a kind lands, remove it here (the test says so)."""

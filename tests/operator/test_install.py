@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.devcluster.handle import ClusterHandle
 from tests.conftest import CRDS_DIR
 
@@ -16,7 +17,7 @@ def test_kustomize_install_brings_the_operator_up(
     dev_cluster: ClusterHandle, crds_installed: list[str]
 ) -> None:
     rendered = dev_cluster.kubectl("kustomize", str(DEPLOY)).stdout
-    assert rendered.count("kind: CustomResourceDefinition") == 7
+    assert rendered.count("kind: CustomResourceDefinition") == len(ALL_KINDS)
     dev_cluster.use_shipped_conversion_clients(CRDS_DIR)
     dev_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(DEPLOY))
     try:

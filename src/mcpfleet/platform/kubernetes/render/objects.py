@@ -23,7 +23,7 @@ from mcpfleet.api.meta import (
     GROUP,
     LABEL_INSTANCE,
 )
-from mcpfleet.platform.kubernetes.render.podtemplate import apply_pod_template
+from mcpfleet.platform.kubernetes.render.podtemplate import add_metadata, apply_pod_template, merge
 from mcpfleet.reconcile.common import LABEL_KIND, child_name, service_url, sha256_of
 from mcpfleet.reconcile.model import (
     KUBERNETES_CONFIG_DIR,
@@ -89,6 +89,8 @@ def _substitute(argv: tuple[str, ...], port: int | None) -> list[str]:
 
 def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": container.name, "image": image}
+    if container.image_pull_policy:
+        spec["imagePullPolicy"] = container.image_pull_policy
     if container.command:
         spec["command"] = _substitute(container.command, container.port)
     if container.args:
@@ -268,8 +270,30 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
         # whatever the pod's automount setting.
         out.append(_token_volume())
     if plan.data_dir:
-        out.append({"name": DATA_VOLUME, "emptyDir": {}})
+        if plan.volume_claim is not None:  # a claim rendered for the workload (e.g. a model cache)
+            claim = {"claimName": child_name(plan.kind, plan.name)}
+            out.append({"name": DATA_VOLUME, "persistentVolumeClaim": claim})
+        elif plan.data_claim:  # the user's own claim
+            out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": plan.data_claim}})
+        else:
+            out.append({"name": DATA_VOLUME, "emptyDir": {}})
     return out
+
+
+def volume_claim(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
+    """The PersistentVolumeClaim behind `data_dir`, when the plan asks for one."""
+    claim = plan.volume_claim
+    if claim is None or not plan.data_dir:
+        return []
+    spec: dict[str, Any] = {
+        "accessModes": [claim.access_mode],
+        "resources": {"requests": {"storage": claim.size}},
+    }
+    if claim.storage_class:
+        spec["storageClassName"] = claim.storage_class
+    metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    add_metadata(metadata, plan.object_metadata.get("PersistentVolumeClaim"))
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}]
 
 
 def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
@@ -298,8 +322,13 @@ def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
     }
     if extra.pod_template is not None:
         template = apply_pod_template(template, extra.pod_template, selector_labels(plan))
+    if plan.pod_template is not None:
+        template = merge(template, plan.pod_template)
+        template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **selector_labels(plan)}
+    add_metadata(template["metadata"], plan.object_metadata.get("Pod"))
     metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
     _add_metadata(metadata, extra.deployment_labels, extra.deployment_annotations)
+    add_metadata(metadata, plan.object_metadata.get("Deployment"))
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -329,6 +358,7 @@ def service(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
     metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
     extra = plan.overrides or KubernetesOverrides()
     _add_metadata(metadata, extra.service_labels, extra.service_annotations)
+    add_metadata(metadata, plan.object_metadata.get("Service"))
     return [{"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}]
 
 
@@ -345,6 +375,7 @@ def workload(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
     return [
         *config_map(plan, owner),
         *identity(plan, owner),
+        *volume_claim(plan, owner),
         deployment(plan, owner, image),
         *service(plan, owner),
     ]
