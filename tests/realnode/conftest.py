@@ -18,6 +18,7 @@ Session fixtures
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -52,7 +53,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def real_cluster() -> Iterator[ClusterHandle]:
+def tier_lock() -> Iterator[None]:
+    """One real-node tier at a time on this host (one bridge, one node IP, one kubelet port): a
+    second test session (another checkout's `make test`, CI) waits here for the first to finish
+    instead of tearing down a node it is using."""
+    from mcpfleet.devcluster.build import default_cache_root
+
+    path = default_cache_root() / "realnode-tier.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            _progress(f"another test session runs the real-node tier ({lock.read().strip()}): waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, {' '.join(sys.argv)[:200]}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tier_lock: None) -> Iterator[ClusterHandle]:
     from mcpfleet.devcluster.build import BuildError
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster, acquire_for_tests, release_for_tests
     from mcpfleet.devcluster.ociimage import ImageError
@@ -62,7 +89,9 @@ def real_cluster() -> Iterator[ClusterHandle]:
     try:
         require_root()
         check_tools()
-        info = run_async(acquire_for_tests(cluster, nodes=1, progress=_progress))
+        # nodes=3: what `mcpfleet dev-cluster up` defaults to, so the README's `up --real-node`
+        # (test_readme_kubernetes.py) finds this cluster as it wants it.
+        info = run_async(acquire_for_tests(cluster, nodes=3, progress=_progress))
         run_async(RealNode(cluster).up(_progress))
     except (ClusterError, BuildError, RealNodeError, ImageError, OSError) as exc:
         with_cleanup = ""

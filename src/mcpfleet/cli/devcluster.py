@@ -21,6 +21,7 @@ app = typer.Typer(
 StateDirOption = typer.Option(
     None,
     "--state-dir",
+    envvar="MCPFLEET_DEV_CLUSTER_DIR",
     help="State dir (kubeconfig, certificates, etcd data, pid and log files). "
     "Default: ~/.cache/mcpfleet/dev-cluster.",
 )
