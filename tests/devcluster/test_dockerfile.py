@@ -13,9 +13,8 @@ import json
 import re
 import shlex
 
-from tests.conftest import REPO_ROOT
-
 from mcpfleet.devcluster import image
+from tests.conftest import REPO_ROOT
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
 
