@@ -110,13 +110,14 @@ def real_cluster(tier_lock: None) -> Iterator[ClusterHandle]:
         run_async(release_for_tests(cluster, keep=keep))
 
 
-def _import(real_cluster: ClusterHandle, archive: Path) -> None:
+def _import(real_cluster: ClusterHandle, ref: str, archive: Path) -> None:
     from mcpfleet.devcluster.cluster import DevCluster
-    from mcpfleet.devcluster.ociimage import import_archive
+    from mcpfleet.devcluster.ociimage import image_present, import_archive
     from mcpfleet.devcluster.realnode import RealNode
 
     node = RealNode(DevCluster(real_cluster.info.state_dir))
-    import_archive(archive, str(node.containerd_socket))
+    if not image_present(ref, str(node.containerd_socket)):
+        import_archive(archive, str(node.containerd_socket))
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +127,7 @@ def mcpfleet_image(real_cluster: ClusterHandle) -> str:
 
     try:
         ref, archive = build_image(REPO_ROOT, _progress)
-        _import(real_cluster, archive)
+        _import(real_cluster, ref, archive)
     except (ImageBuildError, ImageError) as exc:
         pytest.fail(f"the mcpfleet image could not be built or imported:\n{exc}", pytrace=False)
     return ref
@@ -142,7 +143,7 @@ def echo_image(real_cluster: ClusterHandle) -> str:
         ["/usr/local/bin/echo-server"],
         _progress,
     )
-    _import(real_cluster, archive)
+    _import(real_cluster, ref, archive)
     return ref
 
 
@@ -267,3 +268,26 @@ def wait_ready(k: ClusterHandle, namespace: str, *objects: str, timeout: int = 1
             f"{objects} not Ready after {time.monotonic() - started:.0f}s:\n{proc.stderr}\n{status[-4000:]}\n"
             + k.describe(namespace)
         )
+
+
+@pytest.fixture(scope="session")
+def started(
+    real_cluster: ClusterHandle, operator_installed: str, echo_image: str
+) -> Iterator[dict[str, str]]:
+    """Every workload of tests/realnode/workloads.py applied at once, each in its own namespace;
+    key -> namespace. The namespaces are deleted at the end of the session."""
+    from tests.realnode import workloads
+
+    k = real_cluster
+    namespaces = {key: k.create_namespace(f"rn-{key}") for key in workloads.KEYS}
+    started_at = time.monotonic()
+    try:
+        for key, manifest in workloads.manifests(namespaces, echo_image).items():
+            k.kubectl("-n", namespaces[key], "apply", "-f", "-", input=manifest)
+        _progress(
+            f"applied the tier's workloads in {time.monotonic() - started_at:.1f}s: {sorted(namespaces)}"
+        )
+        yield namespaces
+    finally:
+        for name in namespaces.values():
+            k.delete_namespace(name)

@@ -56,13 +56,14 @@ def _replicasets(k: ClusterHandle, deployment: str) -> list[str]:
 
 
 def test_readme_kubernetes_quickstart_as_written(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
+    # `started`: the other tests' workloads start in parallel with this one (see workloads.py).
     k = real_cluster
     blocks = _blocks()
     (quickstart,) = [b for b in blocks if "dev-cluster up --real-node" in b]
     env = {**CLEAN_ENV, "MCPFLEET_DEV_CLUSTER_DIR": str(k.info.state_dir)}
-    started = time.monotonic()
+    t0 = time.monotonic()
     shell = subprocess.Popen(
         ["bash", "-lc", f"set -e\ncd {REPO_ROOT}\n{quickstart}"],
         env=env,
@@ -79,7 +80,7 @@ def test_readme_kubernetes_quickstart_as_written(
             os.killpg(shell.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    first_call_after = time.monotonic() - started
+    first_call_after = time.monotonic() - t0
     try:
         assert shell.returncode == 0, f"exit {shell.returncode}\n{out[-3000:]}\n{err[-5000:]}"
         # The Inspector prints the result as indented JSON; port-forward's own lines may interleave.

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -74,25 +75,10 @@ def test_operator_runs_in_cluster_with_leader_election(
     assert any(h and any(n in h for n in names) for h in holders), f"no replica leads: {holders} vs {names}"
 
 
-HTTP_SERVER = """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: everything-http}
-spec:
-  image: npx://@modelcontextprotocol/server-everything
-  transport: streamable-http
-  args: ["streamableHttp"]
-  mcpPort: 3001
-  env:
-    - {name: PORT, value: "3001"}
-"""
-
-
 def test_http_transport_server(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(k, ns, HTTP_SERVER)
+    k, ns = real_cluster, started["http"]
     wait_ready(k, ns, "mcpserver/everything-http")
     url = _status(k, ns, "mcpserver", "everything-http")["url"]
     res = client.mcp(url, "echo", {"message": "over http"})
@@ -103,86 +89,18 @@ def test_oci_image_over_stdio_through_attach(
     real_cluster: ClusterHandle,
     operator_installed: str,
     client: PodClient,
-    echo_image: str,
-    rn_namespace: str,
+    started: dict[str, str],
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(
-        k,
-        ns,
-        f"""
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {{name: echo-oci}}
-spec:
-  image: {echo_image}
-  transport: stdio
-""",
-    )
+    k, ns = real_cluster, started["oci"]
     wait_ready(k, ns, "mcpserver/echo-oci")
     res = client.mcp(_status(k, ns, "mcpserver", "echo-oci")["url"], "echo", {"message": "attached"})
     assert res["tools"] == ["echo"] and res["result"] == "echo: attached"
 
 
 def test_remote_proxy_and_registry_configmap(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    catalogue = {
-        "servers": {
-            "fetch": {"image": "ghcr.io/example/fetch:1.0.0", "description": "fetches", "transport": "stdio"}
-        },
-        "remote_servers": {},
-    }
-    _apply(
-        k,
-        ns,
-        f"""
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {{name: time}}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: remote-credentials}}
-stringData: {{api-key: not-shown-anywhere}}
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPExternalAuthConfig
-metadata: {{name: api-key}}
-spec:
-  type: headerInjection
-  headerInjection:
-    headerName: X-API-Key
-    valueSecretRef: {{name: remote-credentials, key: api-key}}
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPRemoteProxy
-metadata: {{name: time-remote}}
-spec:
-  remoteURL: http://mcp-time.{ns}.svc.cluster.local:8080/mcp
-  transport: streamable-http
-  externalAuthConfigRef: {{name: api-key}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: catalogue-data}}
-data:
-  registry.json: '{json.dumps(catalogue)}'
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPRegistry
-metadata: {{name: files}}
-spec:
-  registries:
-    - name: curated
-      format: toolhive
-      configMapRef: {{name: catalogue-data, key: registry.json}}
-""",
-    )
+    k, ns = real_cluster, started["remote"]
     wait_ready(k, ns, "mcpserver/time", "mcpremoteproxy/time-remote", "mcpregistry/files")
     assert _status(k, ns, "mcpserver", "time")["url"].startswith(
         f"http://mcp-time.{ns}.svc.cluster.local:8080"
@@ -196,28 +114,9 @@ spec:
 
 
 def test_lifecycle_roll_pod_delete_logs_port_forward(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(
-        k,
-        ns,
-        """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPToolConfig
-metadata: {name: time-tools}
-spec:
-  toolsFilter: ["get_current_time", "convert_time"]
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
-  toolConfigRef: {name: time-tools}
-""",
-    )
+    k, ns = real_cluster, started["lifecycle"]
     wait_ready(k, ns, "mcpserver/time")
     url = _status(k, ns, "mcpserver", "time")["url"]
     assert sorted(client.mcp(url)["tools"]) == ["convert_time", "get_current_time"]
@@ -366,24 +265,12 @@ spec:
 
 
 def test_missing_package_fails_with_a_clear_status(
-    real_cluster: ClusterHandle, operator_installed: str, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, started: dict[str, str]
 ) -> None:
     """A `uvx://` package not in the image's offline cache: the runner gives up with a termination
     message, and the operator copies it into the MCPServer's status (not just "0/1 replicas ready")."""
-    k, ns = real_cluster, rn_namespace
-    _apply(
-        k,
-        ns,
-        """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: absent}
-spec:
-  image: uvx://mcp-server-not-in-the-image
-""",
-    )
-    started = time.monotonic()
-    deadline = started + 180
+    k, ns = real_cluster, started["missing"]
+    deadline = time.monotonic() + 180
     st: dict[str, Any] = {}
     while time.monotonic() < deadline:
         st = _status(k, ns, "mcpserver", "absent")
@@ -402,7 +289,11 @@ spec:
     events = k.kubectl("-n", ns, "get", "events", "--field-selector=involvedObject.name=absent", "-o", "json")
     reasons = {(e.get("reason"), e.get("type")) for e in json.loads(events.stdout)["items"]}
     assert ("WorkloadFailed", "Warning") in reasons, reasons
-    print(f"missing package: status named it {time.monotonic() - started:.1f}s after the apply")
+    created = json.loads(k.kubectl("-n", ns, "get", "mcpserver", "absent", "-o", "json").stdout)["metadata"][
+        "creationTimestamp"
+    ]
+    after = time.time() - datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    print(f"missing package: the status names it (seen {after:.0f}s after the MCPServer was created)")
 
 
 def test_zz_operator_rbac_was_enough(real_cluster: ClusterHandle, operator_installed: str) -> None:
