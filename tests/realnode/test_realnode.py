@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from tests.realnode import workloads
 from tests.realnode.conftest import PodClient, wait_ready
 
 from mcpfleet.devcluster.handle import ClusterHandle
@@ -248,18 +249,7 @@ def test_lifecycle_roll_pod_delete_logs_port_forward(
         lambda: k.get_json(f"/apis/apps/v1/namespaces/{ns}/deployments/mcp-time") is None,
         60,
     )
-    _apply(
-        k,
-        ns,
-        """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
-""",
-    )
+    _apply(k, ns, workloads.TIME)
     wait_ready(k, ns, "mcpserver/time")
     assert "convert_time" in client.mcp(url)["tools"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import REPO_ROOT
 from tests.helm.conftest import Helm, helm_binary  # noqa: F401  (the session fixture)
+from tests.realnode import workloads
 from tests.realnode.conftest import PodClient, wait_ready
 
 from mcpfleet.devcluster.handle import ClusterHandle
@@ -74,14 +75,7 @@ def test_helm_installed_operator_on_the_real_node(
             "apply",
             "-f",
             "-",
-            input="""
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
-""",
+            input=workloads.TIME,
         )
         wait_ready(k, ns, "mcpserver/time", timeout=240)
         url = json.loads(k.kubectl("-n", ns, "get", "mcpserver", "time", "-o", "json").stdout)["status"][

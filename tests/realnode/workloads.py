@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import json
 
+TIME = """
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPServer
+metadata: {name: time}
+spec:
+  image: uvx://mcp-server-time
+  args: ["--local-timezone=UTC"]
+"""
+
 HTTP = """
 apiVersion: mcpfleet.dev/v1alpha1
 kind: MCPServer
@@ -43,14 +52,9 @@ CATALOGUE = {
 
 
 def remote(ns: str) -> str:
-    return f"""
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {{name: time}}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
----
+    return (
+        TIME
+        + f"""---
 apiVersion: v1
 kind: Secret
 metadata: {{name: remote-credentials}}
@@ -88,23 +92,20 @@ spec:
       format: toolhive
       configMapRef: {{name: catalogue-data, key: registry.json}}
 """
+    )
 
 
-LIFECYCLE = """
+LIFECYCLE = (
+    """
 apiVersion: mcpfleet.dev/v1alpha1
 kind: MCPToolConfig
 metadata: {name: time-tools}
 spec:
   toolsFilter: ["get_current_time", "convert_time"]
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
-  toolConfigRef: {name: time-tools}
-"""
+---"""
+    + TIME
+    + "  toolConfigRef: {name: time-tools}\n"
+)
 
 MISSING = """
 apiVersion: mcpfleet.dev/v1alpha1
