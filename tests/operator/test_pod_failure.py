@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcpfleet.devcluster.handle import ClusterHandle
+from mcpfleet.platform.kubernetes.api import KubeApi, login_from
 from mcpfleet.platform.kubernetes.observe import pod_failure
 
 
@@ -53,3 +55,19 @@ def test_starting_ready_or_deleted_pods_say_nothing() -> None:
     assert pod_failure([_pod(starting), _pod(running), _pod(ready)]) is None
     gone = {"name": "proxy", "ready": False, "lastState": {"terminated": {"message": "bye"}}}
     assert pod_failure([_pod(gone, deleting=True)]) is None
+
+
+async def test_the_operator_client_lists_pods(dev_cluster: ClusterHandle, namespace: str) -> None:
+    """operator/pods.py lists a workload's pods through the operator's own client (kwok's pods are
+    Ready, so they name no cause)."""
+    dev_cluster.kubectl(
+        "-n", namespace, "create", "deployment", "web", "--image=registry.example/web:1", "--replicas=2"
+    )
+    dev_cluster.kubectl("-n", namespace, "rollout", "status", "deployment/web", "--timeout=60s")
+    api = KubeApi(login_from(str(dev_cluster.kubeconfig)))
+    try:
+        pods = await api.list("v1", "Pod", namespace, labels={"app": "web"})
+    finally:
+        await api.close()
+    assert len(pods) == 2 and all(p["kind"] == "Pod" for p in pods)
+    assert pod_failure(pods) is None
