@@ -12,14 +12,17 @@ tools, the registry's kubernetes source, and the gateway's Deployment rolled out
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.conftest import REPO_ROOT
 from tests.realnode.conftest import PodClient
 from tests.test_readme_quickstart import CLEAN_ENV
@@ -55,31 +58,43 @@ def _replicasets(k: ClusterHandle, deployment: str) -> list[str]:
     ]
 
 
+@pytest.mark.timeout(1200)
 def test_readme_kubernetes_quickstart_as_written(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
+    real_cluster: ClusterHandle,
+    operator_installed: str,
+    client: PodClient,
+    started: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     # `started`: the other tests' workloads start in parallel with this one (see workloads.py).
     k = real_cluster
     blocks = _blocks()
     (quickstart,) = [b for b in blocks if "dev-cluster up --real-node" in b]
     env = {**CLEAN_ENV, "MCPFLEET_DEV_CLUSTER_DIR": str(k.info.state_dir)}
+    # A first apply (left-overs of an interrupted run would make the rollout count meaningless).
+    k.kubectl(
+        "-n", NS, "delete", "--ignore-not-found", "--wait=true", "--timeout=120s",
+        "-f", str(REPO_ROOT / "examples" / "quickstart"), timeout=150,
+    )  # fmt: skip
     t0 = time.monotonic()
-    shell = subprocess.Popen(
-        ["bash", "-lc", f"set -e\ncd {REPO_ROOT}\n{quickstart}"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # the block leaves `kubectl port-forward &` running: killed below
-    )
-    try:
-        out, err = shell.communicate(timeout=900)
-    finally:
-        # The group: the backgrounded port-forward outlives the shell.
+    # Output to files, not pipes: the block's backgrounded `kubectl port-forward` keeps a pipe open
+    # after the shell exits, so reading to EOF would never end.
+    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    with out_path.open("w") as out_file, err_path.open("w") as err_file:
+        shell = subprocess.Popen(
+            ["bash", "-lc", f"set -e\ncd {REPO_ROOT}\n{quickstart}"],
+            env=env,
+            stdout=out_file,
+            stderr=err_file,
+            text=True,
+            start_new_session=True,  # the port-forward it leaves running is killed with the group
+        )
         try:
-            os.killpg(shell.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+            shell.wait(timeout=900)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGTERM)
+    out, err = out_path.read_text(), err_path.read_text()
     first_call_after = time.monotonic() - t0
     try:
         assert shell.returncode == 0, f"exit {shell.returncode}\n{out[-3000:]}\n{err[-5000:]}"
