@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 import yaml
 
 from mcpfleet.api.meta import WorkloadStatus
@@ -283,6 +284,46 @@ def test_vmcp_config_lists_group_members_with_urls() -> None:
     assert [b["name"] for b in document["backends"]] == ["time"]
     assert document["backends"][0]["url"] == "http://time.team.svc.cluster.local:8080/mcp"
     assert "--status-resource" in plan.containers[0].command
+
+
+VMCP_OPTIMIZER = """
+kind: VirtualMCPServer
+metadata: {name: gw}
+spec:
+  config:
+    groupRef: tools
+    optimizer:
+      embeddingProvider: openai
+      embeddingService: http://embed.team.svc.cluster.local:8080/v1
+      embeddingModel: text-embedding-3-small
+      maxToolsToReturn: 10
+      hybridSearchSemanticRatio: "0.7"
+    codeMode: {enabled: true, stepLimit: 5000, parallelMaxConcurrency: 4, toolCallTimeout: 10s}
+  incomingAuth: {type: anonymous}
+"""
+
+
+@pytest.mark.parametrize("platform", ["kubernetes", "local"])
+def test_vmcp_optimizer_and_code_mode_reach_the_gateway_config(platform: str) -> None:
+    world = dataclasses.replace(_vmcp_world(), platform=platform)
+    plan = virtualmcpserver.plan(obj(VMCP_OPTIMIZER), world)
+    assert plan.problems == ()
+    config = VMCPConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+    assert config.optimizer is not None and config.optimizer.embedding_provider == "openai"
+    assert (
+        config.optimizer.max_tools_to_return == 10 and config.optimizer.hybrid_search_semantic_ratio == "0.7"
+    )
+    assert config.code_mode.enabled and config.code_mode.step_limit == 5000
+    # Both apply live: editing them re-applies the file in place instead of restarting the gateway.
+    edited = obj(VMCP_OPTIMIZER.replace("maxToolsToReturn: 10", "maxToolsToReturn: 3"))
+    assert virtualmcpserver.plan(edited, world).rollout_checksum == plan.rollout_checksum
+
+
+def test_vmcp_optimizer_field_rules() -> None:
+    with pytest.raises(ValueError, match="embeddingModel"):
+        obj(VMCP_OPTIMIZER.replace("      embeddingModel: text-embedding-3-small\n", ""))
+    with pytest.raises(ValueError, match="maxToolsToReturn"):
+        obj(VMCP_OPTIMIZER.replace("maxToolsToReturn: 10", "maxToolsToReturn: 51"))
 
 
 def test_tracing_endpoint_reaches_only_the_data_plane_services() -> None:
