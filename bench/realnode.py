@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import fcntl
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -145,6 +146,10 @@ def _exclusive_host() -> Any:
     except BlockingIOError:
         print("waiting for the real-node test tier to finish", file=sys.stderr, flush=True)
         fcntl.flock(lock, fcntl.LOCK_EX)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, bench/realnode.py")
+    lock.flush()
     return lock
 
 
