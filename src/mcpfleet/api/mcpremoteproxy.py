@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from mcpfleet.api.common import HeaderForward, HttpTransport, OIDCConfig, OIDCConfigRef, ResourceRequirements
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.resource import Resource
 
@@ -47,6 +48,10 @@ class MCPRemoteProxySpec(RuleModel):
     """Incoming OIDC authentication settings."""
     oidc_config_ref: OIDCConfigRef | None = None
     """Reference to shared OIDC settings."""
+    authz_config: AuthzConfig | None = None
+    """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
+    audit: AuditConfig | None = None
+    """Audit logging: one JSON line per MCP request."""
     endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")
     """Path prefix the proxy is published under behind an ingress."""
     session_affinity: Literal["ClientIP", "None"] = "ClientIP"

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.meta import (
     WORKLOAD_COLUMNS,
     ApiModel,
@@ -238,11 +239,13 @@ class GatewayConfig(ApiModel):
     """Tools made of steps that call backend tools."""
     operational: Operational = Field(default_factory=Operational)
     """Health checks, failure policy, timeouts."""
+    audit: AuditConfig | None = None
+    """Audit logging: one JSON line per MCP request (ToolHive's `config.audit`)."""
 
 
-LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs")
+LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs", "authz")
 """Top-level keys of the gateway's config file it re-applies in place when the file changes (tool
-filters, overrides, composite tools, the inlined MCPToolConfigs): an edit of these keeps the process
+filters, overrides, composite tools, the inlined MCPToolConfigs, the authz policies): an edit of these keeps the process
 and its client sessions. Everything else (port, incoming / outgoing auth, operational settings)
 restarts it; the group members are followed live from their own source."""
 
@@ -290,6 +293,8 @@ class IncomingAuth(RuleModel):
     """Inline OIDC settings."""
     oidc_config_ref: OIDCConfigRef | None = None
     """Reference to shared OIDC settings."""
+    authz_config: AuthzConfig | None = None
+    """Cedar authorization of the gateway's tools, prompts and resources (ToolHive's shape)."""
 
 
 class BackendAuth(RuleModel):

@@ -2,7 +2,13 @@
 
 Protocol-era independent: the ASGI front (`app.py`) parses and validates the wire, then calls
 `Gateway.dispatch(method, params, ctx)`. Lists are served from a cache rebuilt only when a
-backend's lists change (list_changed notification, connect, health transition), never per request.
+backend's lists change (list_changed notification, connect, health transition), never per request
+(with authorization on, the cached lists are filtered per caller).
+
+Policy (`mcpfleet.policy`): every tool call, prompt get and resource read is authorized with the
+caller's claims (`CallContext.claims`) before it is routed — `Gateway.authorize` is the one check,
+used by `call_tool` (which code-mode / find-tool callers must go through: it is a normal
+tools/call) and by each composite step — and `dispatch` writes one audit event per request.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -23,6 +31,10 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
+from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
+from mcpfleet.policy.config import AuthzConfigError
+from mcpfleet.policy.engine import PolicyEngine
+from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, denial, target_of
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
@@ -104,6 +116,19 @@ class Listener:
     meta: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who sent the request being served: the validated claims (None: anonymous) and where from."""
+
+    claims: Mapping[str, Any] | None = None
+    client: Client | None = None
+    traceparent: str | None = None
+
+
+CALLER: ContextVar[Caller] = ContextVar("mcpfleet_vmcp_caller", default=Caller())
+"""Set by the ASGI front for the request it serves; a `CallContext` made for it takes it."""
+
+
 @dataclass
 class CallContext:
     era: Era
@@ -112,6 +137,9 @@ class CallContext:
     token: str | None = None
     forward_headers: Mapping[str, str] | None = None
     client_id: Any = None
+    caller: Caller = field(default_factory=CALLER.get)
+    backend: str | None = None
+    """The backend the request went to (set when it is forwarded; for the audit)."""
 
 
 @dataclass
@@ -169,6 +197,11 @@ class Gateway:
         self.listeners: set[Listener] = set()
         self.composites = {c.name: c for c in config.composite_tools}
         self._runner = CompositeRunner(self._call_step, tracer=tracer)
+        self._config_dir = Path(config_file).parent if config_file else None
+        self.policy = Policy(
+            engine=PolicyEngine(config.authz, base_dir=self._config_dir) if config.authz else None,
+            audit=AuditLog(config.audit, config.name) if config.audit and config.audit.enabled else None,
+        )
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
         fh = config.operational.failure_handling
         self._check_interval = parse_duration(fh.health_check_interval)
@@ -409,8 +442,14 @@ class Gateway:
         Returns the list methods that changed, or None when those settings are the same as now.
         Other fields are not taken: the platform restarts the gateway when they change.
         """
+        authz_changed = self._reconfigure_authz(config)
         live = {"aggregation", "composite_tools", "tool_configs"}
         if config.model_dump(include=live) == self.config.model_dump(include=live):
+            if authz_changed:
+                # What each caller may list changed: clients re-list.
+                for m in ("tools/list", "prompts/list", "resources/list"):
+                    self.broadcast_list_changed(m)
+                return {"tools/list", "prompts/list", "resources/list"}
             return None
         self.config = self.config.model_copy(
             update={
@@ -425,6 +464,24 @@ class Gateway:
             self.broadcast_list_changed(m)
         log.info("applied the aggregation settings of the new config; changed: %s", sorted(changed))
         return changed
+
+    def _reconfigure_authz(self, config: VMCPConfig) -> bool:
+        """Take a changed `authz` in place (sessions stay); an invalid one keeps the current policies."""
+        if config.authz == self.config.authz:
+            return False
+        try:
+            if config.authz is None:
+                self.policy.engine = None
+            elif self.policy.engine is None:
+                self.policy.engine = PolicyEngine(config.authz, base_dir=self._config_dir)
+            else:
+                self.policy.engine.replace(config.authz)
+        except AuthzConfigError as exc:
+            log.warning("authz changed but was not applied (keeping the current policies): %s", exc)
+            return False
+        self.config = self.config.model_copy(update={"authz": config.authz})
+        log.info("applied the authz policies of the new config")
+        return True
 
     @staticmethod
     def _items(agg: Aggregate, method: str) -> list[dict[str, Any]]:
@@ -512,17 +569,91 @@ class Gateway:
         self, method: str, params: dict[str, Any] | None, ctx: CallContext
     ) -> dict[str, Any] | bytes:
         """Serve one request; returns a result dict, or pre-serialized result bytes for cached lists."""
+        audit = self.policy.audit
+        if audit is None or not audit.wants(method):
+            return await self._dispatch(method, params, ctx)
+        started = time.perf_counter()
+        outcome, reason = "error", None
+        try:
+            result = await self._dispatch(method, params, ctx)
+            tool_error = isinstance(result, dict) and result.get("isError") is True
+            outcome = "tool_error" if tool_error else "success"
+            return result
+        except RPCError as exc:
+            outcome = "denied" if exc.code == FORBIDDEN else "error"
+            reason = exc.message
+            raise
+        finally:
+            caller = ctx.caller
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
+            audit.record(
+                method=method,
+                params=params,
+                outcome=outcome,
+                duration=time.perf_counter() - started,
+                claims=caller.claims,
+                client=caller.client,
+                backend=ctx.backend,
+                request_id=ctx.client_id,
+                trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
+                reason=reason,
+                session_id=ctx.session.id if ctx.session is not None else None,
+            )
+
+    def authorize(self, ctx: CallContext, target: Target, backend: str | None, method: str = "tools/call") -> None:
+        """Raise the FORBIDDEN RPCError unless the caller of `ctx` may use `target` (on `backend`).
+
+        The one authorization check of the gateway: client requests, composite steps and any other
+        caller that acts for a client (code mode, find-tool) go through it.
+        """
+        decision = self.policy.check(ctx.caller.claims, target, backend)
+        if decision is not None and not decision.allowed:
+            log.info("denied %s of %s %r: %s", method, target.feature, target.name, decision.reason)
+            raise RPCError(FORBIDDEN, denial(method, target), {"reason": "policy", target.feature: target.name})
+
+    def _filtered_list(self, method: str, ctx: CallContext) -> dict[str, Any] | bytes:
+        """A list as the caller may see it (the shared cached bytes when authorization is off)."""
+        cached = self.cached_list(method, ctx.era)
+        if self.policy.engine is None or method == "resources/templates/list":
+            return cached
+        agg = self.aggs[ctx.era]
+        key = LISTS[method][1]
+        items = self._items(agg, method)
+        if method == "tools/list":
+            backend_of = {n: r.backend for n, r in agg.tool_routes.items()}
+        elif method == "prompts/list":
+            backend_of = {n: r.backend for n, r in agg.prompt_routes.items()}
+        else:
+            backend_of = agg.resource_routes
+        result: dict[str, Any] = self.policy.filter_result(ctx.caller.claims, method, {key: items}, backend_of)
+        if ctx.era == "modern":
+            result.update({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        return result
+
+    async def _dispatch(
+        self, method: str, params: dict[str, Any] | None, ctx: CallContext
+    ) -> dict[str, Any] | bytes:
         p = params or {}
         if method == "tools/call":
             return await self.call_tool(p, ctx)
         if method in LISTS:
-            return self.cached_list(method, ctx.era)
+            return self._filtered_list(method, ctx)
+        if self.policy.engine is not None:
+            target = target_of(method, p)
+            if target is not None and method != "prompts/get":
+                # Prompts are checked below, where their backend is known; these here by URI.
+                uri_backend = self._owner_of(target, ctx.era)
+                self.authorize(ctx, target, uri_backend, method)
         if method == "resources/read":
             return await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
         if method == "prompts/get":
             route = self.aggs[ctx.era].prompt_routes.get(str(p.get("name")))
             if route is None:
                 raise RPCError(wire.INVALID_PARAMS, f"Unknown prompt: {p.get('name')}")
+            target = target_of(method, p)
+            if target is not None:
+                self.authorize(ctx, target, route.backend, method)
             return await self._forward(route.backend, method, {**p, "name": route.original}, ctx)
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return await self._subscription(method, p, ctx)
@@ -596,15 +727,32 @@ class Gateway:
                 return b.spec.name
         return None
 
+    def _owner_of(self, target: Target, era: Era) -> str | None:
+        """The backend serving a prompt / resource target (None when unknown)."""
+        agg = self.aggs[era]
+        if target.feature == "prompt":
+            route = agg.prompt_routes.get(target.name)
+            return route.backend if route is not None else None
+        if target.feature == "resource":
+            return aggregate.route_resource(agg, target.name) or self._template_owner(target.name, era)
+        return None
+
     async def call_tool(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """A tools/call by its advertised name: authorized, then run (composite) or routed."""
         name = p.get("name")
         comp = self.composites.get(name) if isinstance(name, str) else None
+        args = p.get("arguments")
         if comp is not None:
+            if self.policy.engine is not None:
+                self.authorize(ctx, Target("tool", comp.name, args if isinstance(args, dict) else None), None)
             return await self._runner.run(comp, p.get("arguments") or {}, ctx)
         route = self.aggs[ctx.era].tool_routes.get(name) if isinstance(name, str) else None
         if route is None:
             # Like the SDK servers: an unknown tool is a tool-level error result, not a protocol error.
             return unknown_tool_result(name)
+        if self.policy.engine is not None:
+            assert isinstance(name, str)
+            self.authorize(ctx, Target("tool", name, args if isinstance(args, dict) else None), route.backend)
         if route.original != name:
             p = {**p, "name": route.original}
         return await self._forward(route.backend, "tools/call", p, ctx)
@@ -617,7 +765,12 @@ class Gateway:
         route: Route | None = agg.step_routes.get(tool) or agg.tool_routes.get(tool)
         if route is None:
             raise RPCError(wire.INVALID_PARAMS, f"composite step: unknown tool {tool!r}")
-        step_ctx = CallContext(era=ctx.era, token=ctx.token)
+        step_ctx = CallContext(era=ctx.era, token=ctx.token, caller=ctx.caller)
+        if self.policy.engine is not None:
+            # Each step is authorized as the caller's own tools/call of the tool (its advertised
+            # name when it has one, else the step's `workload.tool`).
+            advertised = next((n for n, r in agg.tool_routes.items() if r == route), tool)
+            self.authorize(step_ctx, Target("tool", advertised, arguments), route.backend)
         return await self._forward(
             route.backend,
             "tools/call",
@@ -634,6 +787,7 @@ class Gateway:
         ctx: CallContext,
         time_limit: float | None = None,
     ) -> dict[str, Any]:
+        ctx.backend = backend
         if self.tracer is None:
             return await self._forward_call(backend, method, params, ctx, time_limit, None)
         return await self._forward_traced(self.tracer, backend, method, params, ctx, time_limit)
