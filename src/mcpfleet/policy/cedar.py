@@ -9,12 +9,13 @@ A request is `principal, action, resource, context`:
 * action `Action::"call_tool"`, `"get_prompt"` or `"read_resource"` (list results are filtered by
   asking the same question per item, as ToolHive does);
 * resource `Tool::"<name>"`, `Prompt::"<name>"` or `Resource::"<uri>"` with attributes `name`,
-  `operation`, `feature`, the tool arguments as `arg_<name>` and, on the gateway, `backend`; its
+  `operation`, `feature` and, on the gateway, `backend`; its
   parent is `Backend::"<backend>"` on the gateway (so `resource in Backend::"github"` works). The
   static entity store (`entities_json`) adds attributes and parents (e.g. `owner`);
-* context: the claims (`claim_*`) and the arguments (`arg_*`).
+* context: the claims (`claim_*`) and the tool / prompt arguments (`arg_<name>`).
 
-Speed: parsing is done once per policy set. Policies are grouped by their scope (action and
+Speed: parsing is done once per policy set; a caller's principal + resource entities are built once
+and cached (arguments live in the context, so they do not defeat the cache). Policies are grouped by their scope (action and
 resource constraints read from Cedar's JSON form), and a request is evaluated only against the
 policies whose scope can match it — a policy whose scope does not match is not applicable in Cedar
 anyway, so the decision is the same — keeping 100 policies near the cost of a few.
@@ -51,6 +52,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "resource": ("read_resource", "Resource"),
 }
 SCOPE_CACHE_SIZE = 4096
+ENTITY_CACHE_SIZE = 1024
 MAX_VALUE_DEPTH = 16
 _ESCAPES = frozenset({"__entity", "__extn", "__expr"})
 _I64 = 2**63
@@ -203,6 +205,7 @@ class Authorizer:
         )
         self._group_type = document.group_entity_type or cedar.group_entity_type or DEFAULT_GROUP_ENTITY_TYPE
         self._sets: OrderedDict[tuple[str, str, str], cedarpy.PolicySet | None] = OrderedDict()
+        self._entity_cache: OrderedDict[bytes, cedarpy.Entities] = OrderedDict()
 
     def _policy_set(self, action: str, rtype: str, rid: str) -> cedarpy.PolicySet | None:
         key = (action, rtype, rid)
@@ -216,6 +219,20 @@ class Authorizer:
         if len(self._sets) > SCOPE_CACHE_SIZE:
             self._sets.popitem(last=False)
         return built
+
+    def _entities(self, principal: dict[str, Any], resource: dict[str, Any]) -> cedarpy.Entities:
+        """The static store plus this request's principal and resource, cached: a caller's calls to one
+        tool build the same entities (the arguments are in the context, not in them)."""
+        key = orjson.dumps([principal, resource])
+        entities = self._entity_cache.get(key)
+        if entities is not None:
+            self._entity_cache.move_to_end(key)
+            return entities
+        entities = self._base.with_added_json_str(key.decode())
+        self._entity_cache[key] = entities
+        if len(self._entity_cache) > ENTITY_CACHE_SIZE:
+            self._entity_cache.popitem(last=False)
+        return entities
 
     def _principal(self, claims: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
         claims = claims or {}
@@ -252,7 +269,7 @@ class Authorizer:
             return Decision(False, "no policy applies")
         principal, claim_attrs = self._principal(claims)
         args = _prefixed("arg_", arguments)
-        attrs: dict[str, Any] = {"name": name, "operation": action, "feature": feature, **args}
+        attrs: dict[str, Any] = {"name": name, "operation": action, "feature": feature}
         parents: list[Any] = []
         if backend is not None:
             attrs["backend"] = backend
@@ -269,8 +286,7 @@ class Authorizer:
             "context": {**claim_attrs, **args},
         }
         try:
-            entities = self._base.with_added_json_str(orjson.dumps([principal, resource]).decode())
-            result = cedarpy.is_authorized(request, policies, entities)
+            result = cedarpy.is_authorized(request, policies, self._entities(principal, resource))
         except ValueError as exc:
             # E.g. a static entity naming the same uid as a group parent: refuse, never fail open.
             return Decision(False, f"evaluation failed: {exc}")

@@ -72,9 +72,9 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     problems.extend(_policy(server, world).problems)
     if _no_port_for_auth_proxy(server, world):
         problems.append(
-            "spec.mcpPort: with incoming OIDC, authzConfig or audit an http server runs behind the proxy,"
-            f" which listens on proxyPort ({spec.proxy_port}): set mcpPort to the port the server listens"
-            " on, a different one"
+            "spec.mcpPort: with incoming OIDC an http server runs behind the auth proxy (so does one with"
+            f" authzConfig or audit), which listens on proxyPort ({spec.proxy_port}): set mcpPort to the port"
+            " the server listens on, a different one"
         )
     return problems
 
