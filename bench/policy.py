@@ -56,7 +56,9 @@ def scoped_policies(tool: str, n: int = 100) -> list[str]:
         f'when {{ principal.claim_roles.contains("r{i}") && context.arg_text == "x{i}" }};'
         for i in range(n - 1)
     ]
-    out.append(f'permit(principal, action == Action::"call_tool", resource == Tool::"{tool}") when {{ context has arg_text }};')
+    out.append(
+        f'permit(principal, action == Action::"call_tool", resource == Tool::"{tool}") when {{ context has arg_text }};'
+    )
     return out
 
 
@@ -76,7 +78,12 @@ def document(policies: list[str]) -> dict[str, object]:
 
 def micro(n: int = 5000) -> dict[str, float]:
     """In-process costs, CPU µs per operation (median of 5 batches)."""
-    claims = {"sub": "alice", "iss": "https://idp.example", "roles": ["user", "r50"], "email": "a@example.com"}
+    claims = {
+        "sub": "alice",
+        "iss": "https://idp.example",
+        "roles": ["user", "r50"],
+        "email": "a@example.com",
+    }
     args = {"text": "hello"}
     out: dict[str, float] = {}
 
@@ -155,23 +162,45 @@ def session_id(url: str) -> str:
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
     }
     response = httpx.post(url, json=init, headers=HDR, timeout=30)
     sid = response.headers.get("mcp-session-id", "")
-    httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers={**HDR, "mcp-session-id": sid})
+    httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        headers={**HDR, "mcp-session-id": sid},
+    )
     return sid
 
 
 def check_call(url: str, sid: str, tool: str) -> None:
-    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hi"}}}
-    text = httpx.post(url, json=body, headers={**HDR, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}).text
+    body = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {"text": "hi"}},
+    }
+    text = httpx.post(
+        url, json=body, headers={**HDR, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+    ).text
     if '"error"' in text or "hi" not in text:
         raise RuntimeError(f"the call through {url} did not succeed: {text[:300]}")
 
 
 def wrk(url: str, tool: str, sid: str, duration: int) -> dict[str, float]:
-    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hi"}}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"text": "hi"}},
+        }
+    )
     head, tail = body.split('"id": 7', 1)
     lua = (
         'wrk.method = "POST"\n'
@@ -206,7 +235,11 @@ def wrk(url: str, tool: str, sid: str, duration: int) -> dict[str, float]:
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     if bad:
         raise RuntimeError(f"{bad.group(1)} non-2xx answers from {url}")
-    return {"p50": ms("50"), "p99": ms("99"), "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}  # type: ignore[union-attr]
+    return {
+        "p50": ms("50"),
+        "p99": ms("99"),
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+    }  # type: ignore[union-attr]
 
 
 def end_to_end(duration: int, rounds: int) -> dict[str, dict[str, list[dict[str, float]]]]:
@@ -221,7 +254,10 @@ def end_to_end(duration: int, rounds: int) -> dict[str, dict[str, list[dict[str,
         for variant in VARIANTS:
             authz = "authz" in variant
             audit = "audit" in variant
-            config: dict[str, object] = {"name": f"bench-{variant}", "backends": [{"name": "bare", "url": backend}]}
+            config: dict[str, object] = {
+                "name": f"bench-{variant}",
+                "backends": [{"name": "bare", "url": backend}],
+            }
             if authz:
                 config["authz"] = document(scoped_policies("bare_echo"))
             if audit:
@@ -229,7 +265,22 @@ def end_to_end(duration: int, rounds: int) -> dict[str, dict[str, list[dict[str,
             cfg = folder / f"vmcp-{variant}.json"
             cfg.write_text(json.dumps(config))
             port = free_port()
-            stack.enter_context(run([PY, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(cfg), "--port", str(port)], port))
+            stack.enter_context(
+                run(
+                    [
+                        PY,
+                        "-m",
+                        "mcpfleet.cli.main",
+                        "vmcp",
+                        "serve",
+                        "--config",
+                        str(cfg),
+                        "--port",
+                        str(port),
+                    ],
+                    port,
+                )
+            )
             targets.append(("vMCP gateway", variant, f"http://127.0.0.1:{port}/mcp", "bare_echo"))
             args: list[str] = []
             if authz:
@@ -242,12 +293,15 @@ def end_to_end(duration: int, rounds: int) -> dict[str, dict[str, list[dict[str,
                 args += ["--audit-config", str(folder / f"audit-{variant}.json")]
             port = free_port()
             stack.enter_context(
-                run([PY, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), *args, "--remote", backend], port)
+                run(
+                    [PY, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), *args, "--remote", backend],
+                    port,
+                )
             )
             targets.append(("proxy --remote", variant, f"http://127.0.0.1:{port}/mcp", "echo"))
         time.sleep(2.0)
         sessions = {}
-        for component, variant, url, tool in targets:
+        for _component, _variant, url, tool in targets:
             sessions[url] = session_id(url)
             check_call(url, sessions[url], tool)
             wrk(url, tool, sessions[url], 1)  # warm-up
@@ -255,11 +309,16 @@ def end_to_end(duration: int, rounds: int) -> dict[str, dict[str, list[dict[str,
             for component, variant, url, tool in targets:
                 result = wrk(url, tool, sessions[url], duration)
                 results[component].setdefault(variant, []).append(result)
-                print(f"round {r + 1} {component:15} {variant:12} p50={result['p50']:.3f} ms p99={result['p99']:.3f} ms", flush=True)
+                print(
+                    f"round {r + 1} {component:15} {variant:12} p50={result['p50']:.3f} ms p99={result['p99']:.3f} ms",
+                    flush=True,
+                )
     return results
 
 
-def render(micro_us: dict[str, float], e2e: dict[str, dict[str, list[dict[str, float]]]], command: str) -> str:
+def render(
+    micro_us: dict[str, float], e2e: dict[str, dict[str, list[dict[str, float]]]], command: str
+) -> str:
     load = os.getloadavg()
     lines = [
         "# Benchmark: authorization and audit",
@@ -276,7 +335,7 @@ def render(micro_us: dict[str, float], e2e: dict[str, dict[str, list[dict[str, f
     lines += [f"| {k} | {v:.1f} |" for k, v in micro_us.items()]
     lines += [
         "",
-        "`scoped`: 100 policies each naming its tool in the scope (`resource == Tool::\"…\"`); only the",
+        '`scoped`: 100 policies each naming its tool in the scope (`resource == Tool::"…"`); only the',
         "policies whose scope can match are evaluated. `unscoped`: 100 policies whose scope matches every",
         "request (`permit(principal, action, resource) when { resource.name == … }`): all 100 conditions run.",
         "",

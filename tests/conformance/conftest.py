@@ -58,7 +58,11 @@ def suite_results(
     return get
 
 
-PERMIT_ALL = {"version": "1.0", "type": "cedarv1", "cedar": {"policies": ["permit(principal, action, resource);"]}}
+PERMIT_ALL = {
+    "version": "1.0",
+    "type": "cedarv1",
+    "cedar": {"policies": ["permit(principal, action, resource);"]},
+}
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,9 @@ def test_proxy_is_transparent(suite_results: Results, target: str, spec_version:
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
-@pytest.mark.parametrize(("target", "plain"), [("proxy-policy", "proxy"), ("remote-proxy-policy", "remote-proxy")])
+@pytest.mark.parametrize(
+    ("target", "plain"), [("proxy-policy", "proxy"), ("remote-proxy-policy", "remote-proxy")]
+)
 def test_proxy_with_policy_and_audit_is_lossless(
     suite_results: Results,
     policy_suite_results: Results,

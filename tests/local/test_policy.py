@@ -38,7 +38,11 @@ def time_server(policies: list[str]) -> str:
 
 
 def files(time_policies: list[str]) -> dict[str, str]:
-    everything = {"image": "npx://@modelcontextprotocol/server-everything", "transport": "stdio", "groupRef": "demo"}
+    everything = {
+        "image": "npx://@modelcontextprotocol/server-everything",
+        "transport": "stdio",
+        "groupRef": "demo",
+    }
     gateway = {
         "config": {"groupRef": "demo", "audit": {"enabled": True, "logFile": "audit.jsonl"}},
         "incomingAuth": {
@@ -66,7 +70,9 @@ async def test_policies_and_audit_on_the_local_platform(running_up: Any) -> None
         assert {t.name for t in (await c.list_tools()).tools} == {"get_current_time"}
         assert not (await c.call_tool("get_current_time", {"timezone": "UTC"})).is_error
         with pytest.raises(MCPError) as denied:
-            await c.call_tool("convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"})
+            await c.call_tool(
+                "convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"}
+            )
         assert denied.value.error.code == FORBIDDEN
 
         # Edit the manifest's policy: the file is rewritten, the proxy is not restarted, and the
@@ -81,7 +87,9 @@ async def test_policies_and_audit_on_the_local_platform(running_up: Any) -> None
 
         await wait_until(both_listed, "the edited policy applied", within=60, interval=0.5)
         assert not (
-            await c.call_tool("convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"})
+            await c.call_tool(
+                "convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"}
+            )
         ).is_error
     assert up.processes()["MCPServer/default/time/proxy/0"] == pid
 
@@ -95,7 +103,9 @@ async def test_policies_and_audit_on_the_local_platform(running_up: Any) -> None
             return names if {"everything_echo", "time_get_current_time"} <= names else None
 
         # The gateway follows its group live: the members' tools appear once it has connected them.
-        tools = await wait_until(listed, "the gateway lists the members' permitted tools", within=90, interval=1)
+        tools = await wait_until(
+            listed, "the gateway lists the members' permitted tools", within=90, interval=1
+        )
         assert f"everything_{other}" not in tools  # listed only what the caller may call
         assert not (await c.call_tool("everything_echo", {"message": "hi"})).is_error
         with pytest.raises(MCPError) as denied:
@@ -106,9 +116,14 @@ async def test_policies_and_audit_on_the_local_platform(running_up: Any) -> None
         assert denied.value.error.code == FORBIDDEN
 
     config = up.state_dir / "config"
-    proxy_audit = [json.loads(line) for line in (config / "mcpserver/default/time/audit.jsonl").read_text().splitlines()]
+    proxy_audit = [
+        json.loads(line) for line in (config / "mcpserver/default/time/audit.jsonl").read_text().splitlines()
+    ]
     assert {e["outcome"] for e in proxy_audit if e["method"] == "tools/call"} == {"success", "denied"}
-    gw_audit = [json.loads(line) for line in (config / "virtualmcpserver/default/gw/audit.jsonl").read_text().splitlines()]
+    gw_audit = [
+        json.loads(line)
+        for line in (config / "virtualmcpserver/default/gw/audit.jsonl").read_text().splitlines()
+    ]
     denied_targets = {e["target"]["name"] for e in gw_audit if e["outcome"] == "denied"}
     assert denied_targets == {"everything_echo", f"everything_{other}"}
     echo = next(e for e in gw_audit if e.get("target", {}).get("name") == "everything_echo")
@@ -125,11 +140,16 @@ def test_configmap_policies_are_a_problem_locally(tmp_path: Path) -> None:
             manifest(
                 "MCPServer",
                 "t",
-                {"image": "uvx://mcp-server-time", "authzConfig": {"type": "configMap", "configMap": {"name": "p"}}},
+                {
+                    "image": "uvx://mcp-server-time",
+                    "authzConfig": {"type": "configMap", "configMap": {"name": "p"}},
+                },
             )
         )
     )
     server.metadata.namespace = "default"
     plan = mcpserver.plan(server, World(platform="local", namespace="default"))
-    assert plan.problems and plan.problems[0].startswith("spec.authzConfig.configMap: policies from a ConfigMap")
+    assert plan.problems and plan.problems[0].startswith(
+        "spec.authzConfig.configMap: policies from a ConfigMap"
+    )
     assert plan.containers == ()

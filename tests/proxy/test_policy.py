@@ -117,7 +117,11 @@ async def test_toolhive_example_policies_enforced_through_the_proxy(tmp_path: Pa
                     assert denied.value.error.code == FORBIDDEN
                     await c.get_prompt("greeting", {"who": "x"})
                 async with client(url, admin, mode) as c:
-                    assert {t.name for t in (await c.list_tools()).tools} == {"weather", "calculator", "translator"}
+                    assert {t.name for t in (await c.list_tools()).tools} == {
+                        "weather",
+                        "calculator",
+                        "translator",
+                    }
                     assert not (await c.call_tool("translator", {"text": "abc"})).is_error
             served = [(c["kind"], c["name"]) for c in served_calls(calls)]
             # Exactly the permitted calls reached the server, in both eras; no denied one did.
@@ -138,7 +142,7 @@ async def test_toolhive_example_policies_enforced_through_the_proxy(tmp_path: Pa
     assert "Oslo" not in raw and owner not in raw and admin not in raw
 
 
-async def test_toolhive_authz_config_json_is_refused_with_the_policy_named(tmp_path: Path) -> None:
+def test_toolhive_authz_config_json_is_refused_with_the_policy_named(tmp_path: Path) -> None:
     """ToolHive's authz-config.json writes `resource in Tool::["calculator", "translator"]`, which Cedar
     does not parse: the proxy does not start, and says which policy and why."""
     proc = subprocess.run(
@@ -208,7 +212,9 @@ async def test_real_time_server_behind_a_permit_list(tmp_path: Path) -> None:
                 "version": "1.0",
                 "type": "cedarv1",
                 "cedar": {
-                    "policies": ['permit(principal, action == Action::"call_tool", resource == Tool::"get_current_time");']
+                    "policies": [
+                        'permit(principal, action == Action::"call_tool", resource == Tool::"get_current_time");'
+                    ]
                 },
             }
         )
@@ -220,5 +226,7 @@ async def test_real_time_server_behind_a_permit_list(tmp_path: Path) -> None:
             assert {t.name for t in (await c.list_tools()).tools} == {"get_current_time"}
             assert not (await c.call_tool("get_current_time", {"timezone": "UTC"})).is_error
             with pytest.raises(MCPError) as denied:
-                await c.call_tool("convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"})
+                await c.call_tool(
+                    "convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"}
+                )
             assert denied.value.error.code == FORBIDDEN

@@ -52,12 +52,25 @@ def policy_url(urls: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     config = {
         "name": "conformance-policy",
         "backends": [{"name": "fixture", "url": urls["fixture-direct"]}],
-        "aggregation": {"conflictResolution": "priority", "conflictResolutionConfig": {"priorityOrder": ["fixture"]}},
+        "aggregation": {
+            "conflictResolution": "priority",
+            "conflictResolutionConfig": {"priorityOrder": ["fixture"]},
+        },
         "authz": {"version": "1.0", "type": "cedarv1", "cedar": {"policies": PERMIT_ALL}},
         "audit": {"enabled": True, "logFile": str(folder / "audit.jsonl")},
     }
     cfg.write_text(json.dumps(config))
-    cmd = [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(cfg), "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mcpfleet.cli.main",
+        "vmcp",
+        "serve",
+        "--config",
+        str(cfg),
+        "--port",
+        str(port),
+    ]
     with harness.serving(cmd, f"http://127.0.0.1:{port}/health"):
         yield f"http://127.0.0.1:{port}/mcp", folder
 

@@ -61,7 +61,11 @@ def _config(issuer: Issuer, backend_url: str, policies: list[str], audit_file: P
                 ],
             }
         ],
-        "authz": {"version": "1.0", "type": "cedarv1", "cedar": {"policies": policies, "entities_json": "[]"}},
+        "authz": {
+            "version": "1.0",
+            "type": "cedarv1",
+            "cedar": {"policies": policies, "entities_json": "[]"},
+        },
     }
     if audit_file is not None:
         config["audit"] = {"enabled": True, "logFile": str(audit_file)}

@@ -7,8 +7,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from mcpfleet.api.common import HeaderForward, HttpTransport, OIDCConfig, OIDCConfigRef, ResourceRequirements
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 
 

@@ -15,8 +15,8 @@ from mcpfleet.api.common import (
     SecretRef,
     Transport,
 )
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 
 IMAGE_PATTERN = (

@@ -15,7 +15,6 @@ from pydantic import Field, model_validator
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.meta import (
     WORKLOAD_COLUMNS,
     ApiModel,
@@ -26,6 +25,7 @@ from mcpfleet.api.meta import (
     Rule,
     RuleModel,
 )
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 
 FREE_FORM: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}

@@ -29,7 +29,7 @@ Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]
 
 PEEK_BYTES = 65_536
 """How much of a response the audit reads for its outcome (a list response is read whole)."""
@@ -86,7 +86,9 @@ class PolicyMiddleware:
             if self.policy.audit is not None:
                 self._audit(scope, message, watcher.outcome(), started, None)
 
-    def _audit(self, scope: Scope, message: Message, outcome: str, started: float, reason: str | None) -> None:
+    def _audit(
+        self, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
+    ) -> None:
         audit = self.policy.audit
         if audit is None:
             return
@@ -142,7 +144,10 @@ class _ResponseWatcher:
                 self._start = message  # held until the whole body is known (its length changes)
                 return
             if self._filter:
-                message = {**message, "headers": [(k, v) for k, v in message["headers"] if k != b"content-length"]}
+                message = {
+                    **message,
+                    "headers": [(k, v) for k, v in message["headers"] if k != b"content-length"],
+                }
             await self._send(message)
             return
         if message["type"] != "http.response.body":
@@ -167,17 +172,17 @@ class _ResponseWatcher:
             await self._send({"type": "http.response.body", "body": out})
             return
         self._pending += body
-        out = bytearray()
+        stream = bytearray()
         while True:
             end = _event_end(self._pending)
             if end < 0:
                 break
             event, self._pending = bytes(self._pending[:end]), self._pending[end:]
-            out += self._rewrite_event(event)
+            stream += self._rewrite_event(event)
         if not more and self._pending:
-            out += self._pending
+            stream += self._pending
             self._pending = bytearray()
-        await self._send({"type": "http.response.body", "body": bytes(out), "more_body": more})
+        await self._send({"type": "http.response.body", "body": bytes(stream), "more_body": more})
 
     def _rewrite(self, body: bytes) -> bytes:
         try:

@@ -84,7 +84,7 @@ class AuditLog:
             self._out: IO[str] = stream
         elif config.log_file:
             # Line-buffered append: each event reaches the file whole, in order.
-            self._out = open(config.log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            self._out = open(config.log_file, "a", buffering=1, encoding="utf-8")
             self._own = True
         else:
             self._out = sys.stdout

@@ -213,7 +213,9 @@ class Authorizer:
         if cached is not False:
             self._sets.move_to_end(key)
             return cached  # type: ignore[return-value]
-        text = [p for p, s in zip(self.policies, self._scopes, strict=True) if _matches(s, action, rtype, rid)]
+        text = [
+            p for p, s in zip(self.policies, self._scopes, strict=True) if _matches(s, action, rtype, rid)
+        ]
         built = cedarpy.PolicySet.from_str("\n".join(text)) if text else None
         self._sets[key] = built
         if len(self._sets) > SCOPE_CACHE_SIZE:
@@ -239,14 +241,14 @@ class Authorizer:
         sub = claims.get("sub")
         pid = sub if isinstance(sub, str) and sub else "anonymous"
         attrs = _prefixed("claim_", claims)
-        parents = []
+        parents: list[dict[str, str]] = []
         for claim in self._group_claims:
             groups = claims.get(claim)
             if isinstance(groups, str):
                 groups = [groups]
             if isinstance(groups, list):
                 parents.extend({"type": self._group_type, "id": g} for g in groups if isinstance(g, str))
-        entity = {"uid": {"type": PRINCIPAL_TYPE, "id": pid}, "attrs": attrs, "parents": parents}
+        entity: dict[str, Any] = {"uid": {"type": PRINCIPAL_TYPE, "id": pid}, "attrs": attrs, "parents": parents}
         static = self._static.get((PRINCIPAL_TYPE, pid))
         if static is not None:
             entity["attrs"] = {**(static.get("attrs") or {}), **attrs}

@@ -104,7 +104,9 @@ def parse_document(data: Any, source: str) -> AuthzDocument:
         problems = "; ".join(f"{_location(e)}: {e['msg']}" for e in exc.errors())
         raise AuthzConfigError(f"{source}: {problems}") from exc
     if document.cedar is None and document.authz_file is None:
-        raise AuthzConfigError(f"{source}: cedar: required (the policies), or authzFile naming a file with them")
+        raise AuthzConfigError(
+            f"{source}: cedar: required (the policies), or authzFile naming a file with them"
+        )
     if document.cedar is not None:
         for index, policy in enumerate(document.cedar.policies):
             if len(policy) > MAX_POLICY_CHARS:

@@ -43,10 +43,16 @@ def target_of(method: str, params: Any) -> Target | None:
         return None
     if method == "tools/call":
         name, args = params.get("name"), params.get("arguments")
-        return Target("tool", name, args if isinstance(args, dict) else None) if isinstance(name, str) else None
+        return (
+            Target("tool", name, args if isinstance(args, dict) else None) if isinstance(name, str) else None
+        )
     if method == "prompts/get":
         name, args = params.get("name"), params.get("arguments")
-        return Target("prompt", name, args if isinstance(args, dict) else None) if isinstance(name, str) else None
+        return (
+            Target("prompt", name, args if isinstance(args, dict) else None)
+            if isinstance(name, str)
+            else None
+        )
     if method in ("resources/read", "resources/subscribe"):
         uri = params.get("uri")
         return Target("resource", uri) if isinstance(uri, str) else None
@@ -61,7 +67,9 @@ def target_of(method: str, params: Any) -> Target | None:
 
 
 def denial(method: str, target: Target) -> str:
-    return f"forbidden by policy: {method} of {target.feature} {target.name!r} is not permitted for this caller"
+    return (
+        f"forbidden by policy: {method} of {target.feature} {target.name!r} is not permitted for this caller"
+    )
 
 
 def forbidden_error(request_id: Any, method: str, target: Target) -> dict[str, Any]:
@@ -94,7 +102,9 @@ class Policy:
         """The decision on `target` (None without authorization: permitted)."""
         if self.engine is None:
             return None
-        return self.engine.authorizer().authorize(claims, target.feature, target.name, target.arguments, backend)
+        return self.engine.authorizer().authorize(
+            claims, target.feature, target.name, target.arguments, backend
+        )
 
     def filter_result(
         self,
@@ -129,7 +139,9 @@ def load_audit(path: str, component: str) -> AuditLog | None:
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the audit config: {exc.strerror or exc}") from exc
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors()
+        )
         raise ValueError(f"{path}: {problems}") from exc
     if not config.enabled:
         return None

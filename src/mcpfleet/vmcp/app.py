@@ -36,9 +36,17 @@ from mcpfleet import jsonrpc, telemetry
 from mcpfleet.auth.asgi import unauthorized
 from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
-from mcpfleet.vmcp import wire
 from mcpfleet.policy.audit import Client
-from mcpfleet.vmcp.gateway import CALLER, CallContext, Caller, ClientSession, Gateway, Listener, SessionLimitError
+from mcpfleet.vmcp import wire
+from mcpfleet.vmcp.gateway import (
+    CALLER,
+    CallContext,
+    Caller,
+    ClientSession,
+    Gateway,
+    Listener,
+    SessionLimitError,
+)
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:

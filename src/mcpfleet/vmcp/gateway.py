@@ -125,8 +125,14 @@ class Caller:
     traceparent: str | None = None
 
 
-CALLER: ContextVar[Caller] = ContextVar("mcpfleet_vmcp_caller", default=Caller())
+CALLER: ContextVar[Caller | None] = ContextVar("mcpfleet_vmcp_caller", default=None)
 """Set by the ASGI front for the request it serves; a `CallContext` made for it takes it."""
+_NOBODY = Caller()
+
+
+def current_caller() -> Caller:
+    """The caller of the request being served (an anonymous one outside a request)."""
+    return CALLER.get() or _NOBODY
 
 
 @dataclass
@@ -137,7 +143,7 @@ class CallContext:
     token: str | None = None
     forward_headers: Mapping[str, str] | None = None
     client_id: Any = None
-    caller: Caller = field(default_factory=CALLER.get)
+    caller: Caller = field(default_factory=current_caller)
     backend: str | None = None
     """The backend the request went to (set when it is forwarded; for the audit)."""
 
@@ -601,7 +607,9 @@ class Gateway:
                 session_id=ctx.session.id if ctx.session is not None else None,
             )
 
-    def authorize(self, ctx: CallContext, target: Target, backend: str | None, method: str = "tools/call") -> None:
+    def authorize(
+        self, ctx: CallContext, target: Target, backend: str | None, method: str = "tools/call"
+    ) -> None:
         """Raise the FORBIDDEN RPCError unless the caller of `ctx` may use `target` (on `backend`).
 
         The one authorization check of the gateway: client requests, composite steps and any other
@@ -610,7 +618,9 @@ class Gateway:
         decision = self.policy.check(ctx.caller.claims, target, backend)
         if decision is not None and not decision.allowed:
             log.info("denied %s of %s %r: %s", method, target.feature, target.name, decision.reason)
-            raise RPCError(FORBIDDEN, denial(method, target), {"reason": "policy", target.feature: target.name})
+            raise RPCError(
+                FORBIDDEN, denial(method, target), {"reason": "policy", target.feature: target.name}
+            )
 
     def _filtered_list(self, method: str, ctx: CallContext) -> dict[str, Any] | bytes:
         """A list as the caller may see it (the shared cached bytes when authorization is off)."""
@@ -626,7 +636,9 @@ class Gateway:
             backend_of = {n: r.backend for n, r in agg.prompt_routes.items()}
         else:
             backend_of = agg.resource_routes
-        result: dict[str, Any] = self.policy.filter_result(ctx.caller.claims, method, {key: items}, backend_of)
+        result: dict[str, Any] = self.policy.filter_result(
+            ctx.caller.claims, method, {key: items}, backend_of
+        )
         if ctx.era == "modern":
             result.update({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
         return result
@@ -639,12 +651,9 @@ class Gateway:
             return await self.call_tool(p, ctx)
         if method in LISTS:
             return self._filtered_list(method, ctx)
-        if self.policy.engine is not None:
-            target = target_of(method, p)
-            if target is not None and method != "prompts/get":
-                # Prompts are checked below, where their backend is known; these here by URI.
-                uri_backend = self._owner_of(target, ctx.era)
-                self.authorize(ctx, target, uri_backend, method)
+        if self.policy.engine is not None and method != "prompts/get":
+            # Prompts are checked below, where their route is known; the others here.
+            self._authorize_named(method, p, ctx)
         if method == "resources/read":
             return await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
         if method == "prompts/get":
@@ -726,6 +735,12 @@ class Gateway:
             if any(t.get("uriTemplate") == uri_template for t in b.lists_for(era).templates):
                 return b.spec.name
         return None
+
+    def _authorize_named(self, method: str, p: dict[str, Any], ctx: CallContext) -> None:
+        """Authorize a request naming a resource or a prompt (read, subscribe, completion)."""
+        target = target_of(method, p)
+        if target is not None:
+            self.authorize(ctx, target, self._owner_of(target, ctx.era), method)
 
     def _owner_of(self, target: Target, era: Era) -> str | None:
         """The backend serving a prompt / resource target (None when unknown)."""
