@@ -85,10 +85,14 @@ spec:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         config_map = kube.get("ConfigMap", "mcp-time-config")
-        if config_map is not None and edited in config_map["data"]["authz.json"]:
+        if config_map is not None and json.loads(config_map["data"]["authz.json"])["cedar"]["policies"] == [
+            edited
+        ]:
             break
         time.sleep(0.5)
-    assert config_map is not None and edited in config_map["data"]["authz.json"]
+    assert config_map is not None and json.loads(config_map["data"]["authz.json"])["cedar"]["policies"] == [
+        edited
+    ]
     after = kube.get("Deployment", "mcp-time")
     assert after is not None and after["spec"]["template"]["metadata"]["annotations"] == checksum
 

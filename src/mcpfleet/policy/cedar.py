@@ -248,7 +248,11 @@ class Authorizer:
                 groups = [groups]
             if isinstance(groups, list):
                 parents.extend({"type": self._group_type, "id": g} for g in groups if isinstance(g, str))
-        entity: dict[str, Any] = {"uid": {"type": PRINCIPAL_TYPE, "id": pid}, "attrs": attrs, "parents": parents}
+        entity: dict[str, Any] = {
+            "uid": {"type": PRINCIPAL_TYPE, "id": pid},
+            "attrs": attrs,
+            "parents": parents,
+        }
         static = self._static.get((PRINCIPAL_TYPE, pid))
         if static is not None:
             entity["attrs"] = {**(static.get("attrs") or {}), **attrs}
