@@ -10,6 +10,7 @@ from mcpfleet.api.common import HeaderForward, HttpTransport, OIDCConfig, OIDCCo
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import Change, Move, NameRef
 
 
 class MCPRemoteProxySpec(RuleModel):
@@ -68,6 +69,10 @@ class MCPRemoteProxy(Resource):
     """A proxy that publishes a remote MCP server inside the fleet."""
 
     info: ClassVar[KindInfo] = KindInfo("MCPRemoteProxy", "mcpremoteproxies", ("rp", "mcprp"))
+    version_changes: ClassVar[tuple[Change, ...]] = (
+        NameRef("spec.groupRef"),
+        Move("spec.remoteURL", "spec.remoteUrl"),
+    )
     kind: Literal["MCPRemoteProxy"] = "MCPRemoteProxy"
     spec: MCPRemoteProxySpec
     status: WorkloadStatus = Field(default_factory=WorkloadStatus)

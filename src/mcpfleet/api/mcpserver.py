@@ -18,6 +18,7 @@ from mcpfleet.api.common import (
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import Change, NameRef
 
 IMAGE_PATTERN = (
     r"^((uvx|npx)://[^\s@]+(@[^\s@]+)?|[^\s:/]+(:[0-9]+)?(/[^\s]+)*(:[^\s]+)?(@sha256:[a-f0-9]{64})?)$"
@@ -111,6 +112,7 @@ class MCPServer(Resource):
     """An MCP server run by mcpfleet."""
 
     info: ClassVar[KindInfo] = KindInfo("MCPServer", "mcpservers", ("mcps", "mcpserver"))
+    version_changes: ClassVar[tuple[Change, ...]] = (NameRef("spec.groupRef"),)
     kind: Literal["MCPServer"] = "MCPServer"
     spec: MCPServerSpec
     status: WorkloadStatus = Field(default_factory=WorkloadStatus)
