@@ -59,7 +59,9 @@ class AuthzDocument(_Model):
     version: str = "1.0"
     type: Literal["cedarv1"] = "cedarv1"
     cedar: CedarConfig | None = None
-    authz_file: str | None = Field(default=None, validation_alias=AliasChoices("authzFile", "authz_file"))
+    authz_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("authzFile", "authz_file"), serialization_alias="authzFile"
+    )
     group_claim_name: str | None = Field(
         default=None, validation_alias=AliasChoices("group_claim_name", "groupClaimName")
     )
