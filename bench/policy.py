@@ -21,19 +21,17 @@ import sys
 sys.path[:] = [p for p in sys.path if p.rstrip("/") != __file__.rsplit("/", 1)[0]]
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import re  # noqa: E402
 import shutil  # noqa: E402
-import socket  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from contextlib import ExitStack, contextmanager  # noqa: E402
+from contextlib import ExitStack  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
 
@@ -125,57 +123,17 @@ def micro(n: int = 5000) -> dict[str, float]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _bench_vmcp() -> Any:
+    """bench/vmcp.py as a module: its process, session and wrk helpers (as bench/vmcp_tracing.py does)."""
+    spec = importlib.util.spec_from_file_location("bench_vmcp", HERE / "vmcp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited ({proc.returncode}) before listening on {port}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
-
-
-@contextmanager
-def run(cmd: list[str], port: int) -> Iterator[None]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port, proc)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def session_id(url: str) -> str:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
-    response = httpx.post(url, json=init, headers=HDR, timeout=30)
-    sid = response.headers.get("mcp-session-id", "")
-    httpx.post(
-        url,
-        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-        headers={**HDR, "mcp-session-id": sid},
-    )
-    return sid
+VMCP = _bench_vmcp()
+free_port, run, session_id = VMCP.free_port, VMCP.run, VMCP.session_id
 
 
 def check_call(url: str, sid: str, tool: str) -> None:
@@ -185,61 +143,17 @@ def check_call(url: str, sid: str, tool: str) -> None:
         "method": "tools/call",
         "params": {"name": tool, "arguments": {"text": "hi"}},
     }
-    text = httpx.post(
-        url, json=body, headers={**HDR, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
-    ).text
+    headers = {**HDR, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+    text = httpx.post(url, json=body, headers=headers).text
     if '"error"' in text or "hi" not in text:
         raise RuntimeError(f"the call through {url} did not succeed: {text[:300]}")
 
 
 def wrk(url: str, tool: str, sid: str, duration: int) -> dict[str, float]:
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 7,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": {"text": "hi"}},
-        }
-    )
-    head, tail = body.split('"id": 7', 1)
-    lua = (
-        'wrk.method = "POST"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-        'wrk.headers["Accept"] = "application/json, text/event-stream"\n'
-        'wrk.headers["Mcp-Protocol-Version"] = "2025-11-25"\n'
-        f'wrk.headers["Mcp-Session-Id"] = "{sid}"\n'
-        "local n = 0\n"
-        "function request()\n"
-        "  n = n + 1\n"
-        f"  return wrk.format(nil, nil, nil, '{head}\"id\": ' .. n .. '{tail}')\n"
-        "end\n"
-    )
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(lua)
-    try:
-        out = subprocess.run(
-            ["wrk", "-t1", "-c1", f"-d{duration}s", "--latency", "-s", f.name, url],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    finally:
-        os.unlink(f.name)
-
-    def ms(label: str) -> float:
-        m = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        if not m:
-            raise RuntimeError(f"cannot parse wrk output:\n{out}")
-        return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
-
-    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    if bad:
-        raise RuntimeError(f"{bad.group(1)} non-2xx answers from {url}")
-    return {
-        "p50": ms("50"),
-        "p99": ms("99"),
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-    }  # type: ignore[union-attr]
+    result: dict[str, float] = VMCP.wrk(url, tool, sid, 1, duration)
+    if result["non2xx"] or result["socket_errors"]:
+        raise RuntimeError(f"errors from {url}: {result}")
+    return result
 
 
 def end_to_end(duration: int, rounds: int) -> dict[str, dict[str, list[dict[str, float]]]]:
