@@ -30,7 +30,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
 
-class CedarConfig(_Model):
+class _ClaimSettings(_Model):
+    """Which token claims name the caller's groups, and the Cedar type of those groups."""
+
+    group_claim_name: str | None = Field(
+        default=None, validation_alias=AliasChoices("group_claim_name", "groupClaimName")
+    )
+    role_claim_name: str | None = Field(
+        default=None, validation_alias=AliasChoices("role_claim_name", "roleClaimName")
+    )
+    group_entity_type: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        validation_alias=AliasChoices("group_entity_type", "groupEntityType"),
+    )
+
+
+class CedarConfig(_ClaimSettings):
     """`cedar`: the policies and the static entity store."""
 
     policies: list[str] = Field(min_length=1, max_length=MAX_POLICIES)
@@ -40,38 +56,18 @@ class CedarConfig(_Model):
         validation_alias=AliasChoices("entities_json", "entitiesJson"),
         serialization_alias="entities_json",
     )
-    group_claim_name: str | None = Field(
-        default=None, validation_alias=AliasChoices("group_claim_name", "groupClaimName")
-    )
-    role_claim_name: str | None = Field(
-        default=None, validation_alias=AliasChoices("role_claim_name", "roleClaimName")
-    )
-    group_entity_type: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        validation_alias=AliasChoices("group_entity_type", "groupEntityType"),
-    )
 
 
-class AuthzDocument(_Model):
+class AuthzDocument(_ClaimSettings):
     """ToolHive's authz file, plus `authzFile` (see the module docstring)."""
 
     version: str = "1.0"
     type: Literal["cedarv1"] = "cedarv1"
     cedar: CedarConfig | None = None
     authz_file: str | None = Field(
-        default=None, validation_alias=AliasChoices("authzFile", "authz_file"), serialization_alias="authzFile"
-    )
-    group_claim_name: str | None = Field(
-        default=None, validation_alias=AliasChoices("group_claim_name", "groupClaimName")
-    )
-    role_claim_name: str | None = Field(
-        default=None, validation_alias=AliasChoices("role_claim_name", "roleClaimName")
-    )
-    group_entity_type: str | None = Field(
         default=None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        validation_alias=AliasChoices("group_entity_type", "groupEntityType"),
+        validation_alias=AliasChoices("authzFile", "authz_file"),
+        serialization_alias="authzFile",
     )
 
     def wire(self) -> dict[str, Any]:
