@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -40,10 +41,12 @@ from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
+from mcpfleet.vmcp.codemode import SCRIPT_TOOL, CodeRunner, tool_definition
 from mcpfleet.vmcp.composite import CompositeRunner
 from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth
 from mcpfleet.vmcp.metrics import Metrics
+from mcpfleet.vmcp.optimizer import FIND_TOOL, META_TOOLS, ToolFinder, call_arguments, meta_tools
 from mcpfleet.vmcp.reload import ConfigWatcher
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
 from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
@@ -209,6 +212,8 @@ class Gateway:
             audit=AuditLog(config.audit, config.name) if config.audit and config.audit.enabled else None,
         )
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
+        self.finder: ToolFinder | None = ToolFinder(config.optimizer) if config.optimizer else None
+        self.code: CodeRunner | None = CodeRunner(config.code_mode) if config.code_mode.enabled else None
         fh = config.operational.failure_handling
         self._check_interval = parse_duration(fh.health_check_interval)
         self._check_timeout = parse_duration(fh.health_check_timeout)
@@ -263,6 +268,10 @@ class Gateway:
         with contextlib.suppress(Exception):
             await self.status_writer.write(self.status())
         await self._outgoing.close()
+        if self.finder is not None:
+            await self.finder.close()
+        if self.code is not None:
+            await self.code.close()
         if self._own_http and self._http is not None:
             await self._http.close()
             self._http = None
@@ -422,7 +431,15 @@ class Gateway:
                 agg.tools.append(
                     {"name": ct.name, "description": ct.description, "inputSchema": ct.parameters}
                 )
+            if self.code is not None:
+                agg.tools.append(tool_definition(self.config.code_mode))
+            agg.catalogue = agg.tools
+            if self.config.optimizer is not None:
+                meta = meta_tools(self.config.optimizer)
+                agg.tools = meta + agg.catalogue if self.config.optimizer.expose_all_tools else meta
             new[era] = agg
+        if self.finder is not None:
+            self.finder.update({era: agg.catalogue for era, agg in new.items()})
         for era, agg in new.items():
             old = self.aggs[era]
             self.aggs[era] = agg
@@ -449,7 +466,7 @@ class Gateway:
         Other fields are not taken: the platform restarts the gateway when they change.
         """
         authz_changed = self._reconfigure_authz(config)
-        live = {"aggregation", "composite_tools", "tool_configs"}
+        live = {"aggregation", "composite_tools", "tool_configs", "optimizer", "code_mode"}
         if config.model_dump(include=live) == self.config.model_dump(include=live):
             if authz_changed:
                 # What each caller may list changed: clients re-list.
@@ -457,14 +474,17 @@ class Gateway:
                     self.broadcast_list_changed(m)
                 return {"tools/list", "prompts/list", "resources/list"}
             return None
-        self.config = self.config.model_copy(
-            update={
-                "aggregation": config.aggregation,
-                "composite_tools": config.composite_tools,
-                "tool_configs": config.tool_configs,
-            }
-        )
+        old = self.config
+        self.config = self.config.model_copy(update={k: getattr(config, k) for k in live})
         self.composites = {c.name: c for c in config.composite_tools}
+        if config.optimizer != old.optimizer:
+            if self.finder is not None:
+                self._spawn(self.finder.close())
+            self.finder = ToolFinder(config.optimizer) if config.optimizer else None
+        if config.code_mode != old.code_mode:
+            if self.code is not None:
+                self._spawn(self.code.close())
+            self.code = CodeRunner(config.code_mode) if config.code_mode.enabled else None
         changed = self.rebuild()
         for m in changed:
             self.broadcast_list_changed(m)
@@ -489,6 +509,11 @@ class Gateway:
         log.info("applied the authz policies of the new config")
         return True
 
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
     @staticmethod
     def _items(agg: Aggregate, method: str) -> list[dict[str, Any]]:
         return {
@@ -501,7 +526,7 @@ class Gateway:
     def capabilities(self) -> dict[str, Any]:
         caps: dict[str, Any] = {}
         ups = [b.upstream for b in self.backends.values() if b.upstream is not None]
-        if self.composites or any("tools" in u.capabilities for u in ups):
+        if self.composites or self.finder or self.code or any("tools" in u.capabilities for u in ups):
             caps["tools"] = {"listChanged": True}
         if any("resources" in u.capabilities for u in ups):
             sub = any((u.capabilities.get("resources") or {}).get("subscribe") for u in ups)
@@ -752,11 +777,34 @@ class Gateway:
             return aggregate.route_resource(agg, target.name) or self._template_owner(target.name, era)
         return None
 
+    def tool_allowed(self, name: str, ctx: CallContext) -> bool:
+        """Whether the caller of `ctx` may see and call tool `name` (the optimizer filters find_tool
+        answers with it): the list question of the policies (no arguments), as tools/list asks it."""
+        if self.policy.engine is None:
+            return True
+        route = self.aggs[ctx.era].tool_routes.get(name)
+        decision = self.policy.check(
+            ctx.caller.claims, Target("tool", name), route.backend if route else None
+        )
+        return decision is None or decision.allowed
+
     async def call_tool(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        """A tools/call by its advertised name: authorized, then run (composite) or routed."""
+        """tools/call: the one path of a client's call, and of each call made by call_tool or a script
+        (authorized here, then run as a composite or routed)."""
         name = p.get("name")
-        comp = self.composites.get(name) if isinstance(name, str) else None
         args = p.get("arguments")
+        meta = (self.finder is not None and name in META_TOOLS) or (
+            self.code is not None and name == SCRIPT_TOOL
+        )
+        if meta and self.policy.engine is not None:
+            # The optimizer's / code mode's own tools are tools like any other (backend none); the
+            # calls they make are authorized again, one by one, through this method.
+            self.authorize(ctx, Target("tool", str(name), args if isinstance(args, dict) else None), None)
+        if self.finder is not None and name in META_TOOLS:
+            return await self._meta_tool(str(name), p.get("arguments"), ctx)
+        if self.code is not None and name == SCRIPT_TOOL:
+            return await self._script(p.get("arguments"), ctx)
+        comp = self.composites.get(name) if isinstance(name, str) else None
         if comp is not None:
             if self.policy.engine is not None:
                 self.authorize(ctx, Target("tool", comp.name, args if isinstance(args, dict) else None), None)
@@ -771,6 +819,30 @@ class Gateway:
         if route.original != name:
             p = {**p, "name": route.original}
         return await self._forward(route.backend, "tools/call", p, ctx)
+
+    async def _meta_tool(self, name: str, arguments: Any, ctx: CallContext) -> dict[str, Any]:
+        """find_tool / call_tool of the optimizer."""
+        assert self.finder is not None
+        if name == FIND_TOOL:
+            return await self.finder.find(arguments, ctx.era, lambda tool: self.tool_allowed(tool, ctx))
+        tool, params = call_arguments(arguments)
+        return await self.call_tool({"name": tool, "arguments": params}, ctx)
+
+    async def _script(self, arguments: Any, ctx: CallContext) -> dict[str, Any]:
+        """execute_tool_script: each call the script makes is a tools/call of the caller's own."""
+        assert self.code is not None
+        script = self.code.validate(arguments)
+        inner = dataclasses.replace(ctx, emit=None, client_id=None)
+
+        async def call(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            if tool == SCRIPT_TOOL:
+                raise RPCError(wire.INVALID_PARAMS, f"{SCRIPT_TOOL} cannot be called from a script")
+            return await self.call_tool({"name": tool, "arguments": args}, inner)
+
+        names = [t["name"] for t in self.aggs[ctx.era].catalogue if t.get("name") != SCRIPT_TOOL]
+        if self.finder is not None:
+            names += sorted(META_TOOLS)
+        return await self.code.run(script, names, call)
 
     async def _call_step(
         self, tool: str, arguments: dict[str, Any], ctx: CallContext, time_limit: float | None
@@ -1152,6 +1224,7 @@ class Gateway:
                 "prompts": len(self.agg.prompts),
             },
             "sessions": len(self.sessions),
+            **({"optimizer": self.finder.status()} if self.finder is not None else {}),
         }
 
 
