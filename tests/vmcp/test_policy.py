@@ -191,3 +191,36 @@ async def test_policy_edits_apply_on_live_sessions(
         tmp.replace(path)
         await asyncio.sleep(1.5)
         assert await user.tools() == {"be_echo", "be_admin_tool", "pipeline"}
+
+
+async def test_optimizer_calls_are_authorized_like_any_tools_call(
+    gateway: GatewayFactory, alpha_beta: tuple[Served, Served]
+) -> None:
+    """find_tool shows only permitted tools; call_tool of a refused tool is refused (-32012) before
+    it reaches the backend; the permitted one runs."""
+    from mcp.client.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    a, b = alpha_beta
+    policies = [
+        'permit(principal, action == Action::"call_tool", resource == Tool::"find_tool");',
+        'permit(principal, action == Action::"call_tool", resource == Tool::"call_tool");',
+        'permit(principal, action == Action::"call_tool", resource in Backend::"alpha");',
+    ]
+    config = {
+        "name": "opt",
+        "backends": [{"name": "alpha", "url": a.url}, {"name": "beta", "url": b.url}],
+        "optimizer": {"maxToolsToReturn": 50},
+        "authz": {"version": "1.0", "type": "cedarv1", "cedar": {"policies": policies}},
+    }
+    gw = await gateway(config)
+    async with Client(gw.url, mode="legacy") as c:
+        assert {t.name for t in (await c.list_tools()).tools} == {"find_tool", "call_tool"}
+        res = await c.call_tool("find_tool", {"tool_description": "upper case text echo"})
+        names = [t["name"] for t in res.structured_content["tools"]]  # type: ignore[index]
+        assert names and all(n.startswith("alpha_") for n in names)
+        ok = await c.call_tool("call_tool", {"tool_name": "alpha_upper", "parameters": {"text": "abc"}})
+        assert not ok.is_error
+        with pytest.raises(MCPError) as denied:
+            await c.call_tool("call_tool", {"tool_name": "beta_upper", "parameters": {"text": "abc"}})
+        assert denied.value.error.code == FORBIDDEN
