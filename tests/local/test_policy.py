@@ -64,11 +64,11 @@ async def test_policies_and_audit_on_the_local_platform(running_up: Any) -> None
     time_status = await up.wait_phase("MCPServer", "time", {"Running"}, limit=180)
     everything_status = await up.wait_phase("MCPServer", "everything", {"Running"}, limit=240)
     gw_status = await up.wait_phase("VirtualMCPServer", "gw", {"Ready", "Running"}, limit=180)
-    pid = up.processes()["MCPServer/default/time/proxy/0"]
-
     async with Client(time_status["url"], mode="legacy") as c:
         assert {t.name for t in (await c.list_tools()).tools} == {"get_current_time"}
         assert not (await c.call_tool("get_current_time", {"timezone": "UTC"})).is_error
+        # The server process serving this session (hosted proxies report their child's pid).
+        pid = up.processes()["MCPServer/default/time/proxy/0"]
         with pytest.raises(MCPError) as denied:
             await c.call_tool(
                 "convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"}

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mcpfleet.api.policy import AuditConfig
     from mcpfleet.policy.audit import AuditLog
     from mcpfleet.policy.cedar import Decision
     from mcpfleet.policy.engine import PolicyEngine
@@ -132,7 +135,6 @@ def load_audit(path: str, component: str) -> AuditLog | None:
     from pydantic import ValidationError
 
     from mcpfleet.api.policy import AuditConfig
-    from mcpfleet.policy.audit import AuditLog
 
     try:
         config = AuditConfig.model_validate_json(Path(path).read_bytes()[:1_048_576])
@@ -146,6 +148,18 @@ def load_audit(path: str, component: str) -> AuditLog | None:
     if not config.enabled:
         return None
     try:
-        return AuditLog(config, component)
+        return audit_log(config, component, Path(path).parent)
     except OSError as exc:
         raise ValueError(f"{path}: logFile: cannot open {config.log_file}: {exc.strerror or exc}") from exc
+
+
+def audit_log(config: AuditConfig, component: str, base_dir: Path | None) -> AuditLog:
+    """The AuditLog of `config`; a relative `logFile` is taken relative to `base_dir` (the workload's
+    config folder), not to the working directory: `mcpfleet up` hosts services in its own process."""
+    from pathlib import Path
+
+    from mcpfleet.policy.audit import AuditLog
+
+    if config.log_file and base_dir is not None and not Path(config.log_file).is_absolute():
+        config = config.model_copy(update={"log_file": str(base_dir / config.log_file)})
+    return AuditLog(config, component)

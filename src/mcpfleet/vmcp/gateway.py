@@ -33,10 +33,10 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
+from mcpfleet.policy.audit import Client, trace_id_of
 from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
-from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, denial, target_of
+from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
@@ -214,7 +214,9 @@ class Gateway:
         self._config_dir = Path(config_file).parent if config_file else None
         self.policy = Policy(
             engine=PolicyEngine(config.authz, base_dir=self._config_dir) if config.authz else None,
-            audit=AuditLog(config.audit, config.name) if config.audit and config.audit.enabled else None,
+            audit=audit_log(config.audit, config.name, self._config_dir)
+            if config.audit and config.audit.enabled
+            else None,
         )
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
         self.finder: ToolFinder | None = ToolFinder(config.optimizer) if config.optimizer else None
