@@ -31,6 +31,7 @@ from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import API_VERSION, LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
 from mcpfleet.api.resource import Resource
+from mcpfleet.operator.pods import stuck_reason
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Entry, ObjKey, Store
@@ -505,13 +506,27 @@ class Controller:
         deployment = self.store.child(("apps/v1", "Deployment", namespace, workload))
         service = self.store.child(("v1", "Service", namespace, workload))
         observation = observe(plan, deployment, service, terminating=entry.deleting)
+        look_again: float | None = None
         if rejected is not None:
             observation = replace(observation, failed=True, failure_message=rejected)
+        elif (
+            deployment is not None
+            and not entry.deleting
+            and not plan.problems
+            and not observation.failed
+            and observation.ready_replicas < plan.replicas
+        ):
+            # Still not ready: the cause, if any, is in the pods (operator/pods.py).
+            stuck, look_again = await stuck_reason(self.api, namespace, plan, deployment)
+            if stuck is not None:
+                observation = replace(observation, failed=True, failure_message=stuck)
         status = kinds.status(
             model.status, model, plan, observation, world, self._now() if self._now else None
         )
         if self._defer_first_status(key, entry, status):
             return
+        if look_again is not None:
+            self.queue.add_after(key, look_again)
         if await self._write_status(entry, status):
             await self._workload_event(entry, plan, status, observation, rejected)
 

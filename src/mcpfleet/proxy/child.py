@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from mcpfleet.proxy.unavailable import give_up, offline_miss
+
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[dict[str, Any]], Awaitable[None]]
@@ -229,6 +231,14 @@ class ChildProcess:
                 if not first.done():
                     first.set_result(None)
                 if self._stopping:
+                    break
+                unavailable = offline_miss(
+                    self._command, list(self._stderr), {**os.environ, **(self._env or {})}
+                )
+                if unavailable is not None:
+                    # Restarting cannot help (docs/dev-cluster.md): say why once and stop the runner.
+                    self._stderr.append(f"[mcpfleet] {unavailable}")
+                    give_up(unavailable)
                     break
                 ran_for = time.monotonic() - started
                 self._failures = 1 if ran_for >= self._backoff.stable_after else self._failures + 1
