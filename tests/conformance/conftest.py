@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +67,50 @@ def suite_results(request: pytest.FixtureRequest) -> Callable[[str, str], harnes
         return cache[(target, spec_version)]
 
     return get
+
+
+PERMIT_ALL = {
+    "version": "1.0",
+    "type": "cedarv1",
+    "cedar": {"policies": ["permit(principal, action, resource);"]},
+}
+
+
+@pytest.fixture(scope="session")
+def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A permit-all Cedar policy and audit on (to a file): what the policy variants of the proxy run with."""
+    folder = tmp_path_factory.mktemp("policy")
+    (folder / "authz.json").write_text(json.dumps(PERMIT_ALL))
+    (folder / "audit.json").write_text(json.dumps({"enabled": True, "logFile": str(folder / "audit.jsonl")}))
+    return folder
+
+
+def _policy_args(folder: Path) -> list[str]:
+    return ["--authz-config", str(folder / "authz.json"), "--audit-config", str(folder / "audit.json")]
+
+
+@pytest.fixture(scope="session")
+def policy_suite_results(
+    fixture_url: str, policy_dir: Path
+) -> Iterator[Callable[[str, str], harness.SuiteResult]]:
+    """Suite results of the proxy (stdio and remote) with a permit-all policy and audit on."""
+    port, remote_port = harness.free_port(), harness.free_port()
+    base = [sys.executable, "-m", "mcpfleet.cli.main", "proxy"]
+    stdio = [*base, "--port", str(port), *_policy_args(policy_dir), "--", *harness.fixture_stdio_command()]
+    remote = [*base, "--port", str(remote_port), *_policy_args(policy_dir), "--remote", fixture_url]
+    cache: dict[tuple[str, str], harness.SuiteResult] = {}
+    with (
+        harness.serving(stdio, f"http://127.0.0.1:{port}/health"),
+        harness.serving(remote, f"http://127.0.0.1:{remote_port}/health"),
+    ):
+        urls = {
+            "proxy-policy": f"http://127.0.0.1:{port}/mcp",
+            "remote-proxy-policy": f"http://127.0.0.1:{remote_port}/mcp",
+        }
+
+        def get(target: str, spec_version: str) -> harness.SuiteResult:
+            if (target, spec_version) not in cache:
+                cache[(target, spec_version)] = harness.run_suite(urls[target], spec_version)
+            return cache[(target, spec_version)]
+
+        yield get

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +42,26 @@ def test_proxy_is_transparent(suite_results: Results, target: str, spec_version:
     proxied = suite_results(target, spec_version)
     lost = direct.passed_checks() - proxied.passed_checks()
     assert lost == set(), f"checks lost behind the proxy: {sorted(lost)}\n{_report(proxied)}"
+
+
+@pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
+@pytest.mark.parametrize(
+    ("target", "plain"), [("proxy-policy", "proxy"), ("remote-proxy-policy", "remote-proxy")]
+)
+def test_proxy_with_policy_and_audit_is_lossless(
+    suite_results: Results,
+    policy_suite_results: Results,
+    policy_dir: Path,
+    target: str,
+    plain: str,
+    spec_version: str,
+) -> None:
+    """A permit-all Cedar policy and audit on lose no check the plain proxy passes; audit lines appear."""
+    without = suite_results(plain, spec_version)
+    with_policy = policy_suite_results(target, spec_version)
+    lost = without.passed_checks() - with_policy.passed_checks()
+    assert lost == set(), f"checks lost with policy and audit on: {sorted(lost)}\n{_report(with_policy)}"
+    assert with_policy.totals()[0] >= 70, _report(with_policy)
+    events = [json.loads(line) for line in (policy_dir / "audit.jsonl").read_text().splitlines()]
+    assert any(e["eventType"] == "mcp_tool_call" and e["outcome"] == "success" for e in events)
+    assert not any(e["outcome"] == "denied" for e in events)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +40,41 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             yield {"fixture-direct": fixture_url, "vmcp": f"http://127.0.0.1:{port}/mcp"}
 
 
+PERMIT_ALL = ["permit(principal, action, resource);"]
+
+
+@pytest.fixture(scope="module")
+def policy_url(urls: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The gateway over the same fixture with a permit-all Cedar policy and audit on (to a file)."""
+    folder = tmp_path_factory.mktemp("vmcp-policy")
+    port = harness.free_port()
+    cfg = folder / "vmcp.yaml"
+    config = {
+        "name": "conformance-policy",
+        "backends": [{"name": "fixture", "url": urls["fixture-direct"]}],
+        "aggregation": {
+            "conflictResolution": "priority",
+            "conflictResolutionConfig": {"priorityOrder": ["fixture"]},
+        },
+        "authz": {"version": "1.0", "type": "cedarv1", "cedar": {"policies": PERMIT_ALL}},
+        "audit": {"enabled": True, "logFile": str(folder / "audit.jsonl")},
+    }
+    cfg.write_text(json.dumps(config))
+    cmd = [
+        sys.executable,
+        "-m",
+        "mcpfleet.cli.main",
+        "vmcp",
+        "serve",
+        "--config",
+        str(cfg),
+        "--port",
+        str(port),
+    ]
+    with harness.serving(cmd, f"http://127.0.0.1:{port}/health"):
+        yield f"http://127.0.0.1:{port}/mcp", folder
+
+
 @pytest.fixture(scope="module")
 def results(urls: dict[str, str]) -> Callable[[str, str], harness.SuiteResult]:
     cache: dict[tuple[str, str], harness.SuiteResult] = {}
@@ -74,3 +110,18 @@ def test_gateway_passes_what_the_fixture_passes(
     passed, _ = through.totals()
     assert passed >= (70 if spec_version == "2025-11-25" else 140), _report(through)
     print(f"\nvMCP conformance {spec_version}: {_report(through)}; fixture directly: {direct.totals()}")
+
+
+@pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
+def test_gateway_with_policy_and_audit_is_lossless(
+    results: Callable[[str, str], harness.SuiteResult], policy_url: tuple[str, Path], spec_version: str
+) -> None:
+    """A permit-all Cedar policy and audit on lose no check the plain gateway passes; audit lines appear."""
+    url, folder = policy_url
+    plain = results("vmcp", spec_version)
+    with_policy = harness.run_suite(url, spec_version)
+    lost = plain.passed_checks() - with_policy.passed_checks()
+    assert lost == set(), f"checks lost with policy and audit on: {sorted(lost)}\n{_report(with_policy)}"
+    events = [json.loads(line) for line in (folder / "audit.jsonl").read_text().splitlines()]
+    assert any(e["eventType"] == "mcp_tool_call" and e["outcome"] == "success" for e in events)
+    assert not any(e["outcome"] == "denied" for e in events)

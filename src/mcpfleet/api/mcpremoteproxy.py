@@ -17,6 +17,7 @@ from mcpfleet.api.common import (
     TelemetryConfigRef,
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
 
@@ -57,6 +58,10 @@ class MCPRemoteProxySpec(RuleModel):
     """Incoming OIDC authentication settings."""
     oidc_config_ref: OIDCConfigRef | None = None
     """Reference to shared OIDC settings."""
+    authz_config: AuthzConfig | None = None
+    """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
+    audit: AuditConfig | None = None
+    """Audit logging: one JSON line per MCP request."""
     endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")
     """Path prefix the proxy is published under behind an ingress."""
     session_affinity: Literal["ClientIP", "None"] = "ClientIP"

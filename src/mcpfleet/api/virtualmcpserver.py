@@ -26,6 +26,7 @@ from mcpfleet.api.meta import (
     Rule,
     RuleModel,
 )
+from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
 
@@ -411,11 +412,13 @@ class GatewayConfig(ApiModel):
     """Tool discovery: advertise find_tool / call_tool over a ranked index instead of (or beside) every tool."""
     code_mode: CodeMode = Field(default_factory=CodeMode)
     """Server-side Starlark scripts over the gateway's tools (execute_tool_script)."""
+    audit: AuditConfig | None = None
+    """Audit logging: one JSON line per MCP request (ToolHive's `config.audit`)."""
 
 
-LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs", "optimizer", "codeMode")
+LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs", "optimizer", "codeMode", "authz")
 """Top-level keys of the gateway's config file it re-applies in place when the file changes (tool
-filters, overrides, composite tools, the inlined MCPToolConfigs): an edit of these keeps the process
+filters, overrides, composite tools, the inlined MCPToolConfigs, the authz policies): an edit of these keeps the process
 and its client sessions. Everything else (port, incoming / outgoing auth, operational settings)
 restarts it; the group members are followed live from their own source."""
 
@@ -465,6 +468,8 @@ class IncomingAuth(RuleModel):
     """Inline OIDC settings."""
     oidc_config_ref: OIDCConfigRef | None = None
     """Reference to shared OIDC settings."""
+    authz_config: AuthzConfig | None = None
+    """Cedar authorization of the gateway's tools, prompts and resources (ToolHive's shape)."""
 
 
 class BackendAuth(RuleModel):

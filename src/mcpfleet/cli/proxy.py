@@ -12,6 +12,7 @@ from mcpfleet.cli import limit_options
 if TYPE_CHECKING:
     from mcpfleet.auth.oidc import IncomingAuth
     from mcpfleet.httplimits import HttpLimits
+    from mcpfleet.policy.guard import Policy
     from mcpfleet.proxy.child import ChildHooks
     from mcpfleet.proxy.http_app import ProxyApp
     from mcpfleet.proxy.remote import RemoteProxyApp
@@ -39,6 +40,27 @@ def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
         return load_auth_config(auth_config)
     except AuthConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
+
+
+def _policy(authz_config: str | None, audit_config: str | None, component: str) -> Policy:
+    """`--authz-config` / `--audit-config`, read at start (an invalid file stops the proxy: it never
+    serves without the policies it was configured with); the authz file is then followed for changes."""
+    from mcpfleet.policy.config import AuthzConfigError
+    from mcpfleet.policy.engine import PolicyEngine
+    from mcpfleet.policy.guard import Policy, load_audit
+
+    policy = Policy()
+    if authz_config is not None:
+        try:
+            policy.engine = PolicyEngine(path=authz_config)
+        except AuthzConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--authz-config") from exc
+    if audit_config is not None:
+        try:
+            policy.audit = load_audit(audit_config, component)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--audit-config") from exc
+    return policy
 
 
 def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | None:
@@ -136,6 +158,17 @@ def proxy(
         "--run-config",
         help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) is enforced.",
     ),
+    authz_config: str | None = typer.Option(
+        None,
+        "--authz-config",
+        help="Cedar authorization (ToolHive's authz file: {version, type: cedarv1, cedar: {policies, "
+        "entities_json}}); followed for changes.",
+    ),
+    audit_config: str | None = typer.Option(
+        None,
+        "--audit-config",
+        help="Audit logging settings (JSON: {enabled, logFile, includeRequestData, ...}): one JSON line per request.",
+    ),
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
     ),
@@ -183,6 +216,8 @@ def build(
     run_config: str | None,
     public_url: str | None,
     max_body_bytes: int | None,
+    authz_config: str | None = None,
+    audit_config: str | None = None,
     body_timeout: float | None,
     header_timeout: float | None,
     max_header_bytes: int | None,
@@ -205,6 +240,7 @@ def build(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
     auth = _incoming_auth(auth_config)
+    policy = _policy(authz_config, audit_config, "proxy")
     tool_policy = _tool_policy(run_config, remote)
     app: ProxyApp | RemoteProxyApp
     try:
@@ -262,5 +298,5 @@ def build(
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
-    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url)
+    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url, policy=policy)
     return served, limits

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
+from mcpfleet.policy.asgi import PolicyMiddleware
+from mcpfleet.policy.guard import Policy
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.child import ChildHooks
 from mcpfleet.proxy.http_app import ProxyApp, security_for
@@ -70,20 +72,27 @@ def with_auth(
     *,
     mcp_path: str = "/mcp",
     public_url: str | None = None,
+    policy: Policy | None = None,
 ) -> Any:
     """`app` behind incoming auth (`mcpfleet.auth`): every path but `/health` needs a valid token.
+
+    With a `policy` (authorization and / or audit), `policy.asgi.PolicyMiddleware` sits between the
+    guard and the app, so it sees the claims the guard validated.
 
     A remote-mode app does not forward the validated `Authorization` header: the token was issued
     for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
     credentials come from `--header-from-env`).
     """
+    inner: Any = app
+    if policy is not None and policy.active:
+        inner = PolicyMiddleware(app, policy)
     if auth is None or auth.type == "anonymous":
-        return app
+        return inner
     from mcpfleet.auth.asgi import AuthGuard
     from mcpfleet.proxy.remote import RemoteProxyApp
 
     return AuthGuard(
-        app,
+        inner,
         auth,
         mcp_path=mcp_path,
         public_url=public_url,

@@ -11,7 +11,8 @@ MCPFLEET_EXTERNAL_AUTH`, the value as secretKeyRef env (a local Secret on the lo
 (it applies it there); `unauthenticated` adds nothing.
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
-itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream.
+itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream. So are
+`authzConfig` and `audit` (`reconcile/policy.py`: `--authz-config`, `--audit-config`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
+from mcpfleet.reconcile.policy import policy_plan
 from mcpfleet.redact import redact_url
 
 RUN_CONFIG = "runconfig.json"
@@ -45,6 +47,7 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
         problems.extend(child_name_problem("MCPRemoteProxy", proxy.name))
     problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     problems.extend(_auth(proxy, world).problems)
+    problems.extend(policy_plan(spec.authz_config, spec.audit, world.platform).problems)
     return problems
 
 
@@ -128,6 +131,9 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
             command += ["--allowed-host", host]
     auth = _auth(proxy, world)
     command += proxy_args(auth)
+    # Cedar authorization and audit (reconcile/policy.py), enforced by the proxy itself.
+    policy = policy_plan(spec.authz_config, spec.audit, world.platform)
+    command += policy.proxy_args()
     container = Container(
         name=PROXY_CONTAINER,
         command=tuple(command),
@@ -140,6 +146,8 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(proxy, world)))]
     if auth.document is not None:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
+    config_files.extend(policy.proxy_files())
+    problems = _problems(proxy, world)
     return WorkloadPlan(
         kind="MCPRemoteProxy",
         name=proxy.name,
@@ -151,14 +159,14 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         url_path="/mcp",
         health_path="/health",
         config_files=tuple(config_files),
-        config_map_files=auth.config_map_files,
+        config_map_files=auth.config_map_files + policy.config_map_files,
         service_account=spec.service_account,
         labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
         conditions=(
             *group_condition(spec.group_ref, world),
             *local_condition(world, kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides)),
         ),
-        problems=tuple(_problems(proxy, world)),
+        problems=tuple(problems),
         session_affinity=spec.session_affinity,
         overrides=kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides),
     )

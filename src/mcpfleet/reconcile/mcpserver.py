@@ -8,6 +8,9 @@
   a runner container reaches it through the attach API (`mcpfleet proxy --attach NS/POD/mcp`), the
   pod name coming from the downward API; the Role allows `pods/attach` in the namespace.
 
+`authzConfig` (Cedar) and `audit` (`reconcile/policy.py`) are enforced by the proxy as well
+(`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below.
+
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
 (`--auth-config {config_dir}/auth.json`). An http server has no proxy of its own, so with OIDC one
 runs beside it (`mcpfleet proxy --remote http://127.0.0.1:MCPPORT --forward-all-paths`) and the
@@ -44,6 +47,7 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
+from mcpfleet.reconcile.policy import PolicyPlan, policy_plan
 
 RUN_CONFIG = "runconfig.json"
 SERVER_CONTAINER = "mcp"
@@ -66,12 +70,23 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     auth = _auth(server, world)
     problems.extend(auth.problems)
+    problems.extend(_policy(server, world).problems)
     if _no_port_for_auth_proxy(server, world):
         problems.append(
-            "spec.mcpPort: with incoming OIDC an http server runs behind the auth proxy, which listens on"
-            f" proxyPort ({spec.proxy_port}): set mcpPort to the port the server listens on, a different one"
+            "spec.mcpPort: with incoming OIDC an http server runs behind the auth proxy (so does one with"
+            f" authzConfig or audit), which listens on proxyPort ({spec.proxy_port}): set mcpPort to the port"
+            " the server listens on, a different one"
         )
     return problems
+
+
+def _policy(server: MCPServer, world: World) -> PolicyPlan:
+    return policy_plan(server.spec.authz_config, server.spec.audit, world.platform)
+
+
+def _fronted(server: MCPServer, world: World) -> bool:
+    """An http server that needs the proxy in front of it: incoming OIDC, authorization or audit."""
+    return _auth(server, world).document is not None or _policy(server, world).active
 
 
 def _auth(server: MCPServer, world: World) -> IncomingAuthPlan:
@@ -81,7 +96,7 @@ def _auth(server: MCPServer, world: World) -> IncomingAuthPlan:
 def _no_port_for_auth_proxy(server: MCPServer, world: World) -> bool:
     """An http server with OIDC needs its own mcpPort; on Kubernetes the proxy in front holds proxyPort."""
     spec = server.spec
-    if spec.transport == "stdio" or _auth(server, world).document is None:
+    if spec.transport == "stdio" or not _fronted(server, world):
         return False
     return spec.mcp_port is None or (world.platform == "kubernetes" and spec.mcp_port == spec.proxy_port)
 
@@ -116,10 +131,12 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         for host in service_hosts(child_name("MCPServer", server.name), server.namespace, spec.proxy_port):
             allowed += ("--allowed-host", host)
     auth = _auth(server, world)
-    if spec.transport != "stdio" and auth.document is not None:
-        return _behind_auth_proxy(server, auth, allowed)
-    # The proxy enforces incoming auth: its settings in auth.json, the client secret as env.
-    auth_args = proxy_args(auth)
+    policy = _policy(server, world)
+    if spec.transport != "stdio" and _fronted(server, world):
+        return _behind_auth_proxy(server, auth, policy, allowed)
+    # The proxy enforces incoming auth: its settings in auth.json, the client secret as env; and
+    # the authorization policies and audit (authz.json, audit.json).
+    auth_args = proxy_args(auth) + policy.proxy_args()
     # ...and the MCPToolConfig, which it reads from the run config (only given when one is referenced).
     run_config_args = ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref else ()
     if spec.transport != "stdio":
@@ -199,9 +216,9 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
 
 
 def _behind_auth_proxy(
-    server: MCPServer, auth: IncomingAuthPlan, allowed: tuple[str, ...]
+    server: MCPServer, auth: IncomingAuthPlan, policy: PolicyPlan, allowed: tuple[str, ...]
 ) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
-    """An http server with incoming OIDC: it has no auth of its own, so `mcpfleet proxy --remote`
+    """An http server with incoming OIDC, authzConfig or audit: it has none of its own, so `mcpfleet proxy --remote`
     runs beside it in the pod, checks every request and forwards it (every path: /mcp, or /sse and
     its /messages/) to the server on 127.0.0.1:mcpPort; the Service targets the proxy."""
     spec = server.spec
@@ -233,6 +250,7 @@ def _behind_auth_proxy(
             "{port}",
             *allowed,
             *proxy_args(auth),
+            *policy.proxy_args(),
         ),
         port=spec.proxy_port,
         secret_env=auth.secret_env,
@@ -267,7 +285,9 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
                 )
             )
     auth = _auth(server, world)
-    if problems and (auth.problems or (world.platform == "local" and not spec.is_package)):
+    policy = _policy(server, world)
+    # Never run without the auth / policies the spec asks for.
+    if problems and (auth.problems or policy.problems or (world.platform == "local" and not spec.is_package)):
         containers: tuple[Container, ...] = ()
         serving = None
         rbac: tuple[RbacRule, ...] = ()
@@ -278,6 +298,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(server, world)))]
     if auth.document is not None:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
+    config_files.extend(policy.proxy_files())
     containers = with_proxy_env(containers, PROXY_CONTAINER, spec.resource_overrides)
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
@@ -293,7 +314,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         # Only the proxy has /health; a server image run directly is probed on its TCP port.
         health_path="/health" if serving == PROXY_CONTAINER else "",
         config_files=tuple(config_files),
-        config_map_files=auth.config_map_files if serving is not None else (),
+        config_map_files=auth.config_map_files + policy.config_map_files if serving is not None else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("MCPServer", server.name, "mcp-server"),

@@ -43,6 +43,10 @@ KUBERNETES_CONFIGMAP_DIR = "/etc/mcpfleet/configmaps"
 KUBERNETES_TOKEN_DIR = "/var/run/secrets/mcpfleet/serviceaccount"
 """Where a container with `service_account_token` finds `token`, `ca.crt` and `namespace` on Kubernetes."""
 
+LIVE_FILES = ("authz.json",)
+"""ConfigFiles the services re-read in place when they change (the authz policies): an edit rewrites
+the file (ConfigMap) but does not restart the workload, so sessions stay."""
+
 WorkloadKind = Literal["MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer"]
 
 
@@ -241,10 +245,15 @@ class WorkloadPlan:
         by one must not restart it: without this a new VirtualMCPServer rolled one ReplicaSet per
         backend turning Ready. Those entries are left out, and so are the keys the gateway re-reads
         from its (re-written or re-mounted) file in place (`LIVE_CONFIG_FIELDS`: tool filters,
-        overrides, composite tools, MCPToolConfigs); everything else counts.
+        overrides, composite tools, MCPToolConfigs, authz policies), and for the other kinds the
+        `LIVE_FILES` (authz.json); everything else counts.
         """
         if self.kind != "VirtualMCPServer":
-            return self.config_checksum
+            digest = hashlib.sha256()
+            for config in sorted(self.config_files, key=lambda c: c.filename):
+                if config.filename not in LIVE_FILES:
+                    digest.update(config.filename.encode() + b"\0" + config.content.encode() + b"\0")
+            return digest.hexdigest()
         digest = hashlib.sha256()
         for config in sorted(self.config_files, key=lambda c: c.filename):
             content: object = config.content

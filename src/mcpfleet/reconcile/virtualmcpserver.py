@@ -51,6 +51,7 @@ from mcpfleet.reconcile.model import (
 )
 from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition
+from mcpfleet.reconcile.policy import authz_document
 from mcpfleet.reconcile.status import ready_conditions
 from mcpfleet.vmcp.config import (
     Backend,
@@ -223,6 +224,11 @@ def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
     )
 
 
+def _authz_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, ...]:
+    """The ConfigMap key an `incomingAuth.authzConfig.configMap` mounts (followed live by the gateway)."""
+    return authz_document(vmcp.spec.incoming_auth.authz_config, world.platform, "")[1]
+
+
 def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> IncomingAuth:
     """The `incomingAuth` block of the vMCP config (see `reconcile/oidc.py` for each OIDC form)."""
     auth = _incoming_plan(vmcp, world)
@@ -305,6 +311,11 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
                 secrets,
                 f"MCPServerEntry {name}: spec.externalAuthConfigRef",
             )
+    authz, _files, authz_problems = authz_document(
+        vmcp.spec.incoming_auth.authz_config, world.platform, "spec.incomingAuth.authzConfig"
+    )
+    if authz_problems:
+        raise RenderError("; ".join(authz_problems))
     try:
         rendered = VMCPConfig(
             name=vmcp.name,
@@ -321,6 +332,8 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             tool_configs=tool_configs,
             incoming_auth=incoming,
             outgoing_auth=outgoing,
+            authz=authz,
+            audit=config.audit,
         )
     except ValueError as exc:
         raise RenderError(f"rendered vMCP config is invalid: {exc}") from exc
@@ -398,7 +411,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         url_path="/mcp",
         health_path="/health",
         config_files=config_files,
-        config_map_files=_config_map_files(vmcp, world) if config_files else (),
+        config_map_files=_config_map_files(vmcp, world) + _authz_files(vmcp, world) if config_files else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),

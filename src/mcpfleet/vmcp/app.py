@@ -36,8 +36,17 @@ from mcpfleet import jsonrpc, telemetry
 from mcpfleet.auth.asgi import unauthorized
 from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
+from mcpfleet.policy.audit import Client
 from mcpfleet.vmcp import wire
-from mcpfleet.vmcp.gateway import CallContext, ClientSession, Gateway, Listener, SessionLimitError
+from mcpfleet.vmcp.gateway import (
+    CALLER,
+    CallContext,
+    Caller,
+    ClientSession,
+    Gateway,
+    Listener,
+    SessionLimitError,
+)
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -242,6 +251,7 @@ class VMCPApp:
             return
         token: str | None = None
         subject: str | None = None
+        claims: dict[str, Any] | None = None
         if not self.anonymous:
             try:
                 claims = await self.auth.authenticate(h.get("authorization"))
@@ -251,6 +261,19 @@ class VMCPApp:
                 return
             token = h["authorization"].partition(" ")[2].strip()
             subject = subject_of(claims, token)
+        if self.gateway.policy.active:
+            # Who is calling, for authorization and audit of whatever this request dispatches.
+            address = scope.get("client")
+            CALLER.set(
+                Caller(
+                    claims=claims,
+                    client=Client(
+                        address=f"{address[0]}:{address[1]}" if address else None,
+                        user_agent=h.get("user-agent"),
+                    ),
+                    traceparent=h.get("traceparent"),
+                )
+            )
         version = h.get(wire.H_VERSION)
         if version is not None and version not in wire.HANDSHAKE_VERSIONS:
             await self._modern(scope, receive, send, h, token)
@@ -575,7 +598,7 @@ class VMCPApp:
         if method == "tools/call":
             fwd = {k: v for k, v in h.items() if k.startswith(wire.H_PARAM_PREFIX)} or None
         stream = _Stream(send, [])
-        ctx = CallContext(era="modern", emit=stream.emit, token=token, forward_headers=fwd)
+        ctx = CallContext(era="modern", emit=stream.emit, token=token, forward_headers=fwd, client_id=req_id)
         try:
             if self.tracer is None:
                 result = await self.gateway.dispatch(method, params, ctx)

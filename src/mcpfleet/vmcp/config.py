@@ -20,6 +20,7 @@ from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
 from mcpfleet.api.virtualmcpserver import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
+from mcpfleet.policy.config import AuthzDocument
 
 # Outgoing auth as the gateway uses it: MCPExternalAuthConfigs resolved by the renderer, a secret
 # value present only as the name of the environment variable that holds it.
@@ -103,6 +104,9 @@ class VMCPConfig(GatewayConfig):
     """Who may call the gateway, resolved (OIDC settings inline or as a mounted file)."""
     outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
     """Per-backend credentials, resolved from MCPExternalAuthConfigs."""
+    authz: AuthzDocument | None = None
+    """Cedar authorization (`incomingAuth.authzConfig` resolved: the policies inline, or `authzFile`
+    naming a mounted ConfigMap key); applied live when it changes (`policy.engine`)."""
 
     @field_serializer("incoming_auth")
     def _only_what_was_set(self, incoming: IncomingAuth) -> dict[str, Any]:

@@ -2,7 +2,13 @@
 
 Protocol-era independent: the ASGI front (`app.py`) parses and validates the wire, then calls
 `Gateway.dispatch(method, params, ctx)`. Lists are served from a cache rebuilt only when a
-backend's lists change (list_changed notification, connect, health transition), never per request.
+backend's lists change (list_changed notification, connect, health transition), never per request
+(with authorization on, the cached lists are filtered per caller).
+
+Policy (`mcpfleet.policy`): every tool call, prompt get and resource read is authorized with the
+caller's claims (`CallContext.claims`) before it is routed — `Gateway.authorize` is the one check,
+used by `call_tool` (which code-mode / find-tool callers must go through: it is a normal
+tools/call) and by each composite step — and `dispatch` writes one audit event per request.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -25,6 +33,10 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
+from mcpfleet.policy.audit import Client, trace_id_of
+from mcpfleet.policy.config import AuthzConfigError
+from mcpfleet.policy.engine import PolicyEngine
+from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
@@ -112,6 +124,25 @@ class Listener:
     meta: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who sent the request being served: the validated claims (None: anonymous) and where from."""
+
+    claims: Mapping[str, Any] | None = None
+    client: Client | None = None
+    traceparent: str | None = None
+
+
+CALLER: ContextVar[Caller | None] = ContextVar("mcpfleet_vmcp_caller", default=None)
+"""Set by the ASGI front for the request it serves; a `CallContext` made for it takes it."""
+_NOBODY = Caller()
+
+
+def current_caller() -> Caller:
+    """The caller of the request being served (an anonymous one outside a request)."""
+    return CALLER.get() or _NOBODY
+
+
 @dataclass
 class CallContext:
     era: Era
@@ -120,6 +151,9 @@ class CallContext:
     token: str | None = None
     forward_headers: Mapping[str, str] | None = None
     client_id: Any = None
+    caller: Caller = field(default_factory=current_caller)
+    backend: str | None = None
+    """The backend the request went to (set when it is forwarded; for the audit)."""
 
 
 @dataclass
@@ -177,6 +211,13 @@ class Gateway:
         self.listeners: set[Listener] = set()
         self.composites = {c.name: c for c in config.composite_tools}
         self._runner = CompositeRunner(self._call_step, tracer=tracer, elicit=self._elicit)
+        self._config_dir = Path(config_file).parent if config_file else None
+        self.policy = Policy(
+            engine=PolicyEngine(config.authz, base_dir=self._config_dir) if config.authz else None,
+            audit=audit_log(config.audit, config.name, self._config_dir)
+            if config.audit and config.audit.enabled
+            else None,
+        )
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
         self.finder: ToolFinder | None = ToolFinder(config.optimizer) if config.optimizer else None
         self.code: CodeRunner | None = CodeRunner(config.code_mode) if config.code_mode.enabled else None
@@ -454,8 +495,14 @@ class Gateway:
         Returns the list methods that changed, or None when those settings are the same as now.
         Other fields are not taken: the platform restarts the gateway when they change.
         """
+        authz_changed = self._reconfigure_authz(config)
         live = {"aggregation", "composite_tools", "tool_configs", "optimizer", "code_mode"}
         if config.model_dump(include=live) == self.config.model_dump(include=live):
+            if authz_changed:
+                # What each caller may list changed: clients re-list.
+                for m in ("tools/list", "prompts/list", "resources/list"):
+                    self.broadcast_list_changed(m)
+                return {"tools/list", "prompts/list", "resources/list"}
             return None
         old = self.config
         self.config = self.config.model_copy(update={k: getattr(config, k) for k in live})
@@ -473,6 +520,24 @@ class Gateway:
             self.broadcast_list_changed(m)
         log.info("applied the aggregation settings of the new config; changed: %s", sorted(changed))
         return changed
+
+    def _reconfigure_authz(self, config: VMCPConfig) -> bool:
+        """Take a changed `authz` in place (sessions stay); an invalid one keeps the current policies."""
+        if config.authz == self.config.authz:
+            return False
+        try:
+            if config.authz is None:
+                self.policy.engine = None
+            elif self.policy.engine is None:
+                self.policy.engine = PolicyEngine(config.authz, base_dir=self._config_dir)
+            else:
+                self.policy.engine.replace(config.authz)
+        except AuthzConfigError as exc:
+            log.warning("authz changed but was not applied (keeping the current policies): %s", exc)
+            return False
+        self.config = self.config.model_copy(update={"authz": config.authz})
+        log.info("applied the authz policies of the new config")
+        return True
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -565,17 +630,94 @@ class Gateway:
         self, method: str, params: dict[str, Any] | None, ctx: CallContext
     ) -> dict[str, Any] | bytes:
         """Serve one request; returns a result dict, or pre-serialized result bytes for cached lists."""
+        audit = self.policy.audit
+        if audit is None or not audit.wants(method):
+            return await self._dispatch(method, params, ctx)
+        started = time.perf_counter()
+        outcome, reason = "error", None
+        try:
+            result = await self._dispatch(method, params, ctx)
+            tool_error = isinstance(result, dict) and result.get("isError") is True
+            outcome = "tool_error" if tool_error else "success"
+            return result
+        except RPCError as exc:
+            outcome = "denied" if exc.code == FORBIDDEN else "error"
+            reason = exc.message
+            raise
+        finally:
+            caller = ctx.caller
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
+            audit.record(
+                method=method,
+                params=params,
+                outcome=outcome,
+                duration=time.perf_counter() - started,
+                claims=caller.claims,
+                client=caller.client,
+                backend=ctx.backend,
+                request_id=ctx.client_id,
+                trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
+                reason=reason,
+                session_id=ctx.session.id if ctx.session is not None else None,
+            )
+
+    def authorize(
+        self, ctx: CallContext, target: Target, backend: str | None, method: str = "tools/call"
+    ) -> None:
+        """Raise the FORBIDDEN RPCError unless the caller of `ctx` may use `target` (on `backend`).
+
+        The one authorization check of the gateway: client requests, composite steps and any other
+        caller that acts for a client (code mode, find-tool) go through it.
+        """
+        decision = self.policy.check(ctx.caller.claims, target, backend)
+        if decision is not None and not decision.allowed:
+            log.info("denied %s of %s %r: %s", method, target.feature, target.name, decision.reason)
+            raise RPCError(
+                FORBIDDEN, denial(method, target), {"reason": "policy", target.feature: target.name}
+            )
+
+    def _filtered_list(self, method: str, ctx: CallContext) -> dict[str, Any] | bytes:
+        """A list as the caller may see it (the shared cached bytes when authorization is off)."""
+        cached = self.cached_list(method, ctx.era)
+        if self.policy.engine is None or method == "resources/templates/list":
+            return cached
+        agg = self.aggs[ctx.era]
+        key = LISTS[method][1]
+        items = self._items(agg, method)
+        if method == "tools/list":
+            backend_of = {n: r.backend for n, r in agg.tool_routes.items()}
+        elif method == "prompts/list":
+            backend_of = {n: r.backend for n, r in agg.prompt_routes.items()}
+        else:
+            backend_of = agg.resource_routes
+        result: dict[str, Any] = self.policy.filter_result(
+            ctx.caller.claims, method, {key: items}, backend_of
+        )
+        if ctx.era == "modern":
+            result.update({"resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        return result
+
+    async def _dispatch(
+        self, method: str, params: dict[str, Any] | None, ctx: CallContext
+    ) -> dict[str, Any] | bytes:
         p = params or {}
         if method == "tools/call":
             return await self.call_tool(p, ctx)
         if method in LISTS:
-            return self.cached_list(method, ctx.era)
+            return self._filtered_list(method, ctx)
+        if self.policy.engine is not None and method != "prompts/get":
+            # Prompts are checked below, where their route is known; the others here.
+            self._authorize_named(method, p, ctx)
         if method == "resources/read":
             return await self._forward(self._resource_backend(p, ctx.era), method, p, ctx)
         if method == "prompts/get":
             route = self.aggs[ctx.era].prompt_routes.get(str(p.get("name")))
             if route is None:
                 raise RPCError(wire.INVALID_PARAMS, f"Unknown prompt: {p.get('name')}")
+            target = target_of(method, p)
+            if target is not None:
+                self.authorize(ctx, target, route.backend, method)
             return await self._forward(route.backend, method, {**p, "name": route.original}, ctx)
         if method in ("resources/subscribe", "resources/unsubscribe"):
             return await self._subscription(method, p, ctx)
@@ -649,25 +791,61 @@ class Gateway:
                 return b.spec.name
         return None
 
+    def _authorize_named(self, method: str, p: dict[str, Any], ctx: CallContext) -> None:
+        """Authorize a request naming a resource or a prompt (read, subscribe, completion)."""
+        target = target_of(method, p)
+        if target is not None:
+            self.authorize(ctx, target, self._owner_of(target, ctx.era), method)
+
+    def _owner_of(self, target: Target, era: Era) -> str | None:
+        """The backend serving a prompt / resource target (None when unknown)."""
+        agg = self.aggs[era]
+        if target.feature == "prompt":
+            route = agg.prompt_routes.get(target.name)
+            return route.backend if route is not None else None
+        if target.feature == "resource":
+            return aggregate.route_resource(agg, target.name) or self._template_owner(target.name, era)
+        return None
+
     def tool_allowed(self, name: str, ctx: CallContext) -> bool:
         """Whether the caller of `ctx` may see and call tool `name` (the optimizer filters find_tool
-        answers with it). Every tool a client can call is allowed unless authorization says otherwise."""
-        return True
+        answers with it): the list question of the policies (no arguments), as tools/list asks it."""
+        if self.policy.engine is None:
+            return True
+        route = self.aggs[ctx.era].tool_routes.get(name)
+        decision = self.policy.check(
+            ctx.caller.claims, Target("tool", name), route.backend if route else None
+        )
+        return decision is None or decision.allowed
 
     async def call_tool(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        """tools/call: the one path of a client's call, and of each call made by call_tool or a script."""
+        """tools/call: the one path of a client's call, and of each call made by call_tool or a script
+        (authorized here, then run as a composite or routed)."""
         name = p.get("name")
+        args = p.get("arguments")
+        meta = (self.finder is not None and name in META_TOOLS) or (
+            self.code is not None and name == SCRIPT_TOOL
+        )
+        if meta and self.policy.engine is not None:
+            # The optimizer's / code mode's own tools are tools like any other (backend none); the
+            # calls they make are authorized again, one by one, through this method.
+            self.authorize(ctx, Target("tool", str(name), args if isinstance(args, dict) else None), None)
         if self.finder is not None and name in META_TOOLS:
             return await self._meta_tool(str(name), p.get("arguments"), ctx)
         if self.code is not None and name == SCRIPT_TOOL:
             return await self._script(p.get("arguments"), ctx)
         comp = self.composites.get(name) if isinstance(name, str) else None
         if comp is not None:
+            if self.policy.engine is not None:
+                self.authorize(ctx, Target("tool", comp.name, args if isinstance(args, dict) else None), None)
             return await self._runner.run(comp, p.get("arguments") or {}, ctx)
         route = self.aggs[ctx.era].tool_routes.get(name) if isinstance(name, str) else None
         if route is None:
             # Like the SDK servers: an unknown tool is a tool-level error result, not a protocol error.
             return unknown_tool_result(name)
+        if self.policy.engine is not None:
+            assert isinstance(name, str)
+            self.authorize(ctx, Target("tool", name, args if isinstance(args, dict) else None), route.backend)
         if route.original != name:
             p = {**p, "name": route.original}
         return await self._forward(route.backend, "tools/call", p, ctx)
@@ -704,7 +882,12 @@ class Gateway:
         route: Route | None = agg.step_routes.get(tool) or agg.tool_routes.get(tool)
         if route is None:
             raise RPCError(wire.INVALID_PARAMS, f"composite step: unknown tool {tool!r}")
-        step_ctx = CallContext(era=ctx.era, token=ctx.token)
+        step_ctx = CallContext(era=ctx.era, token=ctx.token, caller=ctx.caller)
+        if self.policy.engine is not None:
+            # Each step is authorized as the caller's own tools/call of the tool (its advertised
+            # name when it has one, else the step's `workload.tool`).
+            advertised = next((n for n, r in agg.tool_routes.items() if r == route), tool)
+            self.authorize(step_ctx, Target("tool", advertised, arguments), route.backend)
         return await self._forward(
             route.backend,
             "tools/call",
@@ -751,6 +934,7 @@ class Gateway:
         ctx: CallContext,
         time_limit: float | None = None,
     ) -> dict[str, Any]:
+        ctx.backend = backend
         if self.tracer is None:
             return await self._forward_call(backend, method, params, ctx, time_limit, None)
         return await self._forward_traced(self.tracer, backend, method, params, ctx, time_limit)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpfleet.policy.engine import stamp
 from mcpfleet.vmcp.config import ConfigError, load_config
 
 if TYPE_CHECKING:
@@ -23,17 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-
-Stamp = tuple[int, int, int] | None
-
-
-def stamp(path: Path) -> Stamp:
-    """What identifies one version of the file (None while it is missing, e.g. mid-swap)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 class ConfigWatcher:

@@ -1,0 +1,162 @@
+"""Audit events: one JSON line per MCP request, to stdout or a file (`audit.enabled`, as ToolHive).
+
+An event says when, who (`subject`: the token's `sub` / `iss`, never the token), from where
+(`client`: address, user agent, the client's declared name), what (`method`, `target`), where it went
+(`backend`), how it ended (`outcome`: success, denied, error, tool_error) and how long it took, with
+the JSON-RPC request id and the W3C trace id. Argument *names* are logged; their values are
+`[redacted]` unless `includeRequestData` is set (then cut at `maxDataSize` characters).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import orjson
+
+from mcpfleet.api.policy import AuditConfig
+from mcpfleet.policy.guard import target_of
+
+REDACTED = "[redacted]"
+
+EVENT_TYPES: dict[str, str] = {
+    "initialize": "mcp_initialize",
+    "tools/call": "mcp_tool_call",
+    "tools/list": "mcp_tools_list",
+    "prompts/get": "mcp_prompt_get",
+    "prompts/list": "mcp_prompts_list",
+    "resources/read": "mcp_resource_read",
+    "resources/list": "mcp_resources_list",
+    "ping": "mcp_ping",
+}
+
+
+def event_type(method: str) -> str:
+    return EVENT_TYPES.get(method, "mcp_request")
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<flags>`)."""
+    if not traceparent:
+        return None
+    parts = traceparent.strip().split("-")
+    if len(parts) >= 3 and len(parts[1]) == 32 and all(c in "0123456789abcdef" for c in parts[1]):
+        return parts[1]
+    return None
+
+
+def subject_of(claims: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """Who, from the claims: `sub` and `iss` (and `name` / `email` when present). Never the token."""
+    if not claims:
+        return None
+    out = {k: v for k in ("sub", "iss", "name", "email") if isinstance(v := claims.get(k), str)}
+    return out or None
+
+
+@dataclass
+class Client:
+    """Where a request came from."""
+
+    address: str | None = None
+    user_agent: str | None = None
+    name: str | None = None
+
+    def wire(self) -> dict[str, str]:
+        out = {"address": self.address, "userAgent": self.user_agent, "name": self.name}
+        return {k: v for k, v in out.items() if v}
+
+
+class AuditLog:
+    """Writes audit events for one component (a proxy, a gateway)."""
+
+    def __init__(self, config: AuditConfig, component: str, stream: IO[str] | None = None) -> None:
+        self.config = config
+        self.component = config.component or component
+        self._only = frozenset(config.event_types) if config.event_types else None
+        self._never = frozenset(config.exclude_event_types or ())
+        self._lock = threading.Lock()
+        self._own = False
+        if stream is not None:
+            self._out: IO[str] = stream
+        elif config.log_file:
+            # Line-buffered append: each event reaches the file whole, in order.
+            self._out = open(config.log_file, "a", buffering=1, encoding="utf-8")
+            self._own = True
+        else:
+            self._out = sys.stdout
+
+    def close(self) -> None:
+        if self._own:
+            self._out.close()
+
+    def wants(self, method: str) -> bool:
+        kind = event_type(method)
+        return kind not in self._never and (self._only is None or kind in self._only)
+
+    def arguments(self, params: Any) -> dict[str, Any] | None:
+        """Tool / prompt arguments as logged: names always, values only with includeRequestData."""
+        args = params.get("arguments") if isinstance(params, dict) else None
+        if not isinstance(args, dict) or not args:
+            return None
+        if not self.config.include_request_data:
+            return dict.fromkeys(args, REDACTED)
+        limit = self.config.max_data_size
+        out: dict[str, Any] = {}
+        for key, value in args.items():
+            text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+            out[key] = text if len(text) <= limit else text[:limit] + "…"
+        return out
+
+    def record(
+        self,
+        *,
+        method: str,
+        params: Any = None,
+        outcome: str,
+        duration: float,
+        claims: Mapping[str, Any] | None = None,
+        client: Client | None = None,
+        backend: str | None = None,
+        request_id: Any = None,
+        trace_id: str | None = None,
+        reason: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """Write one event (nothing when the event type is filtered out)."""
+        if not self.wants(method):
+            return
+        event: dict[str, Any] = {
+            "time": datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+            "type": "mcp_audit",
+            "eventType": event_type(method),
+            "component": self.component,
+            "method": method,
+            "outcome": outcome,
+            "durationMs": round(duration * 1000, 3),
+        }
+        optional: dict[str, Any] = {
+            "subject": subject_of(claims),
+            "client": client.wire() if client is not None else None,
+            "target": _target(method, params),
+            "backend": backend,
+            "requestId": request_id,
+            "traceId": trace_id,
+            "sessionId": session_id,
+            "arguments": self.arguments(params),
+            "reason": reason,
+        }
+        event.update({k: v for k, v in optional.items() if v is not None})
+        line = orjson.dumps(event, default=str).decode() + "\n"
+        with self._lock:
+            self._out.write(line)
+            if not self._own:
+                self._out.flush()
+
+
+def _target(method: str, params: Any) -> dict[str, str] | None:
+    target = target_of(method, params)
+    return {"type": target.feature, "name": target.name} if target is not None else None
