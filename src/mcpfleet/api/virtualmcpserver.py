@@ -25,6 +25,13 @@ from mcpfleet.api.meta import (
     Rule,
     RuleModel,
 )
+from mcpfleet.api.ratelimit import (
+    NEEDS_REDIS_MESSAGE,
+    RateLimiting,
+    SessionStorage,
+    needs_redis,
+    needs_redis_rule,
+)
 from mcpfleet.api.resource import Resource
 
 FREE_FORM: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
@@ -238,6 +245,9 @@ class GatewayConfig(ApiModel):
     """Tools made of steps that call backend tools."""
     operational: Operational = Field(default_factory=Operational)
     """Health checks, failure policy, timeouts."""
+    rate_limiting: RateLimiting | None = None
+    """Token buckets per gateway and per user, overall and per tool; requests over the limit get a
+    JSON-RPC error with a retry-after (HTTP 429 + Retry-After)."""
 
 
 LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs")
@@ -321,8 +331,29 @@ class OutgoingAuth(ApiModel):
     """Per-backend authentication, keyed by backend name."""
 
 
-class VirtualMCPServerSpec(ApiModel):
+class VirtualMCPServerSpec(RuleModel):
     """Desired state of a gateway."""
+
+    rules = (
+        Rule(
+            cel=needs_redis_rule("self.config.rateLimiting", "self.sessionStorage", "self.replicas"),
+            message=NEEDS_REDIS_MESSAGE,
+            field_path=".sessionStorage",
+            check=lambda s: needs_redis(s.config.rate_limiting, s.session_storage, s.replicas),
+        ),
+        Rule(
+            cel="!has(self.config.rateLimiting) || ((!has(self.config.rateLimiting.perUser)"
+            " && (!has(self.config.rateLimiting.tools) || self.config.rateLimiting.tools.all(t, !has(t.perUser))))"
+            " || self.incomingAuth.type == 'oidc')",
+            message="perUser rate limiting requires incomingAuth type oidc",
+            field_path=".config.rateLimiting",
+            check=lambda s: (
+                s.config.rate_limiting is None
+                or not s.config.rate_limiting.needs_user
+                or s.incoming_auth.type == "oidc"
+            ),
+        ),
+    )
 
     config: VirtualMCPConfig
     """Gateway configuration: group, aggregation, composite tools, operational settings."""
@@ -331,7 +362,10 @@ class VirtualMCPServerSpec(ApiModel):
     outgoing_auth: OutgoingAuth | None = None
     """How the gateway authenticates to backends."""
     replicas: int | None = Field(default=None, ge=0)
-    """Replicas of the gateway."""
+    """Replicas of the gateway. More than one needs sessionStorage redis for 2025-era sessions to
+    continue on any replica (2026-07-28 clients are sessionless)."""
+    session_storage: SessionStorage | None = None
+    """Where client sessions and shared rate-limit buckets live: redis for several replicas."""
     service_account: str | None = None
     """Existing ServiceAccount to run as; one is created when unset."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"

@@ -32,6 +32,8 @@ ASGIApp = Callable[..., Awaitable[None]]
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 UNAUTHORIZED = -32011
+SUBJECT_SCOPE_KEY = "mcpfleet.subject"
+"""Where `AuthGuard` leaves the caller's subject (issuer + sub) for the hooks after it (rate limits)."""
 """The JSON-RPC error code of a 401 body (the same the vMCP gateway has always used)."""
 
 
@@ -133,8 +135,9 @@ class AuthGuard:
             await _respond(send, 404, [(b"content-type", b"application/json")], body)
             return
         send = binding_send(send, self.bindings, subject, scope.get("method", ""), session_id)
+        scope = {**scope, SUBJECT_SCOPE_KEY: subject}
         if not self.forward_authorization:
-            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"authorization"]}
+            scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
         await self.app(scope, receive, send)
 
     def _closing(self, send: Send) -> Send:
