@@ -11,6 +11,7 @@ from mcpfleet.cli import limit_options
 
 if TYPE_CHECKING:
     from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.ratelimit import Limiter
     from mcpfleet.toolconfig import ToolPolicy
 
 
@@ -53,6 +54,21 @@ def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | Non
             param_hint="--run-config",
         )
     return tool_policy
+
+
+def _limiter(run_config: str | None) -> Limiter | None:
+    """`--run-config`'s rateLimiting (Redis-shared with a redis sessionStorage), or None."""
+    from mcpfleet import ratelimit
+    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
+
+    if run_config is None:
+        return None
+    try:
+        config = load_run_config(run_config)
+        scope = f"{config.namespace or 'local'}/{config.name or 'proxy'}"
+        return ratelimit.build(config.rate_limiting, config.session_storage, scope)
+    except (RunConfigError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
 
 
 def _remote_app(
@@ -130,7 +146,7 @@ def proxy(
     run_config: str | None = typer.Option(
         None,
         "--run-config",
-        help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) is enforced.",
+        help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) and rateLimiting are enforced.",
     ),
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
@@ -164,6 +180,7 @@ def proxy(
     app: object
     auth = _incoming_auth(auth_config)
     tool_policy = _tool_policy(run_config, remote)
+    limiter = _limiter(run_config)
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
             raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")
@@ -210,7 +227,7 @@ def proxy(
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
     assert isinstance(app, ProxyApp | RemoteProxyApp)
-    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url)
+    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url, limiter=limiter)
     try:
         run(served, host, port, log_level, limits)
     except KeyboardInterrupt:

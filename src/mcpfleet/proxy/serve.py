@@ -16,6 +16,8 @@ from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.proxy.remote import RemoteProxyApp
+from mcpfleet.ratelimit import Limiter
+from mcpfleet.ratelimit.asgi import RateLimitGuard
 from mcpfleet.toolconfig import ToolPolicy
 
 log = logging.getLogger(__name__)
@@ -63,17 +65,20 @@ def with_auth(
     *,
     mcp_path: str = "/mcp",
     public_url: str | None = None,
+    limiter: Limiter | None = None,
 ) -> Any:
     """`app` behind incoming auth (`mcpfleet.auth`): every path but `/health` needs a valid token.
+    With a `limiter` (rateLimiting), requests pass its buckets after auth, before the app.
 
     A remote-mode app does not forward the validated `Authorization` header: the token was issued
     for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
     credentials come from `--header-from-env`).
     """
+    inner: Any = app if limiter is None else RateLimitGuard(app, limiter)
     if auth is None or auth.type == "anonymous":
-        return app
+        return inner
     return AuthGuard(
-        app,
+        inner,
         auth,
         mcp_path=mcp_path,
         public_url=public_url,
