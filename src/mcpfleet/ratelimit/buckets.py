@@ -13,6 +13,7 @@ missing one are the same), which bounds both stores.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -154,6 +155,7 @@ def _rate(bucket: TokenBucket) -> tuple[float, float]:
     return capacity, capacity / max(period, 1e-6)
 
 
+@functools.lru_cache(maxsize=4096)
 def user_key(subject: str | None) -> str:
     """A bounded, non-revealing key part for a caller (anonymous callers share one)."""
     if subject is None:

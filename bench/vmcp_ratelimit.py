@@ -1,0 +1,195 @@
+"""What rate limiting costs the vMCP gateway: `tools/call` through the gateway to the bare ASGI
+backend with rate limiting off (the baseline), on with in-memory buckets (one replica), and on with
+buckets in Redis (several replicas: one Lua script per call), in one run, side by side. Every call
+takes from three buckets (`shared`, `perUser` and the tool's own), limits high enough that none is
+refused. Short wrk runs at 1 and 16 clients; the `off` gateway runs again at the end so the spread
+between the two `off` rows shows the machine's noise. Also reports the gateway's CPU time per call
+(16 clients, from /proc), steadier than latency on a shared machine.
+
+    .venv/bin/python -P bench/vmcp_ratelimit.py [--duration 3]
+
+`--micro` only times `Limiter.check` in this process (memory, and Redis over loopback).
+Needs `wrk` and `redis-server` (scripts/system-deps.sh).
+"""
+
+from __future__ import annotations
+
+import sys
+
+# bench/ holds scripts named like stdlib modules (operator.py); never import from it by accident.
+sys.path[:] = [p for p in sys.path if p.rstrip("/") != __file__.rsplit("/", 1)[0]]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import secrets  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator, Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LIMITS = {
+    "shared": {"maxTokens": 1_000_000_000, "refillPeriod": "1s"},
+    "perUser": {"maxTokens": 1_000_000_000, "refillPeriod": "1s"},
+    "tools": [{"name": "bare_echo", "shared": {"maxTokens": 1_000_000_000, "refillPeriod": "1s"}}],
+}
+
+
+def _bench_vmcp() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_vmcp", HERE / "vmcp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def redis_server(tmp: Path, port: int) -> Iterator[str]:
+    """A private redis-server on `port` with a password; yields the password."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed: run scripts/system-deps.sh")
+    password = secrets.token_hex(16)
+    conf = tmp / "redis.conf"
+    conf.write_text(
+        f'port {port}\nbind 127.0.0.1\nrequirepass {password}\nsave ""\nappendonly no\ndir {tmp}\n'
+    )
+    proc = subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _bench_vmcp().wait_port(port, proc)
+        yield password
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def micro(n: int = 20000) -> None:
+    from mcpfleet.api.ratelimit import RateLimiting, SessionStorage
+    from mcpfleet.ratelimit import build
+
+    limits = RateLimiting.model_validate(LIMITS)
+
+    async def timed(storage: SessionStorage | None, calls: int) -> float:
+        limiter = build(limits, storage, "bench/gw")
+        assert limiter is not None
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                await limiter.check("user", "tools/call", "bare_echo")
+            best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        await limiter.aclose()
+        return best
+
+    print(f"Limiter.check, memory: {asyncio.run(timed(None, n)):.1f} µs (best of 5 x {n})", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        port = _bench_vmcp().free_port()
+        with redis_server(Path(tmp), port) as password:
+            os.environ["MCPFLEET_REDIS_PASSWORD"] = password
+            storage = SessionStorage(provider="redis", address=f"127.0.0.1:{port}")
+            n_redis = n // 10
+            print(
+                f"Limiter.check, Redis: {asyncio.run(timed(storage, n_redis)):.1f} µs (best of 5 x {n_redis})",
+                flush=True,
+            )
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def _gateway(cmd: list[str], port: int, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env}
+    )
+    try:
+        _bench_vmcp().wait_port(port, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=int, default=3, help="seconds per wrk run")
+    ap.add_argument("--micro", action="store_true", help="only the in-process Limiter.check cost")
+    args = ap.parse_args(argv)
+    if args.micro:
+        micro()
+        return
+    bv = _bench_vmcp()
+    py = sys.executable
+    backend = bv.free_port()
+    rows: list[tuple[str, dict[str, float], dict[str, float], float]] = []
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        redis_port = bv.free_port()
+        base = tmp / "base.yaml"
+        bv.vmcp_config(base, [("bare", f"http://127.0.0.1:{backend}/mcp")])
+        configs: dict[str, Path] = {"off": base}
+        for mode, storage in (
+            ("memory", None),
+            ("redis", {"provider": "redis", "address": f"127.0.0.1:{redis_port}"}),
+        ):
+            path = tmp / f"{mode}.yaml"
+            extra = {"rateLimiting": LIMITS, **({"sessionStorage": storage} if storage else {})}
+            path.write_text(base.read_text() + "".join(f"{k}: {json.dumps(v)}\n" for k, v in extra.items()))
+            configs[mode] = path
+        modes = [
+            ("off (baseline)", "off"),
+            ("memory buckets", "memory"),
+            ("Redis buckets", "redis"),
+            ("off (again)", "off"),
+        ]
+        with (
+            redis_server(tmp, redis_port) as password,
+            bv.run([py, str(HERE / "vmcp_backends.py"), "bare", str(backend)], backend),
+        ):
+            for label, mode in modes:
+                port = bv.free_port()
+                cmd = [py, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(configs[mode])]
+                cmd += ["--log-level", "warning", "--port", str(port)]
+                with _gateway(cmd, port, {"MCPFLEET_REDIS_PASSWORD": password}) as proc:
+                    time.sleep(1.0)
+                    url = f"http://127.0.0.1:{port}/mcp"
+                    sid = bv.session_id(url)
+                    bv.wrk(url, "bare_echo", sid, 1, 1)  # warm-up
+                    one = bv.wrk(url, "bare_echo", sid, 1, args.duration)
+                    cpu0 = _cpu_seconds(proc.pid)
+                    many = bv.wrk(url, "bare_echo", sid, 16, args.duration)
+                    cpu_us = (_cpu_seconds(proc.pid) - cpu0) / (many["rps"] * args.duration) * 1e6
+                rows.append((label, one, many, cpu_us))
+                print(
+                    f"{label:16} c1 p50={one['p50']:.3f}ms p99={one['p99']:.2f}ms {one['rps']:.0f}/s | "
+                    f"c16 p50={many['p50']:.2f}ms {many['rps']:.0f}/s cpu={cpu_us:.0f}us/call",
+                    flush=True,
+                )
+    off = rows[0][1]["p50"]
+    print()
+    print(
+        "| rate limiting | p50 (1 client) | added p50 | p99 (1 client) | calls/s (16) | gateway CPU per call (16) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label, one, many, cpu_us in rows:
+        added = (one["p50"] - off) * 1000
+        print(
+            f"| {label} | {one['p50']:.3f} ms | {added:+.0f} µs | {one['p99']:.2f} ms | "
+            f"{many['rps']:,.0f} | {cpu_us:.0f} µs |"
+        )
+
+
+if __name__ == "__main__":
+    main()
