@@ -49,7 +49,7 @@ def start_redis(directory: Path) -> RedisServer:
     # The password goes in a config file, not on the command line (visible in `ps`).
     conf = directory / "redis.conf"
     conf.write_text(
-        f"port {port}\nbind 127.0.0.1\nrequirepass {password}\nsave \"\"\nappendonly no\n"
+        f'port {port}\nbind 127.0.0.1\nrequirepass {password}\nsave ""\nappendonly no\n'
         f"dir {directory}\nlogfile {directory / 'redis.log'}\n"
     )
     proc = subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

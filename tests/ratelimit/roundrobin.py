@@ -23,15 +23,8 @@ class RoundRobin:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                else:
-                    if self._http is not None:
-                        await self._http.close()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await self._lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         if self._http is None:
@@ -66,3 +59,14 @@ class RoundRobin:
             return
         await send({"type": "http.response.start", "status": 503, "headers": []})
         await send({"type": "http.response.body", "body": b"no replica"})
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                if self._http is not None:
+                    await self._http.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -77,9 +77,7 @@ async def test_redis_buckets_are_shared_between_limiters_and_atomic(
     assert one is not None and two is not None and isinstance(one.store, RedisStore)
     try:
         # 40 concurrent requests over two limiters (two replicas): exactly 10 pass.
-        results = await asyncio.gather(
-            *(lim.check("u", "tools/call", "x") for lim in [one, two] * 20)
-        )
+        results = await asyncio.gather(*(lim.check("u", "tools/call", "x") for lim in [one, two] * 20))
         refused = [r for r in results if r is not None]
         assert len(refused) == 30
         assert all(r.limit == "shared" and 300 < r.retry_after <= 360 for r in refused)
@@ -118,12 +116,14 @@ async def test_redis_password_comes_from_the_environment_only(
     storage = SessionStorage(provider="redis", address=redis_server.address)
     client = redis_client(storage)
     try:
-        with pytest.raises(Exception, match="(?i)auth"):
+        with pytest.raises(Exception, match=r"(?i)auth"):
             await client.ping()
     finally:
         await client.aclose()
     # Without Redis (or without the password) requests are let through (fail open), not failed.
-    limiter = build(RateLimiting.model_validate({"shared": {"maxTokens": 1, "refillPeriod": "1h"}}), storage, "x")
+    limiter = build(
+        RateLimiting.model_validate({"shared": {"maxTokens": 1, "refillPeriod": "1h"}}), storage, "x"
+    )
     assert limiter is not None
     try:
         assert await limiter.check("u", "tools/call", "t") is None

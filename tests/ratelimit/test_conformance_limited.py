@@ -52,10 +52,13 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             os.environ["MCPFLEET_REDIS_PASSWORD"] = redis.password
             try:
                 with (
-                    harness.serving([*vmcp, "--port", str(vmcp_port)], f"http://127.0.0.1:{vmcp_port}/health"),
+                    harness.serving(
+                        [*vmcp, "--port", str(vmcp_port)], f"http://127.0.0.1:{vmcp_port}/health", 180
+                    ),
                     harness.serving(
                         [*proxy, "--port", str(proxy_port), "--", *harness.fixture_stdio_command()],
                         f"http://127.0.0.1:{proxy_port}/health",
+                        180,
                     ),
                 ):
                     yield {
@@ -85,7 +88,9 @@ def results(urls: dict[str, str]) -> Callable[[str, str], harness.SuiteResult]:
 def _report(r: harness.SuiteResult) -> str:
     passed, failed = r.totals()
     lines = [f"{r.url} @ {r.spec_version}: {passed} passed, {failed} failed"]
-    return "\n".join(lines + [f"  FAIL {c.key}: {c.message[:300]}" for c in r.checks if c.status == "FAILURE"])
+    return "\n".join(
+        lines + [f"  FAIL {c.key}: {c.message[:300]}" for c in r.checks if c.status == "FAILURE"]
+    )
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
@@ -96,7 +101,9 @@ def test_lossless_with_rate_limits_on(
     direct = results("fixture-direct", spec_version)
     through = results(target, spec_version)
     # The gateway's known differences (its own expected-failures list) are the same with limits on.
-    expected = set(harness.expected_failures("vmcp", spec_version, VMCP_EXPECTED)) if target == "vmcp" else set()
+    expected = (
+        set(harness.expected_failures("vmcp", spec_version, VMCP_EXPECTED)) if target == "vmcp" else set()
+    )
     lost = direct.passed_checks() - through.passed_checks() - expected
     assert lost == set(), f"checks lost with rate limits on: {sorted(lost)}\n{_report(through)}"
     passed, _ = through.totals()

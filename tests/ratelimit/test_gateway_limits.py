@@ -49,7 +49,9 @@ async def test_per_user_limit_answers_429_with_retry_after_and_never_reaches_the
     issuer.add_rsa("k")
     auth = {"type": "oidc", "oidc": {"issuer": issuer.base, "audience": "vmcp", "insecureAllowHTTP": True}}
     limits = {"perUser": {"maxTokens": 2, "refillPeriod": "1s"}}
-    gw = await gateway({"backends": [{"name": "be", "url": s.url}], "incomingAuth": auth, "rateLimiting": limits})
+    gw = await gateway(
+        {"backends": [{"name": "be", "url": s.url}], "incomingAuth": auth, "rateLimiting": limits}
+    )
     async with aiohttp.ClientSession() as h:
         alice = await _session(h, gw.url, issuer.token("k", sub="alice"))
         bob = await _session(h, gw.url, issuer.token("k", sub="bob"))
@@ -95,7 +97,9 @@ async def test_per_tool_limit_through_the_sdk_client(gateway: GatewayFactory, se
         assert {t.name for t in (await c.list_tools()).tools} >= {"alpha_upper", "alpha_echo"}
 
 
-async def _gateway_process(config: dict[str, Any], tmp: Path, env: dict[str, str]) -> tuple[asyncio.subprocess.Process, str]:
+async def _gateway_process(
+    config: dict[str, Any], tmp: Path, env: dict[str, str]
+) -> tuple[asyncio.subprocess.Process, str]:
     """`mcpfleet vmcp serve` as its own process (a replica); returns it and its /mcp URL once ready."""
     port = free_port()
     cfg = tmp / f"vmcp-{port}.json"

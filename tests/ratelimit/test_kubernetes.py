@@ -84,7 +84,9 @@ def test_replicas_and_redis_password_from_a_secret(kube: Kube, operator: Operato
         "name": "MCPFLEET_REDIS_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "password"}},
     } in proxy["env"]
-    run_config_map = kube.cluster.wait_for("server ConfigMap", lambda: kube.get("ConfigMap", "mcp-time-config"))
+    run_config_map = kube.cluster.wait_for(
+        "server ConfigMap", lambda: kube.get("ConfigMap", "mcp-time-config")
+    )
     run_config = json.loads(run_config_map["data"]["runconfig.json"])
     assert run_config["rateLimiting"]["tools"] == [
         {"name": "get_current_time", "shared": {"maxTokens": 5, "refillPeriod": "10s"}}
