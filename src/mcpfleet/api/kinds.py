@@ -15,8 +15,15 @@ from mcpfleet.api.mcpregistry import MCPRegistry
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
-from mcpfleet.api.meta import API_VERSION
+from mcpfleet.api.meta import GROUP
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import (
+    HUB_VERSION,
+    SERVED_API_VERSIONS,
+    ConversionError,
+    convert,
+    version_field_path,
+)
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 
 ALL_KINDS: tuple[type[Resource], ...] = (
@@ -66,19 +73,32 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def parse_manifest(document: dict[str, Any]) -> Resource:
-    """Validate one YAML document as an mcpfleet object, raising ManifestError naming each bad field."""
+    """Validate one YAML document (any served version) as an mcpfleet object, raising ManifestError
+    naming each bad field as the document's version names it.
+
+    The result is always the hub model: a v1beta1 document is converted first, with the same
+    conversion the API server's webhook runs.
+    """
     kind_name = str(document.get("kind", ""))
     metadata = document.get("metadata")
     name = str(metadata.get("name", "<unnamed>")) if isinstance(metadata, dict) else "<unnamed>"
-    if document.get("apiVersion") != API_VERSION:
-        raise ManifestError(kind_name or "?", name, [("apiVersion", f"must be {API_VERSION}")])
+    api_version = document.get("apiVersion")
+    if api_version not in SERVED_API_VERSIONS:
+        raise ManifestError(
+            kind_name or "?", name, [("apiVersion", f"must be {' or '.join(SERVED_API_VERSIONS)}")]
+        )
+    version = str(api_version).removeprefix(f"{GROUP}/")
     kind = KIND_BY_NAME.get(kind_name)
     if kind is None:
         known = ", ".join(KIND_BY_NAME)
         raise ManifestError(kind_name or "?", name, [("kind", f"unknown kind {kind_name!r}; known: {known}")])
     try:
+        hub = convert(document, kind.version_changes, HUB_VERSION)
+    except ConversionError as exc:
+        raise ManifestError(kind_name, name, [(exc.path, str(exc).removeprefix(f"{exc.path}: "))]) from exc
+    try:
         # Manifests must use the wire (camelCase) names; snake_case is for Python callers only.
-        return kind.model_validate(document, by_alias=True, by_name=False)
+        return kind.model_validate(hub, by_alias=True, by_name=False)
     except ValidationError as exc:
         problems = []
         for error in exc.errors(include_url=False):
@@ -90,7 +110,7 @@ def parse_manifest(document: dict[str, Any]) -> Resource:
                 path = f"{path}{sub}"
             if error["type"] == "extra_forbidden":
                 message += _did_you_mean(kind, tuple(error["loc"]))
-            problems.append((path, message))
+            problems.append((version_field_path(path, kind.version_changes, version), message))
         raise ManifestError(kind_name, name, problems) from exc
 
 

@@ -9,6 +9,7 @@ from pydantic import Field
 from mcpfleet.api.common import HeaderForward, HttpTransport, OIDCConfig, OIDCConfigRef, ResourceRequirements
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import Change, Move, NameRef
 
 
 class MCPRemoteProxySpec(RuleModel):
@@ -63,6 +64,10 @@ class MCPRemoteProxy(Resource):
     """A proxy that publishes a remote MCP server inside the fleet."""
 
     info: ClassVar[KindInfo] = KindInfo("MCPRemoteProxy", "mcpremoteproxies", ("rp", "mcprp"))
+    version_changes: ClassVar[tuple[Change, ...]] = (
+        NameRef("spec.groupRef"),
+        Move("spec.remoteURL", "spec.remoteUrl"),
+    )
     kind: Literal["MCPRemoteProxy"] = "MCPRemoteProxy"
     spec: MCPRemoteProxySpec
     status: WorkloadStatus = Field(default_factory=WorkloadStatus)

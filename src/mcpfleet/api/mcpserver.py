@@ -24,6 +24,7 @@ from mcpfleet.api.ratelimit import (
     needs_redis_rule,
 )
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import Change, NameRef
 
 IMAGE_PATTERN = (
     r"^((uvx|npx)://[^\s@]+(@[^\s@]+)?|[^\s:/]+(:[0-9]+)?(/[^\s]+)*(:[^\s]+)?(@sha256:[a-f0-9]{64})?)$"
@@ -136,6 +137,7 @@ class MCPServer(Resource):
     """An MCP server run by mcpfleet."""
 
     info: ClassVar[KindInfo] = KindInfo("MCPServer", "mcpservers", ("mcps", "mcpserver"))
+    version_changes: ClassVar[tuple[Change, ...]] = (NameRef("spec.groupRef"),)
     kind: Literal["MCPServer"] = "MCPServer"
     spec: MCPServerSpec
     status: WorkloadStatus = Field(default_factory=WorkloadStatus)

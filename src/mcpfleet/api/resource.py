@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpfleet.api.meta import KindInfo, ObjectMeta
+from mcpfleet.api.versions import Change
 
 
 class Resource(BaseModel):
@@ -15,6 +16,9 @@ class Resource(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     info: ClassVar[KindInfo]
+    version_changes: ClassVar[tuple[Change, ...]] = ()
+    """How newer served versions differ from this model's (hub) shape; see mcpfleet.api.versions.
+    Empty (the default) means the kind has the same shape in every version."""
 
     api_version: Literal["mcpfleet.dev/v1alpha1"] = Field(default="mcpfleet.dev/v1alpha1", alias="apiVersion")
     kind: str

@@ -33,6 +33,7 @@ from mcpfleet.api.ratelimit import (
     needs_redis_rule,
 )
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import Change, Move, NameRef
 
 FREE_FORM: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
 
@@ -430,6 +431,11 @@ class VirtualMCPServer(Resource):
             PrinterColumn("Backends", ".status.backendCount", "integer"),
             WORKLOAD_COLUMNS[4],
         ),
+    )
+    # v1beta1 (ToolHive's current shape) names the group at the top: `spec.groupRef: {name}`.
+    version_changes: ClassVar[tuple[Change, ...]] = (
+        Move("spec.config.groupRef", "spec.groupRef", prune=True),
+        NameRef("spec.groupRef"),
     )
     kind: Literal["VirtualMCPServer"] = "VirtualMCPServer"
     spec: VirtualMCPServerSpec

@@ -19,6 +19,7 @@ import os
 import shutil
 import socket
 import ssl
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,8 +35,25 @@ from mcpfleet.devcluster.processes import ProcessDir, ProcessRecord, is_running,
 Progress = Callable[[str], None]
 
 # Start order; `down` stops in reverse.
-COMPONENTS: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PORT_NAMES: tuple[str, ...] = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+COMPONENTS: tuple[str, ...] = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "conversion-webhook",
+)
+BINARY_COMPONENTS: tuple[str, ...] = COMPONENTS[:-1]
+"""The components built from Go modules; the conversion webhook is mcpfleet's own Python code."""
+PORT_NAMES: tuple[str, ...] = (
+    "etcd",
+    "etcd-peer",
+    "apiserver",
+    "controller-manager",
+    "scheduler",
+    "kwok",
+    "conversion",
+)
 SERVICE_CIDR = "10.0.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 DEFAULT_GOGC = "400"
@@ -317,6 +335,19 @@ class DevCluster:
                 # Leases renewed every ~10 s keep the node lifecycle controller from tainting nodes.
                 "--node-lease-duration-seconds=40",
             ]
+        if component == "conversion-webhook":
+            # The CRDs' conversion webhook (mcpfleet.api.conversion), part of the dev control plane
+            # so objects of every served version are readable with or without an operator running;
+            # `ClusterHandle.apply_crds` points the CRDs at it. Same serving certificate as the rest.
+            return [
+                sys.executable,
+                "-m",
+                "mcpfleet.api.conversion",
+                f"--host={host}",
+                f"--port={ports['conversion']}",
+                f"--cert={p.serving_cert}",
+                f"--key={p.serving_key}",
+            ]
         raise ValueError(f"component: unknown {component!r}")
 
     # ---- API access ---------------------------------------------------------------------------
@@ -440,7 +471,7 @@ class DevCluster:
                 "nodes": nodes,
                 "kube_version": self.layout.kube_version,
                 "etcd_version": self.layout.etcd_version,
-                "bin": {c: str(self.layout.binary(c)) for c in (*COMPONENTS, "kubectl")},
+                "bin": {c: str(self.layout.binary(c)) for c in (*BINARY_COMPONENTS, "kubectl")},
                 "started_at": time.time(),
             }
         )
@@ -476,7 +507,7 @@ class DevCluster:
 
                 records = {
                     c: self.procs.start(c, self._argv(c, ports), env=env, cwd=self.state_dir)
-                    for c in ("kube-controller-manager", "kube-scheduler", "kwok")
+                    for c in ("kube-controller-manager", "kube-scheduler", "kwok", "conversion-webhook")
                 }
                 await self._create_nodes(api, nodes)
 
@@ -514,6 +545,13 @@ class DevCluster:
                         ready_timeout,
                     ),
                     self._wait("kwok", "kwok /healthz", kwok_healthy, records["kwok"], ready_timeout),
+                    self._wait(
+                        "conversion-webhook",
+                        "conversion webhook /healthz",
+                        lambda: healthz(ports["conversion"]),
+                        records["conversion-webhook"],
+                        ready_timeout,
+                    ),
                     self._wait("kwok", f"{nodes} Ready nodes", nodes_ready, records["kwok"], ready_timeout),
                     self._wait(
                         "kube-controller-manager",
@@ -611,7 +649,12 @@ class DevCluster:
                 stopped.append(name)
             self.procs.pid_file(name).unlink(missing_ok=True)
 
-        await asyncio.gather(*(stop_one(n) for n in ("kwok", "kube-scheduler", "kube-controller-manager")))
+        await asyncio.gather(
+            *(
+                stop_one(n)
+                for n in ("conversion-webhook", "kwok", "kube-scheduler", "kube-controller-manager")
+            )
+        )
         await stop_one("kube-apiserver")
         await stop_one("etcd")
         for name in set(records) - set(COMPONENTS):

@@ -9,6 +9,7 @@ under test uses the kubeconfig with its own client (lightkube, kopf).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import secrets
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from mcpfleet.devcluster.cluster import ClusterInfo
 
@@ -107,6 +109,9 @@ class ClusterHandle:
         files = sorted(p for p in directory.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
         if not files:
             raise FileNotFoundError(f"{directory} holds no CRD manifests (*.yaml, *.yml, *.json)")
+        documents = [d for f in files for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
+        for document in documents:
+            self._use_dev_conversion_webhook(document)
         args: list[str] = [
             "apply",
             "--server-side",
@@ -114,14 +119,35 @@ class ClusterHandle:
             "--field-manager=mcpfleet-tests",
             "-o",
             "name",
+            "-f",
+            "-",
         ]
-        for f in files:
-            args += ["-f", str(f)]
-        out = self.kubectl(*args).stdout.split()
+        out = self.kubectl(*args, input=yaml.safe_dump_all(documents)).stdout.split()
         crds = [n for n in out if n.startswith("customresourcedefinition")]
         if crds:
             self.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *crds)
         return [n.split("/", 1)[1] for n in crds]
+
+    def conversion_webhook_url(self) -> str:
+        """The dev control plane's conversion webhook (see `DevCluster._argv('conversion-webhook')`)."""
+        from mcpfleet.api.conversion import CONVERT_PATH
+
+        return f"https://127.0.0.1:{self.info.ports['conversion']}{CONVERT_PATH}"
+
+    def _use_dev_conversion_webhook(self, document: dict[str, Any]) -> None:
+        """A CRD converting through the operator's Service converts through the dev webhook instead,
+        trusted through the cluster CA (nothing in a kwok cluster can serve a Service)."""
+        from mcpfleet.api.crdgen import webhook_config
+
+        conversion = (
+            document.get("spec", {}).get("conversion")
+            if document.get("kind") == ("CustomResourceDefinition")
+            else None
+        )
+        if not isinstance(conversion, dict) or conversion.get("strategy") != "Webhook":
+            return
+        ca_bundle = base64.b64encode(self.info.ca_cert.read_bytes()).decode()
+        conversion["webhook"] = webhook_config(url=self.conversion_webhook_url(), ca_bundle=ca_bundle)
 
     def wait_for(
         self,
