@@ -337,13 +337,15 @@ class VirtualMCPServerSpec(RuleModel):
 
     rules = (
         Rule(
-            cel=needs_redis_rule("self.config.rateLimiting", "self.sessionStorage", "self.replicas"),
+            # `config` is optional in v1beta1 (groupRef moved out of it): guarded like ToolHive's rule.
+            cel="!has(self.config) || "
+            + needs_redis_rule("self.config.rateLimiting", "self.sessionStorage", "self.replicas"),
             message=NEEDS_REDIS_MESSAGE,
             field_path=".sessionStorage",
             check=lambda s: needs_redis(s.config.rate_limiting, s.session_storage, s.replicas),
         ),
         Rule(
-            cel="!has(self.config.rateLimiting) || ((!has(self.config.rateLimiting.perUser)"
+            cel="!has(self.config) || !has(self.config.rateLimiting) || ((!has(self.config.rateLimiting.perUser)"
             " && (!has(self.config.rateLimiting.tools) || self.config.rateLimiting.tools.all(t, !has(t.perUser))))"
             " || self.incomingAuth.type == 'oidc')",
             message="perUser rate limiting requires incomingAuth type oidc",
