@@ -117,10 +117,17 @@ def test_replicas_and_redis_password_from_a_secret(kube: Kube, operator: Operato
             "config: {groupRef: team}\n  incomingAuth: {type: anonymous}\n  sessionStorage: {provider: redis}",
             "address is required",
         ),
+        (  # ToolHive's v1beta1 shape: groupRef beside config
+            "v1beta1:groupRef: {name: team}\n  replicas: 3\n"
+            "  config: {rateLimiting: {shared: {maxTokens: 1, refillPeriod: 1s}}}\n  incomingAuth: {type: anonymous}",
+            "rateLimiting with more than one replica requires sessionStorage with provider 'redis'",
+        ),
     ],
 )
 def test_api_server_refuses_invalid_combinations(kube: Kube, spec: str, message: str) -> None:
-    manifest = f"apiVersion: mcpfleet.dev/v1alpha1\nkind: VirtualMCPServer\nmetadata: {{name: bad}}\nspec:\n  {spec}\n"
+    version = "v1beta1" if spec.startswith("v1beta1:") else "v1alpha1"
+    spec = spec.removeprefix("v1beta1:")
+    manifest = f"apiVersion: mcpfleet.dev/{version}\nkind: VirtualMCPServer\nmetadata: {{name: bad}}\nspec:\n  {spec}\n"
     with pytest.raises(KubectlError, match=message.replace("(", r"\(").replace(")", r"\)")):
         kube.apply(manifest)
     # One replica keeps its buckets in memory: no Redis needed (a deliberate difference from ToolHive).
@@ -128,4 +135,9 @@ def test_api_server_refuses_invalid_combinations(kube: Kube, spec: str, message:
         "apiVersion: mcpfleet.dev/v1alpha1\nkind: VirtualMCPServer\nmetadata: {name: fine}\nspec:\n"
         "  replicas: 1\n  config: {groupRef: team, rateLimiting: {shared: {maxTokens: 1, refillPeriod: 1s}}}\n"
         "  incomingAuth: {type: anonymous}\n"
+    )
+    # A v1beta1 gateway without `config` at all passes the rules (they guard the optional config).
+    kube.apply(
+        "apiVersion: mcpfleet.dev/v1beta1\nkind: VirtualMCPServer\nmetadata: {name: bare}\nspec:\n"
+        "  groupRef: {name: team}\n  replicas: 3\n  incomingAuth: {type: anonymous}\n"
     )
