@@ -42,12 +42,17 @@ LIMITS = {
 }
 
 
-def _bench_vmcp() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_vmcp", HERE / "vmcp.py")
+def _load(name: str) -> Any:
+    """A sibling bench script as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _bench_vmcp() -> Any:
+    return _load("vmcp")
 
 
 @contextlib.contextmanager
@@ -101,27 +106,6 @@ def micro(n: int = 20000) -> None:
             )
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextlib.contextmanager
-def _gateway(cmd: list[str], port: int, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env}
-    )
-    try:
-        _bench_vmcp().wait_port(port, proc)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=3, help="seconds per wrk run")
@@ -131,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         micro()
         return
     bv = _bench_vmcp()
+    tracing = _load("vmcp_tracing")  # its gateway runner, environment and /proc CPU helpers
     py = sys.executable
     backend = bv.free_port()
     rows: list[tuple[str, dict[str, float], dict[str, float], float]] = []
@@ -162,15 +147,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 port = bv.free_port()
                 cmd = [py, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(configs[mode])]
                 cmd += ["--log-level", "warning", "--port", str(port)]
-                with _gateway(cmd, port, {"MCPFLEET_REDIS_PASSWORD": password}) as proc:
+                env = {"MCPFLEET_REDIS_PASSWORD": password}
+                with tracing._environ(env), tracing._gateway(cmd, port, bv.wait_port) as proc:
                     time.sleep(1.0)
                     url = f"http://127.0.0.1:{port}/mcp"
                     sid = bv.session_id(url)
                     bv.wrk(url, "bare_echo", sid, 1, 1)  # warm-up
                     one = bv.wrk(url, "bare_echo", sid, 1, args.duration)
-                    cpu0 = _cpu_seconds(proc.pid)
+                    cpu0 = tracing._cpu_seconds(proc.pid)
                     many = bv.wrk(url, "bare_echo", sid, 16, args.duration)
-                    cpu_us = (_cpu_seconds(proc.pid) - cpu0) / (many["rps"] * args.duration) * 1e6
+                    cpu_us = (tracing._cpu_seconds(proc.pid) - cpu0) / (many["rps"] * args.duration) * 1e6
                 rows.append((label, one, many, cpu_us))
                 print(
                     f"{label:16} c1 p50={one['p50']:.3f}ms p99={one['p99']:.2f}ms {one['rps']:.0f}/s | "
