@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance import harness
+from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.redis_server import start_redis
 
 VMCP_EXPECTED = Path(__file__).parents[1] / "vmcp" / "conformance-expected-failures.yaml"
@@ -27,19 +28,8 @@ LIMITS = {
 def _first_initialize(url: str) -> None:
     """Answer one initialize before the suite starts: a fresh process's first request pays its lazy
     imports (seconds on a loaded machine), which would eat the suite's 20 s scenario budget."""
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "w", "version": "1"},
-            },
-        }
-    ).encode()
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    body = json.dumps(initialize_request()).encode()
+    headers = dict(STREAMABLE_HTTP_HEADERS)
     with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=120) as r:
         assert r.status == 200
 
