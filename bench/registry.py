@@ -9,7 +9,8 @@ Measures, per backend:
 - requests/s, p50 and p99 of uncached unique searches `GET /v0.1/servers?search=…` (10,000 different
   needles in turn, more than the page cache holds, so every request is a cache miss);
 - the server's RSS after those runs, and the time from process start to the first answer of
-  `GET /v0.1/servers` on the existing database (before any sync of the sources).
+  `GET /v0.1/servers` on the existing database (before any sync of the sources), with the CPU time the
+  server used until then (what start-up costs, whatever else runs on the machine).
 Each figure is reported against its target (issue 17). Writes a Markdown table to
 docs/bench-registry.md (or --out).
 
@@ -227,6 +228,11 @@ def rss_mb(pid: int) -> float:
 
 
 def serve(config: Path, port: int) -> subprocess.Popen[bytes]:
+    # Bytecode is cached (in a folder of the benchmark's own), as an installed package has it: with
+    # PYTHONDONTWRITEBYTECODE every start would compile SQLAlchemy, pydantic and uvicorn from source
+    # (~2 s of CPU), which measures the environment, not the server.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "mcpfleet-bench-pycache")
     return subprocess.Popen(
         [
             sys.executable,
@@ -242,13 +248,23 @@ def serve(config: Path, port: int) -> subprocess.Popen[bytes]:
             "warning",
         ],
         cwd=ROOT,
+        env=env,
     )
 
 
-def start_to_serving(config: Path, runs: int = 3) -> float:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (/proc/PID/stat utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_to_serving(config: Path, runs: int = 3) -> tuple[float, float]:
     """Best of `runs`: seconds from spawning the server on an existing database to its first answer
-    of a list page (the catalogue loaded from the database, no sync needed)."""
+    of a list page (the catalogue loaded from the database, no sync needed), and the CPU seconds the
+    server used until then (on a loaded machine the wall-clock time measures the other processes; the
+    CPU time is what the start-up costs, and what a quiet single core would wait)."""
     best = float("inf")
+    best_cpu = float("inf")
     for _ in range(runs):
         port = free_port()
         started = time.perf_counter()
@@ -261,14 +277,15 @@ def start_to_serving(config: Path, runs: int = 3) -> float:
                         if json.loads(r.read())["metadata"]["count"] == 1:
                             break
                 except OSError:
-                    if time.perf_counter() - started > 60:
-                        raise SystemExit("registry did not serve within 60 s") from None
+                    if time.perf_counter() - started > 120:
+                        raise SystemExit("registry did not serve within 120 s") from None
                     time.sleep(0.005)
             best = min(best, time.perf_counter() - started)
+            best_cpu = min(best_cpu, cpu_seconds(proc.pid))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    return best
+    return best, best_cpu
 
 
 LUA = """
@@ -359,7 +376,7 @@ def run_backend(
         )
     )
     sync = asyncio.run(measure_sync(config))
-    start = start_to_serving(config)
+    start, start_cpu = start_to_serving(config)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = serve(config, port)
@@ -391,6 +408,7 @@ def run_backend(
         "search": search,
         "rss_mb": rss,
         "start_s": start,
+        "start_cpu_s": start_cpu,
         "baseline": baseline,
         "load": os.getloadavg(),
     }
@@ -421,10 +439,10 @@ def render(results: list[dict[str, Any]], duration: int) -> str:
         )
     lines += [
         "",
-        "| backend | uncached unique search req/s (target ≥ {:,}) | p50 | p99 | RSS after the runs (target ≤ {} MB) | start to serving (target ≤ {} s) |".format(
+        "| backend | uncached unique search req/s (target ≥ {:,}) | p50 | p99 | RSS after the runs (target ≤ {} MB) | start to serving (target ≤ {} s) | its CPU time |".format(
             TARGETS["search_rps"], TARGETS["rss_mb"], TARGETS["start_s"]
         ),
-        "| --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         q = r["search"]
@@ -435,7 +453,8 @@ def render(results: list[dict[str, Any]], duration: int) -> str:
         lines.append(
             f"| {r['backend']} | {q['rps']:,.0f} {verdict(q['rps'] >= TARGETS['search_rps'])} | {q['p50']:.2f} ms "
             f"| {q['p99']:.2f} ms | {r['rss_mb']:.0f} MB {verdict(r['rss_mb'] <= TARGETS['rss_mb'])} "
-            f"| {r['start_s']:.2f} s {verdict(r['start_s'] <= TARGETS['start_s'])} |"
+            f"| {r['start_s']:.2f} s {verdict(r['start_s'] <= TARGETS['start_s'])} "
+            f"| {r['start_cpu_s']:.2f} s |"
         )
     lines += [
         "",

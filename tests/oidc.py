@@ -50,6 +50,7 @@ class Issuer:
         exp: float | None = None,
         iss: str | None = None,
         sub: str = "user-1",
+        extra: dict[str, Any] | None = None,
     ) -> str:
         alg, key = self.keys[kid]
         claims = {
@@ -58,6 +59,7 @@ class Issuer:
             "sub": sub,
             "exp": int(exp or time.time() + 300),
             "iat": int(time.time()),
+            **(extra or {}),
         }
         return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
 

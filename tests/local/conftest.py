@@ -35,6 +35,22 @@ def manifest(kind: str, name: str, spec: dict[str, Any], labels: dict[str, str] 
     )
 
 
+def gateway_fleet(backend_url: str, config: dict[str, Any]) -> str:
+    """Manifests of a gateway `gw` over group `team` holding one remote proxy `alpha` to `backend_url`;
+    `config` is added to the gateway's `spec.config`."""
+    return "\n---\n".join(
+        [
+            manifest("MCPGroup", "team", {}),
+            manifest("MCPRemoteProxy", "alpha", {"remoteURL": backend_url, "groupRef": "team"}),
+            manifest(
+                "VirtualMCPServer",
+                "gw",
+                {"config": {"groupRef": "team", **config}, "incomingAuth": {"type": "anonymous"}},
+            ),
+        ]
+    )
+
+
 async def reconcile_until(
     runner: Runner,
     what: str,

@@ -14,25 +14,12 @@ from typing import Any
 import pytest
 from mcp.client.client import Client
 
-from tests.local.conftest import Up, manifest
+from tests.local.conftest import Up, gateway_fleet
 from tests.vmcp.servers import Served, sdk_backend
 
 
 def _files(backend_url: str, aggregation: dict[str, Any]) -> str:
-    return "\n---\n".join(
-        [
-            manifest("MCPGroup", "team", {}),
-            manifest("MCPRemoteProxy", "alpha", {"remoteURL": backend_url, "groupRef": "team"}),
-            manifest(
-                "VirtualMCPServer",
-                "gw",
-                {
-                    "config": {"groupRef": "team", "aggregation": aggregation},
-                    "incomingAuth": {"type": "anonymous"},
-                },
-            ),
-        ]
-    )
+    return gateway_fleet(backend_url, {"aggregation": aggregation})
 
 
 def _pid(up: Up, name: str) -> int | None:

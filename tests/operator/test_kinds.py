@@ -403,6 +403,51 @@ def test_registry_flat_status_and_kubectl_wait(kube: Kube, operator: OperatorPro
     ]
 
 
+PUBLISHING_REGISTRY = """
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPRegistry
+metadata: {name: published}
+spec:
+  registries:
+    - name: local
+      configMapRef: {name: catalog-data, key: registry.json}
+  publish:
+    oidcConfig:
+      type: inline
+      inline: {issuer: "https://id.example.com", audience: registry}
+    grants:
+      - {claims: {groups: platform}, publish: ["com.acme/*"]}
+"""
+
+
+def test_registry_publish_fields_reach_the_server_config(kube: Kube, operator: OperatorProcess) -> None:
+    from mcpfleet.registry.config import RegistryConfig
+
+    # Both an inline config and a reference: refused by the API server's own (CEL) validation.
+    both = PUBLISHING_REGISTRY.replace(
+        "    grants:", "    oidcConfigRef: {name: shared, audience: registry}\n    grants:"
+    )
+    refused = kube.cluster.kubectl("apply", "-n", kube.ns, "-f", "-", input=both, check=False)
+    assert refused.returncode != 0 and "exactly one of oidcConfig and oidcConfigRef" in refused.stderr
+    # Published entries in an emptyDir would die with the pod: Failed, naming the fields.
+    kube.apply(PUBLISHING_REGISTRY)
+    failed = kube.wait_phase("MCPRegistry", "published", "Failed", generation=1)
+    assert "spec.publish" in failed["message"] and "storage.persistentVolumeClaimName" in failed["message"]
+    kube.apply(PUBLISHING_REGISTRY + "  storage: {persistentVolumeClaimName: published-data}\n")
+    kube.cluster.wait_for("the registry Deployment", lambda: kube.get("Deployment", "mcpreg-published"))
+    deployment = kube.get("Deployment", "mcpreg-published")
+    assert deployment is not None
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"claimName": "published-data"} in [v.get("persistentVolumeClaim") for v in volumes]
+    config_map = kube.get("ConfigMap", "mcpreg-published-config")
+    assert config_map is not None
+    config = RegistryConfig.model_validate(yaml.safe_load(config_map["data"]["registry.yaml"]))
+    assert config.publish is not None and config.publish.grants[0].publish == ["com.acme/*"]
+    assert (
+        config.publish.auth.oidc is not None and config.publish.auth.oidc.issuer == "https://id.example.com"
+    )
+
+
 def test_child_refused_by_the_api_server_fails_and_recovers(kube: Kube, operator: OperatorProcess) -> None:
     kube.apply(
         """

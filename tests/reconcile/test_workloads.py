@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 import yaml
 
 from mcpfleet.api.meta import WorkloadStatus
@@ -285,6 +286,46 @@ def test_vmcp_config_lists_group_members_with_urls() -> None:
     assert "--status-resource" in plan.containers[0].command
 
 
+VMCP_OPTIMIZER = """
+kind: VirtualMCPServer
+metadata: {name: gw}
+spec:
+  config:
+    groupRef: tools
+    optimizer:
+      embeddingProvider: openai
+      embeddingService: http://embed.team.svc.cluster.local:8080/v1
+      embeddingModel: text-embedding-3-small
+      maxToolsToReturn: 10
+      hybridSearchSemanticRatio: "0.7"
+    codeMode: {enabled: true, stepLimit: 5000, parallelMaxConcurrency: 4, toolCallTimeout: 10s}
+  incomingAuth: {type: anonymous}
+"""
+
+
+@pytest.mark.parametrize("platform", ["kubernetes", "local"])
+def test_vmcp_optimizer_and_code_mode_reach_the_gateway_config(platform: str) -> None:
+    world = dataclasses.replace(_vmcp_world(), platform=platform)
+    plan = virtualmcpserver.plan(obj(VMCP_OPTIMIZER), world)
+    assert plan.problems == ()
+    config = VMCPConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+    assert config.optimizer is not None and config.optimizer.embedding_provider == "openai"
+    assert (
+        config.optimizer.max_tools_to_return == 10 and config.optimizer.hybrid_search_semantic_ratio == "0.7"
+    )
+    assert config.code_mode.enabled and config.code_mode.step_limit == 5000
+    # Both apply live: editing them re-applies the file in place instead of restarting the gateway.
+    edited = obj(VMCP_OPTIMIZER.replace("maxToolsToReturn: 10", "maxToolsToReturn: 3"))
+    assert virtualmcpserver.plan(edited, world).rollout_checksum == plan.rollout_checksum
+
+
+def test_vmcp_optimizer_field_rules() -> None:
+    with pytest.raises(ValueError, match="embeddingModel"):
+        obj(VMCP_OPTIMIZER.replace("      embeddingModel: text-embedding-3-small\n", ""))
+    with pytest.raises(ValueError, match="maxToolsToReturn"):
+        obj(VMCP_OPTIMIZER.replace("maxToolsToReturn: 10", "maxToolsToReturn: 51"))
+
+
 def test_tracing_endpoint_reaches_only_the_data_plane_services() -> None:
     attributes = "k8s.namespace.name=team,mcpfleet.kind={kind},mcpfleet.name={name}"
     endpoint = "http://collector.obs:4318"
@@ -555,3 +596,72 @@ def test_vmcp_live_edits_keep_the_rollout_checksum_and_the_rest_changes_it() -> 
     ):
         plan = virtualmcpserver.plan(obj(restart), _vmcp_world())
         assert plan.problems == () and plan.rollout_checksum != base.rollout_checksum, restart
+
+
+PUBLISHING = """
+kind: MCPRegistry
+metadata: {name: catalog}
+spec:
+  registries:
+    - {name: upstream, api: {endpoint: "https://registry.example.com"}}
+  publish:
+    oidcConfig:
+      type: inline
+      inline:
+        issuer: https://id.example.com
+        audience: registry
+        clientSecretRef: {name: oidc, key: secret}
+    grants:
+      - {claims: {groups: platform}, publish: ["com.acme/*"]}
+    precedence: last
+"""
+
+
+def test_registry_publish_renders_auth_grants_and_storage_on_both_platforms() -> None:
+    from mcpfleet.platform.kubernetes.render import Owner, render
+
+    # Kubernetes without databaseConfig or storage: published entries would die with the pod.
+    bare = mcpregistry.plan(obj(PUBLISHING), k8s())
+    assert any("spec.publish" in p and "storage.persistentVolumeClaimName" in p for p in bare.problems)
+
+    spec = PUBLISHING + "  storage: {persistentVolumeClaimName: catalog-data}\n"
+    plan = mcpregistry.plan(obj(spec), k8s())
+    assert plan.problems == ()
+    config = RegistryConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+    assert config.publish is not None and config.publish.precedence == "last"
+    assert config.publish.scope == "mcp-registry:publish"
+    assert config.publish.grants[0].claims == {"groups": "platform"}
+    assert config.publish.grants[0].publish == ["com.acme/*"]
+    assert config.publish.auth.oidc is not None and config.publish.auth.oidc.audience == "registry"
+    # The client secret is secretKeyRef env, never in the config.
+    assert "secret" not in plan.config_files[0].content.replace("clientSecretEnv", "")
+    assert [e.env_name for e in plan.containers[0].secret_env] == ["MCPFLEET_OIDC_CLIENT_SECRET"]
+    manifests = render(plan, Owner("MCPRegistry", "catalog", "team", "uid-1"), k8s().images)
+    pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert any(v.get("persistentVolumeClaim") == {"claimName": "catalog-data"} for v in pod["volumes"])
+    assert not any("emptyDir" in v for v in pod["volumes"])
+
+    # With PostgreSQL the storage claim is not needed.
+    with_db = PUBLISHING + "  databaseConfig: {dbAppUserPasswordSecretRef: {name: db, key: pw}}\n"
+    assert mcpregistry.plan(obj(with_db), k8s()).problems == ()
+
+    # Locally: the data directory persists; inline OIDC renders the same publish block.
+    local_plan = mcpregistry.plan(obj(PUBLISHING), local())
+    assert local_plan.problems == ()
+    local_config = RegistryConfig.model_validate(yaml.safe_load(local_plan.config_files[0].content))
+    assert local_config.publish == config.publish
+
+    # An oidcConfigRef needs Kubernetes (a ConfigMap); the problem names the field.
+    ref = PUBLISHING.replace(
+        """    oidcConfig:
+      type: inline
+      inline:
+        issuer: https://id.example.com
+        audience: registry
+        clientSecretRef: {name: oidc, key: secret}
+""",
+        "    oidcConfigRef: {name: shared-oidc, audience: registry}\n",
+    )
+    assert any("spec.publish.oidcConfigRef" in p for p in mcpregistry.plan(obj(ref), local()).problems)
+    k8s_ref = mcpregistry.plan(obj(ref + "  storage: {persistentVolumeClaimName: d}\n"), k8s())
+    assert k8s_ref.problems == () and [f.filename for f in k8s_ref.config_map_files] == ["oidc.json"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from mcpfleet.api.common import OIDCConfig, OIDCConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.meta import (
     ApiModel,
@@ -174,6 +175,73 @@ class DatabaseConfig(ApiModel):
     """TLS mode toward the database."""
 
 
+NAMESPACE_PATTERN = r"^(\*|[a-zA-Z0-9.-]+(/[a-zA-Z0-9._-]*)?\*?)$"
+"""A namespace pattern as the official registry's permissions hold them: `*`, an exact server name,
+or a prefix ending in `*` (`com.acme/*`, `com.acme.*`)."""
+
+
+class PublishGrant(ApiModel):
+    """Namespaces a token may publish to (or edit), when it carries every claim in `claims`."""
+
+    claims: dict[str, str] = Field(default_factory=dict, max_length=20)
+    """Claims the token must carry: equal to the value, or (for an array claim such as `groups`)
+    containing it. Empty: every token with the publish scope."""
+    publish: list[str] = Field(default_factory=list, max_length=100)
+    """Patterns of server names the token may publish new versions of (and change their status)."""
+    edit: list[str] = Field(default_factory=list, max_length=100)
+    """Patterns of server names whose versions' status the token may change (moderation)."""
+
+    @field_validator("publish", "edit")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        import re
+
+        for pattern in patterns:
+            if not re.fullmatch(NAMESPACE_PATTERN, pattern):
+                raise ValueError(f"{pattern!r}: expected *, a server name, or a prefix ending in *")
+        return patterns
+
+
+PUBLISH_SCOPE = "mcp-registry:publish"
+
+
+class RegistryPublish(RuleModel):
+    """The publishing API (`POST /v0.1/publish`, status, delete): who may publish what."""
+
+    rules = (
+        Rule(
+            cel="has(self.oidcConfig) != has(self.oidcConfigRef)",
+            message="set exactly one of oidcConfig and oidcConfigRef",
+            field_path=".oidcConfig",
+            check=lambda s: (s.oidc_config is None) != (s.oidc_config_ref is None),
+        ),
+    )
+
+    oidc_config: OIDCConfig | None = None
+    """The OIDC issuer publishers' tokens come from (as MCPServer's oidcConfig)."""
+    oidc_config_ref: OIDCConfigRef | None = None
+    """Or a reference to shared OIDC settings."""
+    scope: str | None = Field(default=PUBLISH_SCOPE, min_length=1)
+    """Scope (in `scope` or `scp`) every publish call needs; null for issuers that put no scopes in
+    their tokens (Kubernetes service-account tokens), where the audience alone marks them."""
+    grants: list[PublishGrant] = Field(default_factory=list, max_length=50)
+    """Token claims → server-name patterns that token may publish / edit."""
+    email_domain_namespaces: bool = False
+    """Also grant a verified email's domain namespaces (`alice@acme.com` → `com.acme/*`, `com.acme.*`)."""
+    precedence: Literal["first", "last"] = "first"
+    """first: a published name wins over the same name from any source; last: sources win and
+    publishing a name a source serves is refused."""
+
+
+class RegistryStorage(ApiModel):
+    """Where the embedded SQLite database lives on Kubernetes (default: an emptyDir, lost with the pod)."""
+
+    persistent_volume_claim_name: str = Field(
+        min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )
+    """An existing PersistentVolumeClaim in the registry's namespace, mounted as its data directory."""
+
+
 class MCPRegistrySpec(RuleModel):
     """Desired state of a registry."""
 
@@ -198,6 +266,10 @@ class MCPRegistrySpec(RuleModel):
     """PostgreSQL settings; SQLite inside the pod when unset."""
     replicas: int | None = Field(default=None, ge=0)
     """Replicas of the registry server; needs databaseConfig above 1."""
+    publish: RegistryPublish | None = None
+    """Enables the publishing API; without it the registry is read-only."""
+    storage: RegistryStorage | None = None
+    """A persistent volume for the SQLite database (Kubernetes; without databaseConfig)."""
 
     @model_validator(mode="after")
     def _unique_source_names(self) -> MCPRegistrySpec:

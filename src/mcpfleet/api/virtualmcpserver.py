@@ -8,6 +8,7 @@ live here, so the gateway and the CRD agree on them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -233,6 +234,95 @@ class Operational(ApiModel):
     """Log level of the gateway."""
 
 
+_DECIMAL = r"^([0-9]*[.])?[0-9]+$"
+_HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+
+
+class Optimizer(RuleModel):
+    """Tool discovery for large fleets (ToolHive's `optimizer` shape): the gateway advertises `find_tool`
+    and `call_tool`, and ranks tools with a keyword (BM25) index, optionally blended with embeddings.
+
+    Present means on. Without `embeddingService` ranking is keyword-only and needs nothing else.
+    """
+
+    rules = (
+        Rule(
+            cel="!has(self.embeddingHeaders) || (has(self.embeddingProvider) && self.embeddingProvider == 'openai')",
+            message="embeddingHeaders is only supported when embeddingProvider is 'openai'",
+            field_path=".embeddingHeaders",
+            check=lambda s: not s.embedding_headers or s.embedding_provider == "openai",
+        ),
+        Rule(
+            cel="!has(self.embeddingProvider) || self.embeddingProvider != 'openai' || "
+            "!has(self.embeddingService) || has(self.embeddingModel)",
+            message="embeddingModel is required when embeddingProvider is 'openai'",
+            field_path=".embeddingModel",
+            check=lambda s: (
+                s.embedding_provider != "openai" or s.embedding_service is None or bool(s.embedding_model)
+            ),
+        ),
+        Rule(
+            cel='!has(self.embeddingHeaders) || self.embeddingHeaders.all(k, k.matches("'
+            + _HEADER_NAME
+            + "\") && !(k.lowerAscii() in ['authorization', 'content-type']))",
+            message="embeddingHeaders names must be valid HTTP header names other than Authorization and Content-Type",
+            field_path=".embeddingHeaders",
+            check=lambda s: all(
+                re.match(_HEADER_NAME, k) and k.lower() not in ("authorization", "content-type")
+                for k in s.embedding_headers
+            ),
+        ),
+    )
+
+    embedding_service: str | None = Field(default=None, pattern=r"^https?://", max_length=2048)
+    """Base URL of the embedding service (TEI, or OpenAI-compatible: `/embeddings` is appended); unset:
+    keyword ranking only."""
+    embedding_provider: Literal["tei", "openai"] = "tei"
+    """Wire protocol of the embedding service: tei (`POST /embed`) or openai (`POST /embeddings`)."""
+    embedding_model: str | None = Field(default=None, max_length=256)
+    """Model requested from an openai-provider service (required for it). The key, if any, is read
+    from the OPENAI_API_KEY environment variable, never from the spec."""
+    embedding_headers: dict[str, Annotated[str, Field(min_length=1, max_length=8192)]] = Field(
+        default_factory=dict, max_length=32
+    )
+    """Extra headers of every embedding request (openai provider); plain text, not for secrets."""
+    embedding_service_timeout: Duration = "30s"
+    """Time limit of one request to the embedding service."""
+    max_tools_to_return: int = Field(default=8, ge=1, le=50)
+    """Most tools one find_tool answer holds."""
+    hybrid_search_semantic_ratio: str = Field(default="0.5", pattern=_DECIMAL)
+    """Weight of the embedding score against the keyword score (0: keyword only, 1: embeddings only)."""
+    semantic_distance_threshold: str = Field(default="1.0", pattern=_DECIMAL)
+    """Largest cosine distance (0 identical, 2 opposite) an embedding-only match may have."""
+    expose_all_tools: bool = False
+    """Advertise every tool beside find_tool and call_tool (default: only the meta-tools, so a client
+    never receives the full list)."""
+
+
+class CodeMode(ApiModel):
+    """Code mode (ToolHive's `codeMode` shape): `execute_tool_script` runs a Starlark script that calls
+    the gateway's tools as functions, each call routed and authorized as a normal tools/call."""
+
+    enabled: bool = False
+    """Advertise execute_tool_script."""
+    step_limit: int = Field(default=100_000, ge=1, le=100_000_000)
+    """Most Starlark execution steps of one script (counted in blocks of about 1,000)."""
+    parallel_max_concurrency: int = Field(default=10, ge=1, le=100)
+    """Most tool calls one parallel() runs at once."""
+    tool_call_timeout: Duration = "30s"
+    """Time limit of each tool call a script makes."""
+    script_timeout: Duration = "60s"
+    """Time limit of the whole script, tool calls included."""
+    max_tool_calls: int = Field(default=100, ge=1, le=10_000)
+    """Most tool calls one script makes."""
+    max_script_bytes: int = Field(default=65_536, ge=1, le=1_048_576)
+    """Largest script accepted."""
+    max_output_bytes: int = Field(default=1_048_576, ge=1, le=16_777_216)
+    """Largest result (JSON) a script may return."""
+    memory_limit_mb: int = Field(default=512, ge=64, le=8192)
+    """Address-space limit of the process a script runs in."""
+
+
 class GatewayConfig(ApiModel):
     """What the manifest's gateway configuration and the gateway's config file share."""
 
@@ -249,9 +339,13 @@ class GatewayConfig(ApiModel):
     rate_limiting: RateLimiting | None = None
     """Token buckets per gateway and per user, overall and per tool; requests over the limit get a
     JSON-RPC error with a retry-after (HTTP 429 + Retry-After)."""
+    optimizer: Optimizer | None = None
+    """Tool discovery: advertise find_tool / call_tool over a ranked index instead of (or beside) every tool."""
+    code_mode: CodeMode = Field(default_factory=CodeMode)
+    """Server-side Starlark scripts over the gateway's tools (execute_tool_script)."""
 
 
-LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs")
+LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs", "optimizer", "codeMode")
 """Top-level keys of the gateway's config file it re-applies in place when the file changes (tool
 filters, overrides, composite tools, the inlined MCPToolConfigs): an edit of these keeps the process
 and its client sessions. Everything else (port, incoming / outgoing auth, operational settings)

@@ -1,7 +1,9 @@
-"""Incoming auth: who may call a data-plane service (the proxy, the vMCP gateway).
+"""Incoming auth: who may call a data-plane service (the proxy, the vMCP gateway, the registry's
+publishing API).
 
-This module owns the incoming-auth config (`IncomingAuth`: the vMCP config's `incomingAuth` block,
-and the whole file `mcpfleet proxy --auth-config` reads) and the authenticators.
+This module owns the authenticators; the incoming-auth config they read (`IncomingAuth`: the vMCP
+config's `incomingAuth` block, the whole file `mcpfleet proxy --auth-config` reads, the registry's
+`publish.auth`) is defined in `mcpfleet.auth.settings` and re-exported here.
 
 `anonymous` lets everyone in. `oidc` requires `Authorization: Bearer <token>`:
 
@@ -45,16 +47,35 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import jwt
-import yaml
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
-from pydantic import AliasChoices, Field, ValidationError
 
-from mcpfleet.api.meta import ApiModel
+# The settings models live in a module of their own (pydantic only), so a config that merely holds an
+# incoming-auth block (the registry's) does not import aiohttp and the JWT stack; re-exported here.
+from mcpfleet.auth.settings import (
+    AuthConfigError,
+    IncomingAuth,
+    OIDCConfig,
+    load_auth_config,
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "AnonymousAuthenticator",
+    "AuthConfigError",
+    "AuthError",
+    "Authenticator",
+    "IncomingAuth",
+    "OIDCAuthenticator",
+    "OIDCConfig",
+    "client_secret_basic",
+    "load_auth_config",
+    "make_authenticator",
+    "protected_resource_metadata",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,146 +83,6 @@ ALGORITHMS = ["RS256", "ES256"]
 LEEWAY_SECONDS = 30
 MAX_TOKEN_CHARS = 16 * 1024
 """A bearer token longer than this is refused unparsed (real access tokens are a few KiB at most)."""
-
-
-class OIDCConfig(ApiModel):
-    """OIDC settings of incoming auth. `issuer` may come from `IncomingAuth.oidcFile` instead."""
-
-    issuer: str | None = None
-    audience: str | None = None
-    jwks_url: str | None = None
-    client_id: str | None = None
-    client_secret_env: str | None = None
-    """Environment variable holding the OAuth client secret (introspection); never the value itself."""
-    introspection_url: str | None = None
-    resource: str | None = None
-    scopes: list[str] = Field(default_factory=list)
-    insecure_allow_http: bool = Field(
-        default=False,
-        validation_alias=AliasChoices("insecureAllowHTTP", "insecureAllowHttp", "insecure_allow_http"),
-    )
-    # JWKS refresh: how long keys are cached before a scheduled refetch (an unknown `kid`
-    # triggers an immediate, rate-limited refetch regardless).
-    jwks_cache_seconds: float = 300.0
-    jwks_ca_file: str | None = None
-    """CA bundle that verifies the JWKS / discovery endpoint (e.g. the pod's service-account ca.crt)."""
-    jwks_token_file: str | None = None
-    """A bearer token sent with JWKS / discovery requests, re-read at each fetch (projected tokens rotate)."""
-    service_account_namespace: str | None = None
-    """Only accept Kubernetes service-account tokens of this namespace."""
-    service_account_name: str | None = None
-    """Only accept Kubernetes service-account tokens of this service account."""
-
-    @property
-    def expected_audience(self) -> str | None:
-        """The `aud` accepted tokens must carry: `audience`, else the resource URL (RFC 8707)."""
-        return self.audience or self.resource
-
-    def problems(self, where: str) -> list[str]:
-        out: list[str] = []
-        if not self.issuer:
-            out.append(f"{where}.issuer: required")
-        if not self.audience and not self.resource:
-            out.append(
-                f"{where}.audience: required (the `aud` a token must carry to be accepted here; or set "
-                "resource, which is then the expected audience): without it any token of the issuer "
-                "would be accepted"
-            )
-        urls = {"issuer": self.issuer, "jwksUrl": self.jwks_url, "introspectionUrl": self.introspection_url}
-        for name, url in urls.items():
-            if url is None:
-                continue
-            if not url.startswith(("https://", "http://")):
-                out.append(f"{where}.{name}: expected an http(s) URL, got {url!r}")
-            elif url.startswith("http://") and not self.insecure_allow_http:
-                out.append(f"{where}.{name}: http:// needs insecureAllowHTTP: true (development only)")
-        return out
-
-
-class IncomingAuth(ApiModel):
-    """Who may call the service: `anonymous`, or `oidc` with settings in `oidc` and/or `oidcFile`."""
-
-    type: Literal["anonymous", "oidc"] = "anonymous"
-    oidc: OIDCConfig | None = None
-    oidc_file: str | None = None
-    """A file with the OIDC settings (a mounted ConfigMap key); fields set in `oidc` override it."""
-
-    def problems(self, where: str = "") -> list[str]:
-        """Shape problems, each naming its field (`where` prefixes the paths, e.g. "incomingAuth")."""
-        prefix = f"{where}." if where else ""
-        if self.type != "oidc":
-            return []
-        if self.oidc is None and self.oidc_file is None:
-            return [f"{prefix}oidc: required when {prefix}type is 'oidc'"]
-        if self.oidc_file is not None:
-            return []  # checked once the file is read (resolved())
-        assert self.oidc is not None
-        return self.oidc.problems(f"{prefix}oidc")
-
-    def resolved(self, base_dir: Path | None = None) -> IncomingAuth:
-        """The settings with `oidcFile` read and merged (relative paths against `base_dir`).
-
-        Raises AuthConfigError naming the file or field: a service must not start without the
-        auth it was configured with.
-        """
-        if self.type != "oidc" or self.oidc_file is None:
-            problems = self.problems()
-            if problems:
-                raise AuthConfigError("; ".join(problems))
-            return self
-        path = Path(self.oidc_file)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        raw = _read_object(path, "oidcFile: ", "of OIDC settings")
-        try:
-            from_file = OIDCConfig.model_validate(raw)
-        except ValidationError as exc:
-            raise AuthConfigError(f"oidcFile {path}: " + _errors(exc)) from None
-        overrides = self.oidc.model_dump(exclude_unset=True) if self.oidc is not None else {}
-        merged = from_file.model_copy(update=overrides)
-        result = IncomingAuth(type="oidc", oidc=merged)
-        problems = merged.problems(f"oidcFile ({path})")
-        if problems:
-            raise AuthConfigError("; ".join(problems))
-        return result
-
-
-class AuthConfigError(Exception):
-    """The auth config is missing or invalid; the message names the file or field."""
-
-
-def _read_object(path: Path, what: str, holding: str) -> dict[str, Any]:
-    """A JSON (or YAML) file holding one object; AuthConfigError names `what` and the file."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise AuthConfigError(f"{what}cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise AuthConfigError(f"{what}{path} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise AuthConfigError(f"{what}{path} must hold a JSON object {holding}")
-    return raw
-
-
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(x) for x in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-    )
-
-
-def load_auth_config(path: str | Path) -> IncomingAuth:
-    """Read an auth config file (JSON or YAML, the shape of the vMCP's `incomingAuth` block) and resolve
-    its `oidcFile` relative to the file's folder. Raises AuthConfigError naming the field."""
-    p = Path(path)
-    raw = _read_object(p, "auth config: ", "with `type`")
-    try:
-        cfg = IncomingAuth.model_validate(raw)
-    except ValidationError as exc:
-        raise AuthConfigError(f"auth config {p}: " + _errors(exc)) from None
-    try:
-        return cfg.resolved(p.parent)
-    except AuthConfigError as exc:
-        raise AuthConfigError(f"auth config {p}: {exc}") from None
 
 
 class AuthError(Exception):

@@ -4,6 +4,12 @@ Secrets never enter the rendered config: the database password and the password 
 source (`git.auth.passwordSecretRef`) are `SecretFile`s - a projected Secret volume on Kubernetes,
 mode-0600 files under the config dir locally - and the config names their paths (`passwordFile`).
 
+`spec.publish` renders the server's `publish` block: its OIDC settings are MCPServer's
+(`reconcile/oidc.py`: inline, a mounted ConfigMap key, or Kubernetes service-account tokens), the
+grants, scope and precedence are copied. On Kubernetes, published entries must outlive the pod: the
+plan needs `databaseConfig` or `storage.persistentVolumeClaimName` (mounted as the data directory
+instead of the emptyDir); locally the data directory is under the state directory already.
+
 Status is the MCPServer pattern (ToolHive after its status consolidation): phase Pending / Running /
 Failed / Terminating, a Ready condition (reasons Ready / NotReady, or InvalidSpec), readyReplicas,
 url only while Running, observedGeneration. Sync state belongs to the registry server, not the CR.
@@ -29,6 +35,7 @@ from mcpfleet.reconcile.model import (
     World,
     secret_file_path,
 )
+from mcpfleet.reconcile.oidc import IncomingAuthPlan, incoming_auth
 from mcpfleet.reconcile.status import workload_status
 from mcpfleet.registry.config import (
     ApiSource,
@@ -36,6 +43,7 @@ from mcpfleet.registry.config import (
     Database,
     GitAuth,
     GitSource,
+    Publish,
     RegistryConfig,
     Source,
     UrlSource,
@@ -115,6 +123,29 @@ def _database(registry: MCPRegistry, world: World) -> Database:
     return Database()
 
 
+def _publish_auth(registry: MCPRegistry, world: World) -> IncomingAuthPlan:
+    publish = registry.spec.publish
+    if publish is None:
+        return IncomingAuthPlan()
+    return incoming_auth(publish.oidc_config, publish.oidc_config_ref, world.platform, where="spec.publish")
+
+
+def _publish(registry: MCPRegistry, world: World) -> Publish | None:
+    publish = registry.spec.publish
+    auth = _publish_auth(registry, world)
+    if publish is None or auth.document is None or auth.problems:
+        return None
+    return Publish.model_validate(
+        {
+            "auth": auth.document,
+            "scope": publish.scope,
+            "grants": [g.dump() for g in publish.grants],
+            "emailDomainNamespaces": publish.email_domain_namespaces,
+            "precedence": publish.precedence,
+        }
+    )
+
+
 def render_config(registry: MCPRegistry, world: World) -> RegistryConfig:
     """The registry server config (the server's own model), built from the spec's typed sources."""
     database = _database(registry, world)
@@ -123,6 +154,7 @@ def render_config(registry: MCPRegistry, world: World) -> RegistryConfig:
             registryName=registry.name,
             sources=[_source(registry, s, world) for s in registry.spec.registries],
             database=database,
+            publish=_publish(registry, world),
         )
     except ValueError as exc:
         raise RenderError(f"rendered registry config is invalid: {exc}") from exc
@@ -145,6 +177,13 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
     rbac: tuple[RbacRule, ...] = ()
     secret_files = _git_secret_files(registry)
     kubernetes = world.platform == "kubernetes"
+    auth = _publish_auth(registry, world)
+    problems.extend(auth.problems)
+    if kubernetes and spec.publish is not None and spec.database_config is None and spec.storage is None:
+        problems.append(
+            "spec.publish: published entries must outlive the pod: set databaseConfig or "
+            "storage.persistentVolumeClaimName (the default SQLite file is in an emptyDir)"
+        )
     if kubernetes:
         command += ["--host", "0.0.0.0"]
         config_maps = tuple(sorted({s.config_map_ref.name for s in spec.registries if s.config_map_ref}))
@@ -176,6 +215,8 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
                 command=tuple(command),
                 port=PORT,
                 env=tracing_env(world, "MCPRegistry", registry.name),
+                secret_env=auth.secret_env,
+                service_account_token=auth.service_account_token,
             ),
         ),
         serving_container=CONTAINER,
@@ -186,7 +227,11 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         labels=labels("MCPRegistry", registry.name, "registry"),
         problems=tuple(problems),
         secret_files=secret_files,
+        config_map_files=auth.config_map_files,
         data_dir=DATA_DIR if kubernetes and spec.database_config is None else None,
+        data_claim=spec.storage.persistent_volume_claim_name
+        if kubernetes and spec.storage is not None and spec.database_config is None
+        else None,
     )
 
 

@@ -167,6 +167,8 @@ class WorkloadPlan:
     """Keys of the user's ConfigMaps mounted as files in `KUBERNETES_CONFIGMAP_DIR` (Kubernetes only)."""
     data_dir: str | None = None
     """A writable scratch directory the workload needs at this path (an emptyDir on Kubernetes)."""
+    data_claim: str | None = None
+    """A PersistentVolumeClaim mounted at `data_dir` instead of the emptyDir (Kubernetes)."""
     service_type: str = "ClusterIP"
     """Kubernetes Service type."""
     session_affinity: str | None = None

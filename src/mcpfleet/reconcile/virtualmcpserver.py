@@ -293,6 +293,8 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             ),
             composite_tools=config.composite_tools,
             operational=config.operational,
+            optimizer=config.optimizer,
+            code_mode=config.code_mode,
             tool_configs=tool_configs,
             incoming_auth=incoming,
             outgoing_auth=outgoing,

@@ -68,6 +68,18 @@ class _Invalid(Exception):
         self.errors = errors
 
 
+WRITE_PREFIXES = (b"/v0.1/", b"/v0/")
+
+
+def is_write(scope: Scope) -> bool:
+    """A request for the publishing API (`mcpfleet.registry.publish`): a write method on a `/v0.1/`
+    (or `/v0/`) path. Reads never are."""
+    if scope["method"] in ("GET", "HEAD"):
+        return False
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    return raw.startswith(WRITE_PREFIXES)
+
+
 def is_api_path(raw_path: bytes) -> bool:
     for prefix in PREFIXES:
         if raw_path.startswith(prefix) and (len(raw_path) == len(prefix) or raw_path[len(prefix)] in b"/?"):

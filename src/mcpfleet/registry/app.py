@@ -31,6 +31,7 @@ from mcpfleet.registry.api import (
     Scope,
     Send,
     is_api_path,
+    is_write,
     problem,
     route_template,
 )
@@ -143,6 +144,15 @@ def create_operational_app(service: RegistryService, manage_lifespan: bool = Tru
     )
 
 
+async def _read_only(send: Send) -> None:
+    body = problem(
+        405, "This registry is read-only: publishing is not enabled (no publish block in its config)"
+    )
+    headers = [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class RegistryApp:
     """The ASGI callable uvicorn serves."""
 
@@ -159,11 +169,22 @@ class RegistryApp:
             if self.tracer is not None and scope["path"] not in _UNTRACED:
                 await self._traced(self.tracer, scope, receive, send)
                 return
-            raw = scope.get("raw_path") or scope["path"].encode()
-            if is_api_path(raw):
-                await self.api(scope, receive, send)
-                return
+            await self._route(scope, receive, send)
+            return
         await self.operational(scope, receive, send)  # type: ignore[arg-type]
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") or scope["path"].encode()
+        if is_write(scope) and (self.service.publisher is not None or raw.endswith(b"/publish")):
+            publisher = self.service.publisher
+            if publisher is None:
+                await _read_only(send)
+            else:
+                await publisher(scope, receive, send)
+        elif is_api_path(raw):
+            await self.api(scope, receive, send)
+        else:
+            await self.operational(scope, receive, send)  # type: ignore[arg-type]
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
@@ -188,10 +209,7 @@ class RegistryApp:
         parent = telemetry.extract(headers)
         with telemetry.current_span(tracer, name, SpanKind.SERVER, attrs, parent) as span:
             try:
-                if api:
-                    await self.api(scope, receive, capture)
-                else:
-                    await self.operational(scope, receive, capture)  # type: ignore[arg-type]
+                await self._route(scope, receive, capture)
             except BaseException as exc:
                 telemetry.record_error(span, type(exc).__qualname__)
                 raise

@@ -26,10 +26,16 @@ from typing import Any
 import orjson
 
 from mcpfleet.registry.entry import OFFICIAL_META, STATUS_DELETED
+from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.store import CatalogueRow
 
 # Full pages are ~70 KB; 512 of them bound the cache near 36 MB.
 _PAGE_CACHE_SIZE = 512
+_PAGE_CACHE_BYTES = 16 * 1024 * 1024
+"""Also bounded in bytes: a whole walk of 10,000 entries (~9 MB) fits, a larger catalogue's does not."""
+_TRIM_AFTER_BYTES = 4 * 1024 * 1024
+"""Evicted page bytes after which freed heap pages are handed back to the OS (`return_free_memory`):
+pages are 1-70 KB, below the mmap threshold, so without it they stay in the RSS once evicted."""
 
 
 # What `search` matches: the name only (the official registry's behaviour and the default), or also
@@ -94,6 +100,8 @@ def _item(row: CatalogueRow) -> Item:
         # Always present, as on the official registry (a new entry: its publish time).
         "statusChangedAt": row.status_changed_at,
     }
+    if row.status_message is not None:
+        official["statusMessage"] = row.status_message
     # The stored document is orjson's compact serialization already: spliced in as it is rather than
     # parsed and serialized again (most of the time of loading the catalogue at start-up), and the
     # concatenation is an exact-size bytes object (orjson's own results keep a 4 KB buffer).
@@ -109,6 +117,11 @@ def _item(row: CatalogueRow) -> Item:
         body,
         _etag(body),
     )
+
+
+def items_of(rows: list[CatalogueRow]) -> list[Item]:
+    """The served items of catalogue rows."""
+    return [_item(r) for r in rows]
 
 
 def _text(item: Item) -> str:
@@ -157,9 +170,12 @@ class SearchIndex:
 class Catalogue:
     """One generation of the catalogue: sorted items, per-name versions, a page cache."""
 
-    def __init__(self, generation: int, rows: list[CatalogueRow]) -> None:
+    def __init__(self, generation: int, rows: list[CatalogueRow], items: list[Item] | None = None) -> None:
+        """From the store's rows, or from `items` already built (`items_of`, chunk by chunk while
+        the rows are read: the whole row set and the whole item set never sit in memory together)."""
         self.generation = generation
-        self.items: list[Item] = sorted((_item(r) for r in rows), key=lambda i: (i.name, i.version))
+        self.items: list[Item] = items if items is not None else items_of(rows)
+        self.items.sort(key=lambda i: (i.name, i.version))
         self.keys: list[tuple[str, str]] = [(i.name, i.version) for i in self.items]
         self.by_name: dict[str, list[Item]] = defaultdict(list)
         for item in self.items:
@@ -167,6 +183,8 @@ class Catalogue:
         self.active_count = sum(1 for i in self.items if i.status != STATUS_DELETED)
         self._indexes: dict[str, SearchIndex] = {}
         self._pages: OrderedDict[tuple[Any, ...], Page] = OrderedDict()
+        self._page_bytes = 0
+        self._evicted_bytes = 0
 
     def _cached(self, key: tuple[Any, ...]) -> Page | None:
         page = self._pages.get(key)
@@ -177,8 +195,14 @@ class Catalogue:
     def _store(self, key: tuple[Any, ...], body: bytes) -> Page:
         page = Page(body, _etag(body))
         self._pages[key] = page
-        if len(self._pages) > _PAGE_CACHE_SIZE:
-            self._pages.popitem(last=False)
+        self._page_bytes += len(body)
+        while len(self._pages) > _PAGE_CACHE_SIZE or self._page_bytes > _PAGE_CACHE_BYTES:
+            _, evicted = self._pages.popitem(last=False)
+            self._page_bytes -= len(evicted.body)
+            self._evicted_bytes += len(evicted.body)
+        if self._evicted_bytes > _TRIM_AFTER_BYTES:
+            self._evicted_bytes = 0
+            return_free_memory()
         return page
 
     def index(self, fields: str) -> SearchIndex:

@@ -13,22 +13,26 @@ ToolHive's registry server configuration. Every error names the offending key (e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration
 from mcpfleet.api.mcpregistry import (
+    PUBLISH_SCOPE,
     APISource,
     GitRef,
     KubernetesSource,
+    PublishGrant,
     RegistryFilter,
     SourceFormat,
     SyncPolicy,
     URLSource,
 )
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
+from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.registry.entry import PUBLISHED
 
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
 
@@ -139,6 +143,37 @@ class Server(ApiModel):
     port: int = Field(default=8080, ge=0, le=65535)
 
 
+class Publish(ApiModel):
+    """Publishing (`POST /v0.1/publish` and the status / delete operations); off without this block."""
+
+    auth: IncomingAuth
+    """Who may publish: `type: oidc` with the issuer and the audience tokens must carry."""
+    scope: str | None = Field(default=PUBLISH_SCOPE, min_length=1)
+    """Scope (in the token's `scope` or `scp` claim) every publish, status or delete call needs; null
+    for issuers that put no scopes in tokens (Kubernetes service-account tokens)."""
+    grants: list[PublishGrant] = Field(default_factory=list)
+    """Claims → namespaces, the private twin of the official registry's per-login permissions."""
+    emailDomainNamespaces: bool = Field(default=False, alias="emailDomainNamespaces")
+    """Also grant the namespaces of the token's verified email domain, as the official registry
+    grants a proven domain: `alice@acme.com` (with `email_verified: true`) may publish
+    `com.acme/*` and `com.acme.*`."""
+    precedence: Literal["first", "last"] = "first"
+    """Where published entries rank among the sources: `first` (a published name takes precedence
+    over the same name from any source) or `last` (synced sources win; publishing a name a source
+    serves is refused)."""
+    maxBodyBytes: int = Field(default=1024 * 1024, ge=1024, le=16 * 1024 * 1024, alias="maxBodyBytes")
+    """Largest server.json accepted (413 above)."""
+
+    @model_validator(mode="after")
+    def _oidc_only(self) -> Publish:
+        if self.auth.type != "oidc":
+            raise ValueError("auth.type must be 'oidc': publishing needs authenticated callers")
+        problems = self.auth.problems("auth")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class RegistryConfig(ApiModel):
     """The whole configuration file."""
 
@@ -151,6 +186,8 @@ class RegistryConfig(ApiModel):
     deletedRetention: Duration = Field(default="168h", alias="deletedRetention")
     """How long an entry that left its sources stays visible as `status: deleted` (to `include_deleted`
     and `updated_since` readers) before it is purged."""
+    publish: Publish | None = None
+    """Publishing API settings; without them the registry is read-only."""
 
     @field_validator("sources")
     @classmethod
@@ -161,6 +198,14 @@ class RegistryConfig(ApiModel):
                 raise ValueError(f"duplicate source name {source.name!r}")
             seen.add(source.name)
         return sources
+
+
+def merge_order(config: RegistryConfig) -> list[str]:
+    """The sources in precedence order, published entries among them where `publish.precedence` says."""
+    names = [s.name for s in config.sources]
+    if config.publish is None:
+        return names
+    return [PUBLISHED, *names] if config.publish.precedence == "first" else [*names, PUBLISHED]
 
 
 class ConfigError(Exception):

@@ -9,6 +9,9 @@ OFFICIAL_META = "io.modelcontextprotocol.registry/official"
 PUBLISHER_META = "io.modelcontextprotocol.registry/publisher-provided"
 TOOLHIVE_NAMESPACE = "io.github.stacklok"
 
+PUBLISHED = "@published"
+"""The source name of published entries (not a DNS label, so no configured source can collide)."""
+
 STATUS_ACTIVE = "active"
 STATUS_DEPRECATED = "deprecated"
 STATUS_DELETED = "deleted"

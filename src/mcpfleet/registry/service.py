@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcpfleet.registry.catalogue import Catalogue
+from mcpfleet.registry.catalogue import Catalogue, items_of
 from mcpfleet.registry.config import RegistryConfig
+from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceReader
 from mcpfleet.registry.store import Store, database_url
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from lightkube import AsyncClient
     from opentelemetry.trace import Tracer
 
+    from mcpfleet.registry.publish import Publisher
     from mcpfleet.registry.sources.kubernetes import WorkloadSource
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ class RegistryService:
         self._workloads = workloads
         self._store: Store | None = None
         self._syncer: Syncer | None = None
+        self.publisher: Publisher | None = None
+        """The publishing API (None: read-only registry, no `publish` in the config)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -77,9 +81,9 @@ class RegistryService:
 
     async def reload(self) -> None:
         """Rebuild the in-memory catalogue from the store (after a sync changed it)."""
-        generation, rows = await self.store.catalogue()
-        # Serializing 10,000 entries takes a moment: off the event loop.
-        catalogue = await asyncio.to_thread(Catalogue, generation, rows)
+        # Serializing 10,000 entries takes a moment: off the event loop, chunk by chunk as rows arrive.
+        generation, items = await self.store.catalogue_items(items_of)
+        catalogue = await asyncio.to_thread(Catalogue, generation, [], items)
         if catalogue.generation < self.catalogue.generation:
             return  # a concurrent, newer reload already won; never go back in time
         self.catalogue = catalogue
@@ -87,6 +91,7 @@ class RegistryService:
         # rescanning them in every full collection (a latency spike at p99). Refcounting still frees
         # them when the next snapshot replaces this one.
         gc.freeze()
+        return_free_memory()
         self.metrics.catalogue_entries.set(catalogue.active_count)
         self.metrics.generation.set(generation)
 
@@ -108,6 +113,11 @@ class RegistryService:
             self.config, self._store, readers, self.metrics, self.reload, tracer=self.tracer
         )
         await self._syncer.start()
+        if self.config.publish is not None:
+            from mcpfleet.registry.publish import Publisher
+
+            auth = self.config.publish.auth.resolved(self.base_dir)
+            self.publisher = Publisher(self.config.publish.model_copy(update={"auth": auth}), self)
         if self.run_loops:
             self._tasks.append(asyncio.create_task(self._syncer.run(), name="registry-sync"))
             self._tasks.append(asyncio.create_task(self._follow_generation(), name="registry-generation"))
@@ -129,6 +139,8 @@ class RegistryService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self.publisher is not None:
+            await self.publisher.close()
         if self._syncer is not None:
             await self._syncer.close()
         if self._store is not None:

@@ -6,18 +6,23 @@ Tables:
   and tombstones (status `deleted`) for entries that left every source;
 - `registry_source_state`: per-source sync bookkeeping (content/filter hash, last error);
 - `registry_meta`: the catalogue generation, bumped by every sync that changes `registry_servers`.
+
+Published entries (`POST /v0.1/publish`) are the entries of one more source, `PUBLISHED`, a name no
+configured source can take (not a DNS label); they merge with the synced sources by the position the
+config gives that name in the merge order, and are never pruned with the sources that left the config.
 The schema is created by the alembic migrations shipped in `mcpfleet.registry.migrations`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import (
@@ -42,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from mcpfleet.registry.entry import STATUS_DELETED, Entry
+from mcpfleet.registry.entry import PUBLISHED, STATUS_DELETED, Entry
 from mcpfleet.registry.versions import latest_version
 
 metadata = MetaData()
@@ -60,6 +65,7 @@ servers = Table(
     Column("status_changed_at", String(32), nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("document", Text, nullable=False),
+    Column("status_message", Text, nullable=True),
 )
 
 source_entries = Table(
@@ -71,6 +77,7 @@ source_entries = Table(
     Column("status", String(16), nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("document", Text, nullable=False),
+    Column("status_message", Text, nullable=True),
 )
 
 source_state = Table(
@@ -91,12 +98,13 @@ registry_meta = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("generation", BigInteger, nullable=False),
+    Column("merge_order", Text, nullable=True),
 )
 
 _CHUNK = 500
 _COPY_THRESHOLD = 200
 # The newest migration's revision; a test checks it against alembic's head.
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0002"
 _VERSION_TABLE = "registry_alembic_version"  # as migrations/env.py names it
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
@@ -106,8 +114,11 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def content_hash(entry: Entry) -> str:
-    canonical = orjson.dumps([entry.status, entry.server], option=orjson.OPT_SORT_KEYS)
+def content_hash(entry: Entry, status_message: str | None = None) -> str:
+    parts: list[Any] = [entry.status, entry.server]
+    if status_message is not None:
+        parts.append(status_message)
+    canonical = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
 
 
@@ -145,6 +156,26 @@ class CatalogueRow:
     updated_at: str
     status_changed_at: str
     document: str
+    status_message: str | None = None
+
+
+_CATALOGUE_COLUMNS = (
+    servers.c.name,
+    servers.c.version,
+    servers.c.status,
+    servers.c.is_latest,
+    servers.c.published_at,
+    servers.c.updated_at,
+    servers.c.status_changed_at,
+    servers.c.document,
+    servers.c.status_message,
+)
+T = TypeVar("T")
+
+
+def _order_key(order: list[str]) -> str:
+    """The merge order as stored (source names are DNS labels or `@published`: no newline in them)."""
+    return "\n".join(order)
 
 
 def database_url(url: str | None, default_path: Path, password_file: str | None) -> str:
@@ -162,6 +193,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets the API read while a sync writes; NORMAL is durable enough for a cache of the sources.
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # A 512 KiB page cache per connection instead of 2 MiB: the catalogue is read once per generation
+    # into memory and served from there, so a larger cache only adds RSS (pooled connections each hold one).
+    cursor.execute("PRAGMA cache_size=-512")
     cursor.close()
 
 
@@ -297,18 +331,107 @@ class Store:
     async def prune_sources(self, order: list[str]) -> MergeStats:
         """Drop data of sources no longer configured and re-merge (a config change leaves nothing stale)."""
         async with self.engine.begin() as conn:
-            dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(order)))
-            await conn.execute(delete(source_state).where(source_state.c.source.not_in(order)))
-            if not dropped.rowcount and len(order) <= 1:
-                # No data dropped and a single source (so no precedence that could have changed): the
-                # merged catalogue is already right. Skipping the merge keeps a restart fast; with
-                # several sources their order may have changed, so the merge runs.
+            # Published entries stay whatever the config says: switching publishing off must not lose them.
+            keep = [*order, PUBLISHED]
+            dropped = await conn.execute(delete(source_entries).where(source_entries.c.source.not_in(keep)))
+            await conn.execute(delete(source_state).where(source_state.c.source.not_in(keep)))
+            merged_with = await conn.scalar(
+                select(registry_meta.c.merge_order).where(registry_meta.c.id == 1)
+            )
+            if not dropped.rowcount and merged_with == _order_key(order):
+                # No data dropped and the same precedence as the last merge: the merged catalogue is
+                # already right. Skipping the merge keeps a restart fast.
                 stats = MergeStats()
                 stats.generation = int(
                     await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
                 )
                 return stats
             return await self._merge(conn, order, {})
+
+    async def served(self, name: str) -> list[tuple[str, str, str]]:
+        """(version, source, status) of every row of `name` in the merged catalogue, tombstones too."""
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(servers.c.version, servers.c.source, servers.c.status).where(servers.c.name == name)
+            )
+            return [(r[0], r[1], r[2]) for r in result]
+
+    async def publish(self, entry: Entry, order: list[str]) -> MergeStats | None:
+        """Add one published version and merge; None when (name, version) was published before (any
+        status) or is served by any source: versions are immutable."""
+        document = orjson.dumps(entry.server).decode()
+        digest = content_hash(entry)
+        async with self.engine.begin() as conn:
+            taken = await conn.scalar(
+                select(servers.c.version).where(
+                    servers.c.name == entry.name, servers.c.version == entry.version
+                )
+            )
+            taken = taken or await conn.scalar(
+                select(source_entries.c.version).where(
+                    source_entries.c.source == PUBLISHED,
+                    source_entries.c.name == entry.name,
+                    source_entries.c.version == entry.version,
+                )
+            )
+            if taken is not None:
+                return None
+            # A concurrent publish of the same version fails here on the primary key (IntegrityError).
+            await conn.execute(
+                insert(source_entries).values(
+                    source=PUBLISHED,
+                    name=entry.name,
+                    version=entry.version,
+                    status=entry.status,
+                    content_hash=digest,
+                    document=document,
+                )
+            )
+            return await self._merge(conn, order, {PUBLISHED: {entry.key: (document, digest)}})
+
+    async def set_published_status(
+        self, name: str, version: str | None, status: str, message: str | None, order: list[str]
+    ) -> list[str] | None:
+        """Set the status (and its message) of one published version (all of them: `version` None)
+        and merge; returns the versions changed (empty: they already had that status and message),
+        None when none is published."""
+        async with self.engine.begin() as conn:
+            where = [source_entries.c.source == PUBLISHED, source_entries.c.name == name]
+            if version is not None:
+                where.append(source_entries.c.version == version)
+            rows = (
+                await conn.execute(
+                    select(
+                        source_entries.c.version,
+                        source_entries.c.status,
+                        source_entries.c.document,
+                        source_entries.c.status_message,
+                    ).where(*where)
+                )
+            ).all()
+            if not rows:
+                return None
+            changes = []
+            for v, old, document, old_message in rows:
+                if old == status and old_message == message:
+                    continue
+                # The message is part of the hash: a new message alone is a change the merge carries.
+                digest = content_hash(Entry(name, v, orjson.loads(document), status), message)
+                changes.append({"k_version": v, "status": status, "content_hash": digest, "message": message})
+            if changes:
+                key = and_(
+                    source_entries.c.source == PUBLISHED,
+                    source_entries.c.name == name,
+                    source_entries.c.version == bindparam("k_version"),
+                )
+                values: dict[str, Any] = {
+                    "status": bindparam("status"),
+                    "content_hash": bindparam("content_hash"),
+                    "status_message": bindparam("message"),
+                }
+                await conn.execute(update(source_entries).where(key).values(**values), changes)
+                await self._merge(conn, order, {})
+            return sorted(c["k_version"] for c in changes)
 
     async def _merge(
         self,
@@ -399,9 +522,9 @@ class Store:
         ]
         docs = await self._documents(conn, need_doc, known_docs)
         for row in inserts:
-            row["document"] = docs[(row["source"], row["name"], row["version"])]
+            row["document"], row["status_message"] = docs[(row["source"], row["name"], row["version"])]
         for row in updates:
-            row["document"] = docs[(row["source"], row["k_name"], row["k_version"])]
+            row["document"], row["status_message"] = docs[(row["source"], row["k_name"], row["k_version"])]
         await _bulk_insert(conn, servers, inserts)
         key_match = and_(servers.c.name == bindparam("k_name"), servers.c.version == bindparam("k_version"))
         changed_status = [u for u in updates if u["status_changed_at"] is not None]
@@ -431,6 +554,7 @@ class Store:
         )
         if stats.changed:
             await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+        await conn.execute(update(registry_meta).values(merge_order=_order_key(order)))
         stats.generation = int(
             await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
         )
@@ -441,24 +565,29 @@ class Store:
         conn: AsyncConnection,
         keys: list[tuple[str, str, str]],
         known: dict[str, dict[tuple[str, str], tuple[str, str]]],
-    ) -> dict[tuple[str, str, str], str]:
-        out: dict[tuple[str, str, str], str] = {}
+    ) -> dict[tuple[str, str, str], tuple[str, str | None]]:
+        """(document, status message) of each (source, name, version); `known` documents (just
+        written by a sync or a publish) carry no message."""
+        out: dict[tuple[str, str, str], tuple[str, str | None]] = {}
         missing: dict[str, set[tuple[str, str]]] = defaultdict(set)
         for src, name, version in keys:
             doc = known.get(src, {}).get((name, version))
             if doc is not None:
-                out[(src, name, version)] = doc[0]
+                out[(src, name, version)] = (doc[0], None)
             else:
                 missing[src].add((name, version))
         for src, wanted in missing.items():
             result = await conn.execute(
-                select(source_entries.c.name, source_entries.c.version, source_entries.c.document).where(
-                    source_entries.c.source == src
-                )
+                select(
+                    source_entries.c.name,
+                    source_entries.c.version,
+                    source_entries.c.document,
+                    source_entries.c.status_message,
+                ).where(source_entries.c.source == src)
             )
-            for name, version, document in result:
+            for name, version, document, message in result:
                 if (name, version) in wanted:
-                    out[(src, name, version)] = document
+                    out[(src, name, version)] = (document, message)
         return out
 
     async def purge_deleted(self, changed_before: str) -> int:
@@ -474,24 +603,22 @@ class Store:
                 await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
         return purged
 
-    async def catalogue(self) -> tuple[int, list[CatalogueRow]]:
-        """The generation and every row of the merged catalogue (tombstones included)."""
+    async def catalogue_items(
+        self, convert: Callable[[list[CatalogueRow]], list[T]], chunk: int = 1000
+    ) -> tuple[int, list[T]]:
+        """The generation and `convert` of every row of the merged catalogue, read `chunk` rows at a
+        time (a server-side cursor) and converted off the event loop chunk by chunk: at 10,000
+        entries the full row set (~16 MB of strings) never has to be held next to what is built."""
+        out: list[T] = []
         async with self.engine.connect() as conn:
             generation = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
-            result = await conn.execute(
-                select(
-                    servers.c.name,
-                    servers.c.version,
-                    servers.c.status,
-                    servers.c.is_latest,
-                    servers.c.published_at,
-                    servers.c.updated_at,
-                    servers.c.status_changed_at,
-                    servers.c.document,
-                )
-            )
-            rows = [CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7]) for r in result.all()]
-        return int(generation or 0), rows
+            result = await conn.stream(select(*_CATALOGUE_COLUMNS))
+            async for part in result.partitions(chunk):
+                rows = [
+                    CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in part
+                ]
+                out.extend(await asyncio.to_thread(convert, rows))
+        return int(generation or 0), out
 
 
 async def _bulk_insert(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -504,7 +631,7 @@ async def _bulk_insert(conn: AsyncConnection, table: Table, rows: list[dict[str,
         driver = raw.driver_connection
         assert driver is not None, "no asyncpg connection behind the pool entry"
         columns = [c.name for c in table.columns]
-        records = [tuple(row[c] for c in columns) for row in rows]
+        records = [tuple(row.get(c) for c in columns) for row in rows]
         await driver.copy_records_to_table(table.name, records=records, columns=columns)
         return
     for chunk in _chunks(rows):

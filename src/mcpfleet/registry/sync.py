@@ -25,8 +25,9 @@ from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.registry.config import RegistryConfig, Source
+from mcpfleet.registry.config import RegistryConfig, Source, merge_order
 from mcpfleet.registry.filters import apply_filter, filter_hash
+from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceError, SourceReader
 from mcpfleet.registry.store import SourceState, Store, now_iso
@@ -127,14 +128,16 @@ class Syncer:
         self.metrics = metrics
         self.on_change = on_change
         self.order = [s.name for s in config.sources]
+        self.merge_order = merge_order(config)
+        """`order` with the published entries where the config ranks them: what every merge uses."""
         self.states: dict[str, SourceState] = {}
         self.initial_round_done = False
-        self._lock = asyncio.Lock()
+        self.write_lock = asyncio.Lock()
 
     async def start(self) -> None:
         """Load persisted state and drop data of sources that left the config."""
         self.states = {k: v for k, v in (await self.store.source_states()).items() if k in self.order}
-        stats = await self.store.prune_sources(self.order)
+        stats = await self.store.prune_sources(self.merge_order)
         changed = stats.changed
         # A filter that changed while the registry was down applies at once to the stored data, so
         # nothing it now excludes is served even if the source cannot be fetched. The content hash
@@ -146,8 +149,8 @@ class Syncer:
                 continue
             kept = apply_filter(await self.store.source_entries(source.name), source.filter)
             state.content_hash, state.filter_hash, state.entry_count = None, fhash, len(kept)
-            async with self._lock:
-                changed |= (await self.store.replace_source(state, kept, self.order)).changed
+            async with self.write_lock:
+                changed |= (await self.store.replace_source(state, kept, self.merge_order)).changed
         if changed:
             await self.on_change()
 
@@ -205,6 +208,9 @@ class Syncer:
                 await self.store.save_state(state)
             except Exception:
                 log.exception("cannot record the sync failure of source %s", name)
+        # The fetched document (and, when applied, its parsed entries) are garbage now: give their
+        # pages back rather than keep them in the RSS until the next sync.
+        return_free_memory()
         self.metrics.syncs.labels(name, result).inc()
         self.metrics.sync_seconds.labels(name).observe(time.perf_counter() - started)
         self.metrics.source_up.labels(name).set(0 if result == "failed" else 1)
@@ -252,8 +258,8 @@ class Syncer:
             log.warning(
                 "source %s: entry %s (%s) rejected: %s", source.name, error.index, error.name, error.message
             )
-        async with self._lock:
-            stats = await self.store.replace_source(applied, entries, self.order)
+        async with self.write_lock:
+            stats = await self.store.replace_source(applied, entries, self.merge_order)
         _adopt(state, applied)
         log.info(
             "source %s synced: %d entries (%d rejected); catalogue +%d ~%d -%d, generation %d",
@@ -280,7 +286,7 @@ class Syncer:
         retention = timedelta(seconds=parse_duration(self.config.deletedRetention))
         cutoff = (datetime.now(UTC) - retention).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         try:
-            async with self._lock:
+            async with self.write_lock:
                 purged = await self.store.purge_deleted(cutoff)
         except Exception:
             log.exception("purging deleted entries failed")

@@ -40,6 +40,9 @@ class BackendLists:
 @dataclass
 class Aggregate:
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # Every tool a client may call (backend, composite and code-mode tools): what the optimizer
+    # indexes. `tools` is what tools/list advertises, the same list unless the optimizer is on.
+    catalogue: list[dict[str, Any]] = field(default_factory=list)
     tool_routes: dict[str, Route] = field(default_factory=dict)
     # "workload.tool" (original or overridden name) -> route, including hidden tools.
     step_routes: dict[str, Route] = field(default_factory=dict)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -28,10 +29,12 @@ from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
+from mcpfleet.vmcp.codemode import SCRIPT_TOOL, CodeRunner, tool_definition
 from mcpfleet.vmcp.composite import CompositeRunner
 from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth
 from mcpfleet.vmcp.metrics import Metrics
+from mcpfleet.vmcp.optimizer import FIND_TOOL, META_TOOLS, ToolFinder, call_arguments, meta_tools
 from mcpfleet.vmcp.reload import ConfigWatcher
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
 from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
@@ -174,6 +177,8 @@ class Gateway:
         self.composites = {c.name: c for c in config.composite_tools}
         self._runner = CompositeRunner(self._call_step, tracer=tracer)
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
+        self.finder: ToolFinder | None = ToolFinder(config.optimizer) if config.optimizer else None
+        self.code: CodeRunner | None = CodeRunner(config.code_mode) if config.code_mode.enabled else None
         fh = config.operational.failure_handling
         self._check_interval = parse_duration(fh.health_check_interval)
         self._check_timeout = parse_duration(fh.health_check_timeout)
@@ -228,6 +233,10 @@ class Gateway:
         with contextlib.suppress(Exception):
             await self.status_writer.write(self.status())
         await self._outgoing.close()
+        if self.finder is not None:
+            await self.finder.close()
+        if self.code is not None:
+            await self.code.close()
         if self._own_http and self._http is not None:
             await self._http.close()
             self._http = None
@@ -387,7 +396,15 @@ class Gateway:
                 agg.tools.append(
                     {"name": ct.name, "description": ct.description, "inputSchema": ct.parameters}
                 )
+            if self.code is not None:
+                agg.tools.append(tool_definition(self.config.code_mode))
+            agg.catalogue = agg.tools
+            if self.config.optimizer is not None:
+                meta = meta_tools(self.config.optimizer)
+                agg.tools = meta + agg.catalogue if self.config.optimizer.expose_all_tools else meta
             new[era] = agg
+        if self.finder is not None:
+            self.finder.update({era: agg.catalogue for era, agg in new.items()})
         for era, agg in new.items():
             old = self.aggs[era]
             self.aggs[era] = agg
@@ -413,22 +430,30 @@ class Gateway:
         Returns the list methods that changed, or None when those settings are the same as now.
         Other fields are not taken: the platform restarts the gateway when they change.
         """
-        live = {"aggregation", "composite_tools", "tool_configs"}
+        live = {"aggregation", "composite_tools", "tool_configs", "optimizer", "code_mode"}
         if config.model_dump(include=live) == self.config.model_dump(include=live):
             return None
-        self.config = self.config.model_copy(
-            update={
-                "aggregation": config.aggregation,
-                "composite_tools": config.composite_tools,
-                "tool_configs": config.tool_configs,
-            }
-        )
+        old = self.config
+        self.config = self.config.model_copy(update={k: getattr(config, k) for k in live})
         self.composites = {c.name: c for c in config.composite_tools}
+        if config.optimizer != old.optimizer:
+            if self.finder is not None:
+                self._spawn(self.finder.close())
+            self.finder = ToolFinder(config.optimizer) if config.optimizer else None
+        if config.code_mode != old.code_mode:
+            if self.code is not None:
+                self._spawn(self.code.close())
+            self.code = CodeRunner(config.code_mode) if config.code_mode.enabled else None
         changed = self.rebuild()
         for m in changed:
             self.broadcast_list_changed(m)
         log.info("applied the aggregation settings of the new config; changed: %s", sorted(changed))
         return changed
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
 
     @staticmethod
     def _items(agg: Aggregate, method: str) -> list[dict[str, Any]]:
@@ -442,7 +467,7 @@ class Gateway:
     def capabilities(self) -> dict[str, Any]:
         caps: dict[str, Any] = {}
         ups = [b.upstream for b in self.backends.values() if b.upstream is not None]
-        if self.composites or any("tools" in u.capabilities for u in ups):
+        if self.composites or self.finder or self.code or any("tools" in u.capabilities for u in ups):
             caps["tools"] = {"listChanged": True}
         if any("resources" in u.capabilities for u in ups):
             sub = any((u.capabilities.get("resources") or {}).get("subscribe") for u in ups)
@@ -604,8 +629,18 @@ class Gateway:
                 return b.spec.name
         return None
 
+    def tool_allowed(self, name: str, ctx: CallContext) -> bool:
+        """Whether the caller of `ctx` may see and call tool `name` (the optimizer filters find_tool
+        answers with it). Every tool a client can call is allowed unless authorization says otherwise."""
+        return True
+
     async def call_tool(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """tools/call: the one path of a client's call, and of each call made by call_tool or a script."""
         name = p.get("name")
+        if self.finder is not None and name in META_TOOLS:
+            return await self._meta_tool(str(name), p.get("arguments"), ctx)
+        if self.code is not None and name == SCRIPT_TOOL:
+            return await self._script(p.get("arguments"), ctx)
         comp = self.composites.get(name) if isinstance(name, str) else None
         if comp is not None:
             return await self._runner.run(comp, p.get("arguments") or {}, ctx)
@@ -616,6 +651,30 @@ class Gateway:
         if route.original != name:
             p = {**p, "name": route.original}
         return await self._forward(route.backend, "tools/call", p, ctx)
+
+    async def _meta_tool(self, name: str, arguments: Any, ctx: CallContext) -> dict[str, Any]:
+        """find_tool / call_tool of the optimizer."""
+        assert self.finder is not None
+        if name == FIND_TOOL:
+            return await self.finder.find(arguments, ctx.era, lambda tool: self.tool_allowed(tool, ctx))
+        tool, params = call_arguments(arguments)
+        return await self.call_tool({"name": tool, "arguments": params}, ctx)
+
+    async def _script(self, arguments: Any, ctx: CallContext) -> dict[str, Any]:
+        """execute_tool_script: each call the script makes is a tools/call of the caller's own."""
+        assert self.code is not None
+        script = self.code.validate(arguments)
+        inner = dataclasses.replace(ctx, emit=None, client_id=None)
+
+        async def call(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            if tool == SCRIPT_TOOL:
+                raise RPCError(wire.INVALID_PARAMS, f"{SCRIPT_TOOL} cannot be called from a script")
+            return await self.call_tool({"name": tool, "arguments": args}, inner)
+
+        names = [t["name"] for t in self.aggs[ctx.era].catalogue if t.get("name") != SCRIPT_TOOL]
+        if self.finder is not None:
+            names += sorted(META_TOOLS)
+        return await self.code.run(script, names, call)
 
     async def _call_step(
         self, tool: str, arguments: dict[str, Any], ctx: CallContext, time_limit: float | None
@@ -1053,6 +1112,7 @@ class Gateway:
                 "prompts": len(self.agg.prompts),
             },
             "sessions": len(self.sessions),
+            **({"optimizer": self.finder.status()} if self.finder is not None else {}),
         }
 
 

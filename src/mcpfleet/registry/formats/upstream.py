@@ -90,15 +90,24 @@ def version_error(version: str) -> str | None:
     return None
 
 
-def validation_error(server: Any) -> str | None:
-    """None when `server` is a valid server.json document, else a message naming the bad field."""
+def validation_problem(server: Any) -> tuple[str, str] | None:
+    """None when `server` is a valid server.json document, else (the bad field's path, e.g.
+    `packages[0].version` or `` for the document itself, a message naming it)."""
     if depth(server) > MAX_DEPTH:
-        return f"document: nested deeper than {MAX_DEPTH} levels"
+        return "", f"document: nested deeper than {MAX_DEPTH} levels"
     try:
         _validator()(server)
     except fastjsonschema.JsonSchemaValueException as exc:
-        return str(exc.message).replace("data.", "", 1).replace("data ", "document ", 1)
-    return version_error(server["version"])
+        path = str(exc.name or "data").removeprefix("data").removeprefix(".")
+        return path, str(exc.message).replace("data.", "", 1).replace("data ", "document ", 1)
+    message = version_error(server["version"])
+    return ("version", message) if message is not None else None
+
+
+def validation_error(server: Any) -> str | None:
+    """None when `server` is a valid server.json document, else a message naming the bad field."""
+    problem = validation_problem(server)
+    return problem[1] if problem is not None else None
 
 
 def _items(doc: Any) -> list[Any] | str:

@@ -266,7 +266,10 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
         # whatever the pod's automount setting.
         out.append(_token_volume())
     if plan.data_dir:
-        out.append({"name": DATA_VOLUME, "emptyDir": {}})
+        if plan.data_claim:
+            out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": plan.data_claim}})
+        else:
+            out.append({"name": DATA_VOLUME, "emptyDir": {}})
     return out
 
 

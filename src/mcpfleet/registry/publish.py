@@ -1,0 +1,429 @@
+"""The publishing API of the upstream registry, for a private registry (see docs/registry.md).
+
+Routes (also under `/v0`):
+- `POST /v0.1/publish` — a server.json document becomes a new version;
+- `PATCH /v0.1/servers/{serverName}/versions/{version}/status` and `PATCH /v0.1/servers/{serverName}/status`
+  — `{status, statusMessage?}` for one version or every version of a name;
+- `DELETE /v0.1/servers/{serverName}/versions/{version}` — the same as status `deleted` (the version
+  stays, visible to `include_deleted` readers, and can never be published again);
+- `PUT …/versions/{version}` — 405: versions are immutable, publish a new one.
+
+Every call needs a bearer token of the configured OIDC issuer and audience carrying the publish scope
+(`publish.scope`, in `scope` or `scp`). What the token may touch is the official registry's permission
+model: a list of (action, pattern) where the action is `publish` or `edit` and a pattern is `*`, a
+server name, or a prefix ending in `*` (the official `isResourceMatch`). The official registry derives
+them from the login method (GitHub user → `io.github.<user>/*`, a proven domain → `com.example/*` and
+`com.example.*`, its OIDC admins → configured patterns); a private issuer has no such proof, so the
+config maps token claims to patterns (`publish.grants`), and `emailDomainNamespaces` adds the
+domain rule for a verified email address.
+
+Every failure is an `application/problem+json` answer naming the field (`errors[].location`):
+401 (no or bad token, with `WWW-Authenticate`), 403 (no publish scope, namespace not granted), 413
+(body over `publish.maxBodyBytes`), 415 (not JSON), 400 (unparsable JSON, duplicate version — the
+official message, status already set), 422 (schema violation), 404 (nothing published under that name
+or version), 409 (a synced source serves that name and ranks above published entries).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+from sqlalchemy.exc import IntegrityError
+
+from mcpfleet.api.mcpregistry import PublishGrant
+from mcpfleet.auth.oidc import Authenticator, AuthError, make_authenticator
+from mcpfleet.registry.api import WRITE_PREFIXES, problem
+from mcpfleet.registry.config import Publish
+from mcpfleet.registry.entry import (
+    PUBLISHED,
+    STATUS_ACTIVE,
+    STATUS_DELETED,
+    STATUS_DEPRECATED,
+    Entry,
+)
+from mcpfleet.registry.formats.upstream import validation_problem
+
+log = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Headers = list[tuple[bytes, bytes]]
+
+PUBLISH = "publish"
+EDIT = "edit"
+_STATUSES = (STATUS_ACTIVE, STATUS_DEPRECATED, STATUS_DELETED)
+_MAX_STATUS_MESSAGE = 500
+
+
+class Problem(Exception):
+    """An answer other than success: status, detail, optional per-field errors and headers."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        location: str | None = None,
+        value: Any = None,
+        headers: Headers | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = [{"message": detail, "location": location, "value": value}] if location else None
+        self.headers = headers or []
+
+
+def resource_match(resource: str, pattern: str) -> bool:
+    """The official registry's `isResourceMatch`: `*`, a prefix ending in `*`, or the exact name."""
+    if pattern == "*":
+        return True
+    if pattern.endswith("*"):
+        return resource.startswith(pattern[:-1])
+    return resource == pattern
+
+
+def _claim_matches(claims: dict[str, Any], name: str, wanted: str) -> bool:
+    """The claim is the string `wanted`, or an array holding it (`groups`, `roles`)."""
+    value = claims.get(name)
+    if isinstance(value, list):
+        return wanted in value
+    return isinstance(value, str) and value == wanted
+
+
+def _email_domain_patterns(claims: dict[str, Any]) -> list[str]:
+    """`alice@sub.acme.com` (verified) → `com.acme.sub/*`, `com.acme.sub.*`: the official rule for a
+    domain proven by DNS (the namespace of the domain and of its subdomains)."""
+    email = claims.get("email")
+    if claims.get("email_verified") is not True or not isinstance(email, str) or email.count("@") != 1:
+        return []
+    domain = email.rsplit("@", 1)[1].lower().strip(".")
+    labels = domain.split(".")
+    if len(labels) < 2 or not all(labels) or not all(c.isalnum() or c == "-" for c in "".join(labels)):
+        return []
+    reverse = ".".join(reversed(labels))
+    return [f"{reverse}/*", f"{reverse}.*"]
+
+
+def permissions(config: Publish, claims: dict[str, Any]) -> list[tuple[str, str]]:
+    """(action, pattern) pairs the token's claims grant."""
+    out: list[tuple[str, str]] = []
+    grant: PublishGrant
+    for grant in config.grants:
+        if all(_claim_matches(claims, k, v) for k, v in grant.claims.items()):
+            out.extend((PUBLISH, p) for p in grant.publish)
+            out.extend((EDIT, p) for p in grant.edit)
+    if config.emailDomainNamespaces:
+        out.extend((PUBLISH, p) for p in _email_domain_patterns(claims))
+    return out
+
+
+def has_scope(claims: dict[str, Any], scope: str) -> bool:
+    """`scope` is in the token's `scope` (space-separated, RFC 8693) or `scp` (a list or a string)."""
+    for value in (claims.get("scope"), claims.get("scp")):
+        if isinstance(value, str) and scope in value.split():
+            return True
+        if isinstance(value, list) and scope in value:
+            return True
+    return False
+
+
+def _allowed(perms: list[tuple[str, str]], name: str, actions: tuple[str, ...]) -> bool:
+    return any(action in actions and resource_match(name, pattern) for action, pattern in perms)
+
+
+def _route(raw_path: bytes) -> tuple[str, str | None, str | None]:
+    """(route, server name, version) of a write path; route "unknown" when it is none of them."""
+    path = raw_path.split(b"?", 1)[0]
+    prefix = next(p for p in WRITE_PREFIXES if path.startswith(p))
+    segments = [unquote(s.decode("latin-1"), errors="replace") for s in path[len(prefix) :].split(b"/")]
+    if segments == ["publish"]:
+        return "publish", None, None
+    if len(segments) < 3 or segments[0] != "servers":
+        return "unknown", None, None
+    rest = segments[1:]
+    if "/" in rest[0]:
+        name, rest = rest[0], rest[1:]
+    else:
+        name, rest = f"{rest[0]}/{rest[1]}", rest[2:]
+    if rest == ["status"]:
+        return "server-status", name, None
+    if len(rest) == 2 and rest[0] == "versions" and rest[1]:
+        return "version", name, rest[1]
+    if len(rest) == 3 and rest[0] == "versions" and rest[1] and rest[2] == "status":
+        return "version-status", name, rest[1]
+    return "unknown", None, None
+
+
+class Publisher:
+    """Answers the write routes; `service` is the `RegistryService` (store, syncer lock, reload)."""
+
+    def __init__(self, config: Publish, service: Any, authenticator: Authenticator | None = None) -> None:
+        self.config = config
+        self.service = service
+        self.auth = authenticator or make_authenticator(config.auth)
+
+    async def close(self) -> None:
+        close = getattr(self.auth, "close", None)
+        if close is not None:
+            await close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            status, body = await self._answer(scope, receive)
+            headers: Headers = [(b"content-type", b"application/json")]
+        except Problem as exc:
+            status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
+            headers = [(b"content-type", b"application/problem+json"), *exc.headers]
+        headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, bytes]:
+        raw: bytes = scope.get("raw_path") or scope["path"].encode()
+        route, name, version = _route(raw)
+        method = scope["method"]
+        allowed = {
+            "publish": "POST",
+            "server-status": "PATCH",
+            "version-status": "PATCH",
+            "version": "DELETE",
+        }.get(route)
+        if allowed is None:
+            raise Problem(404, "Not found")
+        if route == "version" and method == "PUT":
+            raise Problem(
+                405,
+                "Versions are immutable: publish a new version instead of updating this one",
+                headers=[(b"allow", b"GET, HEAD, DELETE")],
+            )
+        if method != allowed:
+            extra = ", GET, HEAD" if route == "version" else ""
+            raise Problem(405, "Method not allowed", headers=[(b"allow", (allowed + extra).encode())])
+        claims = await self._authenticate(scope)
+        perms = permissions(self.config, claims)
+        if route == "publish":
+            entry = self._entry(await self._json(scope, receive))
+            return 200, await self._publish(entry, perms)
+        assert name is not None
+        if route == "version":
+            await self._drain(scope, receive)
+            return 200, await self._status(name, version, (STATUS_DELETED, None), perms)
+        wanted = self._status_request(await self._json(scope, receive))
+        return 200, await self._status(name, version, wanted, perms, bulk=route == "server-status")
+
+    # -- authentication and the request body
+
+    async def _authenticate(self, scope: Scope) -> dict[str, Any]:
+        authorization = None
+        for key, value in scope["headers"]:
+            if key == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        try:
+            claims = await self.auth.authenticate(authorization)
+        except AuthError as exc:
+            message = str(exc) or "a bearer token is required"
+            challenge = self.auth.challenge(str(exc) or None).encode("latin-1", "replace")
+            raise Problem(
+                401,
+                f"Invalid or missing token: {message}",
+                "header.Authorization",
+                headers=[(b"www-authenticate", challenge)],
+            ) from None
+        claims = claims or {}
+        if self.config.scope is not None and not has_scope(claims, self.config.scope):
+            challenge = f'Bearer error="insufficient_scope", scope="{self.config.scope}"'.encode()
+            raise Problem(
+                403,
+                f"The token lacks the scope {self.config.scope!r} publishing needs",
+                "header.Authorization",
+                headers=[(b"www-authenticate", challenge)],
+            )
+        return claims
+
+    async def _json(self, scope: Scope, receive: Receive) -> Any:
+        content_type = b""
+        length: int | None = None
+        for key, value in scope["headers"]:
+            if key == b"content-type":
+                content_type = value.split(b";", 1)[0].strip().lower()
+            elif key == b"content-length":
+                length = int(value) if value.isdigit() else None
+        if content_type and content_type != b"application/json" and not content_type.endswith(b"+json"):
+            raise Problem(
+                415,
+                "Expected a JSON body (Content-Type: application/json)",
+                "header.Content-Type",
+                content_type.decode("latin-1"),
+            )
+        limit = self.config.maxBodyBytes
+        too_large = f"The body is larger than {limit} bytes"
+        if length is not None and length > limit:
+            raise Problem(413, too_large, "body", length)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise Problem(400, "The client went away before sending the body", "body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise Problem(413, too_large, "body", size)
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        try:
+            return orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as exc:
+            raise Problem(400, f"The body is not valid JSON: {exc}", "body") from None
+
+    async def _drain(self, scope: Scope, receive: Receive) -> None:
+        """Read and ignore a body (DELETE carries none), within the size limit."""
+        size = 0
+        while True:
+            message = await receive()
+            size += len(message.get("body", b""))
+            if size > self.config.maxBodyBytes or not message.get("more_body"):
+                return
+
+    def _entry(self, document: Any) -> Entry:
+        if not isinstance(document, dict):
+            raise Problem(422, "The body must be a server.json object", "body")
+        found = validation_problem(document)
+        if found is not None:
+            path, message = found
+            value = _at(document, path)
+            raise Problem(422, f"server.json: {message}", f"body.{path}" if path else "body", value)
+        return Entry(document["name"], document["version"], document)
+
+    def _status_request(self, body: Any) -> tuple[str, str | None]:
+        if not isinstance(body, dict):
+            raise Problem(422, "Expected an object {status, statusMessage}", "body")
+        unknown = sorted(set(body) - {"status", "statusMessage"})
+        if unknown:
+            raise Problem(422, f"Unknown field {unknown[0]!r}", f"body.{unknown[0]}", body[unknown[0]])
+        status = body.get("status")
+        if status not in _STATUSES:
+            raise Problem(422, f"status must be one of {', '.join(_STATUSES)}", "body.status", status)
+        message = body.get("statusMessage")
+        if message is not None and (not isinstance(message, str) or len(message) > _MAX_STATUS_MESSAGE):
+            raise Problem(
+                422,
+                f"statusMessage must be a string of at most {_MAX_STATUS_MESSAGE} characters",
+                "body.statusMessage",
+            )
+        return str(status), message
+
+    # -- the operations
+
+    def _forbidden(self, name: str, perms: list[tuple[str, str]], actions: tuple[str, ...]) -> Problem:
+        mine = [p for a, p in perms if a in actions]
+        held = ", ".join(mine) if mine else "none"
+        verb = "publish" if actions == (PUBLISH,) else "publish or edit"
+        return Problem(
+            403,
+            f"You do not have permission to {verb} this server. You have permission to {verb}: {held}. "
+            f"Attempting to {verb}: {name}",
+            "body.name" if actions == (PUBLISH,) else "path.serverName",
+            name,
+        )
+
+    async def _publish(self, entry: Entry, perms: list[tuple[str, str]]) -> bytes:
+        if not _allowed(perms, entry.name, (PUBLISH,)):
+            raise self._forbidden(entry.name, perms, (PUBLISH,))
+        service = self.service
+        order = service.syncer.merge_order
+        async with service.syncer.write_lock:
+            if self.config.precedence == "last":
+                owners = {src for _v, src, status in await service.store.served(entry.name)}
+                owners -= {PUBLISHED}
+                if owners:
+                    raise Problem(
+                        409,
+                        f"{entry.name} is served by the synced source {sorted(owners)[0]!r}, which ranks "
+                        "above published entries (publish.precedence: last)",
+                        "body.name",
+                        entry.name,
+                    )
+            try:
+                stats = await service.store.publish(entry, order)
+            except IntegrityError:
+                stats = None  # a concurrent publish of the same version won
+            if stats is None:
+                raise Problem(
+                    400,
+                    "invalid version: cannot publish duplicate version",
+                    "body.version",
+                    entry.version,
+                )
+            await service.reload()
+        log.info("published %s %s", entry.name, entry.version)
+        return self._response(entry.name, entry.version)
+
+    async def _status(
+        self,
+        name: str,
+        version: str | None,
+        wanted: tuple[str, str | None],
+        perms: list[tuple[str, str]],
+        bulk: bool = False,
+    ) -> bytes:
+        status, message = wanted
+        if not _allowed(perms, name, (PUBLISH, EDIT)):
+            raise self._forbidden(name, perms, (PUBLISH, EDIT))
+        service = self.service
+        async with service.syncer.write_lock:
+            changed = await service.store.set_published_status(
+                name, None if bulk else version, status, message, service.syncer.merge_order
+            )
+            if changed is None:
+                owners = {src for v, src, _s in await service.store.served(name) if bulk or v == version}
+                if owners:
+                    raise Problem(
+                        409,
+                        f"{name} comes from the synced source {sorted(owners)[0]!r}: change its status there",
+                        "path.serverName",
+                        name,
+                    )
+                what = "Server not found" if bulk else "Server version not found"
+                raise Problem(404, what, "path.version" if not bulk else "path.serverName")
+            if not changed and not bulk:
+                raise Problem(400, f"No changes to apply: status is already {status}", "body.status", status)
+            if changed:
+                await service.reload()
+        log.info("status of %s %s set to %s", name, version or "(all versions)", status)
+        if not bulk:
+            assert version is not None
+            return self._response(name, version)
+        catalogue = service.current()
+        bodies = [item.body for item in catalogue.by_name.get(name, ()) if item.version in set(changed)]
+        return b'{"updatedCount":' + str(len(changed)).encode() + b',"servers":[' + b",".join(bodies) + b"]}"
+
+    def _response(self, name: str, version: str) -> bytes:
+        page = self.service.current().get(name, version, True)
+        if page is None:  # the entry was taken over by a higher-ranking source in the same instant
+            raise Problem(409, f"{name} {version} is not served: a higher-ranking source took the name")
+        body: bytes = page.body
+        return body
+
+
+def _at(document: Any, path: str) -> Any:
+    """The value at a fastjsonschema path (`packages[0].version`), None when absent; never raises."""
+    value = document
+    for part in re.findall(r"[^.\[\]]+", path):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return None
+    if isinstance(value, dict | list):
+        return None  # only scalars are echoed back
+    return value
