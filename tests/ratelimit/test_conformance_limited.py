@@ -5,6 +5,7 @@ nothing else). The gateway's buckets are in Redis (the multi-replica path), the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from mcp.client.client import Client
 from tests.conformance import harness
 from tests.conftest import run_async
 from tests.redis_server import start_redis
+from tests.vmcp.test_conformance import _report
 
 VMCP_EXPECTED = Path(__file__).parents[1] / "vmcp" / "conformance-expected-failures.yaml"
 LIMITS = {
@@ -93,22 +95,8 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def results(urls: dict[str, str]) -> Callable[[str, str], harness.SuiteResult]:
-    cache: dict[tuple[str, str], harness.SuiteResult] = {}
-
-    def get(target: str, version: str) -> harness.SuiteResult:
-        if (target, version) not in cache:
-            cache[(target, version)] = harness.run_suite(urls[target], version)
-        return cache[(target, version)]
-
-    return get
-
-
-def _report(r: harness.SuiteResult) -> str:
-    passed, failed = r.totals()
-    lines = [f"{r.url} @ {r.spec_version}: {passed} passed, {failed} failed"]
-    return "\n".join(
-        lines + [f"  FAIL {c.key}: {c.message[:300]}" for c in r.checks if c.status == "FAILURE"]
-    )
+    """Suite results per (target, spec version), each run once."""
+    return functools.cache(lambda target, version: harness.run_suite(urls[target], version))
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
