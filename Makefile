@@ -54,13 +54,15 @@ run: venv node-tools
 	@echo "in another shell, from this folder: . .venv/bin/activate   (puts mcpfleet on PATH), then mcpfleet get all"
 	$(MCPFLEET) up examples/quickstart
 
-test: venv node-tools system-deps cluster-binaries
+# Everything, the real-node tier (tests/realnode: root, real pods) included; its image is built by
+# the tier's fixture (cached by content, like the binaries).
+test: venv node-tools system-deps cluster-binaries node-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Real pods on a real node (root): kubelet + containerd beside kwok, the operator installed in-cluster
-# from deploy/, every kind called from a client pod. Not yet part of `test` (see docs/dev-cluster.md).
+# Only the real-node tier: real pods on a real node (root), kubelet + containerd beside kwok, the
+# operator installed in-cluster from deploy/ and with Helm, every kind called from a client pod.
 test-realnode: venv node-tools system-deps cluster-binaries node-binaries
-	MCPFLEET_REALNODE=1 $(PY) -m pytest tests/realnode $(PYTEST_ARGS)
+	$(PY) -m pytest tests/realnode $(PYTEST_ARGS)
 
 bench: venv node-tools system-deps
 	$(PY) bench/run_all.py

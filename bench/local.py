@@ -6,7 +6,15 @@ package servers, vMCP, registry) once ready: summed RSS (counts shared pages onc
 summed PSS (shared pages split between their users, so it adds up to the fleet's real footprint). Warm runs reuse the uv and npm caches;
 cold runs point uv and npm at empty cache folders, so packages are downloaded again.
 
-    .venv/bin/python bench/local.py [--warm 3] [--cold 1] [--json results.json]
+    .venv/bin/python -P bench/local.py [--warm 3] [--cold 1] [--json results.json]
+    .venv/bin/python -P bench/local.py --cold 0 --warm 3 --modes inprocess,processes --servers 0,2,20
+
+`--modes`: `inprocess` (the default: `up` hosts every stdio proxy's endpoint itself) and/or
+`processes` (`MCPFLEET_LOCAL_INPROCESS=0`: one `mcpfleet proxy` interpreter per stdio server, as
+before); the modes alternate run by run, so both see the same machine load. `--servers N` (0 = the
+quickstart) runs a generated folder of N stdio `uvx://mcp-server-time` MCPServers instead, to
+measure what each additional server adds. "mcpfleet PSS" sums only mcpfleet's own processes (`up`,
+proxies, vMCP, registry), not the MCP servers and their uv / npm launchers.
 """
 
 from __future__ import annotations
@@ -83,10 +91,41 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def one_run(cold: bool, timeout: float) -> dict[str, Any]:
+def _is_mcpfleet(cmdline: str) -> bool:
+    """`up`, a `mcpfleet proxy` or the vMCP / registry entry: mcpfleet's own processes."""
+    words = cmdline.split()
+    return any(w.endswith("/mcpfleet") or w.startswith("mcpfleet.") for w in words[:3])
+
+
+def _servers_folder(root: Path, count: int) -> Path:
+    folder = root / "servers"
+    folder.mkdir()
+    docs = [
+        "apiVersion: mcpfleet.dev/v1alpha1\nkind: MCPServer\nmetadata:\n"
+        f"  name: time-{i}\nspec:\n  image: uvx://mcp-server-time\n  transport: stdio\n"
+        '  args: ["--local-timezone=UTC"]\n'
+        for i in range(count)
+    ]
+    (folder / "servers.yaml").write_text("---\n".join(docs))
+    return folder
+
+
+def _timelines(state_dir: Path) -> dict[str, list[str]]:
+    """Per workload log: the start-up milestones `up` writes (`+1.23s since up: ready`)."""
+    out: dict[str, list[str]] = {}
+    for log in sorted((state_dir / "logs").glob("*.log")):
+        lines = [line[4:].strip() for line in log.read_text(errors="replace").splitlines()]
+        out[log.stem] = [line.replace(" since up:", "") for line in lines if "s since up:" in line]
+    return out
+
+
+def one_run(cold: bool, timeout: float, mode: str = "inprocess", servers: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mcpfleet-bench-") as tmp:
         state_dir = Path(tmp) / "state"
+        folder = _servers_folder(Path(tmp), servers) if servers else ROOT / "examples" / "quickstart"
+        expected = servers or 4
         env = dict(os.environ)
+        env["MCPFLEET_LOCAL_INPROCESS"] = "1" if mode == "inprocess" else "0"
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         if cold:
             env["UV_CACHE_DIR"] = str(Path(tmp) / "uv-cache")
@@ -96,7 +135,7 @@ def one_run(cold: bool, timeout: float) -> dict[str, Any]:
             [
                 MCPFLEET,
                 "up",
-                str(ROOT / "examples" / "quickstart"),
+                str(folder),
                 "--state-dir",
                 str(state_dir),
                 "--no-progress",
@@ -117,7 +156,7 @@ def one_run(cold: bool, timeout: float) -> dict[str, Any]:
                 for key, phase in phases.items():
                     if phase in READY:
                         first_ready.setdefault(key, round(elapsed, 2))
-                if len(phases) == 4 and all(p in READY for p in phases.values()):
+                if len(phases) == expected and all(p in READY for p in phases.values()):
                     break
                 time.sleep(0.05)
             ready_after = time.monotonic() - started
@@ -131,13 +170,23 @@ def one_run(cold: bool, timeout: float) -> dict[str, Any]:
                     names[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
                 except OSError:
                     names[pid] = "?"
+            own = [p for p in tree if _is_mcpfleet(names[p])]
+            timelines = _timelines(state_dir)
             return {
+                "mode": mode,
+                "servers": servers,
                 "cold": cold,
                 "ready_seconds": round(ready_after, 2),
                 "ready_at": first_ready,
+                "timelines": timelines,
                 "processes": len(tree),
                 "rss_mib": round(sum(rss.values()) / 1024, 1),
                 "pss_mib": round(sum(pss.values()) / 1024, 1),
+                "mcpfleet_processes": len(own),
+                "mcpfleet_pss_mib": round(sum(pss[p] for p in own) / 1024, 1),
+                "pss_by_process_mib": {
+                    names[p]: round(v / 1024, 1) for p, v in sorted(pss.items(), key=lambda i: -i[1])
+                },
                 "rss_by_process_mib": {
                     names[p]: round(v / 1024, 1) for p, v in sorted(rss.items(), key=lambda i: -i[1])
                 },
@@ -155,24 +204,38 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=3, help="warm-cache runs")
     parser.add_argument("--cold", type=int, default=1, help="cold-cache runs (downloads packages)")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--modes", default="inprocess", help="inprocess and/or processes, comma-separated")
+    parser.add_argument("--servers", default="0", help="0 (the quickstart) and/or N generated servers")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    sizes = [int(n) for n in args.servers.split(",")]
     one_run(cold=False, timeout=args.timeout)  # fill the caches first, so "warm" means warm
-    results = [one_run(cold=True, timeout=args.timeout) for _ in range(args.cold)]
-    results += [one_run(cold=False, timeout=args.timeout) for _ in range(args.warm)]
-    for result in results:
-        print(json.dumps(result, indent=2))
-    for label, cold in (("cold", True), ("warm", False)):
-        runs = [r for r in results if r["cold"] is cold]
-        if runs:
-            times = [r["ready_seconds"] for r in runs]
-            rss = [r["rss_mib"] for r in runs]
-            pss = [r["pss_mib"] for r in runs]
-            print(
-                f"{label}: all ready in median {statistics.median(times):.1f}s (min {min(times):.1f}, "
-                f"max {max(times):.1f}, n={len(runs)}); fleet RSS median {statistics.median(rss):.0f} MiB, "
-                f"PSS median {statistics.median(pss):.0f} MiB"
-            )
+    results = []
+    for servers in sizes:
+        for cold, count in ((True, args.cold), (False, args.warm)):
+            for _ in range(count):
+                for mode in modes:  # alternating: both modes see the same neighbours
+                    result = one_run(cold=cold, timeout=args.timeout, mode=mode, servers=servers)
+                    print(json.dumps(result, indent=2), flush=True)
+                    results.append(result)
+    for servers in sizes:
+        for mode in modes:
+            for label, cold in (("cold", True), ("warm", False)):
+                runs = [
+                    r for r in results if r["cold"] is cold and r["mode"] == mode and r["servers"] == servers
+                ]
+                if not runs:
+                    continue
+                times = [r["ready_seconds"] for r in runs]
+                print(
+                    f"{'quickstart' if not servers else f'{servers} servers'} {mode} {label}: all ready in "
+                    f"median {statistics.median(times):.1f}s (min {min(times):.1f}, max {max(times):.1f}, "
+                    f"n={len(runs)}); fleet RSS median {statistics.median(r['rss_mib'] for r in runs):.0f} MiB, "
+                    f"PSS median {statistics.median(r['pss_mib'] for r in runs):.0f} MiB, mcpfleet PSS median "
+                    f"{statistics.median(r['mcpfleet_pss_mib'] for r in runs):.0f} MiB "
+                    f"({runs[0]['mcpfleet_processes']} processes)"
+                )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

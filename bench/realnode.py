@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
+from mcpfleet.devcluster.build import default_cache_root  # noqa: E402
 from mcpfleet.devcluster.cluster import DevCluster  # noqa: E402
 from mcpfleet.devcluster.image import build_image  # noqa: E402
 from mcpfleet.devcluster.ociimage import import_archive  # noqa: E402
@@ -133,7 +136,25 @@ def first_tool_call(cluster: DevCluster, ns: str) -> float:
     raise RuntimeError("no successful tool call through the gateway within 600 s")
 
 
+def _exclusive_host() -> Any:
+    """The real-node test tier's lock (tests/realnode/conftest.py): one real node per host."""
+    path = default_cache_root() / "realnode-tier.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("waiting for the real-node test tier to finish", file=sys.stderr, flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, bench/realnode.py")
+    lock.flush()
+    return lock
+
+
 async def main() -> None:
+    _lock = _exclusive_host()  # held until the process exits
     parser = argparse.ArgumentParser()
     parser.add_argument("--state-dir", type=Path, default=Path.home() / ".cache/mcpfleet/realnode-bench")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")

@@ -65,17 +65,6 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-REALNODE_DIR = Path(__file__).resolve().parent / "realnode"
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The real-node tier (root, real pods, minutes) runs only when asked: `make test-realnode`
-    sets MCPFLEET_REALNODE=1. Without it, a plain `pytest` leaves tests/realnode out."""
-    if collection_path == REALNODE_DIR and os.environ.get("MCPFLEET_REALNODE", "") in ("", "0", "false"):
-        return True
-    return None
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):

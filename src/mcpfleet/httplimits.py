@@ -1,8 +1,8 @@
 """HTTP-level limits of the proxy's and the vMCP gateway's servers: body size, body and header
 read time, header size, keep-alive, JSON nesting depth.
 
-Owns: the `HttpLimits` settings (defaults, `MCPFLEET_*` environment variables, CLI flags read by
-`mcpfleet proxy` / `mcpfleet vmcp serve`), the `BodyLimits` ASGI middleware (413 for a body over
+Owns (the `HttpLimits` settings themselves are in `httpsettings`, light enough for the CLI's option
+definitions, and re-exported here): the `BodyLimits` ASGI middleware (413 for a body over
 the size limit, decided from Content-Length before reading anything and otherwise while reading;
 408 for a body not received in time) and the uvicorn protocol that closes connections whose
 request headers do not arrive in time or grow too large (uvicorn itself sets no timer before the
@@ -14,75 +14,23 @@ Documented in docs/security.md. Changing a default here means changing it there.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH, INVALID_REQUEST
+from mcpfleet.httpsettings import ENV as ENV
+from mcpfleet.httpsettings import FLAGS as FLAGS
+from mcpfleet.httpsettings import HttpLimits as HttpLimits
+from mcpfleet.httpsettings import MiB as MiB
+from mcpfleet.jsonrpc import INVALID_REQUEST
 
 Scope = Mapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
-
-MiB: Final = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """Limits of one HTTP server (see docs/security.md for the reasoning behind each default)."""
-
-    # Largest request body accepted (413 above). MCP client messages are small; the largest
-    # legitimate ones are sampling answers carrying an image.
-    max_body_bytes: int = 4 * MiB
-    # Seconds to receive a whole request body once its headers arrived (408 after).
-    body_timeout: float = 30.0
-    # Seconds from connection open (or from the first byte of a follow-up request) to complete headers.
-    header_timeout: float = 10.0
-    # Total bytes of request line + headers (431 above).
-    max_header_bytes: int = 64 * 1024
-    # Seconds an idle keep-alive connection stays open between requests (uvicorn's own timer).
-    keep_alive_timeout: int = 5
-    # Nesting levels of arrays / objects in a JSON-RPC message (-32600 above).
-    max_json_depth: int = DEFAULT_MAX_DEPTH
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) <= 0:
-                raise ValueError(f"{FLAGS[f.name]} must be positive, got {getattr(self, f.name)!r}")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> HttpLimits:
-        """Defaults, overridden by `MCPFLEET_*` variables, overridden by explicit (non-None) values."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(ENV[f.name])
-            if raw is not None and raw.strip():
-                kind = int if f.type in ("int", int) else float
-                try:
-                    values[f.name] = kind(raw)
-                except ValueError:
-                    raise ValueError(f"{ENV[f.name]}: expected a number, got {raw!r}") from None
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return replace(cls(), **values)
-
-
-# Field -> environment variable / CLI flag (one table so docs, errors and CLIs agree).
-ENV: Final = {
-    "max_body_bytes": "MCPFLEET_MAX_BODY_BYTES",
-    "body_timeout": "MCPFLEET_BODY_TIMEOUT",
-    "header_timeout": "MCPFLEET_HEADER_TIMEOUT",
-    "max_header_bytes": "MCPFLEET_MAX_HEADER_BYTES",
-    "keep_alive_timeout": "MCPFLEET_KEEP_ALIVE_TIMEOUT",
-    "max_json_depth": "MCPFLEET_MAX_JSON_DEPTH",
-}
-FLAGS: Final = {name: "--" + name.replace("_", "-") for name in ENV}
 
 
 def _error_body(message: str) -> bytes:

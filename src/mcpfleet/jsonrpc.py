@@ -21,13 +21,12 @@ import orjson
 import pydantic
 import pydantic_core
 
+from mcpfleet.httpsettings import DEFAULT_MAX_DEPTH as DEFAULT_MAX_DEPTH  # re-exported
+
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
 
-# Levels of JSON arrays / objects, the message object itself being level 1 (so a tool's
-# `arguments` object is level 3). Far above what real tools use, far below orjson's 254.
-DEFAULT_MAX_DEPTH: Final = 64
 
 Kind = Literal["request", "notification", "response"]
 

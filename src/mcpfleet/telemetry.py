@@ -126,7 +126,31 @@ def _otlp_exporter(endpoint: str | None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     url = endpoint.rstrip("/") + "/v1/traces" if endpoint else None
+    secret_headers = secret_otlp_headers()
+    if secret_headers:
+        # The SDK reads OTEL_EXPORTER_OTLP_HEADERS only when `headers` is not given: merge it here.
+        from opentelemetry.util.re import parse_env_headers
+
+        plain = parse_env_headers(os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", ""), liberal=True)
+        return OTLPSpanExporter(endpoint=url, headers={**plain, **secret_headers})
     return OTLPSpanExporter(endpoint=url)
+
+
+SECRET_HEADERS_ENV = "MCPFLEET_OTLP_SECRET_HEADERS"
+"""`Header=VARIABLE,…`: OTLP headers whose values are in other environment variables (set from
+Secrets by an MCPTelemetryConfig's `sensitiveHeaders`), so no value is written into a pod spec's
+plain env or a ConfigMap."""
+
+
+def secret_otlp_headers() -> dict[str, str]:
+    """The headers named by `MCPFLEET_OTLP_SECRET_HEADERS`, values read from their variables."""
+    headers: dict[str, str] = {}
+    for item in os.environ.get(SECRET_HEADERS_ENV, "").split(","):
+        name, _, variable = item.strip().partition("=")
+        value = os.environ.get(variable.strip()) if variable.strip() else None
+        if name.strip() and value is not None:
+            headers[name.strip()] = value.strip()
+    return headers
 
 
 def setup_tracing(

@@ -15,7 +15,7 @@ from tests.api.corpus import ROOT, InvalidCase, example_files, invalid_cases
 CASES = invalid_cases()
 
 
-def test_all_seven_crds_are_established(crds_installed: list[str]) -> None:
+def test_every_crd_is_established(crds_installed: list[str]) -> None:
     assert sorted(crds_installed) == sorted(
         f"{plural}.mcpfleet.dev"
         for plural in (
@@ -26,6 +26,13 @@ def test_all_seven_crds_are_established(crds_installed: list[str]) -> None:
             "mcptoolconfigs",
             "mcpexternalauthconfigs",
             "mcpremoteproxies",
+            "mcpoidcconfigs",
+            "mcptelemetryconfigs",
+            "mcpauthzconfigs",
+            "mcpwebhookconfigs",
+            "virtualmcpcompositetooldefinitions",
+            "mcpserverentries",
+            "embeddingservers",
         )
     )
 

@@ -42,15 +42,26 @@ def remote_proxy_url(fixture_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def suite_results(
-    fixture_url: str, proxy_url: str, remote_proxy_url: str
-) -> Callable[[str, str], harness.SuiteResult]:
+def supervised_proxy_url() -> Iterator[str]:
+    with harness.supervised_proxy() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def suite_results(request: pytest.FixtureRequest) -> Callable[[str, str], harness.SuiteResult]:
+    """Results per (target, spec version); each target's server starts on first use only."""
     cache: dict[tuple[str, str], harness.SuiteResult] = {}
-    urls = {"fixture-direct": fixture_url, "proxy": proxy_url, "remote-proxy": remote_proxy_url}
+    fixtures = {
+        "fixture-direct": "fixture_url",
+        "proxy": "proxy_url",
+        "remote-proxy": "remote_proxy_url",
+        "supervised-proxy": "supervised_proxy_url",
+    }
 
     def get(target: str, spec_version: str) -> harness.SuiteResult:
         if (target, spec_version) not in cache:
-            cache[(target, spec_version)] = harness.run_suite(urls[target], spec_version)
+            url = request.getfixturevalue(fixtures[target])
+            cache[(target, spec_version)] = harness.run_suite(url, spec_version)
         return cache[(target, spec_version)]
 
     return get

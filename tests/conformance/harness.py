@@ -192,6 +192,72 @@ def fixture_stdio_command() -> list[str]:
     return [sys.executable, str(FIXTURE), "--transport", "stdio"]
 
 
+@contextlib.contextmanager
+def supervised_proxy() -> Iterator[str]:
+    """`mcpfleet proxy -- fixture` as `mcpfleet up` runs it: hosted in-process by the local
+    supervisor (`platform/local/hosted.py`), the fixture its child. Yields the /mcp URL once the
+    supervisor reports it ready; the recorded pid must be the fixture's own (no proxy process)."""
+    import asyncio
+    import threading
+
+    from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    workdir = Path(tempfile.mkdtemp(prefix="mcpfleet-conformance-"))
+    argv = (*_proxy_command(port, "--host", "127.0.0.1", "--", *fixture_stdio_command()),)
+    spec = ProcessSpec(
+        key="MCPServer/default/fixture/proxy/0",
+        kind="MCPServer",
+        name="fixture",
+        log_name="fixture",
+        argv=argv,
+        env=dict(os.environ),
+        cwd=workdir,
+        port=port,
+        health_url=f"http://127.0.0.1:{port}/health",
+        fingerprint="conformance",
+        mcp_probe_url=url,
+        hosted=True,
+    )
+    loop = asyncio.new_event_loop()
+    ready: dict[str, object] = {}
+    started = threading.Event()
+
+    async def nothing(*_args: object) -> None:
+        return None
+
+    async def run() -> None:
+        ready["stop"] = stop = asyncio.Event()
+        supervisor = Supervisor(workdir / "logs", lambda: None, nothing, nothing)
+        await supervisor.ensure(spec)
+        deadline = time.monotonic() + 240  # a loaded machine: the probe answers once the fixture does
+        while time.monotonic() < deadline:
+            state = supervisor.state(spec.key)
+            if state is not None and state.ready:
+                ready["pid"] = state.pid
+                break
+            await asyncio.sleep(0.1)
+        started.set()
+        await stop.wait()
+        await supervisor.stop_all()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
+    thread.start()
+    try:
+        started.wait(300)
+        pid = ready.get("pid")
+        assert isinstance(pid, int), f"the supervised proxy did not get ready: {workdir / 'logs'}"
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert str(FIXTURE) in cmdline, f"pid {pid} is not the fixture itself: {cmdline!r}"
+        yield url
+    finally:
+        stop_event = ready.get("stop")
+        if isinstance(stop_event, asyncio.Event):
+            loop.call_soon_threadsafe(stop_event.set)
+        thread.join(30)
+
+
 def _proxy_command(port: int, *args: str) -> list[str]:
     return [sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), *args]
 

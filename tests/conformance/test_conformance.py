@@ -19,7 +19,7 @@ def _report(result: harness.SuiteResult) -> str:
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
-@pytest.mark.parametrize("target", ["fixture-direct", "proxy", "remote-proxy"])
+@pytest.mark.parametrize("target", ["fixture-direct", "proxy", "remote-proxy", "supervised-proxy"])
 def test_failures_match_expected(suite_results: Results, target: str, spec_version: str) -> None:
     result = suite_results(target, spec_version)
     expected = set(harness.expected_failures(target, spec_version))
@@ -32,9 +32,10 @@ def test_failures_match_expected(suite_results: Results, target: str, spec_versi
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
-@pytest.mark.parametrize("target", ["proxy", "remote-proxy"])
+@pytest.mark.parametrize("target", ["proxy", "remote-proxy", "supervised-proxy"])
 def test_proxy_is_transparent(suite_results: Results, target: str, spec_version: str) -> None:
-    """Every check the fixture passes directly also passes through the proxy (stdio and remote modes)."""
+    """Every check the fixture passes directly also passes through the proxy (stdio and remote modes,
+    and the stdio proxy hosted in-process by `mcpfleet up`'s supervisor)."""
     direct = suite_results("fixture-direct", spec_version)
     proxied = suite_results(target, spec_version)
     lost = direct.passed_checks() - proxied.passed_checks()

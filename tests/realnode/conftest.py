@@ -18,6 +18,7 @@ Session fixtures
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -52,7 +53,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def real_cluster() -> Iterator[ClusterHandle]:
+def tier_lock() -> Iterator[None]:
+    """One real-node tier at a time on this host (one bridge, one node IP, one kubelet port): a
+    second test session (another checkout's `make test`, CI) waits here for the first to finish
+    instead of tearing down a node it is using."""
+    from mcpfleet.devcluster.build import default_cache_root
+
+    path = default_cache_root() / "realnode-tier.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            _progress(f"another test session runs the real-node tier ({lock.read().strip()}): waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, {' '.join(sys.argv)[:200]}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tier_lock: None) -> Iterator[ClusterHandle]:
     from mcpfleet.devcluster.build import BuildError
     from mcpfleet.devcluster.cluster import ClusterError, DevCluster, acquire_for_tests, release_for_tests
     from mcpfleet.devcluster.ociimage import ImageError
@@ -62,7 +89,9 @@ def real_cluster() -> Iterator[ClusterHandle]:
     try:
         require_root()
         check_tools()
-        info = run_async(acquire_for_tests(cluster, nodes=1, progress=_progress))
+        # nodes=3: what `mcpfleet dev-cluster up` defaults to, so the README's `up --real-node`
+        # (test_readme_kubernetes.py) finds this cluster as it wants it.
+        info = run_async(acquire_for_tests(cluster, nodes=3, progress=_progress))
         run_async(RealNode(cluster).up(_progress))
     except (ClusterError, BuildError, RealNodeError, ImageError, OSError) as exc:
         with_cleanup = ""
@@ -81,13 +110,14 @@ def real_cluster() -> Iterator[ClusterHandle]:
         run_async(release_for_tests(cluster, keep=keep))
 
 
-def _import(real_cluster: ClusterHandle, archive: Path) -> None:
+def _import(real_cluster: ClusterHandle, ref: str, archive: Path) -> None:
     from mcpfleet.devcluster.cluster import DevCluster
-    from mcpfleet.devcluster.ociimage import import_archive
+    from mcpfleet.devcluster.ociimage import image_present, import_archive
     from mcpfleet.devcluster.realnode import RealNode
 
     node = RealNode(DevCluster(real_cluster.info.state_dir))
-    import_archive(archive, str(node.containerd_socket))
+    if not image_present(ref, str(node.containerd_socket)):
+        import_archive(archive, str(node.containerd_socket))
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +127,7 @@ def mcpfleet_image(real_cluster: ClusterHandle) -> str:
 
     try:
         ref, archive = build_image(REPO_ROOT, _progress)
-        _import(real_cluster, archive)
+        _import(real_cluster, ref, archive)
     except (ImageBuildError, ImageError) as exc:
         pytest.fail(f"the mcpfleet image could not be built or imported:\n{exc}", pytrace=False)
     return ref
@@ -113,7 +143,7 @@ def echo_image(real_cluster: ClusterHandle) -> str:
         ["/usr/local/bin/echo-server"],
         _progress,
     )
-    _import(real_cluster, archive)
+    _import(real_cluster, ref, archive)
     return ref
 
 
@@ -238,3 +268,26 @@ def wait_ready(k: ClusterHandle, namespace: str, *objects: str, timeout: int = 1
             f"{objects} not Ready after {time.monotonic() - started:.0f}s:\n{proc.stderr}\n{status[-4000:]}\n"
             + k.describe(namespace)
         )
+
+
+@pytest.fixture(scope="session")
+def started(
+    real_cluster: ClusterHandle, operator_installed: str, echo_image: str
+) -> Iterator[dict[str, str]]:
+    """Every workload of tests/realnode/workloads.py applied at once, each in its own namespace;
+    key -> namespace. The namespaces are deleted at the end of the session."""
+    from tests.realnode import workloads
+
+    k = real_cluster
+    namespaces = {key: k.create_namespace(f"rn-{key}") for key in workloads.KEYS}
+    started_at = time.monotonic()
+    try:
+        for key, manifest in workloads.manifests(namespaces, echo_image).items():
+            k.kubectl("-n", namespaces[key], "apply", "-f", "-", input=manifest)
+        _progress(
+            f"applied the tier's workloads in {time.monotonic() - started_at:.1f}s: {sorted(namespaces)}"
+        )
+        yield namespaces
+    finally:
+        for name in namespaces.values():
+            k.delete_namespace(name)

@@ -22,14 +22,14 @@ from mcpfleet.devcluster.hostchanges import snapshot_for_proof
 from mcpfleet.devcluster.realnode import BRIDGE, RealNode
 
 
-def test_down_restores_every_host_change() -> None:
+def test_down_restores_every_host_change(tier_lock: None) -> None:
     cluster = DevCluster(realnode_state_dir())
     run_async(cluster.down(purge=True))
     prefixes = [str(cluster.state_dir), "/var/lib/kubelet"]
     before = snapshot_for_proof(prefixes)
     assert not Path(f"/sys/class/net/{BRIDGE}").exists(), "a real node is attached already"
 
-    run_async(cluster.up(nodes=1, progress=_progress, real_node=True))
+    run_async(cluster.up(nodes=3, progress=_progress, real_node=True))
     try:
         # One real pod (the pause image is already in the node), so the CNI plugin, netns mounts,
         # shims and pod cgroups are part of what must be undone.

@@ -13,10 +13,11 @@ import socket
 import subprocess
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 import httpx
-from tests.conftest import REPO_ROOT
+from tests.realnode import workloads
 from tests.realnode.conftest import PodClient, wait_ready
 
 from mcpfleet.devcluster.handle import ClusterHandle
@@ -75,81 +76,10 @@ def test_operator_runs_in_cluster_with_leader_election(
     assert any(h and any(n in h for n in names) for h in holders), f"no replica leads: {holders} vs {names}"
 
 
-QUICKSTART_DIR = REPO_ROOT / "examples" / "quickstart"
-
-
-def test_quickstart_through_gateway_and_registry(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
-) -> None:
-    k, ns = real_cluster, rn_namespace
-    started = time.monotonic()
-    k.kubectl("-n", ns, "apply", "-f", str(QUICKSTART_DIR))
-    wait_ready(
-        k, ns, "mcpserver/time", "mcpserver/everything", "virtualmcpserver/gateway", "mcpregistry/catalogue"
-    )
-    ready_after = time.monotonic() - started
-
-    # Each server by its own Service DNS name.
-    time_url = _status(k, ns, "mcpserver", "time")["url"]
-    assert time_url.startswith(f"http://mcp-time.{ns}.svc.cluster.local") or ".svc.cluster.local" in time_url
-    now = client.mcp(time_url, "get_current_time", {"timezone": "UTC"})
-    assert "get_current_time" in now["tools"] and not now["is_error"]
-    assert json.loads(now["result"])["timezone"] == "UTC"
-    everything = client.mcp(
-        _status(k, ns, "mcpserver", "everything")["url"], "echo", {"message": "real pods"}
-    )
-    assert "real pods" in everything["result"]
-
-    # The gateway discovers its group in-cluster and prefixes each server's tools.
-    gateway = _status(k, ns, "virtualmcpserver", "gateway")["url"]
-    deadline = time.monotonic() + 90
-    while True:
-        listed = client.mcp(gateway)
-        if {"time_get_current_time", "everything_echo"} <= set(
-            listed["tools"]
-        ) or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    assert {"time_get_current_time", "everything_echo"} <= set(listed["tools"]), listed["tools"]
-    via = client.mcp(gateway, "everything_get-sum", {"a": 3, "b": 4})
-    assert "7" in via["result"]
-    first_call_after = time.monotonic() - started
-
-    # The registry with a kubernetes source lists the labelled servers.
-    registry = _status(k, ns, "mcpregistry", "catalogue")["url"]
-    deadline = time.monotonic() + 90
-    while True:
-        servers = client.get(f"{registry}/v0.1/servers")
-        names = [s["server"]["name"] for s in servers["body"].get("servers", [])]
-        if len(names) >= 2 or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    assert servers["status"] == 200
-    assert any(n.endswith("time") for n in names) and any(n.endswith("everything") for n in names), names
-    print(
-        f"quickstart: Ready after {ready_after:.1f}s, first gateway tool call after {first_call_after:.1f}s"
-    )
-
-
-HTTP_SERVER = """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: everything-http}
-spec:
-  image: npx://@modelcontextprotocol/server-everything
-  transport: streamable-http
-  args: ["streamableHttp"]
-  mcpPort: 3001
-  env:
-    - {name: PORT, value: "3001"}
-"""
-
-
 def test_http_transport_server(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(k, ns, HTTP_SERVER)
+    k, ns = real_cluster, started["http"]
     wait_ready(k, ns, "mcpserver/everything-http")
     url = _status(k, ns, "mcpserver", "everything-http")["url"]
     res = client.mcp(url, "echo", {"message": "over http"})
@@ -160,86 +90,18 @@ def test_oci_image_over_stdio_through_attach(
     real_cluster: ClusterHandle,
     operator_installed: str,
     client: PodClient,
-    echo_image: str,
-    rn_namespace: str,
+    started: dict[str, str],
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(
-        k,
-        ns,
-        f"""
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {{name: echo-oci}}
-spec:
-  image: {echo_image}
-  transport: stdio
-""",
-    )
+    k, ns = real_cluster, started["oci"]
     wait_ready(k, ns, "mcpserver/echo-oci")
     res = client.mcp(_status(k, ns, "mcpserver", "echo-oci")["url"], "echo", {"message": "attached"})
     assert res["tools"] == ["echo"] and res["result"] == "echo: attached"
 
 
 def test_remote_proxy_and_registry_configmap(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    catalogue = {
-        "servers": {
-            "fetch": {"image": "ghcr.io/example/fetch:1.0.0", "description": "fetches", "transport": "stdio"}
-        },
-        "remote_servers": {},
-    }
-    _apply(
-        k,
-        ns,
-        f"""
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {{name: time}}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: remote-credentials}}
-stringData: {{api-key: not-shown-anywhere}}
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPExternalAuthConfig
-metadata: {{name: api-key}}
-spec:
-  type: headerInjection
-  headerInjection:
-    headerName: X-API-Key
-    valueSecretRef: {{name: remote-credentials, key: api-key}}
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPRemoteProxy
-metadata: {{name: time-remote}}
-spec:
-  remoteURL: http://mcp-time.{ns}.svc.cluster.local:8080/mcp
-  transport: streamable-http
-  externalAuthConfigRef: {{name: api-key}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: catalogue-data}}
-data:
-  registry.json: '{json.dumps(catalogue)}'
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPRegistry
-metadata: {{name: files}}
-spec:
-  registries:
-    - name: curated
-      format: toolhive
-      configMapRef: {{name: catalogue-data, key: registry.json}}
-""",
-    )
+    k, ns = real_cluster, started["remote"]
     wait_ready(k, ns, "mcpserver/time", "mcpremoteproxy/time-remote", "mcpregistry/files")
     assert _status(k, ns, "mcpserver", "time")["url"].startswith(
         f"http://mcp-time.{ns}.svc.cluster.local:8080"
@@ -253,28 +115,9 @@ spec:
 
 
 def test_lifecycle_roll_pod_delete_logs_port_forward(
-    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, client: PodClient, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(
-        k,
-        ns,
-        """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPToolConfig
-metadata: {name: time-tools}
-spec:
-  toolsFilter: ["get_current_time", "convert_time"]
----
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
-  toolConfigRef: {name: time-tools}
-""",
-    )
+    k, ns = real_cluster, started["lifecycle"]
     wait_ready(k, ns, "mcpserver/time")
     url = _status(k, ns, "mcpserver", "time")["url"]
     assert sorted(client.mcp(url)["tools"]) == ["convert_time", "get_current_time"]
@@ -406,66 +249,41 @@ spec:
         lambda: k.get_json(f"/apis/apps/v1/namespaces/{ns}/deployments/mcp-time") is None,
         60,
     )
-    _apply(
-        k,
-        ns,
-        """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: time}
-spec:
-  image: uvx://mcp-server-time
-  args: ["--local-timezone=UTC"]
-""",
-    )
+    _apply(k, ns, workloads.TIME)
     wait_ready(k, ns, "mcpserver/time")
     assert "convert_time" in client.mcp(url)["tools"]
 
 
 def test_missing_package_fails_with_a_clear_status(
-    real_cluster: ClusterHandle, operator_installed: str, rn_namespace: str
+    real_cluster: ClusterHandle, operator_installed: str, started: dict[str, str]
 ) -> None:
-    k, ns = real_cluster, rn_namespace
-    _apply(
-        k,
-        ns,
-        """
-apiVersion: mcpfleet.dev/v1alpha1
-kind: MCPServer
-metadata: {name: absent}
-spec:
-  image: uvx://mcp-server-not-in-the-image
-""",
-    )
-    # The runner keeps the server's last stderr lines in its /health answer; the pod is not Ready,
-    # so its Service has no endpoint: read it inside the pod.
-    probe = (
-        "import json, urllib.request, urllib.error\n"
-        "try:\n    body = urllib.request.urlopen('http://127.0.0.1:8080/health', timeout=5).read()\n"
-        "except urllib.error.HTTPError as e:\n    body = e.read()\n"
-        "print(body.decode())"
-    )
-    deadline = time.monotonic() + 120
-    health = ""
+    """A `uvx://` package not in the image's offline cache: the runner gives up with a termination
+    message, and the operator copies it into the MCPServer's status (not just "0/1 replicas ready")."""
+    k, ns = real_cluster, started["missing"]
+    deadline = time.monotonic() + 180
+    st: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        health = k.kubectl(
-            "-n",
-            ns,
-            "exec",
-            "deployment/mcp-absent",
-            "--",
-            "/opt/mcpfleet/bin/python",
-            "-c",
-            probe,
-            check=False,
-        ).stdout
-        if "not found in the cache" in health:
+        st = _status(k, ns, "mcpserver", "absent")
+        if "not available offline" in (st.get("message") or ""):
             break
         time.sleep(2)
-    assert "not found in the cache" in health and "network was disabled" in health, health[-2000:]
-    st = _status(k, ns, "mcpserver", "absent")
+    message = st.get("message") or ""
+    assert message.startswith(
+        "container proxy: package mcp-server-not-in-the-image (uvx://mcp-server-not-in-the-image) "
+        "is not available offline in the image"
+    ), st
+    assert "not found in the cache" in message, message
+    assert st.get("phase") == "Failed", st
     ready: dict[str, Any] = next((c for c in st.get("conditions", []) if c["type"] == "Ready"), {})
-    assert ready.get("status") != "True", st
+    assert ready.get("status") == "False" and ready.get("message") == message, st
+    events = k.kubectl("-n", ns, "get", "events", "--field-selector=involvedObject.name=absent", "-o", "json")
+    reasons = {(e.get("reason"), e.get("type")) for e in json.loads(events.stdout)["items"]}
+    assert ("WorkloadFailed", "Warning") in reasons, reasons
+    created = json.loads(k.kubectl("-n", ns, "get", "mcpserver", "absent", "-o", "json").stdout)["metadata"][
+        "creationTimestamp"
+    ]
+    after = time.time() - datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    print(f"missing package: the status names it (seen {after:.0f}s after the MCPServer was created)")
 
 
 def test_zz_operator_rbac_was_enough(real_cluster: ClusterHandle, operator_installed: str) -> None:

@@ -42,7 +42,9 @@ def test_rendering_is_identical_across_hash_seeds_and_listing_order() -> None:
     rendered = json.loads(baseline)
     kinds = {key.split()[1].split("/")[0] for key in rendered}
     # The corpus covers every workload kind on both platforms (the test is only as good as it).
-    assert kinds == {"MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry"}, kinds
+    assert kinds == {"MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer"}, (
+        kinds
+    )
     assert len(rendered) >= 60, f"only {len(rendered)} rendered workloads"
     assert any(key.endswith(" local") for key in rendered) and any(
         key.endswith(" kubernetes") for key in rendered

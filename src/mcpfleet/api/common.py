@@ -151,3 +151,21 @@ class HeaderForward(ApiModel):
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 HttpTransport = Literal["streamable-http", "sse"]
+
+
+class ConfigMapKeySelector(ApiModel):
+    """A key of a ConfigMap (Kubernetes' ConfigMapKeySelector)."""
+
+    name: str = Field(default="", max_length=253)
+    """Name of the ConfigMap."""
+    key: str = Field(min_length=1, max_length=253)
+    """Key inside the ConfigMap."""
+    optional: bool | None = None
+    """Whether the ConfigMap or its key may be missing."""
+
+
+class CABundleRef(ApiModel):
+    """Where CA certificates for TLS verification come from (PEM, a ConfigMap key: not a secret)."""
+
+    config_map_ref: ConfigMapKeySelector | None = None
+    """The ConfigMap key holding the PEM bundle (key `ca.crt` by convention)."""

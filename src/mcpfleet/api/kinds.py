@@ -9,12 +9,18 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from mcpfleet.api.embeddingserver import EmbeddingServer
+from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup
+from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
 from mcpfleet.api.mcpregistry import MCPRegistry
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.mcpserverentry import MCPServerEntry
+from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
+from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import GROUP
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import (
@@ -24,6 +30,7 @@ from mcpfleet.api.versions import (
     convert,
     version_field_path,
 )
+from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 
 ALL_KINDS: tuple[type[Resource], ...] = (
@@ -34,6 +41,13 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     MCPToolConfig,
     MCPExternalAuthConfig,
     MCPRemoteProxy,
+    MCPOIDCConfig,
+    MCPTelemetryConfig,
+    MCPAuthzConfig,
+    MCPWebhookConfig,
+    VirtualMCPCompositeToolDefinition,
+    MCPServerEntry,
+    EmbeddingServer,
 )
 KIND_BY_NAME: dict[str, type[Resource]] = {k.info.kind: k for k in ALL_KINDS}
 KIND_BY_PLURAL: dict[str, type[Resource]] = {k.info.plural: k for k in ALL_KINDS}

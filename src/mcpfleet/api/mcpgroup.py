@@ -30,6 +30,10 @@ class MCPGroupStatus(ApiModel):
     """Names of member MCPRemoteProxies."""
     remote_proxy_count: int | None = None
     """Number of member MCPRemoteProxies."""
+    entries: list[str] = Field(default_factory=list)
+    """Names of member MCPServerEntries."""
+    entry_count: int | None = None
+    """Number of member MCPServerEntries."""
     observed_generation: int | None = None
     """The .metadata.generation this status describes."""
     conditions: list[Condition] = Field(default_factory=list)

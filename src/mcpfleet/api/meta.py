@@ -258,6 +258,16 @@ WORKLOAD_COLUMNS: tuple[PrinterColumn, ...] = (
 )
 
 
+def config_columns(*leading: PrinterColumn) -> tuple[PrinterColumn, ...]:
+    """The columns of a configuration kind: its own first, then Valid, References and Age."""
+    return (
+        *leading,
+        PrinterColumn("Valid", '.status.conditions[?(@.type=="Valid")].status'),
+        PrinterColumn("References", ".status.referencingWorkloads[*].name"),
+        PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+    )
+
+
 @dataclass(frozen=True)
 class KindInfo:
     """How a kind is named and shown by the API server."""

@@ -107,21 +107,70 @@ class StepOnError(ApiModel):
     """abort the tool, continue with the other steps, or retry the step."""
     retry_count: int = Field(default=0, ge=0, le=10)
     """Retries for action retry."""
+    max_retries: int | None = Field(default=None, ge=0, le=10)
+    """Another name of `retryCount` (ToolHive's examples write it); the larger of the two counts."""
     retry_delay: Duration | None = None
     """Delay between retries."""
 
+    @property
+    def retries(self) -> int:
+        return max(self.retry_count, self.max_retries or 0)
 
-class WorkflowStep(ApiModel):
-    """One step of a composite tool: a call to a backend tool."""
+
+class ElicitationResponse(ApiModel):
+    """What an elicitation step does when the user declines or cancels."""
+
+    action: Literal["skip_remaining", "abort", "continue"] = "abort"
+    """skip_remaining: end the tool successfully without the remaining steps; abort: fail the tool;
+    continue: go on (the step's output is `defaultResults`, or `{"action": ...}`)."""
+
+
+class WorkflowStep(RuleModel):
+    """One step of a composite tool: a call to a backend tool, or a question to the user (elicitation)."""
+
+    rules = (
+        Rule(
+            cel="self.type != 'tool' || (has(self.tool) && size(self.tool) > 0)",
+            message="a tool step needs tool",
+            field_path=".tool",
+            check=lambda s: s.type != "tool" or bool(s.tool),
+        ),
+        Rule(
+            cel="self.type != 'elicitation' || (has(self.message) && size(self.message) > 0)",
+            message="an elicitation step needs message",
+            field_path=".message",
+            check=lambda s: s.type != "elicitation" or bool(s.message),
+        ),
+        Rule(
+            cel="self.type != 'forEach'",
+            message="forEach steps are not supported; unroll the loop into tool steps",
+            field_path=".type",
+            check=lambda s: s.type != "forEach",
+        ),
+        Rule(
+            cel="self.type == 'elicitation' || (!has(self.onDecline) && !has(self.onCancel))",
+            message="onDecline and onCancel apply to elicitation steps only",
+            field_path=".onDecline",
+            check=lambda s: s.type == "elicitation" or (s.on_decline is None and s.on_cancel is None),
+        ),
+    )
 
     id: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Step id, unique in the tool; later steps read its output as {{.steps.ID.output}}."""
-    type: Literal["tool"] = "tool"
-    """Step type; only tool calls are supported."""
-    tool: str = Field(min_length=1)
+    type: Literal["tool", "elicitation", "forEach"] = "tool"
+    """tool (call a backend tool) or elicitation (ask the client's user); forEach is refused."""
+    tool: str | None = Field(default=None, min_length=1, max_length=256)
     """Tool to call, as the aggregated name (backend prefix included) or `backend.tool`."""
     arguments: dict[str, Any] = Field(default_factory=dict, json_schema_extra=FREE_FORM)
     """Arguments; strings may hold templates such as {{.params.x}} and {{.steps.id.output.text}}."""
+    message: str | None = Field(default=None, max_length=4096)
+    """Question shown to the user (elicitation); may hold templates."""
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema", json_schema_extra=FREE_FORM)
+    """JSON Schema of the answer (elicitation): an object of primitive properties, as MCP requires."""
+    on_decline: ElicitationResponse | None = None
+    """What happens when the user declines (elicitation; abort when unset)."""
+    on_cancel: ElicitationResponse | None = None
+    """What happens when the user cancels (elicitation; abort when unset)."""
     depends_on: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=10)
     """Steps that must finish first; steps without a dependency between them run in parallel."""
     condition: str | None = None
@@ -132,6 +181,31 @@ class WorkflowStep(ApiModel):
     """Time limit of the step."""
     default_results: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
     """Output the step gives when it is skipped (condition false) or fails under action continue."""
+    collection: str | None = Field(default=None, max_length=4096)
+    """forEach (refused): the collection template."""
+    item_var: str | None = Field(default=None, max_length=63)
+    """forEach (refused): the item variable."""
+    max_iterations: int | None = Field(default=None, ge=0, le=1000)
+    """forEach (refused): iteration bound."""
+    max_parallel: int | None = Field(default=None, ge=0, le=100)
+    """forEach (refused): parallel iterations."""
+    step: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """forEach (refused): the inner step."""
+
+
+class CompositeAnnotations(ApiModel):
+    """MCP tool annotations declared for a composite tool."""
+
+    title: str | None = Field(default=None, max_length=256)
+    """Human-readable title."""
+    read_only_hint: bool | None = None
+    """The tool does not modify its environment."""
+    destructive_hint: bool | None = None
+    """The tool may perform destructive updates."""
+    idempotent_hint: bool | None = None
+    """Repeated calls with the same arguments have no further effect."""
+    open_world_hint: bool | None = None
+    """The tool interacts with an open world of external entities."""
 
 
 class CompositeTool(RuleModel):
@@ -165,6 +239,10 @@ class CompositeTool(RuleModel):
     """Time limit of the whole tool."""
     output: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
     """JSON Schema of the result: each property is rendered from its `value` template."""
+    annotations: CompositeAnnotations | None = None
+    """MCP tool annotations clients see."""
+    failure_mode: Literal["abort", "continue", "best_effort"] | None = None
+    """Accepted as ToolHive's examples write it; each step's `onError` decides what a failure does."""
 
     @model_validator(mode="after")
     def _acyclic(self) -> CompositeTool:
@@ -359,6 +437,8 @@ class VirtualMCPConfig(GatewayConfig):
     """MCPGroup whose servers and remote proxies are the backends."""
     backends: list[StaticBackend] = Field(default_factory=list, max_length=100)
     """Extra backends given by URL."""
+    composite_tool_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=50)
+    """VirtualMCPCompositeToolDefinitions whose tools this gateway serves beside `compositeTools`."""
 
 
 def _unknown_dependency(tool: CompositeTool) -> str | None:

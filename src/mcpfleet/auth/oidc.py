@@ -47,9 +47,8 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
 import jwt
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
@@ -76,6 +75,9 @@ __all__ = [
     "make_authenticator",
     "protected_resource_metadata",
 ]
+
+if TYPE_CHECKING:  # imported where used: the control plane imports this module for its models only
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +208,8 @@ class OIDCAuthenticator:
         return claims
 
     def _session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         return self._http
@@ -234,6 +238,8 @@ class OIDCAuthenticator:
         return self._keys[kid]
 
     async def _refresh(self) -> None:
+        import aiohttp
+
         http = self._session()
         try:
             options = self._fetch_options()
@@ -268,6 +274,8 @@ class OIDCAuthenticator:
         self._fetched_at = time.monotonic()
 
     async def _introspect(self, token: str) -> dict[str, Any]:
+        import aiohttp
+
         """RFC 7662: ask the issuer whether an opaque token is active, and check what it says."""
         assert self.cfg.introspection_url is not None
         options = self._fetch_options()

@@ -21,6 +21,7 @@ app = typer.Typer(
 StateDirOption = typer.Option(
     None,
     "--state-dir",
+    envvar="MCPFLEET_DEV_CLUSTER_DIR",
     help="State dir (kubeconfig, certificates, etcd data, pid and log files). "
     "Default: ~/.cache/mcpfleet/dev-cluster.",
 )
@@ -219,15 +220,18 @@ def image(
     """
     from mcpfleet.devcluster.cluster import DevCluster
     from mcpfleet.devcluster.image import ImageBuildError, build_image
-    from mcpfleet.devcluster.ociimage import ImageError, import_archive
+    from mcpfleet.devcluster.ociimage import ImageError, image_present, import_archive
     from mcpfleet.devcluster.realnode import RealNode
 
     try:
         ref, archive = build_image(repo.resolve(), _progress)
         node = RealNode(DevCluster(_state_dir(state_dir)))
         if load and node.containerd_socket.exists():
-            _progress(f"importing {ref} into the real node's containerd")
-            import_archive(archive, str(node.containerd_socket))
+            if image_present(ref, str(node.containerd_socket)):
+                _progress(f"{ref} is in the real node's containerd already")
+            else:
+                _progress(f"importing {ref} into the real node's containerd")
+                import_archive(archive, str(node.containerd_socket))
         elif load:
             _progress("no real node attached: not imported (`up --real-node` imports it)")
     except (ImageBuildError, ImageError) as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from mcpfleet.httplimits import ENV, HttpLimits
+from mcpfleet.httpsettings import ENV, HttpLimits
 
 _D = HttpLimits()
 

@@ -48,7 +48,6 @@ def up(
       mcpfleet up examples/quickstart
       mcpfleet up ./servers --port-range 40000-40999 --no-progress
     """
-    import asyncio
     import logging
     import sys
 
@@ -61,7 +60,13 @@ def up(
         raise typer.BadParameter(f"{directory} does not exist", param_hint="DIRECTORY")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     low_high = _port_range(port_range)
-    code = asyncio.run(
+    import uvloop  # `up` hosts the proxies, the vMCP and the registry: the loop they are served on
+
+    from mcpfleet import malloctune
+
+    malloctune.tune()  # opt-in (MCPFLEET_MALLOC_TUNE=1), as the vMCP's own process
+
+    code = uvloop.run(
         run_up(
             directory.resolve(),
             resolve_state_dir(state_dir),

@@ -11,6 +11,10 @@ from mcpfleet.cli import limit_options
 
 if TYPE_CHECKING:
     from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.httplimits import HttpLimits
+    from mcpfleet.proxy.child import ChildHooks
+    from mcpfleet.proxy.http_app import ProxyApp
+    from mcpfleet.proxy.remote import RemoteProxyApp
     from mcpfleet.ratelimit import Limiter
     from mcpfleet.toolconfig import ToolPolicy
 
@@ -28,10 +32,10 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
 def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
     """`--auth-config`, read once at start; a missing or invalid file stops the proxy: it never serves
     without the auth it was configured with."""
-    from mcpfleet.auth.oidc import AuthConfigError, load_auth_config
-
     if auth_config is None:
         return None
+    from mcpfleet.auth.oidc import AuthConfigError, load_auth_config
+
     try:
         return load_auth_config(auth_config)
     except AuthConfigError as exc:
@@ -78,7 +82,7 @@ def _remote_app(
     header_from_env: list[str],
     bearer_token_from_env: str | None,
     all_paths: bool,
-) -> object:
+) -> RemoteProxyApp:
     """The `--remote` relay: headers from the environment, the stdio mode's Host/Origin policy."""
     from mcpfleet.proxy.http_app import security_for
     from mcpfleet.proxy.remote import RemoteProxyApp, bearer_from_env, headers_from_env
@@ -167,24 +171,70 @@ def proxy(
       mcpfleet proxy --port 8080 -- uvx mcp-server-time
       mcpfleet proxy --port 8081 --remote https://example.com/mcp
     """
-    from mcpfleet.proxy.attach import AttachTarget, attach_factory, in_cluster_connection, load_kubeconfig
-    from mcpfleet.proxy.http_app import ProxyApp
-    from mcpfleet.proxy.remote import RemoteProxyApp
-    from mcpfleet.proxy.serve import build_stdio_app, run, with_auth
+    from mcpfleet.proxy.serve import run
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    command = list(ctx.args)
+    served, limits = build(list(ctx.args), **ctx.params)
+    try:
+        run(served, host, port, log_level, limits)
+    except KeyboardInterrupt:
+        pass
+
+
+def build(
+    command: list[str],
+    *,
+    transport: str,
+    host: str,
+    remote: str | None,
+    header_from_env: list[str],
+    bearer_token_from_env: str | None,
+    attach: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    isolation: str,
+    allowed_host: list[str],
+    forward_all_paths: bool,
+    auth_config: str | None,
+    run_config: str | None,
+    public_url: str | None,
+    max_body_bytes: int | None,
+    body_timeout: float | None,
+    header_timeout: float | None,
+    max_header_bytes: int | None,
+    keep_alive_timeout: int | None,
+    max_json_depth: int | None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    hooks: ChildHooks | None = None,
+    **_serving: object,
+) -> tuple[object, HttpLimits]:
+    """The served ASGI app and its HTTP limits from `mcpfleet proxy`'s options (its click params).
+
+    Shared by the command and by `mcpfleet up`, which hosts stdio proxies in-process
+    (`platform/local/hosted.py`) and passes the child's exact `env`, `cwd` and `hooks`. The serving
+    options (`port`, `log_level`) are the caller's business. Raises typer.BadParameter.
+    """
+    from mcpfleet.proxy.serve import build_stdio_app, with_auth
+
     limits = limit_options.limits(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
-    app: object
     auth = _incoming_auth(auth_config)
     tool_policy = _tool_policy(run_config, remote)
     limiter = _limiter(run_config)
+    app: ProxyApp | RemoteProxyApp
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
             raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")
         if attach is not None:
+            from mcpfleet.proxy.attach import (
+                AttachTarget,
+                attach_factory,
+                in_cluster_connection,
+                load_kubeconfig,
+            )
+
             target = AttachTarget.parse(attach)
             conn = load_kubeconfig(kubeconfig, context) if kubeconfig else in_cluster_connection()
             factory = attach_factory(conn, target)
@@ -222,13 +272,12 @@ def proxy(
                 isolation=isolation,
                 tool_policy=tool_policy,
                 max_json_depth=limits.max_json_depth,
+                env=env,
+                cwd=cwd,
+                hooks=hooks,
             )
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
-    assert isinstance(app, ProxyApp | RemoteProxyApp)
     served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url, limiter=limiter)
-    try:
-        run(served, host, port, log_level, limits)
-    except KeyboardInterrupt:
-        pass
+    return served, limits

@@ -66,12 +66,13 @@ def serve(
 
     import uvicorn
 
-    from mcpfleet import telemetry
+    from mcpfleet import malloctune, telemetry
     from mcpfleet.httplimits import BodyLimits, uvicorn_options
     from mcpfleet.vmcp.config import ConfigError, load_config
     from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    malloctune.tune()  # opt-in glibc thresholds (MCPFLEET_MALLOC_TUNE=1); see bench/vmcp_steady.py
     limits = limit_options.limits(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )

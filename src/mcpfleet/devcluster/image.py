@@ -46,6 +46,9 @@ BUILD_CA = "/tmp/build-ca.crt"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 USER_ID = 10001
 HOME = "/home/mcpfleet"
+# The image's entrypoint and default arguments (the Dockerfile's ENTRYPOINT and CMD are the same).
+ENTRYPOINT: tuple[str, ...] = ("mcpfleet",)
+CMD: tuple[str, ...] = ("--help",)
 IMAGE_ENV: dict[str, str] = {
     "PATH": "/opt/mcpfleet/bin:/usr/local/bin:/usr/bin:/bin",
     "HOME": HOME,
@@ -310,8 +313,8 @@ def _build_into(
         rootfs,
         archive,
         ref,
-        entrypoint=["mcpfleet"],
-        cmd=["--help"],
+        entrypoint=list(ENTRYPOINT),
+        cmd=list(CMD),
         user=str(USER_ID),
         env=IMAGE_ENV,
         workdir=HOME,

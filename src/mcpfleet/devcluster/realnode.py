@@ -330,6 +330,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if all(s.running for s in states):
             progress(f"real node {NODE_NAME} already running")
             await self._wait_node_ready(ready_timeout)
+            await self._taint_kwok_nodes(add=True)  # kwok nodes `up --nodes` may have just added
             return
         if any(s.running for s in states):
             progress("real node partly running: restarting it")

@@ -45,6 +45,7 @@ CHILD_RESOURCES: tuple[tuple[str, str, str], ...] = (
     ("", "v1", "services"),
     ("", "v1", "configmaps"),
     ("", "v1", "serviceaccounts"),
+    ("", "v1", "persistentvolumeclaims"),
     ("rbac.authorization.k8s.io", "v1", "roles"),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"),
 )

@@ -28,8 +28,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mcpfleet.api.kinds import ALL_KINDS
+from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import API_VERSION, LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
 from mcpfleet.api.resource import Resource
+from mcpfleet.operator.pods import stuck_reason
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.operator.store import Entry, ObjKey, Store
@@ -37,7 +39,7 @@ from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 from mcpfleet.platform.kubernetes.apply import apply_children
 from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
-from mcpfleet.reconcile import configkinds, kinds, mcpgroup
+from mcpfleet.reconcile import configkinds, kinds, mcpgroup, mcpserverentry
 from mcpfleet.reconcile.common import MANAGED_BY, child_name
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
 
@@ -46,12 +48,14 @@ log = logging.getLogger("mcpfleet.operator")
 WORKLOAD_KINDS = tuple(kinds.WORKLOADS)
 CONFIG_KINDS = tuple(kinds.CONFIGS)
 MEMBER_KINDS = kinds.MEMBERS
+ENTRY_KINDS = kinds.ENTRIES
 MAX_BACKOFF = 60.0
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
     ("v1", "Service"),
     ("v1", "ConfigMap"),
     ("v1", "ServiceAccount"),
+    ("v1", "PersistentVolumeClaim"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
@@ -84,9 +88,11 @@ def _group_ref(entry: Entry | None) -> str | None:
     if entry is None:
         return None
     spec = entry.raw.get("spec") or {}
-    if entry.raw.get("kind") == "VirtualMCPServer":
-        return ((spec.get("config") or {}).get("groupRef")) or None
-    return spec.get("groupRef") or None
+    ref = (spec.get("config") or {}).get("groupRef") if entry.raw.get("kind") == "VirtualMCPServer" else None
+    ref = ref or spec.get("groupRef")
+    if isinstance(ref, dict):  # ToolHive's v1beta1 form, {name: ...}
+        ref = ref.get("name")
+    return ref if isinstance(ref, str) and ref else None
 
 
 def _in_group(group: str, entry: Entry) -> bool:
@@ -103,6 +109,7 @@ def _refs(entry: Entry | None) -> set[tuple[str, str]]:
         found.add(("MCPToolConfig", spec["toolConfigRef"]["name"]))
     if (spec.get("externalAuthConfigRef") or {}).get("name"):
         found.add(("MCPExternalAuthConfig", spec["externalAuthConfigRef"]["name"]))
+    found |= _new_kind_refs(entry.raw.get("kind"), spec)
     if entry.raw.get("kind") == "VirtualMCPServer":
         aggregation = (spec.get("config") or {}).get("aggregation") or {}
         for tool in aggregation.get("tools") or ():
@@ -113,6 +120,34 @@ def _refs(entry: Entry | None) -> set[tuple[str, str]]:
             if (auth.get("externalAuthConfigRef") or {}).get("name"):
                 found.add(("MCPExternalAuthConfig", auth["externalAuthConfigRef"]["name"]))
     return found
+
+
+def _new_kind_refs(kind: object, spec: dict[str, Any]) -> set[tuple[str, str]]:
+    """(kind, name) of the configuration objects of the kinds ToolHive added that a spec names."""
+    found: set[tuple[str, str]] = set()
+    paths = NEW_REF_PATHS.get(str(kind), ())
+    for ref_kind, path in paths:
+        found |= {(ref_kind, n) for n in configkinds.names_at(spec, path)}
+    return found
+
+
+_MEMBER_REF_PATHS: tuple[tuple[str, configkinds.RefPath], ...] = (
+    ("MCPOIDCConfig", ("oidcConfigRef",)),
+    ("MCPTelemetryConfig", ("telemetryConfigRef",)),
+    ("MCPAuthzConfig", ("authzConfigRef",)),
+    ("MCPWebhookConfig", ("webhookConfigRef",)),
+)
+NEW_REF_PATHS: dict[str, tuple[tuple[str, configkinds.RefPath], ...]] = {
+    "MCPServer": _MEMBER_REF_PATHS,
+    "MCPRemoteProxy": _MEMBER_REF_PATHS,
+    "VirtualMCPServer": (
+        ("MCPOIDCConfig", ("incomingAuth", "oidcConfigRef")),
+        ("MCPAuthzConfig", ("incomingAuth", "authzConfigRef")),
+        ("MCPTelemetryConfig", ("telemetryConfigRef",)),
+        ("VirtualMCPCompositeToolDefinition", ("config", "compositeToolRefs", "*")),
+    ),
+}
+"""Where workloads name the configuration kinds ToolHive added (same paths as their reconcile rules)."""
 
 
 class Controller:
@@ -166,15 +201,24 @@ class Controller:
     ) -> None:
         if kind in MEMBER_KINDS:
             self._member_changed(namespace, previous, current)
+        elif kind in ENTRY_KINDS:
+            # An entry is a backend of its group's gateways (rendered into their config).
+            for group in {g for g in (_group_ref(previous), _group_ref(current)) if g}:
+                self.queue.add(("MCPGroup", namespace, group))
+                self._enqueue_where(namespace, ("VirtualMCPServer",), functools.partial(_in_group, group))
         elif kind == "MCPGroup":
             if previous is None or current is None:  # created or deleted
                 self._enqueue_where(
-                    namespace, (*MEMBER_KINDS, "VirtualMCPServer"), lambda e: _group_ref(e) == name
+                    namespace,
+                    (*MEMBER_KINDS, *ENTRY_KINDS, "VirtualMCPServer"),
+                    lambda e: _group_ref(e) == name,
                 )
         elif kind in CONFIG_KINDS:
             # A VirtualMCPServer also inlines its members' toolConfigRef / externalAuthConfigRef.
             self._enqueue_where(namespace, MEMBER_KINDS, lambda e: (kind, name) in _refs(e))
             self._enqueue_where(namespace, ("VirtualMCPServer",), lambda e: True)
+            if kind == "MCPExternalAuthConfig":  # an entry is Failed while its auth config is missing
+                self._enqueue_where(namespace, ENTRY_KINDS, lambda e: True)
         elif kind == "VirtualMCPServer":
             for ref_kind, ref_name in _refs(previous) | _refs(current):
                 self.queue.add((ref_kind, namespace, ref_name))
@@ -382,6 +426,8 @@ class Controller:
             await self._reconcile_config(key, entry)
         elif kind == "MCPGroup":
             await self._reconcile_group(key, entry)
+        elif kind in ENTRY_KINDS:
+            await self._reconcile_entry(key, entry)
 
     def world(self, kind: str, namespace: str, model: Resource | None) -> World:
         """What the rules may know, read from the store (never from the API server)."""
@@ -397,8 +443,15 @@ class Controller:
             groups=groups,
             tool_configs=tool_configs,
             external_auth_configs=auths,
+            oidc_configs={m.name: m for m in store.models("MCPOIDCConfig", namespace)},
+            telemetry_configs={m.name: m for m in store.models("MCPTelemetryConfig", namespace)},
+            authz_configs={m.name: m for m in store.models("MCPAuthzConfig", namespace)},
+            webhook_configs={m.name: m for m in store.models("MCPWebhookConfig", namespace)},
+            composite_tool_definitions={
+                m.name: m for m in store.models("VirtualMCPCompositeToolDefinition", namespace)
+            },
         )
-        if kind in ("MCPServer", "MCPRemoteProxy", "MCPRegistry"):
+        if kind in ("MCPServer", "MCPRemoteProxy", "MCPRegistry", "EmbeddingServer", *ENTRY_KINDS):
             return base
         if kind == "VirtualMCPServer":
             group = _group_ref(store.get((kind, namespace, model.name))) if model is not None else None
@@ -418,12 +471,24 @@ class Controller:
                 url = (member.raw.get("status") or {}).get("url")
                 if url and _group_ref(member) == group:
                     urls[member.raw["metadata"]["name"]] = url
-            return replace(base, servers=servers, remote_proxies=proxies, backend_urls=urls)  # type: ignore[arg-type]
+            entries = tuple(
+                e.model
+                for e in store.entries("MCPServerEntry", namespace)
+                if e.model and _group_ref(e) == group
+            )
+            return replace(
+                base,
+                servers=servers,  # type: ignore[arg-type]
+                remote_proxies=proxies,  # type: ignore[arg-type]
+                backend_urls=urls,
+                server_entries=entries,  # type: ignore[arg-type]
+            )
         return replace(
             base,
             servers=tuple(store.models("MCPServer", namespace)),
             remote_proxies=tuple(store.models("MCPRemoteProxy", namespace)),
             virtual_servers=tuple(store.models("VirtualMCPServer", namespace)),
+            server_entries=tuple(store.models("MCPServerEntry", namespace)),
         )
 
     async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
@@ -441,13 +506,27 @@ class Controller:
         deployment = self.store.child(("apps/v1", "Deployment", namespace, workload))
         service = self.store.child(("v1", "Service", namespace, workload))
         observation = observe(plan, deployment, service, terminating=entry.deleting)
+        look_again: float | None = None
         if rejected is not None:
             observation = replace(observation, failed=True, failure_message=rejected)
+        elif (
+            deployment is not None
+            and not entry.deleting
+            and not plan.problems
+            and not observation.failed
+            and observation.ready_replicas < plan.replicas
+        ):
+            # Still not ready: the cause, if any, is in the pods (operator/pods.py).
+            stuck, look_again = await stuck_reason(self.api, namespace, plan, deployment)
+            if stuck is not None:
+                observation = replace(observation, failed=True, failure_message=stuck)
         status = kinds.status(
             model.status, model, plan, observation, world, self._now() if self._now else None
         )
         if self._defer_first_status(key, entry, status):
             return
+        if look_again is not None:
+            self.queue.add_after(key, look_again)
         if await self._write_status(entry, status):
             await self._workload_event(entry, plan, status, observation, rejected)
 
@@ -555,6 +634,21 @@ class Controller:
         group: Any = entry.model
         status = mcpgroup.status(group.status, group, world, now=self._now() if self._now else None)
         await self._write_status(entry, status)
+
+    async def _reconcile_entry(self, key: ObjKey, entry: Entry) -> None:
+        """An MCPServerEntry: only a status (it runs nothing); a spec the models refuse is Failed."""
+        now = self._now() if self._now else None
+        if entry.model is None:
+            message = entry.error or "invalid spec"
+            status = MCPServerEntryStatus(
+                phase="Failed", message=message, observed_generation=entry.generation
+            )
+            if await self._write_status(entry, status):
+                await self._event(entry, "InvalidSpec", message, "Warning")
+            return
+        model: Any = entry.model
+        world = self.world(key[0], key[1], model)
+        await self._write_status(entry, mcpserverentry.status(model.status, model, world, now))
 
     async def _reconcile_config(self, key: ObjKey, entry: Entry) -> None:
         kind, namespace, _name = key

@@ -19,7 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from mcpfleet.proxy.child import BackoffPolicy, ChildProcess, ChildStatus, LifecycleHandler, MessageHandler
+from mcpfleet.proxy.child import (
+    BackoffPolicy,
+    ChildHooks,
+    ChildProcess,
+    ChildStatus,
+    LifecycleHandler,
+    MessageHandler,
+)
 from mcpfleet.proxy.mux import Multiplexer
 from mcpfleet.toolconfig import ToolPolicy
 
@@ -53,6 +60,7 @@ def process_factory(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     backoff: BackoffPolicy | None = None,
+    hooks: ChildHooks | None = None,
 ) -> ChildFactory:
     """Children that are local processes running `command`."""
     if not command:
@@ -70,6 +78,7 @@ def process_factory(
             cwd=cwd,
             backoff=backoff,
             name=name,
+            hooks=hooks,
         )
 
     return make

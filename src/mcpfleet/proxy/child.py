@@ -6,6 +6,11 @@ proxy's own stderr (so the proxy's log shows why a server died) and the last lin
 for `/health` and status. When the child exits the supervisor reports it through
 `on_exit` (so in-flight requests can be failed) and starts it again after a backoff that
 doubles on every quick crash and resets once a run lasted `stable_after` seconds.
+
+A proxy hosted inside another process (`mcpfleet up` hosts every local stdio proxy in-process,
+`platform/local/hosted.py`) passes `ChildHooks`: the exact environment (not merged into the host's,
+which holds other workloads' secrets), where stderr lines go instead of the host's stderr, and the
+pid of each spawn (recorded so `mcpfleet down` can find the child).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from mcpfleet.proxy.unavailable import give_up, offline_miss
+
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[dict[str, Any]], Awaitable[None]]
@@ -33,6 +40,18 @@ LifecycleHandler = Callable[[], Awaitable[None]]
 _LINE_LIMIT = 64 * 1024 * 1024
 _PASSED_LINE_LIMIT = 8192
 """A child's stderr line is passed to our stderr cut to this many characters."""
+
+
+@dataclass(frozen=True)
+class ChildHooks:
+    """How a host that is not a proxy process of its own runs children (see the module docstring)."""
+
+    inherit_env: bool = True
+    """False: the child's environment is exactly `env`, nothing of the host's own."""
+    stderr_sink: Callable[[str], None] | None = None
+    """Receives each stderr line (cut to _PASSED_LINE_LIMIT) instead of the host's stderr."""
+    on_pid: Callable[[int], None] | None = None
+    """Called with the pid of every spawn."""
 
 
 class ChildUnavailableError(RuntimeError):
@@ -94,6 +113,7 @@ class ChildProcess:
         backoff: BackoffPolicy | None = None,
         stderr_lines: int = 50,
         name: str = "child",
+        hooks: ChildHooks | None = None,
     ) -> None:
         if not command:
             raise ValueError("command: at least the executable is required")
@@ -106,6 +126,7 @@ class ChildProcess:
         self._backoff = backoff or BackoffPolicy()
         self._stderr: deque[str] = deque(maxlen=stderr_lines)
         self._name = name
+        self._hooks = hooks or ChildHooks()
         self._proc: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
@@ -211,6 +232,14 @@ class ChildProcess:
                     first.set_result(None)
                 if self._stopping:
                     break
+                unavailable = offline_miss(
+                    self._command, list(self._stderr), {**os.environ, **(self._env or {})}
+                )
+                if unavailable is not None:
+                    # Restarting cannot help (docs/dev-cluster.md): say why once and stop the runner.
+                    self._stderr.append(f"[mcpfleet] {unavailable}")
+                    give_up(unavailable)
+                    break
                 ran_for = time.monotonic() - started
                 self._failures = 1 if ran_for >= self._backoff.stable_after else self._failures + 1
                 delay = self._backoff.delay(self._failures)
@@ -232,7 +261,7 @@ class ChildProcess:
     async def _spawn(self) -> None:
         env = None
         if self._env is not None:
-            env = {**os.environ, **self._env}
+            env = {**os.environ, **self._env} if self._hooks.inherit_env else dict(self._env)
         self._proc = await asyncio.create_subprocess_exec(
             *self._command,
             stdin=asyncio.subprocess.PIPE,
@@ -247,6 +276,8 @@ class ChildProcess:
         )
         self._last_started = time.time()
         self._running.set()
+        if self._hooks.on_pid is not None:
+            self._hooks.on_pid(self._proc.pid)
         log.info("%s started (pid %s): %s", self._name, self._proc.pid, " ".join(self._command))
         if self._on_start is not None:
             await self._on_start()
@@ -293,6 +324,9 @@ class ChildProcess:
                 return
             text = line.decode(errors="replace").rstrip()
             self._stderr.append(text)
+            if self._hooks.stderr_sink is not None:
+                self._hooks.stderr_sink(text[:_PASSED_LINE_LIMIT])
+                continue
             # Passed through to our own stderr, as a container runtime would: the cause of a crash
             # (uv's "not found in the package registry") belongs in the proxy's log, not only in /health.
             with contextlib.suppress(OSError, ValueError):

@@ -8,17 +8,18 @@ import logging
 import socket
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpfleet.auth.asgi import AuthGuard
-from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
+from mcpfleet.proxy.child import ChildHooks
 from mcpfleet.proxy.http_app import ProxyApp, security_for
-from mcpfleet.proxy.remote import RemoteProxyApp
-from mcpfleet.ratelimit import Limiter
-from mcpfleet.ratelimit.asgi import RateLimitGuard
 from mcpfleet.toolconfig import ToolPolicy
+
+if TYPE_CHECKING:  # loaded when used: a plain stdio proxy starts without aiohttp and the auth stack
+    from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.proxy.remote import RemoteProxyApp
+    from mcpfleet.ratelimit import Limiter
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +35,22 @@ def build_stdio_app(
     isolation: str = "shared",
     tool_policy: ToolPolicy | None = None,
     max_json_depth: int | None = None,
+    cwd: str | None = None,
+    hooks: ChildHooks | None = None,
 ) -> ProxyApp:
     """The proxy app for a local command, or for `factory` (e.g. an attached container) when given.
 
     `tool_policy` (an MCPToolConfig's filter and overrides, from the run config) is enforced on
-    every transport and era: all of them reach the child through the multiplexer.
+    every transport and era: all of them reach the child through the multiplexer. `cwd` and
+    `hooks` are for a host running the proxy in-process (`mcpfleet.proxy.child.ChildHooks`).
     """
     if transport not in ("streamable-http", "sse"):
         raise ValueError(f"--transport: expected streamable-http or sse, got {transport!r}")
     if factory is None:
         backend = StdioBackend(
-            process_factory(command, env=env), per_session=isolation == "session", tool_policy=tool_policy
+            process_factory(command, env=env, cwd=cwd, hooks=hooks),
+            per_session=isolation == "session",
+            tool_policy=tool_policy,
         )
     else:
         if isolation != "shared":
@@ -74,9 +80,16 @@ def with_auth(
     for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
     credentials come from `--header-from-env`).
     """
-    inner: Any = app if limiter is None else RateLimitGuard(app, limiter)
+    inner: Any = app
+    if limiter is not None:
+        from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
+
+        inner = RateLimitGuard(app, limiter)
     if auth is None or auth.type == "anonymous":
         return inner
+    from mcpfleet.auth.asgi import AuthGuard
+    from mcpfleet.proxy.remote import RemoteProxyApp
+
     return AuthGuard(
         inner,
         auth,

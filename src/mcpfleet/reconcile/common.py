@@ -102,6 +102,7 @@ CHILD_PREFIX = {
     "MCPRemoteProxy": "mcprp",
     "VirtualMCPServer": "vmcp",
     "MCPRegistry": "mcpreg",
+    "EmbeddingServer": "emb",
 }
 """Children are named PREFIX-NAME so a server and a gateway of the same name never collide."""
 DNS_LABEL_MAX = 63

@@ -161,3 +161,60 @@ def needs_finalizer(refs: list[WorkloadReference]) -> bool:
 
 
 RefGetter = Callable[[Resource], Iterable[str]]
+
+
+RefPath = tuple[str, ...]
+"""Where a workload's spec (wire form) names a configuration object: keys down to an object holding
+`name`; `*` walks a list (e.g. ("config", "compositeToolRefs", "*"))."""
+
+
+def names_at(document: Any, path: RefPath) -> list[str]:
+    """The `name`s found at `path` in a wire-form document."""
+    if not path:
+        name = document.get("name") if isinstance(document, dict) else None
+        return [name] if isinstance(name, str) else []
+    head, rest = path[0], path[1:]
+    if head == "*":
+        return [n for item in document for n in names_at(item, rest)] if isinstance(document, list) else []
+    if not isinstance(document, dict) or head not in document:
+        return []
+    return names_at(document[head], rest)
+
+
+def referencing_by_paths(
+    name: str, world: World, member_paths: tuple[RefPath, ...], gateway_paths: tuple[RefPath, ...]
+) -> list[WorkloadReference]:
+    """Sorted references to the workloads whose spec names `name` at one of the paths: MCPServers and
+    MCPRemoteProxies (`member_paths`), VirtualMCPServers (`gateway_paths`).
+
+    The kinds ToolHive added are referenced by fields of the workloads' wire form (`oidcConfigRef`,
+    `authzConfigRef`, `telemetryConfigRef`, …), read here by path, so every API version of a workload
+    that carries the field counts."""
+    found: set[tuple[str, str]] = set()
+    members: tuple[MCPServer | MCPRemoteProxy, ...] = (*world.servers, *world.remote_proxies)
+    if member_paths:
+        for member in members:
+            spec = member.spec.dump()
+            if any(name in names_at(spec, path) for path in member_paths):
+                found.add((member.kind, member.name))
+    if gateway_paths:
+        for vmcp in world.virtual_servers:
+            spec = vmcp.spec.dump()
+            if any(name in names_at(spec, path) for path in gateway_paths):
+                found.add(("VirtualMCPServer", vmcp.name))
+    return [WorkloadReference(kind=k, name=n) for k, n in sorted(found)]
+
+
+ConfigStatusRule = Callable[..., ConfigStatus]
+
+
+def status_rule(referencing_workloads: Callable[[str, World], list[WorkloadReference]]) -> ConfigStatusRule:
+    """The status rule of a configuration kind whose references `referencing_workloads` finds."""
+
+    def status(
+        previous: ConfigStatus, obj: Resource, world: World, *, deleting: bool, now: str | None = None
+    ) -> ConfigStatus:
+        refs = referencing_workloads(obj.name, world)
+        return config_status(previous, obj=obj, refs=refs, deleting=deleting, now=now)
+
+    return status

@@ -12,11 +12,17 @@ from typing import Any
 
 from mcpfleet.api.meta import ApiModel, ConfigStatus
 from mcpfleet.reconcile import (
+    embeddingserver,
+    mcpauthzconfig,
     mcpexternalauthconfig,
+    mcpoidcconfig,
     mcpregistry,
     mcpremoteproxy,
     mcpserver,
+    mcptelemetryconfig,
     mcptoolconfig,
+    mcpwebhookconfig,
+    virtualmcpcompositetooldefinition,
     virtualmcpserver,
 )
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
@@ -50,17 +56,29 @@ WORKLOADS: dict[str, WorkloadRules] = {
         mcpregistry.plan,
         lambda prev, obj, plan, seen, world, now: mcpregistry.status(prev, obj, plan, seen, now),
     ),
+    "EmbeddingServer": WorkloadRules(
+        embeddingserver.plan,
+        lambda prev, obj, plan, seen, world, now: embeddingserver.status(prev, obj, plan, seen, now),
+    ),
 }
 """Workload kinds and their rules."""
 
 CONFIGS: dict[str, Callable[..., ConfigStatus]] = {
     "MCPToolConfig": mcptoolconfig.status,
     "MCPExternalAuthConfig": mcpexternalauthconfig.status,
+    "MCPOIDCConfig": mcpoidcconfig.status,
+    "MCPTelemetryConfig": mcptelemetryconfig.status,
+    "MCPAuthzConfig": mcpauthzconfig.status,
+    "MCPWebhookConfig": mcpwebhookconfig.status,
+    "VirtualMCPCompositeToolDefinition": virtualmcpcompositetooldefinition.status,
 }
 """Configuration kinds and their status rule (referencing workloads, hash, deletion guard)."""
 
 MEMBERS = ("MCPServer", "MCPRemoteProxy")
-"""Kinds that join an MCPGroup (a VirtualMCPServer's backends)."""
+"""Kinds that join an MCPGroup (a VirtualMCPServer's backends) and run something."""
+
+ENTRIES = ("MCPServerEntry",)
+"""Kinds that join an MCPGroup without running anything (status rule: `mcpserverentry.status`)."""
 
 
 def plan(obj: Any, world: World) -> WorkloadPlan:

@@ -1,4 +1,5 @@
-"""Reconcile rules of MCPGroup: no children; the status lists member servers and remote proxies.
+"""Reconcile rules of MCPGroup: no children; the status lists member servers, remote proxies and
+MCPServerEntries.
 
 Membership is by reference: a server or remote proxy joins by setting `spec.groupRef` to the group's
 name. When a group is deleted its members keep running and their `GroupRefValidated` condition turns
@@ -20,11 +21,16 @@ def member_remote_proxies(group: str, world: World) -> list[str]:
     return sorted(p.name for p in world.remote_proxies if p.spec.group_ref == group)
 
 
+def member_entries(group: str, world: World) -> list[str]:
+    return sorted(e.name for e in world.server_entries if e.spec.group_ref.name == group)
+
+
 def status(previous: MCPGroupStatus, group: MCPGroup, world: World, now: str | None = None) -> MCPGroupStatus:
     """The group's status; equal to `previous` when membership did not change."""
     servers = member_servers(group.name, world)
     proxies = member_remote_proxies(group.name, world)
-    message = f"{len(servers)} servers, {len(proxies)} remote proxies"
+    entries = member_entries(group.name, world)
+    message = f"{len(servers)} servers, {len(proxies)} remote proxies, {len(entries)} entries"
     conditions = set_condition(
         list(previous.conditions),
         type="Ready",
@@ -40,6 +46,8 @@ def status(previous: MCPGroupStatus, group: MCPGroup, world: World, now: str | N
         server_count=len(servers),
         remote_proxies=proxies,
         remote_proxy_count=len(proxies),
+        entries=entries,
+        entry_count=len(entries),
         observed_generation=group.generation,
         conditions=conditions,
     )

@@ -12,16 +12,22 @@ import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
+from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup
+from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.mcpserverentry import MCPServerEntry
+from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
+from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef, SecretKeyRef
+from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import LIVE_CONFIG_FIELDS, VirtualMCPServer
 
 KUBERNETES_CONFIG_DIR = "/etc/mcpfleet/config"
@@ -37,7 +43,7 @@ KUBERNETES_CONFIGMAP_DIR = "/etc/mcpfleet/configmaps"
 KUBERNETES_TOKEN_DIR = "/var/run/secrets/mcpfleet/serviceaccount"
 """Where a container with `service_account_token` finds `token`, `ca.crt` and `namespace` on Kubernetes."""
 
-WorkloadKind = Literal["MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry"]
+WorkloadKind = Literal["MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,8 @@ class Container:
     e.g. ("POD_NAME", "metadata.name"). Kubernetes expands `$(POD_NAME)` in `command`."""
     fixed_port: bool = False
     """The server binds `port` itself (an http package or image): the platform cannot choose it."""
+    image_pull_policy: str | None = None
+    """Kubernetes imagePullPolicy of `image` (the cluster's default when None)."""
     service_account_token: bool = False
     """Mount a token of the pod's service account, the cluster CA and the namespace into this container
     at `KUBERNETES_TOKEN_DIR` (a projected volume, independent of automountServiceAccountToken): what a
@@ -123,6 +131,17 @@ class ConfigMapFile:
 
     filename: str
     config_map: ConfigMapKeyRef
+
+
+@dataclass(frozen=True)
+class VolumeClaim:
+    """A PersistentVolumeClaim (named after the workload) mounted at the plan's `data_dir` instead of
+    scratch space, so what the workload writes there (e.g. downloaded models) outlives its pods.
+    Kubernetes only; locally `data_dir` is a folder in the state dir, which persists anyway."""
+
+    size: str
+    access_mode: str = "ReadWriteOnce"
+    storage_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +192,14 @@ class WorkloadPlan:
     """Kubernetes Service type."""
     session_affinity: str | None = None
     """Kubernetes Service session affinity (ClientIP / None)."""
+    volume_claim: VolumeClaim | None = None
+    """A PersistentVolumeClaim backing `data_dir` (Kubernetes)."""
+    pod_template: dict[str, Any] | None = None
+    """A user's PodTemplateSpec merged onto the rendered pod template (Kubernetes): maps key by key,
+    lists of named items (containers, volumes, env…) by name, other lists replaced."""
+    object_metadata: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """Extra `labels` / `annotations` per rendered object ("Deployment", "Pod", "Service",
+    "PersistentVolumeClaim"); mcpfleet's own labels win."""
 
     @property
     def config_checksum(self) -> str:
@@ -266,3 +293,10 @@ class World:
     """Observed URLs of servers / remote proxies by name (status.url on Kubernetes, local URLs locally)."""
     virtual_servers: tuple[VirtualMCPServer, ...] = ()
     """VirtualMCPServers of the namespace (for referencingWorkloads of the config kinds)."""
+    oidc_configs: dict[str, MCPOIDCConfig] = field(default_factory=dict)
+    telemetry_configs: dict[str, MCPTelemetryConfig] = field(default_factory=dict)
+    authz_configs: dict[str, MCPAuthzConfig] = field(default_factory=dict)
+    webhook_configs: dict[str, MCPWebhookConfig] = field(default_factory=dict)
+    composite_tool_definitions: dict[str, VirtualMCPCompositeToolDefinition] = field(default_factory=dict)
+    server_entries: tuple[MCPServerEntry, ...] = ()
+    """MCPServerEntries (for a VirtualMCPServer: those of its group)."""

@@ -21,12 +21,14 @@ from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import (
     BackendAuth,
+    CompositeTool,
     DiscoveredBackend,
     VirtualMCPServer,
     VirtualMCPServerStatus,
     WorkloadToolConfig,
 )
 from mcpfleet.auth.oidc import IncomingAuth
+from mcpfleet.reconcile import mcpserverentry, virtualmcpcompositetooldefinition
 from mcpfleet.reconcile.common import (
     child_name,
     child_name_problem,
@@ -40,6 +42,7 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.mcpserver import url_path as server_url_path
 from mcpfleet.reconcile.model import (
     ConfigFile,
+    ConfigMapFile,
     Container,
     RbacRule,
     SecretEnv,
@@ -89,6 +92,10 @@ def backends(vmcp: VirtualMCPServer, world: World) -> list[tuple[str, str | None
     ]
     for static in vmcp.spec.config.backends:
         result.append((static.name, static.url))
+    group = vmcp.spec.config.group_ref
+    for entry in sorted(world.server_entries, key=lambda e: e.name):
+        if entry.spec.group_ref.name == group and mcpserverentry.usable(entry, world):
+            result.append((entry.name, entry.spec.remote_url))
     return result
 
 
@@ -266,6 +273,13 @@ def _member_tool_configs(vmcp: VirtualMCPServer, world: World) -> list[WorkloadT
     ]
 
 
+def _composite_tools(vmcp: VirtualMCPServer, world: World) -> list[CompositeTool]:
+    try:
+        return virtualmcpcompositetooldefinition.resolve(vmcp, world)
+    except virtualmcpcompositetooldefinition.CompositeRefError as exc:
+        raise RenderError(str(exc)) from exc
+
+
 def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tuple[SecretEnv, ...]]:
     """The vMCP config (the gateway's own model) and the secret env it names."""
     config = vmcp.spec.config
@@ -282,16 +296,25 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             )
         tool_configs[ref] = world.tool_configs[ref].spec
     incoming, outgoing = _incoming(vmcp, world, secrets), _outgoing(vmcp, world, secrets)
+    entries = mcpserverentry.gateway_backends(config.group_ref, world, secrets.add)
+    composite_tools = _composite_tools(vmcp, world)
+    for name, ref in entries.auth_refs.items():
+        if name not in outgoing.backends:  # an explicit outgoingAuth.backends entry wins
+            outgoing.backends[name] = _auth_strategy(
+                world.external_auth_configs[ref],
+                secrets,
+                f"MCPServerEntry {name}: spec.externalAuthConfigRef",
+            )
     try:
         rendered = VMCPConfig(
             name=vmcp.name,
             group_ref=config.group_ref,
             namespace=vmcp.namespace if world.platform == "kubernetes" else None,
-            backends=_backends(vmcp, world),
+            backends=[*_backends(vmcp, world), *(Backend.model_validate(b) for b in entries.backends)],
             aggregation=config.aggregation.model_copy(
                 update={"tools": sorted(tools, key=lambda t: t.workload)}
             ),
-            composite_tools=config.composite_tools,
+            composite_tools=composite_tools,
             operational=config.operational,
             optimizer=config.optimizer,
             code_mode=config.code_mode,
@@ -304,6 +327,12 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
     except ValueError as exc:
         raise RenderError(f"rendered vMCP config is invalid: {exc}") from exc
     return rendered, (*secrets.env, *redis_password_env(vmcp.spec.session_storage))
+
+
+def _config_map_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, ...]:
+    """The user's ConfigMap keys the gateway reads: shared OIDC settings, entries' CA bundles."""
+    entries = mcpserverentry.gateway_backends(vmcp.spec.config.group_ref, world, _Secrets().add)
+    return (*_incoming_plan(vmcp, world).config_map_files, *entries.config_map_files)
 
 
 def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
@@ -371,7 +400,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         url_path="/mcp",
         health_path="/health",
         config_files=config_files,
-        config_map_files=_incoming_plan(vmcp, world).config_map_files if config_files else (),
+        config_map_files=_config_map_files(vmcp, world) if config_files else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),

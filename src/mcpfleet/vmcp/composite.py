@@ -7,7 +7,16 @@ exactly one template keeps the value's type. A step's `output` is the backend re
 `structuredContent` when present, else `{"text": <joined text content>}`; `content` and `isError`
 are there too. `condition` is a template that must render truthy (`eq`, `ne`, `not`, `and`, `or`
 are understood). `onError`: `abort` (default) fails the tool, `continue` records the error and
-uses `defaultResults` as the output, `retry` retries `retryCount` times after `retryDelay`.
+uses `defaultResults` as the output, `retry` retries `retryCount` (or `maxRetries`) times after
+`retryDelay`.
+
+An `elicitation` step asks the calling client's user (`elicitation/create` with the step's rendered
+`message` and its `schema` as `requestedSchema`) and waits up to the step's timeout. Accepted, its
+output is the answer's fields plus `action` and `content` (`{{.steps.confirm.output.proceed}}`).
+Declined or cancelled, `onDecline` / `onCancel` decide: `abort` (default) fails the tool,
+`continue` goes on with `defaultResults` (else `{"action": ...}`) as the output, `skip_remaining`
+ends the tool successfully without running the steps not yet started. A client that cannot answer
+(no elicitation capability, no back channel) counts as a cancel.
 
 With a tracer, a run is an INTERNAL span `composite <tool>` and each step a child span
 `composite.step <id>` (outcome ok / skipped / continued / failed, attempts); the backend calls a
@@ -34,6 +43,10 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 StepCall = Callable[[str, dict[str, Any], Any, "float | None"], Awaitable[dict[str, Any]]]
+Elicit = Callable[[str, dict[str, Any], Any, "float | None"], Awaitable[dict[str, Any]]]
+"""(message, requestedSchema, call context, time limit) -> the client's `ElicitResult` (`action`,
+`content`); raises RPCError / TimeoutError when the client cannot answer."""
+DEFAULT_ELICIT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 _TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _MISSING = object()
@@ -41,6 +54,19 @@ _MISSING = object()
 
 class StepFailed(Exception):
     pass
+
+
+class SkipRemaining(Exception):
+    """An elicitation answered decline / cancel under `skip_remaining`: the tool ends successfully."""
+
+    def __init__(self, step: str, action: str) -> None:
+        super().__init__(f"step {step!r}: the user chose {action}; the remaining steps were skipped")
+        self.step = step
+        self.action = action
+
+
+async def _no_client(message: str, schema: dict[str, Any], ctx: Any, limit: float | None) -> dict[str, Any]:
+    raise RPCError(-32601, "no client to ask")
 
 
 def _lookup(path: str, scope: dict[str, Any]) -> Any:
@@ -145,9 +171,10 @@ def step_output(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class CompositeRunner:
-    def __init__(self, call: StepCall, *, tracer: Tracer | None = None) -> None:
+    def __init__(self, call: StepCall, *, tracer: Tracer | None = None, elicit: Elicit | None = None) -> None:
         self._call = call
         self._tracer = tracer
+        self._elicit = elicit or _no_client
 
     async def run(self, tool: CompositeTool, params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         if self._tracer is None:
@@ -173,6 +200,8 @@ class CompositeRunner:
         except ExceptionGroup as group:
             # An aborting step cancels the steps still running (TaskGroup semantics).
             first = group.exceptions[0]
+            if isinstance(first, SkipRemaining):
+                return {"content": [{"type": "text", "text": str(first)}], "isError": False}
             if isinstance(first, (StepFailed, RPCError)):
                 return _error_result(str(first))
             raise
@@ -232,9 +261,12 @@ class CompositeRunner:
     ) -> dict[str, Any]:
         if s.condition is not None and not _truthy(render(s.condition, scope)):
             return {"output": dict(s.default_results or {}), "content": [], "isError": False, "skipped": True}
-        args = {k: render(v, scope) for k, v in s.arguments.items()}
         timeout = parse_duration(s.timeout) if s.timeout else None
-        attempts = 1 + (s.on_error.retry_count if s.on_error.action == "retry" else 0)
+        if s.type == "elicitation":
+            return await self._ask(s, scope, ctx, timeout)
+        assert s.tool is not None  # the model requires it for tool steps (forEach is refused)
+        args = {k: render(v, scope) for k, v in s.arguments.items()}
+        attempts = 1 + (s.on_error.retries if s.on_error.action == "retry" else 0)
         delay = parse_duration(s.on_error.retry_delay) if s.on_error.retry_delay else 0.0
         error = ""
         for attempt in range(attempts):
@@ -257,6 +289,34 @@ class CompositeRunner:
         if s.on_error.action == "continue":
             return {"output": dict(s.default_results or {}), "content": [], "isError": True, "error": error}
         raise StepFailed(f"step {s.id!r} ({s.tool}) failed: {error}")
+
+    async def _ask(
+        self, s: WorkflowStep, scope: dict[str, Any], ctx: Any, time_limit: float | None
+    ) -> dict[str, Any]:
+        message = _to_text(render(s.message or "", scope))
+        try:
+            answer = await self._elicit(message, s.schema_ or DEFAULT_ELICIT_SCHEMA, ctx, time_limit)
+        except (RPCError, TimeoutError):
+            answer = {"action": "cancel"}
+        action = answer.get("action") if isinstance(answer, dict) else None
+        if action == "accept":
+            raw = answer.get("content")
+            content: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            output = {**content, "action": "accept", "content": content}
+            return {
+                "output": output,
+                "content": [{"type": "text", "text": json.dumps(content)}],
+                "isError": False,
+            }
+        action = "decline" if action == "decline" else "cancel"
+        response = s.on_decline if action == "decline" else s.on_cancel
+        what = response.action if response is not None else "abort"
+        if what == "skip_remaining":
+            raise SkipRemaining(s.id, action)
+        if what == "continue":
+            output = dict(s.default_results or {"action": action})
+            return {"output": output, "content": [], "isError": False}
+        raise StepFailed(f"step {s.id!r}: the user chose {action}")
 
     def _result(self, tool: CompositeTool, scope: dict[str, Any]) -> dict[str, Any]:
         if tool.output and tool.output.get("properties"):

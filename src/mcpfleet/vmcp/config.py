@@ -22,14 +22,6 @@ from mcpfleet.api.ratelimit import SessionStorage
 from mcpfleet.api.virtualmcpserver import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
 
-
-class Backend(StaticBackend):
-    """A backend the gateway calls: a static one, or a group member with its observed URL."""
-
-    metadata: dict[str, str] = Field(default_factory=dict)
-    """Where the backend came from (`kind`: MCPServer, MCPRemoteProxy or static)."""
-
-
 # Outgoing auth as the gateway uses it: MCPExternalAuthConfigs resolved by the renderer, a secret
 # value present only as the name of the environment variable that holds it.
 
@@ -53,6 +45,18 @@ class TokenExchange(ApiModel):
     scopes: list[str] = Field(default_factory=list)
     subject_token_type: str | None = None
     subject_provider_name: str | None = None
+
+
+class Backend(StaticBackend):
+    """A backend the gateway calls: a static one, a group member with its observed URL, or an
+    MCPServerEntry (the gateway connects to the remote directly, with its headers and CA bundle)."""
+
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Where the backend came from (`kind`: MCPServer, MCPRemoteProxy, MCPServerEntry or static)."""
+    headers: list[HeaderInjection] = Field(default_factory=list, max_length=50)
+    """Headers added to every request to this backend (an MCPServerEntry's `headerForward`)."""
+    ca_file: str | None = None
+    """PEM CA bundle that verifies this backend's TLS certificate (an MCPServerEntry's `caBundleRef`)."""
 
 
 class BearerToken(ApiModel):

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,7 +28,7 @@ from mcpfleet.api.duration import parse_duration
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
-from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory
+from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory, WithHeaders, backend_headers
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.codemode import SCRIPT_TOOL, CodeRunner, tool_definition
 from mcpfleet.vmcp.composite import CompositeRunner
@@ -89,7 +90,11 @@ class ClientSession:
     # subject may use the session (MCP security best practices: bind sessions to the user).
     subject: str | None = None
     stream: asyncio.Queue[dict[str, Any]] | None = None
-    pending: dict[str, tuple[BaseUpstream, Any]] = field(default_factory=dict)
+    pending: dict[str, tuple[BaseUpstream, Any] | asyncio.Future[dict[str, Any]]] = field(
+        default_factory=dict
+    )
+    """Requests sent to the client, by gateway id: a backend's (relayed back to it) or the gateway's
+    own (a composite tool's elicitation step, answered into the future)."""
     inflight: dict[Any, tuple[BaseUpstream, int]] = field(default_factory=dict)
     subscriptions: set[str] = field(default_factory=set)
     log_level: str | None = None
@@ -175,7 +180,7 @@ class Gateway:
         self.session_store: SessionStore | None = None
         self.listeners: set[Listener] = set()
         self.composites = {c.name: c for c in config.composite_tools}
-        self._runner = CompositeRunner(self._call_step, tracer=tracer)
+        self._runner = CompositeRunner(self._call_step, tracer=tracer, elicit=self._elicit)
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
         self.finder: ToolFinder | None = ToolFinder(config.optimizer) if config.optimizer else None
         self.code: CodeRunner | None = CodeRunner(config.code_mode) if config.code_mode.enabled else None
@@ -193,6 +198,7 @@ class Gateway:
         self.startup_error: str | None = None
         self.legacy_sse = False
         self._status_dirty = asyncio.Event()
+        self._tls_sessions: dict[str, aiohttp.ClientSession] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -233,6 +239,9 @@ class Gateway:
         with contextlib.suppress(Exception):
             await self.status_writer.write(self.status())
         await self._outgoing.close()
+        for session in self._tls_sessions.values():
+            await session.close()
+        self._tls_sessions.clear()
         if self.finder is not None:
             await self.finder.close()
         if self.code is not None:
@@ -298,16 +307,22 @@ class Gateway:
             if b.upstream is not None:
                 return True
             assert self._http is not None
+            http, auth = self._http, self._outgoing.for_backend(b.spec.name, self._http)
+            settings = next((c for c in self.config.backends if c.name == b.spec.name), None)
+            if settings is not None and settings.headers:
+                auth = WithHeaders(backend_headers(settings.headers, b.spec.name), auth)
+            if settings is not None and settings.ca_file:
+                http = self._tls_session(settings.ca_file)
             up = make_upstream(
                 b.spec.name,
                 b.spec.url,
                 b.spec.transport,
-                self._http,
-                auth=self._outgoing.for_backend(b.spec.name, self._http),
+                http,
+                auth=auth,
                 time_limit=self.config.operational.timeouts.for_backend(b.spec.name),
                 on_notification=self._on_backend_notification,
                 client_info={"name": f"mcpfleet-vmcp/{self.config.name}", "version": "1"},
-                fast=self._fast if b.spec.transport != "sse" else None,
+                fast=self._fast if b.spec.transport != "sse" and http is self._http else None,
             )
             try:
                 async with asyncio.timeout(self._check_timeout + 5):
@@ -324,6 +339,19 @@ class Gateway:
             await self._fetch_lists(b, tuple(LISTS))
             self._status_dirty.set()
             return True
+
+    def _tls_session(self, ca_file: str) -> aiohttp.ClientSession:
+        """A client session whose TLS trusts `ca_file` (an MCPServerEntry's CA bundle), one per file."""
+        session = self._tls_sessions.get(ca_file)
+        if session is None:
+            context = ssl.create_default_context(cafile=ca_file)
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=context, limit=0, ttl_dns_cache=300),
+                timeout=aiohttp.ClientTimeout(total=None),
+                auto_decompress=False,
+            )
+            self._tls_sessions[ca_file] = session
+        return session
 
     async def _disconnect(self, b: Backend) -> None:
         up, b.upstream = b.upstream, None
@@ -693,6 +721,36 @@ class Gateway:
             time_limit,
         )
 
+    async def _elicit(
+        self, message: str, schema: dict[str, Any], ctx: CallContext, time_limit: float | None
+    ) -> dict[str, Any]:
+        """Ask the calling client's user (a composite tool's elicitation step): `elicitation/create`
+        on the call's stream, the answer routed back by `client_message`."""
+        session, emit = ctx.session, ctx.emit
+        if session is None or emit is None:
+            raise RPCError(wire.METHOD_NOT_FOUND, "the client has no back channel for elicitation")
+        gid = f"vmcp-{next(self._ids)}"
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        session.pending[gid] = answer
+        try:
+            await emit(
+                {
+                    "jsonrpc": "2.0",
+                    "id": gid,
+                    "method": "elicitation/create",
+                    "params": {"message": message, "requestedSchema": schema},
+                }
+            )
+            async with asyncio.timeout(time_limit):
+                reply = await answer
+        finally:
+            session.pending.pop(gid, None)
+        if "error" in reply:
+            error = reply.get("error") or {}
+            raise RPCError(wire.INTERNAL_ERROR, str(error.get("message") or "elicitation failed"))
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {"action": "cancel"}
+
     async def _forward(
         self,
         backend: str,
@@ -882,7 +940,10 @@ class Gateway:
         """A response or notification a 2025-era client POSTed: route it to the right backend."""
         if "method" not in msg:
             target = session.pending.pop(str(msg.get("id")), None)
-            if target is not None:
+            if isinstance(target, asyncio.Future):
+                if not target.done():
+                    target.set_result(msg)
+            elif target is not None:
                 up, orig = target
                 await up.send_message({**msg, "id": orig}, session.token)
             return

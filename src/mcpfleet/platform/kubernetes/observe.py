@@ -97,3 +97,48 @@ def reconcile_inputs(child: dict[str, Any]) -> tuple[Any, ...]:
         status.get("updatedReplicas"),
         conditions,
     )
+
+
+# A container waiting for one of these reasons cannot start until something outside it changes.
+_STUCK_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+
+
+def pod_failure(pods: list[dict[str, Any]]) -> str | None:
+    """Why a workload's pods do not become ready, from their container statuses, or None.
+
+    A container's termination message (the runner writes one when it gives up, e.g. a package not
+    in the image's offline cache) is the clearest cause; else a waiting reason that needs a change
+    (image pull, crash loop, bad config) with kubelet's message.
+    """
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        status = pod.get("status") or {}
+        for container in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            if container.get("ready"):
+                continue
+            name = container.get("name", "?")
+            state = container.get("state") or {}
+            last = (container.get("lastState") or {}).get("terminated") or state.get("terminated") or {}
+            if str(last.get("message") or "").strip():
+                return f"container {name}: {str(last['message']).strip()}"
+            waiting = state.get("waiting") or {}
+            if waiting.get("reason") in _STUCK_REASONS:
+                detail = waiting.get("message") or (
+                    f"exit code {last.get('exitCode')}" if last.get("exitCode") is not None else ""
+                )
+                return f"container {name}: {waiting['reason']}" + (f": {detail}" if detail else "")
+    return None

@@ -9,6 +9,10 @@ and re-sync as soon as they change. This is to the local platform what the Servi
 rules are on Kubernetes: how the workload reaches the platform's state, not what it runs.
 Tracing follows the standard `OTEL_*` environment variables the children inherit from `mcpfleet up`
 (docs/observability.md).
+
+`mcpfleet up` usually runs these in its own process (`run_hosted`, from `hosted.HostedService`):
+the same functions, with the uvicorn server handed to the host (which stops it) instead of taking
+over the process' signal handlers, and messages going to the workload's log.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcpfleet import telemetry
+from mcpfleet import malloctune, telemetry
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
+from mcpfleet.platform.local import hosted
 from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads
 from mcpfleet.reconcile.model import is_member_backend
 
@@ -65,7 +70,17 @@ async def _serve(app: object, host: str, port: int, limits: HttpLimits | None = 
         timeout_graceful_shutdown=3,
         **protocol,
     )
-    await uvicorn.Server(config).serve()
+    server = uvicorn.Server(config)
+    if not hosted.hand_over(server):
+        await server.serve()
+        return
+    await server._serve()  # in `up`: its signals stay `up`'s; the host stops the server
+
+
+def _say(text: str) -> None:
+    """A line for the operator: the process' stderr, or the workload's log when hosted by `up`."""
+    if not hosted.say(text):
+        print(text, file=sys.stderr, flush=True)
 
 
 async def run_vmcp(args: argparse.Namespace) -> int:
@@ -80,7 +95,7 @@ async def run_vmcp(args: argparse.Namespace) -> int:
         # HTTP limits from the $MCPFLEET_* variables `mcpfleet up` passes on, as for the CLI.
         limits = HttpLimits.from_env()
     except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return 2
     source: BackendSource
     static = static_specs(config)
@@ -108,12 +123,12 @@ async def run_vmcp(args: argparse.Namespace) -> int:
             "mcpfleet-vmcp", resource_attributes={"mcpfleet.vmcp.name": config.name}
         )
     except telemetry.TracingConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return 2
     app = build_app(
         config, options, source=source, status_writer=writer, tracer=telemetry.tracer_of(provider)
     )
-    print(f"mcpfleet vmcp listening on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+    _say(f"mcpfleet vmcp listening on http://{args.host}:{args.port}/mcp")
     try:
         await _serve(app, args.host, args.port, limits)
     finally:
@@ -129,7 +144,7 @@ async def run_registry(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return 2
     namespaces = sorted({ns for s in config.sources if s.kubernetes for ns in s.kubernetes.namespaces})
     try:
@@ -137,7 +152,7 @@ async def run_registry(args: argparse.Namespace) -> int:
             "mcpfleet-registry", resource_attributes={"mcpfleet.registry.name": config.registryName}
         )
     except telemetry.TracingConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return 2
     tracer = telemetry.tracer_of(provider)
     service = RegistryService(
@@ -150,7 +165,7 @@ async def run_registry(args: argparse.Namespace) -> int:
     follower = asyncio.create_task(
         _follow_workloads(service, args.state_dir, config.registryName, namespaces)
     )
-    print(f"mcpfleet registry listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    _say(f"mcpfleet registry listening on http://{args.host}:{args.port}")
     try:
         await _serve(create_app(service, manage_lifespan=False, tracer=tracer), args.host, args.port)
     finally:
@@ -187,12 +202,22 @@ async def _follow_workloads(service: object, state_dir: Path, registry: str, nam
         await watcher.close()
 
 
+async def run_hosted(argv: list[str]) -> int:
+    """Run the service of `argv` (this module's arguments) in the running loop, for `up`."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse's usage error must not end `up`
+        return exc.code if isinstance(exc.code, int) else 2
+    return await (run_vmcp if args.service == "vmcp" else run_registry)(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     runner = run_vmcp if args.service == "vmcp" else run_registry
+    malloctune.tune()
     try:
         import uvloop
 

@@ -24,7 +24,8 @@ from mcpfleet.platform.local.snapshot import (
 )
 from mcpfleet.platform.local.views import log_files
 
-EVENT_LINES = 10
+EVENT_LINES = 16
+"""Start-up milestones included (supervisor docstring): a run writes up to 7."""
 LOG_LINES = 10
 
 

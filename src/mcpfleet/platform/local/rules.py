@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
-from mcpfleet.api.mcptoolconfig import MCPToolConfig
 from mcpfleet.api.meta import ConfigStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer, VirtualMCPServerStatus
@@ -57,8 +55,6 @@ def group_status(previous: MCPGroupStatus, group: MCPGroup, world: World) -> MCP
     return mcpgroup.status(previous, group, world)
 
 
-def config_status(
-    previous: ConfigStatus, obj: MCPToolConfig | MCPExternalAuthConfig, world: World
-) -> ConfigStatus:
+def config_status(previous: ConfigStatus, obj: Resource, world: World) -> ConfigStatus:
     # Locally a removed manifest is simply gone (no finalizer to hold it), so never "deleting".
     return kinds.config_status(previous, obj, world, deleting=False)

@@ -39,15 +39,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
+from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
+from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
+from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import ConfigStatus, now_rfc3339
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
+from mcpfleet.platform.local.hosted import hostable
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
@@ -55,6 +62,7 @@ from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, S
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
 from mcpfleet.platform.local.yamlread import ManifestLimits
+from mcpfleet.reconcile import kinds, mcpserverentry
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
     Container,
@@ -385,6 +393,12 @@ class Runner:
             external_auth_configs={e.name: e for e in of(MCPExternalAuthConfig)},
             backend_urls=urls,
             virtual_servers=tuple(of(VirtualMCPServer)),
+            oidc_configs={c.name: c for c in of(MCPOIDCConfig)},
+            telemetry_configs={c.name: c for c in of(MCPTelemetryConfig)},
+            authz_configs={c.name: c for c in of(MCPAuthzConfig)},
+            webhook_configs={c.name: c for c in of(MCPWebhookConfig)},
+            composite_tool_definitions={c.name: c for c in of(VirtualMCPCompositeToolDefinition)},
+            server_entries=tuple(of(MCPServerEntry)),
         )
 
     # -- workloads ----------------------------------------------------------------------------
@@ -402,6 +416,9 @@ class Runner:
         status = rules.status(resource, stored.status, plan, observation, world, report)
         status = self._mark_kept((resource.kind, resource.namespace, resource.name), status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
+            if status.get("phase") != (stored.status or {}).get("phase"):
+                for key in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
+                    self.supervisor.milestone(key, f"status {status.get('phase')}")
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}
@@ -476,6 +493,7 @@ class Runner:
                         health_url=health,
                         fingerprint=fingerprint,
                         mcp_probe_url=probe,
+                        hosted=hostable(container.command, bool(container.env or container.secret_env)),
                     )
                 )
                 keys.append(key)
@@ -643,9 +661,12 @@ class Runner:
         if isinstance(resource, MCPGroup):
             previous = MCPGroupStatus.model_validate(stored.status or {})
             status = rules.group_status(previous, resource, world).dump()
-        elif isinstance(resource, MCPToolConfig | MCPExternalAuthConfig):
+        elif resource.kind in kinds.CONFIGS:
             previous_config = ConfigStatus.model_validate(stored.status or {})
             status = rules.config_status(previous_config, resource, world).dump()
+        elif isinstance(resource, MCPServerEntry):
+            previous_entry = MCPServerEntryStatus.model_validate(stored.status or {})
+            status = mcpserverentry.status(previous_entry, resource, world).dump()
         if status is not None:
             status = self._mark_kept(
                 (resource.kind, resource.namespace, resource.name), status, stored.status

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 DB_FILENAME = "state.db"
-WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
+WORKLOAD_KINDS = ("EmbeddingServer", "MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
 """Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
 META_LOAD_ERRORS = "load_errors"
 """Meta key: the invalid manifests of the last load, as JSON (`up` writes, `get` reads)."""

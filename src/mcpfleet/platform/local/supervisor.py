@@ -6,6 +6,10 @@ the last stderr lines are also kept in memory, because a process that dies at st
 workload Failed with them in `status.message`. Readiness comes from polling the health URL; for
 `mcpfleet proxy` the health body also tells when the stdio server behind it crashed, which is how a
 broken package (not only a broken proxy) ends Failed.
+
+Each run also writes its start-up milestones to the log as `---` lines with the seconds since `up`
+started (`+1.23s`): starting, spawned (pid), health answered, MCP initialize answered, ready. That
+is the per-workload timeline `mcpfleet describe` shows under Events and `bench/local.py` collects.
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.redact import redact_text
+
+if TYPE_CHECKING:
+    from mcpfleet.platform.local.hosted import HostedService
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,9 @@ class ProcessSpec:
     mcp_probe_url: str | None = None
     """When set, ready also needs an MCP `initialize` to succeed here (a proxy is healthy as soon
     as its child process exists; its server may still be downloading)."""
+    hosted: bool = False
+    """Served in this process (`hosted.HostedService`: a stdio proxy's endpoint, its server a child
+    process, or the vMCP / registry); a proxy's `pid` is then its server's, recorded at each spawn."""
 
 
 @dataclass
@@ -113,8 +123,11 @@ class Managed:
         on_spawn: OnSpawn,
         backoff: Backoff,
         http: httpx.AsyncClient,
+        origin: float | None = None,
     ) -> None:
         self.spec = spec
+        self._origin = time.monotonic() if origin is None else origin
+        self._logfile: TextIO | None = None
         self.state = ProcessState()
         self.logs_dir = logs_dir
         self.log_path = logs_dir / f"{spec.log_name}.log"
@@ -123,13 +136,23 @@ class Managed:
         self._backoff = backoff
         self._http = http
         self._proc: asyncio.subprocess.Process | None = None
+        self._hosted: tuple[HostedService, asyncio.Task[None]] | None = None
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Future[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"supervise {self.spec.key}")
 
+    def milestone(self, text: str) -> None:
+        """A timeline line in the log: `--- +SECONDS since up: text` (see the module docstring)."""
+        if self._logfile is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._logfile.write(f"--- +{time.monotonic() - self._origin:.2f}s since up: {text}\n")
+
     def _set(self, **changes: Any) -> None:
+        if changes.get("ready") and not self.state.ready:
+            self.milestone("ready")
         changed = False
         for name, value in changes.items():
             if getattr(self.state, name) != value:
@@ -165,6 +188,9 @@ class Managed:
             await asyncio.sleep(delay)
 
     async def _run_once(self) -> None:
+        if self.spec.hosted:
+            await self._run_hosted()
+            return
         spec = self.spec
         # Checked at every start: a symlink planted at logs/NAME.log must not redirect the log.
         self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
@@ -173,6 +199,8 @@ class Managed:
             # The command line may hold a URL with credentials (`mcpfleet proxy --remote`).
             shown = redact_text(" ".join(spec.argv))
             logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown}\n")
+            self._logfile = logfile
+            self.milestone("starting")
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
                 cwd=str(spec.cwd),
@@ -185,6 +213,7 @@ class Managed:
             self._proc = proc
             self.state.started_at = time.monotonic()
             self._set(pid=proc.pid, ready=False)
+            self.milestone(f"spawned (pid {proc.pid})")
             await self._on_spawn(spec, proc.pid, self.state.restarts)
             assert proc.stderr is not None
             drain = asyncio.create_task(self._drain(proc.stderr, logfile))
@@ -199,6 +228,7 @@ class Managed:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(drain, 2.0)
             logfile.write(f"--- exited with code {code}\n")
+            self._logfile = None
         self._proc = None
         was_ready = self.state.ready
         if self._stopping:
@@ -212,6 +242,62 @@ class Managed:
             self._set(pid=None, ready=False, failed=True, failure_message=message)
         else:
             self._set(pid=None, ready=False)
+
+    async def _run_hosted(self) -> None:
+        """As `_run_once`, for an endpoint served in this process (its server is a child process)."""
+        from mcpfleet.platform.local.hosted import HostedService
+
+        spec = self.spec
+        self.log_path = safe_join(self.logs_dir, f"{spec.log_name}.log")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", buffering=1) as logfile:
+            shown = redact_text(" ".join(spec.argv))
+            logfile.write(
+                f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown} (in mcpfleet up's process)\n"
+            )
+            self._logfile = logfile
+            self.milestone("starting (in-process)")
+
+            def sink(line: str) -> None:
+                self.state.stderr_tail.append(line[:2000])
+                with contextlib.suppress(OSError, ValueError):
+                    logfile.write(line + "\n")
+
+            def on_pid(pid: int) -> None:
+                self._set(pid=pid)
+                self.milestone(f"server spawned (pid {pid})")
+                spawned = asyncio.ensure_future(self._on_spawn(spec, pid, self.state.restarts))
+                self._background.add(spawned)
+                spawned.add_done_callback(self._background.discard)
+
+            hosted = HostedService(spec.argv, spec.env, spec.cwd, sink=sink, on_pid=on_pid)
+            self.state.started_at = time.monotonic()
+            self._set(pid=None, ready=False)
+            serving = asyncio.create_task(hosted.serve(), name=f"serve {spec.key}")
+            self._hosted = (hosted, serving)
+            probe = asyncio.create_task(self._probe()) if spec.health_url else None
+            code = 0
+            try:
+                await asyncio.shield(serving)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                code = 1
+                sink(f"{spec.log_name}: {exc}")
+            finally:
+                self._hosted = None
+                if probe is not None:
+                    probe.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await probe
+            logfile.write(f"--- stopped{'' if code == 0 else ' with an error'}\n")
+            self._logfile = None
+        was_ready = self.state.ready
+        if self._stopping or was_ready:
+            self._set(pid=None, ready=False)
+            return
+        message = _tail_message(f"{spec.log_name} stopped during start-up", list(self.state.stderr_tail))
+        self._set(pid=None, ready=False, failed=True, failure_message=message)
 
     async def _drain(self, stream: asyncio.StreamReader, logfile: TextIO) -> None:
         # Chunks, not readline(): a huge line without a newline must not stop the draining (a full
@@ -242,6 +328,7 @@ class Managed:
         healthy_since: float | None = None
         answered = self.spec.mcp_probe_url is None
         misses = 0
+        health_seen = False
         while True:
             healthy = False
             body: Any = None
@@ -257,11 +344,16 @@ class Managed:
                     pass
             now = time.monotonic()
             crashed = _crashed_child(body) if not healthy else None
+            if healthy and not health_seen:
+                health_seen = True
+                self.milestone("health answered")
             if healthy and not answered:
                 assert self.spec.mcp_probe_url is not None
                 answered = await mcp_initialize(self._http, self.spec.mcp_probe_url)
                 healthy = answered
                 now = time.monotonic()
+                if answered:
+                    self.milestone("MCP initialize answered")
             if healthy:
                 misses = 0
                 healthy_since = healthy_since or now
@@ -281,6 +373,9 @@ class Managed:
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
+        if self._hosted is not None:
+            hosted, serving = self._hosted
+            await hosted.stop(serving, grace)
         proc = self._proc
         if proc is not None and proc.returncode is None:
             signal_group(proc.pid, signal.SIGTERM)
@@ -375,6 +470,7 @@ class Supervisor:
         self._backoff = backoff or Backoff()
         self._managed: dict[str, Managed] = {}
         self._http = httpx.AsyncClient(trust_env=False)
+        self._origin = time.monotonic()
 
     def keys(self) -> set[str]:
         return set(self._managed)
@@ -385,6 +481,12 @@ class Supervisor:
 
     def ports_in_use(self) -> set[int]:
         return {m.spec.port for m in self._managed.values() if m.spec.port is not None}
+
+    def milestone(self, key: str, text: str) -> None:
+        """A timeline line in the log of process `key` (see the module docstring)."""
+        managed = self._managed.get(key)
+        if managed is not None:
+            managed.milestone(text)
 
     def log_path(self, key: str) -> Path | None:
         managed = self._managed.get(key)
@@ -398,7 +500,9 @@ class Supervisor:
         if current is not None:
             log.info("%s changed; restarting", spec.key)
             await self.stop(spec.key)
-        managed = Managed(spec, self.logs_dir, self._on_change, self._on_spawn, self._backoff, self._http)
+        managed = Managed(
+            spec, self.logs_dir, self._on_change, self._on_spawn, self._backoff, self._http, self._origin
+        )
         self._managed[spec.key] = managed
         managed.start()
         self._on_change()

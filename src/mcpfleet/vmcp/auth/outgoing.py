@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import aiohttp
 
 from mcpfleet.auth.oidc import client_secret_basic
-from mcpfleet.vmcp.config import BackendAuthStrategy, OutgoingAuth, TokenExchange
+from mcpfleet.vmcp.config import BackendAuthStrategy, HeaderInjection, OutgoingAuth, TokenExchange
 from mcpfleet.vmcp.upstream import HeaderProvider, NoAuth
 
 TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -156,3 +156,30 @@ class OutgoingAuthFactory:
 
     async def close(self) -> None:
         self.providers.clear()
+
+
+def backend_headers(headers: list[HeaderInjection], backend: str) -> dict[str, str]:
+    """A backend's own headers (an MCPServerEntry's `headerForward`), values read from the environment
+    where the config names a variable; OutgoingAuthError naming the field when one is unset."""
+    resolved: dict[str, str] = {}
+    for index, header in enumerate(headers):
+        value = header.header_value
+        if header.header_value_env:
+            value = _from_env(header.header_value_env, f"backends[{backend}].headers[{index}].headerValueEnv")
+        if value is None:
+            raise OutgoingAuthError(
+                f"backends[{backend}].headers[{index}]: set headerValue or headerValueEnv"
+            )
+        resolved[header.header_name] = value
+    return resolved
+
+
+class WithHeaders:
+    """Fixed headers under a backend's outgoing auth (the auth's headers win on a clash)."""
+
+    def __init__(self, headers: Mapping[str, str], inner: HeaderProvider) -> None:
+        self._headers = dict(headers)
+        self._inner = inner
+
+    async def headers(self, subject_token: str | None) -> Mapping[str, str]:
+        return {**self._headers, **(await self._inner.headers(subject_token))}

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mcpfleet.platform.kubernetes.render import mcpregistry, mcpremoteproxy, mcpserver, virtualmcpserver
+from mcpfleet.platform.kubernetes.render import (
+    embeddingserver,
+    mcpregistry,
+    mcpremoteproxy,
+    mcpserver,
+    virtualmcpserver,
+)
 from mcpfleet.platform.kubernetes.render.objects import (
     ANNOTATION_APPLIED_HASH,
     Manifest,
@@ -24,6 +30,7 @@ RENDERERS: dict[str, Callable[[WorkloadPlan, Owner, Images], list[Manifest]]] = 
     "MCPRemoteProxy": mcpremoteproxy.render,
     "VirtualMCPServer": virtualmcpserver.render,
     "MCPRegistry": mcpregistry.render,
+    "EmbeddingServer": embeddingserver.render,
 }
 
 

@@ -23,6 +23,7 @@ from mcpfleet.api.meta import (
     GROUP,
     LABEL_INSTANCE,
 )
+from mcpfleet.platform.kubernetes.render.podtemplate import add_metadata, merge
 from mcpfleet.reconcile.common import LABEL_KIND, child_name, service_url, sha256_of
 from mcpfleet.reconcile.model import (
     KUBERNETES_CONFIG_DIR,
@@ -87,6 +88,8 @@ def _substitute(argv: tuple[str, ...], port: int | None) -> list[str]:
 
 def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": container.name, "image": image}
+    if container.image_pull_policy:
+        spec["imagePullPolicy"] = container.image_pull_policy
     if container.command:
         spec["command"] = _substitute(container.command, container.port)
     if container.args:
@@ -106,7 +109,9 @@ def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str
             probe = {"httpGet": {"path": plan.health_path, "port": container.port}}
         else:
             probe = {"tcpSocket": {"port": container.port}}
-        spec["readinessProbe"] = {**probe, "periodSeconds": 10, "failureThreshold": 3}
+        # Every 2 s: a started server is in its Service's endpoints within ~2 s instead of up to
+        # 10 s (Kubernetes' default period); 5 failures (10 s) before a ready pod is taken out.
+        spec["readinessProbe"] = {**probe, "periodSeconds": 2, "timeoutSeconds": 2, "failureThreshold": 5}
     if container.stdin:
         # An OCI stdio server: its stdin stays open for the runner attached through the API.
         spec["stdin"] = True
@@ -266,11 +271,30 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
         # whatever the pod's automount setting.
         out.append(_token_volume())
     if plan.data_dir:
-        if plan.data_claim:
+        if plan.volume_claim is not None:  # a claim rendered for the workload (e.g. a model cache)
+            claim = {"claimName": child_name(plan.kind, plan.name)}
+            out.append({"name": DATA_VOLUME, "persistentVolumeClaim": claim})
+        elif plan.data_claim:  # the user's own claim
             out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": plan.data_claim}})
         else:
             out.append({"name": DATA_VOLUME, "emptyDir": {}})
     return out
+
+
+def volume_claim(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
+    """The PersistentVolumeClaim behind `data_dir`, when the plan asks for one."""
+    claim = plan.volume_claim
+    if claim is None or not plan.data_dir:
+        return []
+    spec: dict[str, Any] = {
+        "accessModes": [claim.access_mode],
+        "resources": {"requests": {"storage": claim.size}},
+    }
+    if claim.storage_class:
+        spec["storageClassName"] = claim.storage_class
+    metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    add_metadata(metadata, plan.object_metadata.get("PersistentVolumeClaim"))
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}]
 
 
 def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
@@ -293,10 +317,16 @@ def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
         },
         "spec": pod_spec,
     }
+    if plan.pod_template is not None:
+        template = merge(template, plan.pod_template)
+        template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **selector_labels(plan)}
+    add_metadata(template["metadata"], plan.object_metadata.get("Pod"))
+    metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    add_metadata(metadata, plan.object_metadata.get("Deployment"))
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(plan, owner, child_name(plan.kind, plan.name)),
+        "metadata": metadata,
         "spec": {
             "replicas": plan.replicas,
             "selector": {"matchLabels": selector_labels(plan)},
@@ -318,6 +348,7 @@ def service(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
     if plan.session_affinity:
         spec["sessionAffinity"] = plan.session_affinity
     metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    add_metadata(metadata, plan.object_metadata.get("Service"))
     return [{"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}]
 
 
@@ -326,6 +357,7 @@ def workload(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
     return [
         *config_map(plan, owner),
         *identity(plan, owner),
+        *volume_claim(plan, owner),
         deployment(plan, owner, image),
         *service(plan, owner),
     ]

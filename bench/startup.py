@@ -1,0 +1,166 @@
+"""Benchmark of service start: launch -> first answered request, for each data-plane service.
+
+For `mcpfleet proxy`, `mcpfleet vmcp serve` and `mcpfleet registry serve`, spawns the command (the
+console script of this venv, as a user or a container runs it) and polls `GET /health` every 2 ms;
+reports the seconds from `Popen` to the first HTTP answer (any status: the server is serving) and to
+the first 200. Also the import time of the CLI entry alone (`python -c "import mcpfleet.cli.main"`)
+and of a bare `python -c pass`, the floor of any Python service on this machine. Runs alternate
+between the services, so each sees the same load; reported: median and min over `--runs`.
+
+    .venv/bin/python -P bench/startup.py [--runs 7] [--json out.json] [--mcpfleet OTHER/.venv/bin/mcpfleet]
+
+`--mcpfleet` (repeatable) measures other installs too (e.g. a checkout of the previous version),
+alternating with this one run by run: a side-by-side comparison on the same machine load.
+
+The stdio server behind the proxy is a one-line Python script answering nothing (the proxy's
+/health is 200 once its child runs); the vMCP has one backend that is not listening (it serves
+/health before any backend answers); the registry has one file source of two servers on SQLite.
+`python -X importtime -m mcpfleet.cli.main ...` shows where the remaining time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+MCPFLEET = str(Path(sys.executable).parent / "mcpfleet")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _configs(work: Path) -> dict[str, list[str]]:
+    vmcp = work / "vmcp.yaml"
+    dead = free_port()
+    vmcp.write_text(f"name: bench\nbackends:\n  - {{name: b, url: 'http://127.0.0.1:{dead}/mcp'}}\n")
+    data = work / "servers.json"
+    data.write_text(
+        json.dumps(
+            {
+                "servers": [
+                    {"name": f"io.example/s{i}", "description": "s", "version": "1.0.0"} for i in range(2)
+                ]
+            }
+        )
+    )
+    registry = work / "registry.json"
+    registry.write_text(
+        json.dumps(
+            {
+                "registryName": "bench",
+                "sources": [{"name": "gen", "file": {"path": str(data)}, "syncPolicy": {"interval": "1h"}}],
+                "database": {"url": f"sqlite+aiosqlite:///{work / 'registry.db'}"},
+            }
+        )
+    )
+    child = [sys.executable, "-c", "import sys, time; time.sleep(3600)"]
+    return {
+        "proxy": ["proxy", "--port", "{port}", "--", *child],
+        "vmcp": ["vmcp", "serve", "--config", str(vmcp), "--port", "{port}", "--log-level", "warning"],
+        "registry": [
+            "registry",
+            "serve",
+            "--config",
+            str(registry),
+            "--port",
+            "{port}",
+            "--log-level",
+            "warning",
+        ],
+    }
+
+
+def launch_to_first(args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 180.0) -> dict[str, float]:
+    port = free_port()
+    argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
+    url = f"http://127.0.0.1:{port}/health"
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first: float | None = None
+    try:
+        while time.monotonic() - started < timeout:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(args[:2])} exited with {proc.returncode}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    status = response.status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            except OSError:
+                time.sleep(0.002)
+                continue
+            now = time.monotonic() - started
+            first = now if first is None else first
+            if status == 200:
+                return {"first_answer": round(first, 3), "first_200": round(now, 3)}
+            time.sleep(0.002)
+        raise RuntimeError(f"{' '.join(args[:2])}: no 200 from {url} within {timeout}s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def python_seconds(code: str, python: str = sys.executable) -> float:
+    started = time.monotonic()
+    subprocess.run([python, "-c", code], check=True)
+    return round(time.monotonic() - started, 3)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--mcpfleet", action="append", default=[], help="another install to compare")
+    args = parser.parse_args()
+    installs = [MCPFLEET, *args.mcpfleet]
+    results: dict[str, list[Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="mcpfleet-startup-") as tmp:
+        commands = _configs(Path(tmp))
+        for install in installs:  # one unmeasured start each: .pyc files, the registry's database
+            for argv in commands.values():
+                launch_to_first(argv, install)
+        for _ in range(args.runs):
+            results.setdefault("python -c pass", []).append(python_seconds("pass"))
+            for install in installs:
+                label = "" if install == MCPFLEET else f" [{install}]"
+                python = str(Path(install).parent / "python")
+                results.setdefault(f"import mcpfleet.cli.main{label}", []).append(
+                    python_seconds("import mcpfleet.cli.main", python)
+                )
+                for name, argv in commands.items():
+                    results.setdefault(f"{name}{label}", []).append(launch_to_first(argv, install))
+    print(json.dumps(results, indent=2))
+    for name, runs in results.items():
+        if isinstance(runs[0], dict):
+            first = [r["first_answer"] for r in runs]
+            ok = [r["first_200"] for r in runs]
+            print(
+                f"{name}: launch -> first answer median {statistics.median(first):.3f}s (min {min(first):.3f}), "
+                f"-> first 200 median {statistics.median(ok):.3f}s (min {min(ok):.3f}), n={len(runs)}"
+            )
+        else:
+            print(f"{name}: median {statistics.median(runs):.3f}s (min {min(runs):.3f}), n={len(runs)}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

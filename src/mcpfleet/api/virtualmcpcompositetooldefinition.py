@@ -1,0 +1,35 @@
+"""VirtualMCPCompositeToolDefinition: a composite tool defined once, used by the VirtualMCPServers that
+name it in `spec.config.compositeToolRefs`.
+
+The spec is exactly an inline composite tool (`virtualmcpserver.CompositeTool`: name, parameters,
+steps incl. elicitation steps, output, annotations), so the gateway runs a referenced tool as it runs
+an inline one; the status says whether it is valid and which gateways use it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from mcpfleet.api.meta import ConfigStatus, KindInfo, PrinterColumn, config_columns
+from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpserver import CompositeTool
+
+
+class VirtualMCPCompositeToolDefinition(Resource):
+    """A reusable composite tool."""
+
+    info: ClassVar[KindInfo] = KindInfo(
+        "VirtualMCPCompositeToolDefinition",
+        "virtualmcpcompositetooldefinitions",
+        ("vmcpctd", "compositetool"),
+        columns=config_columns(
+            PrinterColumn("Workflow", ".spec.name"),
+            PrinterColumn("Steps", ".spec.steps[*].id", priority=1),
+        ),
+        workload=False,
+    )
+    kind: Literal["VirtualMCPCompositeToolDefinition"] = "VirtualMCPCompositeToolDefinition"
+    spec: CompositeTool
+    status: ConfigStatus = Field(default_factory=ConfigStatus)

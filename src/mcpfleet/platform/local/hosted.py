@@ -1,0 +1,232 @@
+"""Services hosted inside `mcpfleet up`: one interpreter for the whole local fleet.
+
+On Kubernetes every stdio MCPServer runs `mcpfleet proxy -- COMMAND` in its own pod. Locally, one
+Python interpreter per proxy cost ~60-90 MB each; `up` instead serves each such proxy's HTTP
+endpoint from its own event loop (same app, same port, same `/health`, built by the same
+`cli.proxy.build` from the same argv) while the stdio server stays a child process of its own
+(its own session and process group). What stays isolated per workload:
+
+* a crash of a server: its proxy's `ChildProcess` restarts it with backoff, touching nothing else;
+* a failure of the hosted endpoint itself (bind error, startup failure): the supervisor restarts
+  that endpoint alone, with the same backoff as a process;
+* logs: the child's stderr and the proxy's log records go to the workload's own log file, found
+  through a context variable set for the endpoint's task (tasks it creates inherit it).
+
+The vMCP gateway and the registry server are hosted the same way (`dataplane.run_hosted`: the
+same assembly as their own process), when they need no environment of their own (no secrets, no
+`OTEL_*` tracing set up: those are per process).
+
+`hostable(command, has_env)` says which workloads run in-process: plain stdio proxies (a command
+after `--`) without incoming auth (`--remote`, `--attach` and `--auth-config` keep their own
+process), the vMCP and the registry. `MCPFLEET_LOCAL_INPROCESS=0` runs each as its own process,
+as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import importlib
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+INPROCESS_ENV = "MCPFLEET_LOCAL_INPROCESS"
+_OWN_PROCESS_FLAGS = ("--remote", "--attach", "--auth-config")
+
+_sink: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "mcpfleet_hosted_sink", default=None
+)
+
+
+_servers: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "mcpfleet_hosted_servers", default=None
+)
+DATAPLANE_MODULE = "mcpfleet.platform.local.dataplane"
+
+
+def hostable(command: Sequence[str], has_env: bool = False) -> bool:
+    """True when a container `command` runs in `up`'s process (see the module docstring)."""
+    if os.environ.get(INPROCESS_ENV, "1") == "0" or tuple(command[:1]) != ("mcpfleet",):
+        return False
+    if tuple(command[1:3]) in (("vmcp", "serve"), ("registry", "serve")):
+        return not has_env and not any(name.startswith("OTEL_") for name in os.environ)
+    if tuple(command[1:2]) != ("proxy",) or "--" not in command:
+        return False
+    options = command[2 : list(command).index("--")]
+    return not any(o == flag or o.startswith(flag + "=") for o in options for flag in _OWN_PROCESS_FLAGS)
+
+
+def hand_over(server: Any) -> bool:
+    """Called by a hosted service with its uvicorn server (the host stops it); False when not hosted."""
+    slot = _servers.get()
+    if slot is None:
+        return False
+    slot.append(server)
+    return True
+
+
+def say(text: str) -> bool:
+    """Write a line to the current hosted workload's log; False when not hosted."""
+    sink = _sink.get()
+    if sink is None:
+        return False
+    sink(text)
+    return True
+
+
+class _ToWorkloadLog(logging.Filter):
+    """Sends a record logged from a hosted endpoint's task to that workload's log, not `up`'s."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        sink = _sink.get()
+        if sink is None:
+            return True
+        with contextlib.suppress(Exception):
+            sink(f"{record.levelname} {record.name}: {record.getMessage()}")
+        return False
+
+
+_FILTER = _ToWorkloadLog()
+_filtered: set[str] = set()
+
+
+def _route_logs() -> None:
+    """Filter every proxy and uvicorn logger (a logger's filters do not apply to its children)."""
+    prefixes = ("mcpfleet.proxy", "mcpfleet.vmcp", "mcpfleet.registry", "mcpfleet.local.dataplane")
+    names = [n for n in logging.root.manager.loggerDict if n.startswith((*prefixes, "uvicorn", "mcp."))]
+    for name in ["uvicorn", "uvicorn.error", *names]:
+        if name not in _filtered:
+            logging.getLogger(name).addFilter(_FILTER)
+            _filtered.add(name)
+
+
+class HostedService:
+    """One workload's HTTP endpoint (a stdio proxy, the vMCP, the registry) served in this process."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        *,
+        sink: Callable[[str], None],
+        on_pid: Callable[[int], None],
+    ) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.cwd = cwd
+        self.sink = sink
+        self.on_pid = on_pid
+        self._servers: list[Any] = []
+        self._stopping = False
+
+    async def serve(self) -> None:
+        """Serve until stopped (returns) or until it cannot (raises, the message for the status)."""
+        _sink.set(self.sink)
+        _servers.set(self._servers)
+        in_dataplane = DATAPLANE_MODULE in self.argv
+        # The service's imports run in a thread: seconds of work on a loaded machine that would
+        # otherwise stall the event loop, i.e. every other endpoint, probe and status write of `up`.
+        await asyncio.to_thread(_preload, _DATAPLANE_MODULES if in_dataplane else _PROXY_MODULES)
+        _route_logs()
+        if in_dataplane:
+            from mcpfleet.platform.local import dataplane
+
+            code = await dataplane.run_hosted(self.argv[self.argv.index(DATAPLANE_MODULE) + 1 :])
+            if code != 0:
+                raise RuntimeError(f"stopped with code {code}")
+        else:
+            server, sock = self._build_proxy()
+            self._servers.append(server)
+            await server._serve(sockets=[sock])  # `serve()` would take over `up`'s signal handlers
+        _route_logs()
+        if not self._stopping and not all(s.started for s in self._servers):
+            raise RuntimeError("the endpoint did not start (see its log)")
+
+    def _build_proxy(self) -> tuple[Any, Any]:
+        import click
+        import uvicorn
+
+        from mcpfleet.cli import proxy as proxy_cli
+        from mcpfleet.httplimits import BodyLimits, uvicorn_options
+        from mcpfleet.proxy.child import ChildHooks
+        from mcpfleet.proxy.serve import bind
+
+        hooks = ChildHooks(inherit_env=False, stderr_sink=self.sink, on_pid=self.on_pid)
+        try:
+            # After `proxy`: the argv starts with the mcpfleet script or `python -m mcpfleet.cli.main`.
+            options = self.argv[self.argv.index("proxy") + 1 :]
+            ctx = _proxy_command().make_context("proxy", options)
+            params = dict(ctx.params)
+            app, limits = proxy_cli.build(
+                list(ctx.args), **params, env=self.env, cwd=str(self.cwd), hooks=hooks
+            )
+        except click.ClickException as exc:  # a usage error, as `mcpfleet proxy` would print it
+            raise RuntimeError(exc.format_message()) from exc
+        sock = bind(str(params["host"]), int(params["port"]))
+        self.sink(f"mcpfleet proxy (in mcpfleet up, pid {os.getpid()}) listening on port {params['port']}")
+        config = uvicorn.Config(
+            BodyLimits(app, limits),  # type: ignore[arg-type]
+            loop="none",
+            lifespan="on",
+            log_level=str(params["log_level"]),
+            access_log=False,
+            timeout_graceful_shutdown=3,
+            **uvicorn_options(limits),
+        )
+        return uvicorn.Server(config), sock
+
+    async def stop(self, task: asyncio.Task[None], grace: float = 5.0) -> None:
+        """Ask the endpoint to shut down (a proxy's lifespan stops its child's process group), then wait."""
+        self._stopping = True
+        for server in self._servers:
+            server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(task), grace)
+        except (TimeoutError, Exception):
+            for server in self._servers:
+                server.force_exit = True
+            with contextlib.suppress(TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(task), 2.0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+_PROXY_MODULES = ("uvicorn", "mcpfleet.cli.proxy", "mcpfleet.proxy.serve", "mcpfleet.proxy.http_app")
+_DATAPLANE_MODULES = (
+    "uvicorn",
+    "mcpfleet.vmcp.server",
+    "mcpfleet.vmcp.backends",
+    "mcpfleet.vmcp.status",
+    "mcpfleet.registry.app",
+    "mcpfleet.registry.service",
+)
+
+
+def _preload(modules: Sequence[str]) -> None:
+    for name in modules:
+        importlib.import_module(name)
+
+
+_command: Any = None
+
+
+def _proxy_command() -> Any:
+    """The click command of `mcpfleet proxy`, built once: its parser turns the argv into params."""
+    global _command
+    if _command is None:
+        import typer
+
+        from mcpfleet.cli import proxy as proxy_cli
+
+        app = typer.Typer()
+        app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+            proxy_cli.proxy
+        )
+        _command = typer.main.get_command(app)
+    return _command

@@ -1,0 +1,157 @@
+"""Reconcile rules of EmbeddingServer: the user's embedding inference server as a workload.
+
+Kubernetes: the image (HuggingFace Text Embeddings Inference by default) in a container named
+`embedding`, started with `--model-id MODEL --port PORT ARGS` (TEI's command line), HF_TOKEN from its
+Secret, the model cache at `/data` (a PersistentVolumeClaim when `modelCache.enabled`, else scratch
+space), `podTemplateSpec` merged onto the pod and `resourceOverrides` metadata on the objects.
+Locally: a `uvx://` / `npx://` package runs as a process with MODEL_ID, PORT and HF_TOKEN in its
+environment and `args` on its command line (it binds `port` itself); a container image is refused
+naming `spec.image`.
+
+Status: Pending / Ready / Failed / Terminating, `url` the base URL of the embedding API (TEI's `/embed`,
+and the OpenAI-compatible `/v1/embeddings`) while Ready: what the gateway's optimizer is given.
+"""
+
+from __future__ import annotations
+
+from mcpfleet.api.embeddingserver import EmbeddingServer, EmbeddingServerStatus
+from mcpfleet.api.meta import SecretKeyRef, WorkloadStatus
+from mcpfleet.reconcile.common import (
+    child_name_problem,
+    labels,
+    package_command,
+    plain_env,
+    resources_dict,
+)
+from mcpfleet.reconcile.model import (
+    Container,
+    SecretEnv,
+    VolumeClaim,
+    WorkloadObservation,
+    WorkloadPlan,
+    World,
+)
+from mcpfleet.reconcile.status import workload_status
+
+CONTAINER = "embedding"
+DATA_DIR = "/data"
+HF_TOKEN_ENV = "HF_TOKEN"
+
+
+def is_package(image: str) -> bool:
+    return image.startswith(("uvx://", "npx://"))
+
+
+def _overrides(server: EmbeddingServer) -> dict[str, dict[str, dict[str, str]]]:
+    """resourceOverrides as the plan's per-object metadata (`statefulSet` is ToolHive's name for it)."""
+    overrides = server.spec.resource_overrides
+    if overrides is None:
+        return {}
+    result: dict[str, dict[str, dict[str, str]]] = {}
+    for workload in (overrides.stateful_set, overrides.deployment):
+        if workload is None:
+            continue
+        result.setdefault("Deployment", {"labels": {}, "annotations": {}})
+        result["Deployment"]["labels"].update(workload.labels)
+        result["Deployment"]["annotations"].update(workload.annotations)
+        pod = workload.pod_template_metadata_overrides
+        if pod is not None:
+            result.setdefault("Pod", {"labels": {}, "annotations": {}})
+            result["Pod"]["labels"].update(pod.labels)
+            result["Pod"]["annotations"].update(pod.annotations)
+    for kind, meta in (
+        ("Service", overrides.service),
+        ("PersistentVolumeClaim", overrides.persistent_volume_claim),
+    ):
+        if meta is not None:
+            result[kind] = {"labels": dict(meta.labels), "annotations": dict(meta.annotations)}
+    return result
+
+
+def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
+    """What should run for `server` in `world`."""
+    spec = server.spec
+    problems: list[str] = []
+    secrets: tuple[SecretEnv, ...] = ()
+    if spec.hf_token_secret_ref is not None:
+        ref = spec.hf_token_secret_ref
+        secrets = (SecretEnv(HF_TOKEN_ENV, SecretKeyRef(name=ref.name, key=ref.key)),)
+    env = plain_env(spec.env)
+    kubernetes = world.platform == "kubernetes"
+    if kubernetes:
+        problems.extend(child_name_problem("EmbeddingServer", server.name))
+    if is_package(spec.image):
+        container = Container(
+            name=CONTAINER,
+            command=package_command(spec.image, spec.args),
+            port=spec.port,
+            fixed_port=True,
+            env=(("MODEL_ID", spec.model), ("PORT", str(spec.port)), *env),
+            secret_env=secrets,
+            resources=resources_dict(spec.resources),
+        )
+    else:
+        if not kubernetes:
+            problems.append(
+                f"spec.image: {spec.image} is a container image, which needs Kubernetes; locally use a "
+                "uvx:// or npx:// package of an embedding server"
+            )
+        container = Container(
+            name=CONTAINER,
+            command=(),
+            args=("--model-id", spec.model, "--port", str(spec.port), *spec.args),
+            image=spec.image,
+            image_pull_policy=spec.image_pull_policy,
+            port=spec.port,
+            fixed_port=True,
+            env=env,
+            secret_env=secrets,
+            resources=resources_dict(spec.resources),
+        )
+    cache = spec.model_cache
+    claim = (
+        VolumeClaim(size=cache.size, access_mode=cache.access_mode, storage_class=cache.storage_class_name)
+        if cache is not None and cache.enabled
+        else None
+    )
+    return WorkloadPlan(
+        kind="EmbeddingServer",
+        name=server.name,
+        namespace=server.namespace,
+        replicas=spec.replicas,
+        containers=(container,),
+        serving_container=CONTAINER,
+        url_path="",
+        health_path="/health",
+        labels=labels("EmbeddingServer", server.name, "embedding"),
+        problems=tuple(problems),
+        data_dir=DATA_DIR if kubernetes and not is_package(spec.image) else None,
+        volume_claim=claim if kubernetes else None,
+        pod_template=spec.pod_template_spec if kubernetes else None,
+        object_metadata=_overrides(server) if kubernetes else {},
+    )
+
+
+PHASES = {"Running": "Ready", "Stopped": "Pending", "Pending": "Pending", "Failed": "Failed"}
+
+
+def status(
+    previous: EmbeddingServerStatus,
+    server: EmbeddingServer,
+    plan: WorkloadPlan,
+    observation: WorkloadObservation | None,
+    now: str | None = None,
+) -> EmbeddingServerStatus:
+    """The shared workload status rule, in ToolHive's phases (Running is Ready)."""
+    flat = workload_status(
+        WorkloadStatus(conditions=list(previous.conditions)), plan, observation, server.generation, now
+    )
+    phase = PHASES.get(flat.phase or "Pending", flat.phase)
+    return EmbeddingServerStatus(
+        phase=phase,
+        message=flat.message,
+        url=flat.url,
+        ready_replicas=flat.ready_replicas,
+        observed_generation=flat.observed_generation,
+        conditions=flat.conditions,
+    )
