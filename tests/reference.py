@@ -16,6 +16,8 @@ REFERENCE = ROOT / "reference"
 TOOLHIVE = REFERENCE / "toolhive"
 TOOLHIVE_FILE = TOOLHIVE / "registry.json"
 TOOLHIVE_EXAMPLES = TOOLHIVE / "examples-v1alpha1"
+TOOLHIVE_EXAMPLES_V1BETA1 = TOOLHIVE / "examples-v1beta1"
+TOOLHIVE_EXAMPLES_MISC = TOOLHIVE / "examples-misc"
 
 MCP_REGISTRY = REFERENCE / "mcp-registry"
 OPENAPI_FILE = MCP_REGISTRY / "openapi.yaml"

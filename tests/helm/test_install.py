@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from mcpfleet.devcluster.handle import ClusterHandle
+from tests.conftest import CRDS_DIR
 from tests.operator.conftest import Kube, OperatorProcess
 from tests.operator.test_mcpserver import SERVER
 
@@ -50,36 +51,46 @@ def test_crds_chart_adopts_upgrades_and_keeps_the_crds(
 ) -> None:
     helm = helm_on_cluster
     release = f"mcpfleet-crds-{secrets.token_hex(3)}"
-    helm.run(
-        "install", release, str(CRDS_CHART), "--namespace", namespace,
-        "--take-ownership", "--wait", "--timeout", "120s",
-    )  # fmt: skip
-    for name in crds_installed:
-        obj = crd(dev_cluster, name)
-        assert obj is not None and established(obj), name
-        annotations = obj["metadata"]["annotations"]
-        assert annotations["meta.helm.sh/release-name"] == release, name
-        assert annotations[KEEP] == "keep", name
-        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm", name
+    dev_cluster.use_shipped_conversion_clients(CRDS_DIR)
+    try:
+        helm.run(
+            "install", release, str(CRDS_CHART), "--namespace", namespace,
+            "--take-ownership", "--wait", "--timeout", "120s",
+        )  # fmt: skip
+        for name in crds_installed:
+            obj = crd(dev_cluster, name)
+            assert obj is not None and established(obj), name
+            annotations = obj["metadata"]["annotations"]
+            assert annotations["meta.helm.sh/release-name"] == release, name
+            assert annotations[KEEP] == "keep", name
+            assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm", name
 
-    # helm upgrade updates the CRDs in place (they are templates, not crds/): here a label.
-    helm.run("upgrade", release, str(CRDS_CHART), "--namespace", namespace, "--set", "labels.upgraded=yes")
-    for name in crds_installed:
-        obj = crd(dev_cluster, name)
-        assert obj is not None and obj["metadata"]["labels"].get("upgraded") == "yes", name
+        # helm upgrade updates the CRDs in place (they are templates, not crds/): here a label.
+        helm.run(
+            "upgrade", release, str(CRDS_CHART), "--namespace", namespace, "--set", "labels.upgraded=yes"
+        )
+        for name in crds_installed:
+            obj = crd(dev_cluster, name)
+            assert obj is not None and obj["metadata"]["labels"].get("upgraded") == "yes", name
 
-    # Never uninstall a release whose stored manifest would delete the cluster's CRDs.
-    manifest = release_manifest(helm, release, namespace)
-    assert sorted(o["metadata"]["name"] for o in manifest) == sorted(crds_installed)
-    unkept = [
-        o["metadata"]["name"] for o in manifest if o["metadata"].get("annotations", {}).get(KEEP) != "keep"
-    ]
-    assert not unkept, f"refusing to uninstall: these CRDs would be deleted: {unkept}"
-    result = helm.run("uninstall", release, "--namespace", namespace, "--wait")
-    assert "kept due to the resource policy" in result.stdout + result.stderr
-    assert helm.run("list", "--namespace", namespace, "--short").stdout.strip() == ""
-    for name in crds_installed:
-        assert established(crd(dev_cluster, name)), f"{name} was not kept"
+        # Never uninstall a release whose stored manifest would delete the cluster's CRDs.
+        manifest = release_manifest(helm, release, namespace)
+        assert sorted(o["metadata"]["name"] for o in manifest) == sorted(crds_installed)
+        unkept = [
+            o["metadata"]["name"]
+            for o in manifest
+            if o["metadata"].get("annotations", {}).get(KEEP) != "keep"
+        ]
+        assert not unkept, f"refusing to uninstall: these CRDs would be deleted: {unkept}"
+        result = helm.run("uninstall", release, "--namespace", namespace, "--wait")
+        assert "kept due to the resource policy" in result.stdout + result.stderr
+        assert helm.run("list", "--namespace", namespace, "--short").stdout.strip() == ""
+        for name in crds_installed:
+            assert established(crd(dev_cluster, name)), f"{name} was not kept"
+    finally:
+        # The chart's CRDs convert through the operator's Service, which a kwok cluster cannot
+        # serve: point them back at the dev control plane's conversion webhook.
+        dev_cluster.apply_crds(CRDS_DIR)
 
 
 def service_account_kubeconfig(cluster: ClusterHandle, namespace: str, account: str, path: Path) -> Path:

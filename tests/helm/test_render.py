@@ -177,7 +177,9 @@ def test_kustomize_leader_election_lease_is_the_default_lease_name() -> None:
     """The kustomize Role grants the operator's default Lease name, which the chart passes explicitly."""
     from mcpfleet.operator.settings import DEFAULT_LEASE_NAME
 
-    role = one(kustomize_objects(), "Role")
+    (role,) = [
+        o for o in by_kind(kustomize_objects(), "Role") if o["metadata"]["name"].endswith("-leader-election")
+    ]
     assert role["rules"][1]["resourceNames"] == [DEFAULT_LEASE_NAME]
 
 
@@ -220,13 +222,17 @@ def test_variant_release_name_watch_namespaces_images_otlp(helm: Helm) -> None:
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == one(objects, "ClusterRole")["metadata"]["name"] == name
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "ops"}]
-    role = one(objects, "Role")
-    assert role["metadata"]["namespace"] == "ops"
+    roles = {o["metadata"]["name"]: o for o in by_kind(objects, "Role")}
+    assert sorted(roles) == [f"{name}-conversion", f"{name}-leader-election"]
+    role = roles[f"{name}-leader-election"]
+    assert all(r["metadata"]["namespace"] == "ops" for r in roles.values())
     assert role["rules"][1]["resourceNames"] == [name]
-    assert one(objects, "RoleBinding")["roleRef"]["name"] == role["metadata"]["name"]
-    service = one(objects, "Service")
-    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert sorted(b["roleRef"]["name"] for b in by_kind(objects, "RoleBinding")) == sorted(roles)
+    services = {o["metadata"]["name"]: o for o in by_kind(objects, "Service")}
+    for service in services.values():
+        assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert services[f"{name}-metrics"]["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert services["mcpfleet-conversion"]["spec"]["ports"][0]["targetPort"] == "conversion"
 
 
 def test_variant_single_replica_without_leader_election(helm: Helm) -> None:
@@ -235,8 +241,12 @@ def test_variant_single_replica_without_leader_election(helm: Helm) -> None:
         OPERATOR_CHART,
         values=["replicaCount=1", "leaderElection.enabled=false", "metrics.service.enabled=false"],
     )
-    assert not by_kind(objects, "Role") and not by_kind(objects, "RoleBinding")
-    assert not by_kind(objects, "Service")
+    # Only the conversion webhook's Role, RoleBinding and Service remain (it serves without a Lease).
+    assert [o["metadata"]["name"] for o in by_kind(objects, "Role")] == ["mcpfleet-operator-conversion"]
+    assert [o["metadata"]["name"] for o in by_kind(objects, "RoleBinding")] == [
+        "mcpfleet-operator-conversion"
+    ]
+    assert [o["metadata"]["name"] for o in by_kind(objects, "Service")] == ["mcpfleet-conversion"]
     deployment = one(objects, "Deployment")
     assert "--leader-elect" not in container(deployment)["command"]
     assert "MCPFLEET_LEADER_ELECTION_ID" not in env_of(deployment)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from mcpfleet.api.meta import ApiModel, ConfigMapKeyRef, Rule, RuleModel, SecretKeyRef
+from mcpfleet.api.meta import ApiModel, ConfigMapKeyRef, LocalObjectReference, Rule, RuleModel, SecretKeyRef
 
 QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
@@ -151,6 +152,72 @@ class HeaderForward(ApiModel):
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 HttpTransport = Literal["streamable-http", "sse"]
+
+
+MAX_POD_TEMPLATE_BYTES = 64 * 1024
+"""A pod template patch larger than this is refused: it is merged on every reconcile."""
+
+
+def _check_pod_template(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    extra = sorted(set(value) - {"metadata", "spec"})
+    if extra:
+        raise ValueError(f"a PodTemplateSpec has only metadata and spec, not {extra[0]!r}")
+    for key in ("metadata", "spec"):
+        if key in value and not isinstance(value[key], dict):
+            raise ValueError(f"{key} must be an object")
+    if len(json.dumps(value)) > MAX_POD_TEMPLATE_BYTES:
+        raise ValueError(f"at most {MAX_POD_TEMPLATE_BYTES} bytes of JSON")
+    return value
+
+
+PodTemplatePatch = Annotated[
+    dict[str, Any] | None,
+    AfterValidator(_check_pod_template),
+    Field(default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+]
+"""A Kubernetes PodTemplateSpec merged onto the pod mcpfleet renders, as a strategic merge patch
+(containers, volumes, env, … merge by name; other lists replace): the MCP server's container is
+`mcp`, the proxy's `proxy`, the gateway's `vmcp`. Kubernetes only."""
+
+
+class MetadataOverrides(ApiModel):
+    """Labels and annotations added to an object mcpfleet renders (its own labels win)."""
+
+    labels: dict[str, str] | None = None
+    """Labels to add."""
+    annotations: dict[str, str] | None = None
+    """Annotations to add."""
+
+
+class ProxyDeploymentOverrides(MetadataOverrides):
+    """Overrides of the workload's Deployment (ToolHive's proxy Deployment)."""
+
+    env: list[EnvVar] | None = None
+    """Environment of the proxy container (the process in front of the MCP server), on both platforms."""
+    image_pull_secrets: list[LocalObjectReference] | None = None
+    """Secrets the pod pulls its images with."""
+    pod_template_metadata_overrides: MetadataOverrides | None = None
+    """Labels and annotations of the pods."""
+
+
+class ResourceOverrides(ApiModel):
+    """Labels, annotations and proxy environment added to what mcpfleet renders."""
+
+    proxy_deployment: ProxyDeploymentOverrides | None = None
+    """The Deployment, its pods and the proxy container."""
+    proxy_service: MetadataOverrides | None = None
+    """The Service."""
+
+
+class TelemetryConfigRef(ApiModel):
+    """A reference to an MCPTelemetryConfig in the same namespace."""
+
+    name: str = Field(min_length=1)
+    """Name of the MCPTelemetryConfig."""
+    service_name: str | None = None
+    """Telemetry service name of this workload; its own name when unset."""
 
 
 class ConfigMapKeySelector(ApiModel):

@@ -6,7 +6,16 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from mcpfleet.api.common import HeaderForward, HttpTransport, OIDCConfig, OIDCConfigRef, ResourceRequirements
+from mcpfleet.api.common import (
+    HeaderForward,
+    HttpTransport,
+    OIDCConfig,
+    OIDCConfigRef,
+    PodTemplatePatch,
+    ResourceOverrides,
+    ResourceRequirements,
+    TelemetryConfigRef,
+)
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
@@ -54,6 +63,12 @@ class MCPRemoteProxySpec(RuleModel):
     """Service session affinity."""
     trust_proxy_headers: bool = False
     """Trust X-Forwarded-* headers from an ingress."""
+    pod_template_spec: PodTemplatePatch
+    """A PodTemplateSpec merged onto the rendered pod (strategic merge; Kubernetes only)."""
+    resource_overrides: ResourceOverrides | None = None
+    """Labels and annotations of the Deployment, pods and Service; environment of the proxy."""
+    telemetry_config_ref: TelemetryConfigRef | None = None
+    """MCPTelemetryConfig with this workload's OpenTelemetry / Prometheus settings."""
 
     @property
     def effective_replicas(self) -> int:

@@ -11,8 +11,11 @@ from mcpfleet.api.common import (
     HttpTransport,
     OIDCConfig,
     OIDCConfigRef,
+    PodTemplatePatch,
+    ResourceOverrides,
     ResourceRequirements,
     SecretRef,
+    TelemetryConfigRef,
     Transport,
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
@@ -122,6 +125,12 @@ class MCPServerSpec(RuleModel):
     JSON-RPC error with a retry-after (HTTP 429 + Retry-After)."""
     session_storage: SessionStorage | None = None
     """Redis shared by the replicas (rate-limit buckets); required for rateLimiting with replicas > 1."""
+    pod_template_spec: PodTemplatePatch
+    """A PodTemplateSpec merged onto the rendered pod (strategic merge; Kubernetes only)."""
+    resource_overrides: ResourceOverrides | None = None
+    """Labels and annotations of the Deployment, pods and Service; environment of the proxy."""
+    telemetry_config_ref: TelemetryConfigRef | None = None
+    """MCPTelemetryConfig with this workload's OpenTelemetry / Prometheus settings."""
 
     @property
     def is_package(self) -> bool:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef
+from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef, PodTemplatePatch, TelemetryConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
 from mcpfleet.api.meta import (
@@ -547,6 +547,10 @@ class VirtualMCPServerSpec(RuleModel):
     """Existing ServiceAccount to run as; one is created when unset."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     """Type of the gateway's Service."""
+    pod_template_spec: PodTemplatePatch
+    """A PodTemplateSpec merged onto the gateway's pod (strategic merge; Kubernetes only)."""
+    telemetry_config_ref: TelemetryConfigRef | None = None
+    """MCPTelemetryConfig with the gateway's OpenTelemetry / Prometheus settings."""
 
 
 class DiscoveredBackend(ApiModel):

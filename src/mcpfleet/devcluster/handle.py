@@ -10,6 +10,7 @@ under test uses the kubeconfig with its own client (lightkube, kopf).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import secrets
@@ -148,6 +149,29 @@ class ClusterHandle:
             return
         ca_bundle = base64.b64encode(self.info.ca_cert.read_bytes()).decode()
         conversion["webhook"] = webhook_config(url=self.conversion_webhook_url(), ca_bundle=ca_bundle)
+        # An installed CRD may name the operator's Service (deploy/, the Helm chart, the operator's own
+        # CA injection), a field another manager owns that server-side apply would keep beside our
+        # URL (one of the two only, says the API server): swap them in one merge patch first.
+        self.swap_conversion_client(document["metadata"]["name"], conversion["webhook"]["clientConfig"])
+
+    def swap_conversion_client(self, crd_name: str, client_config: dict[str, Any]) -> None:
+        """Replace a CRD's conversion webhook `clientConfig` (URL <-> Service) in one merge patch, so
+        an apply of the other form finds nothing to conflict with. A CRD not installed is left alone."""
+        other = "service" if "url" in client_config else "url"
+        swap = {"spec": {"conversion": {"webhook": {"clientConfig": {**client_config, other: None}}}}}
+        self.kubectl(
+            "patch", "customresourcedefinition", crd_name, "--type=merge", "-p", json.dumps(swap), check=False
+        )
+
+    def use_shipped_conversion_clients(self, directory: Path) -> None:
+        """Before applying the shipped CRDs (deploy/, the Helm chart) over the dev ones: their Service."""
+        for path in sorted(directory.glob("*.yaml")):
+            for document in yaml.safe_load_all(path.read_text()):
+                conversion = (document or {}).get("spec", {}).get("conversion") or {}
+                if conversion.get("strategy") == "Webhook":
+                    self.swap_conversion_client(
+                        document["metadata"]["name"], conversion["webhook"]["clientConfig"]
+                    )
 
     def wait_for(
         self,

@@ -36,7 +36,12 @@ def write_overlay(deploy_dir: Path, overlay_dir: Path, image_ref: str) -> Path:
                         {
                             "name": "operator",
                             "imagePullPolicy": "IfNotPresent",
-                            "env": [{"name": e, "value": image_ref} for e in IMAGE_ENVS],
+                            "env": [
+                                *({"name": e, "value": image_ref} for e in IMAGE_ENVS),
+                                # The dev control plane serves the CRDs' conversion webhook itself
+                                # (a process beside the API server): the operator must not re-point them.
+                                {"name": "MCPFLEET_CONVERSION_WEBHOOK_PORT", "value": ""},
+                            ],
                         }
                     ]
                 }

@@ -32,8 +32,9 @@ from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY, VERSION
 from mcpfleet.operator import logfilter
 from mcpfleet.operator.controller import Controller
+from mcpfleet.operator.conversion import serve_conversion_webhook, webhook_port_from_env
 from mcpfleet.operator.leader import LeaderElectionConfig, LeaderElector, LeadershipLost, new_identity
-from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.settings import OperatorSettings, default_leader_namespace
 from mcpfleet.operator.store import Store
 from mcpfleet.platform.kubernetes.api import KubeApi, RetryPolicy, kubeconfig_login, login_from
 from mcpfleet.reconcile.common import MANAGED_BY
@@ -404,9 +405,14 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
 
     stop_task = asyncio.create_task(_first_set(stopping, stop), name="stop")
     own_signals = False
+    webhook_task: asyncio.Task[Any] | None = None
     try:
         if settings.metrics_port is not None:
             runner = await serve_http(controller, settings.metrics_host, settings.metrics_port, elector)
+        webhook_port = webhook_port_from_env()
+        if webhook_port is not None:
+            # Every replica, before the lease: the API server converts through whichever pod it reaches.
+            webhook_task = await serve_conversion_webhook(api, default_leader_namespace(), webhook_port)
         if elector is not None:
             # A standby has no kopf to catch SIGTERM: stop cleanly on it (nothing to release).
             own_signals = _on_signals(stopping)
@@ -438,7 +444,7 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
         # Writers stop first: the workers and their event posts. kopf writes nothing (raw event handlers
         # only, no posting, no peering), so the lease is released as soon as they stopped, and a
         # standby takes over while kopf is still winding its watchers down.
-        await _cancel(stop_flag, controller_task, stop_task, lease_task, signals_task)
+        await _cancel(stop_flag, controller_task, stop_task, lease_task, signals_task, webhook_task)
         if elector is not None:
             await elector.release()
         if kopf_task is not None:

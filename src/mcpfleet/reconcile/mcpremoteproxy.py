@@ -30,6 +30,7 @@ from mcpfleet.reconcile.common import (
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
 from mcpfleet.redact import redact_url
 
 RUN_CONFIG = "runconfig.json"
@@ -144,7 +145,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         name=proxy.name,
         namespace=proxy.namespace,
         replicas=spec.effective_replicas,
-        containers=(container,),
+        containers=with_proxy_env((container,), PROXY_CONTAINER, spec.resource_overrides),
         serving_container=PROXY_CONTAINER,
         # The proxy serves streamable HTTP on /mcp whatever the remote's transport.
         url_path="/mcp",
@@ -153,7 +154,11 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         config_map_files=auth.config_map_files,
         service_account=spec.service_account,
         labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
-        conditions=group_condition(spec.group_ref, world),
+        conditions=(
+            *group_condition(spec.group_ref, world),
+            *local_condition(world, kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides)),
+        ),
         problems=tuple(_problems(proxy, world)),
         session_affinity=spec.session_affinity,
+        overrides=kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides),
     )

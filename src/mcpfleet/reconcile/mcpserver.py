@@ -47,6 +47,7 @@ from mcpfleet.reconcile.common import (
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
 
 RUN_CONFIG = "runconfig.json"
 SERVER_CONTAINER = "mcp"
@@ -295,6 +296,10 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(server, world)))]
     if auth.document is not None:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
+    containers = with_proxy_env(containers, PROXY_CONTAINER, spec.resource_overrides)
+    containers, immediate = with_restart(containers, server.metadata.annotations)
+    k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
+    conditions += local_condition(world, k8s_overrides)
     return WorkloadPlan(
         kind="MCPServer",
         name=server.name,
@@ -313,4 +318,5 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         conditions=tuple(conditions),
         problems=tuple(problems),
         session_affinity=spec.session_affinity,
+        overrides=k8s_overrides,
     )

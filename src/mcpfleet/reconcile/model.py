@@ -155,6 +155,27 @@ class RbacRule:
 
 
 @dataclass(frozen=True)
+class KubernetesOverrides:
+    """What `podTemplateSpec` and `resourceOverrides` add to the Kubernetes objects (Kubernetes only)."""
+
+    deployment_labels: dict[str, str] = field(default_factory=dict)
+    deployment_annotations: dict[str, str] = field(default_factory=dict)
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    service_labels: dict[str, str] = field(default_factory=dict)
+    service_annotations: dict[str, str] = field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+    pod_template: dict[str, Any] | None = None
+    """The user's PodTemplateSpec, strategically merged onto the rendered pod template."""
+    recreate: bool = False
+    """Restart strategy `immediate`: every pod is replaced at once (Deployment strategy Recreate)."""
+
+    @property
+    def empty(self) -> bool:
+        return self == KubernetesOverrides()
+
+
+@dataclass(frozen=True)
 class WorkloadPlan:
     """Everything that should run for one object.
 
@@ -192,6 +213,8 @@ class WorkloadPlan:
     """Kubernetes Service type."""
     session_affinity: str | None = None
     """Kubernetes Service session affinity (ClientIP / None)."""
+    overrides: KubernetesOverrides | None = None
+    """Labels, annotations and the pod template patch the user adds (Kubernetes only)."""
     volume_claim: VolumeClaim | None = None
     """A PersistentVolumeClaim backing `data_dir` (Kubernetes)."""
     pod_template: dict[str, Any] | None = None

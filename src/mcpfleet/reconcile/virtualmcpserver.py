@@ -51,6 +51,7 @@ from mcpfleet.reconcile.model import (
     World,
 )
 from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
+from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition
 from mcpfleet.reconcile.status import ready_conditions
 from mcpfleet.vmcp.config import (
     Backend,
@@ -404,9 +405,13 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),
-        conditions=group_condition(group, world),
+        conditions=(
+            *group_condition(group, world),
+            *local_condition(world, kubernetes_overrides(spec.pod_template_spec, None)),
+        ),
         problems=tuple(problems),
         service_type=spec.service_type,
+        overrides=kubernetes_overrides(spec.pod_template_spec, None),
     )
 
 

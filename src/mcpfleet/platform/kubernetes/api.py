@@ -92,6 +92,8 @@ _BUILTIN_PLURALS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("coordination.k8s.io/v1", "Lease"): "leases",
+    ("v1", "Secret"): "secrets",
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "customresourcedefinitions",
 }
 
 Login = Callable[[], kopf.ConnectionInfo]

@@ -23,7 +23,7 @@ from mcpfleet.api.meta import (
     GROUP,
     LABEL_INSTANCE,
 )
-from mcpfleet.platform.kubernetes.render.podtemplate import add_metadata, merge
+from mcpfleet.platform.kubernetes.render.podtemplate import add_metadata, apply_pod_template, merge
 from mcpfleet.reconcile.common import LABEL_KIND, child_name, service_url, sha256_of
 from mcpfleet.reconcile.model import (
     KUBERNETES_CONFIG_DIR,
@@ -31,6 +31,7 @@ from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     KUBERNETES_TOKEN_DIR,
     Container,
+    KubernetesOverrides,
     WorkloadPlan,
 )
 
@@ -309,19 +310,26 @@ def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
     pod_volumes = volumes(plan)
     if pod_volumes:
         pod_spec["volumes"] = pod_volumes
-    template = {
+    extra = plan.overrides or KubernetesOverrides()
+    if extra.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in extra.image_pull_secrets]
+    template: dict[str, Any] = {
         "metadata": {
-            "labels": {**plan.labels, **selector_labels(plan)},
+            # The user's labels and annotations first: ours (selector, checksum) win.
+            "labels": {**extra.pod_labels, **plan.labels, **selector_labels(plan)},
             # Not config_checksum: a vMCP's group members come and go without a rollout.
-            "annotations": {ANNOTATION_CONFIG_CHECKSUM: plan.rollout_checksum},
+            "annotations": {**extra.pod_annotations, ANNOTATION_CONFIG_CHECKSUM: plan.rollout_checksum},
         },
         "spec": pod_spec,
     }
+    if extra.pod_template is not None:
+        template = apply_pod_template(template, extra.pod_template, selector_labels(plan))
     if plan.pod_template is not None:
         template = merge(template, plan.pod_template)
         template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **selector_labels(plan)}
     add_metadata(template["metadata"], plan.object_metadata.get("Pod"))
     metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    _add_metadata(metadata, extra.deployment_labels, extra.deployment_annotations)
     add_metadata(metadata, plan.object_metadata.get("Deployment"))
     return {
         "apiVersion": "apps/v1",
@@ -331,6 +339,8 @@ def deployment(plan: WorkloadPlan, owner: Owner, image: str) -> Manifest:
             "replicas": plan.replicas,
             "selector": {"matchLabels": selector_labels(plan)},
             "template": template,
+            # Restart strategy `immediate`: replace every pod at once instead of rolling.
+            **({"strategy": {"type": "Recreate"}} if extra.recreate else {}),
         },
     }
 
@@ -348,8 +358,18 @@ def service(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
     if plan.session_affinity:
         spec["sessionAffinity"] = plan.session_affinity
     metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    extra = plan.overrides or KubernetesOverrides()
+    _add_metadata(metadata, extra.service_labels, extra.service_annotations)
     add_metadata(metadata, plan.object_metadata.get("Service"))
     return [{"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}]
+
+
+def _add_metadata(metadata: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]) -> None:
+    """The user's labels and annotations (`resourceOverrides`) under ours: ours win on a clash."""
+    if labels:
+        metadata["labels"] = {**labels, **metadata["labels"]}
+    if annotations:
+        metadata["annotations"] = {**annotations, **metadata.get("annotations", {})}
 
 
 def workload(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
