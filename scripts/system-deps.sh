@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs (and the real node uses), only when one is missing.
+# redis-server: the tests of rate limits and sessions shared by several gateway replicas start their own.
 set -euo pipefail
-packages=(postgresql git wrk graphviz)
+packages=(postgresql git wrk graphviz redis-server)
 # The real node (`dev-cluster up --real-node`, `make image`, `make test-realnode`).
 packages+=(containerd runc containernetworking-plugins iptables conntrack socat iproute2 debootstrap umoci)
 missing=()

@@ -163,10 +163,10 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) ->
 
 
 @contextlib.contextmanager
-def serving(cmd: list[str], health_url: str) -> Iterator[subprocess.Popen[bytes]]:
+def serving(cmd: list[str], health_url: str, timeout: float = 30.0) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
     try:
-        wait_http(health_url, proc)
+        wait_http(health_url, proc, timeout)
         yield proc
     finally:
         proc.terminate()

@@ -20,6 +20,13 @@ from mcpfleet.api.common import (
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.ratelimit import (
+    NEEDS_REDIS_MESSAGE,
+    RateLimiting,
+    SessionStorage,
+    needs_redis,
+    needs_redis_rule,
+)
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, NameRef
 
@@ -53,6 +60,24 @@ class MCPServerSpec(RuleModel):
                 s.transport == "stdio"
                 or not (s.image.startswith("uvx://") or s.image.startswith("npx://"))
                 or s.mcp_port is not None
+            ),
+        ),
+        Rule(
+            cel=needs_redis_rule("self.rateLimiting", "self.sessionStorage", "self.replicas"),
+            message=NEEDS_REDIS_MESSAGE,
+            field_path=".sessionStorage",
+            check=lambda s: needs_redis(s.rate_limiting, s.session_storage, s.replicas),
+        ),
+        Rule(
+            cel="!has(self.rateLimiting) || ((!has(self.rateLimiting.perUser) && (!has(self.rateLimiting.tools)"
+            " || self.rateLimiting.tools.all(t, !has(t.perUser)))) || has(self.oidcConfig) || has(self.oidcConfigRef))",
+            message="perUser rate limiting requires authentication (oidcConfig or oidcConfigRef)",
+            field_path=".rateLimiting",
+            check=lambda s: (
+                s.rate_limiting is None
+                or not s.rate_limiting.needs_user
+                or s.oidc_config is not None
+                or s.oidc_config_ref is not None
             ),
         ),
     )
@@ -100,6 +125,11 @@ class MCPServerSpec(RuleModel):
     """Service session affinity."""
     trust_proxy_headers: bool = False
     """Trust X-Forwarded-* headers from an ingress."""
+    rate_limiting: RateLimiting | None = None
+    """Token buckets per server and per user, overall and per tool; requests over the limit get a
+    JSON-RPC error with a retry-after (HTTP 429 + Retry-After)."""
+    session_storage: SessionStorage | None = None
+    """Redis shared by the replicas (rate-limit buckets); required for rateLimiting with replicas > 1."""
     pod_template_spec: PodTemplatePatch
     """A PodTemplateSpec merged onto the rendered pod (strategic merge; Kubernetes only)."""
     resource_overrides: ResourceOverrides | None = None

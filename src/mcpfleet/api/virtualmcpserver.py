@@ -27,6 +27,13 @@ from mcpfleet.api.meta import (
     RuleModel,
 )
 from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.ratelimit import (
+    NEEDS_REDIS_MESSAGE,
+    RateLimiting,
+    SessionStorage,
+    needs_redis,
+    needs_redis_rule,
+)
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
 
@@ -408,6 +415,9 @@ class GatewayConfig(ApiModel):
     """Tools made of steps that call backend tools."""
     operational: Operational = Field(default_factory=Operational)
     """Health checks, failure policy, timeouts."""
+    rate_limiting: RateLimiting | None = None
+    """Token buckets per gateway and per user, overall and per tool; requests over the limit get a
+    JSON-RPC error with a retry-after (HTTP 429 + Retry-After)."""
     optimizer: Optimizer | None = None
     """Tool discovery: advertise find_tool / call_tool over a ranked index instead of (or beside) every tool."""
     code_mode: CodeMode = Field(default_factory=CodeMode)
@@ -501,8 +511,31 @@ class OutgoingAuth(ApiModel):
     """Per-backend authentication, keyed by backend name."""
 
 
-class VirtualMCPServerSpec(ApiModel):
+class VirtualMCPServerSpec(RuleModel):
     """Desired state of a gateway."""
+
+    rules = (
+        Rule(
+            # `config` is optional in v1beta1 (groupRef moved out of it): guarded like ToolHive's rule.
+            cel="!has(self.config) || "
+            + needs_redis_rule("self.config.rateLimiting", "self.sessionStorage", "self.replicas"),
+            message=NEEDS_REDIS_MESSAGE,
+            field_path=".sessionStorage",
+            check=lambda s: needs_redis(s.config.rate_limiting, s.session_storage, s.replicas),
+        ),
+        Rule(
+            cel="!has(self.config) || !has(self.config.rateLimiting) || ((!has(self.config.rateLimiting.perUser)"
+            " && (!has(self.config.rateLimiting.tools) || self.config.rateLimiting.tools.all(t, !has(t.perUser))))"
+            " || self.incomingAuth.type == 'oidc')",
+            message="perUser rate limiting requires incomingAuth type oidc",
+            field_path=".config.rateLimiting",
+            check=lambda s: (
+                s.config.rate_limiting is None
+                or not s.config.rate_limiting.needs_user
+                or s.incoming_auth.type == "oidc"
+            ),
+        ),
+    )
 
     config: VirtualMCPConfig
     """Gateway configuration: group, aggregation, composite tools, operational settings."""
@@ -511,7 +544,10 @@ class VirtualMCPServerSpec(ApiModel):
     outgoing_auth: OutgoingAuth | None = None
     """How the gateway authenticates to backends."""
     replicas: int | None = Field(default=None, ge=0)
-    """Replicas of the gateway."""
+    """Replicas of the gateway. More than one needs sessionStorage redis for 2025-era sessions to
+    continue on any replica (2026-07-28 clients are sessionless)."""
+    session_storage: SessionStorage | None = None
+    """Where client sessions and shared rate-limit buckets live: redis for several replicas."""
     service_account: str | None = None
     """Existing ServiceAccount to run as; one is created when unset."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"

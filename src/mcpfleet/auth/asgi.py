@@ -10,7 +10,8 @@ session (`Mcp-Session-Id`) opened through the guard is bound to the token's subj
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -33,8 +34,30 @@ ASGIApp = Callable[..., Awaitable[None]]
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 UNAUTHORIZED = -32011
 """The JSON-RPC error code of a 401 body (the same the vMCP gateway has always used)."""
-CLAIMS_SCOPE_KEY = "mcpfleet.claims"
-"""Scope key under which the guard hands the validated token's claims to the wrapped app (authorization)."""
+IDENTITY_SCOPE_KEY = "mcpfleet.identity"
+"""Where `AuthGuard` (and the vMCP gateway's own auth) leaves the caller's `Identity` in the ASGI
+scope, for the hooks after it: rate limits read the subject, authorization and audit the claims."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The authenticated caller: its subject (issuer + sub, the session-binding and rate-limit key)
+    and the validated token's claims (None for both when anonymous)."""
+
+    subject: str | None
+    claims: dict[str, Any] | None
+
+
+def scope_subject(scope: Mapping[str, Any]) -> str | None:
+    """The caller's subject from the scope (None for anonymous callers / no guard)."""
+    identity = scope.get(IDENTITY_SCOPE_KEY)
+    return identity.subject if isinstance(identity, Identity) else None
+
+
+def scope_claims(scope: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The caller's validated claims from the scope (None for anonymous callers / no guard)."""
+    identity = scope.get(IDENTITY_SCOPE_KEY)
+    return identity.claims if isinstance(identity, Identity) else None
 
 
 def unauthorized(
@@ -135,7 +158,7 @@ class AuthGuard:
             await _respond(send, 404, [(b"content-type", b"application/json")], body)
             return
         send = binding_send(send, self.bindings, subject, scope.get("method", ""), session_id)
-        scope = {**scope, CLAIMS_SCOPE_KEY: claims}
+        scope = {**scope, IDENTITY_SCOPE_KEY: Identity(subject=subject, claims=claims)}
         if not self.forward_authorization:
             scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
         await self.app(scope, receive, send)

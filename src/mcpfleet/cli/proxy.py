@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from mcpfleet.proxy.child import ChildHooks
     from mcpfleet.proxy.http_app import ProxyApp
     from mcpfleet.proxy.remote import RemoteProxyApp
+    from mcpfleet.ratelimit import Limiter
     from mcpfleet.toolconfig import ToolPolicy
 
 
@@ -79,6 +80,21 @@ def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | Non
             param_hint="--run-config",
         )
     return tool_policy
+
+
+def _limiter(run_config: str | None) -> Limiter | None:
+    """`--run-config`'s rateLimiting (Redis-shared with a redis sessionStorage), or None."""
+    from mcpfleet import ratelimit
+    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
+
+    if run_config is None:
+        return None
+    try:
+        config = load_run_config(run_config)
+        scope = f"{config.namespace or 'local'}/{config.name or 'proxy'}"
+        return ratelimit.build(config.rate_limiting, config.session_storage, scope)
+    except (RunConfigError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
 
 
 def _remote_app(
@@ -156,7 +172,7 @@ def proxy(
     run_config: str | None = typer.Option(
         None,
         "--run-config",
-        help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) is enforced.",
+        help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) and rateLimiting are enforced.",
     ),
     authz_config: str | None = typer.Option(
         None,
@@ -242,6 +258,7 @@ def build(
     auth = _incoming_auth(auth_config)
     policy = _policy(authz_config, audit_config, "proxy")
     tool_policy = _tool_policy(run_config, remote)
+    limiter = _limiter(run_config)
     app: ProxyApp | RemoteProxyApp
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
@@ -298,5 +315,5 @@ def build(
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
-    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url, policy=policy)
+    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url, policy=policy, limiter=limiter)
     return served, limits

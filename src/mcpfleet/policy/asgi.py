@@ -10,7 +10,8 @@ messages (streamable HTTP `/mcp` in both protocol eras, the SSE transport's `/me
   this layer does not rewrite: lists there are filtered only through the gateway (docs/policy.md);
 * each request gets one audit event, its outcome read from the response it got.
 
-The caller's claims are the ones `auth.asgi.AuthGuard` validated (`CLAIMS_SCOPE_KEY` in the scope).
+The caller's claims are the ones `auth.asgi.AuthGuard` validated (its `Identity` under
+`IDENTITY_SCOPE_KEY` in the scope).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from mcpfleet.auth.asgi import CLAIMS_SCOPE_KEY
+from mcpfleet.auth.asgi import scope_claims
 from mcpfleet.policy.audit import Client, trace_id_of
 from mcpfleet.policy.guard import LISTS, Policy, forbidden_error, target_of
 
@@ -67,7 +68,7 @@ class PolicyMiddleware:
         method: str = message["method"]
         params = message.get("params")
         request_id = message.get("id")
-        claims = scope.get(CLAIMS_SCOPE_KEY)
+        claims = scope_claims(scope)
         started = time.perf_counter()
         target = target_of(method, params)
         if target is not None:
@@ -105,7 +106,7 @@ class PolicyMiddleware:
             params=params,
             outcome=outcome,
             duration=time.perf_counter() - started,
-            claims=scope.get(CLAIMS_SCOPE_KEY),
+            claims=scope_claims(scope),
             client=Client(
                 address=f"{address[0]}:{address[1]}" if address else None,
                 user_agent=headers.get(b"user-agent", b"").decode("latin-1") or None,

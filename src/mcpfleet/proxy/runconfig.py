@@ -2,7 +2,8 @@
 
 The control plane renders it (`reconcile/mcpserver.py` `run_config()`: the workload's ConfigMap on
 Kubernetes, a file in the state dir locally). The proxy acts on `toolConfig` (the referenced
-MCPToolConfig's spec): it enforces its filter and overrides (`mcpfleet.toolconfig`). The other
+MCPToolConfig's spec): it enforces its filter and overrides (`mcpfleet.toolconfig`), and on
+`rateLimiting` (with `sessionStorage` for Redis-shared buckets, `mcpfleet.ratelimit`). The other
 keys describe what runs and are checked for shape only. The file is read once at start; a file
 that is missing, not JSON or of the wrong shape stops the proxy with the offending field named.
 """
@@ -16,6 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
+from mcpfleet.api.ratelimit import RateLimiting, SessionStorage
 from mcpfleet.toolconfig import ToolPolicy, override_of
 
 
@@ -48,6 +50,8 @@ class RunConfig(_Model):
     secret_env: list[str] = Field(default_factory=list, alias="secretEnv")
     group_ref: str | None = Field(default=None, alias="groupRef")
     tool_config: ToolConfigEntry | None = Field(default=None, alias="toolConfig")
+    rate_limiting: RateLimiting | None = Field(default=None, alias="rateLimiting")
+    session_storage: SessionStorage | None = Field(default=None, alias="sessionStorage")
 
     def tool_policy(self) -> ToolPolicy | None:
         """The filter and overrides to enforce, or None when no MCPToolConfig is referenced."""

@@ -21,6 +21,7 @@ from mcpfleet.toolconfig import ToolPolicy
 if TYPE_CHECKING:  # loaded when used: a plain stdio proxy starts without aiohttp and the auth stack
     from mcpfleet.auth.oidc import IncomingAuth
     from mcpfleet.proxy.remote import RemoteProxyApp
+    from mcpfleet.ratelimit import Limiter
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,15 @@ def with_auth(
     mcp_path: str = "/mcp",
     public_url: str | None = None,
     policy: Policy | None = None,
+    limiter: Limiter | None = None,
 ) -> Any:
     """`app` behind incoming auth (`mcpfleet.auth`): every path but `/health` needs a valid token.
 
     With a `policy` (authorization and / or audit), `policy.asgi.PolicyMiddleware` sits between the
-    guard and the app, so it sees the claims the guard validated.
+    guard and the app, so it sees the claims the guard validated. With a `limiter` (rateLimiting),
+    requests pass its buckets after auth and before the policy (as in the vMCP gateway, where the
+    limits apply before authorization and a refused request is not audited):
+    `AuthGuard -> RateLimitGuard -> PolicyMiddleware -> app`.
 
     A remote-mode app does not forward the validated `Authorization` header: the token was issued
     for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
@@ -85,7 +90,11 @@ def with_auth(
     """
     inner: Any = app
     if policy is not None and policy.active:
-        inner = PolicyMiddleware(app, policy)
+        inner = PolicyMiddleware(inner, policy)
+    if limiter is not None:
+        from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
+
+        inner = RateLimitGuard(inner, limiter)
     if auth is None or auth.type == "anonymous":
         return inner
     from mcpfleet.auth.asgi import AuthGuard

@@ -17,6 +17,7 @@ from mcpfleet.api.meta import (
     LABEL_NAME,
     ConditionStatus,
 )
+from mcpfleet.api.ratelimit import REDIS_PASSWORD_ENV, SessionStorage
 from mcpfleet.reconcile.model import SecretEnv, World
 
 MANAGED_BY = "mcpfleet"
@@ -71,6 +72,13 @@ def secret_env(secrets: list[SecretRef] | None) -> tuple[SecretEnv, ...]:
         SecretEnv(env_name=s.target_env_name or s.key, secret=SecretKeyRef(name=s.name, key=s.key))
         for s in secrets or ()
     )
+
+
+def redis_password_env(storage: SessionStorage | None) -> tuple[SecretEnv, ...]:
+    """The Redis password of a `sessionStorage`, as secretKeyRef env (never in a config file)."""
+    if storage is None or storage.provider != "redis" or storage.password_ref is None:
+        return ()
+    return (SecretEnv(env_name=REDIS_PASSWORD_ENV, secret=storage.password_ref),)
 
 
 def resources_dict(resources: ResourceRequirements | None) -> dict[str, dict[str, str]] | None:

@@ -23,6 +23,9 @@ holds secret values: those travel as secretKeyRef env. With a `toolConfigRef` it
 MCPToolConfig's spec, and a stdio server's proxy gets `--run-config {config_dir}/runconfig.json`
 and enforces the filter and overrides itself. An http server has no relay that could: its
 toolConfigRef is applied only by a vMCP gateway over its group (docs/operator.md, Known limits).
+The same holds for `rateLimiting`: the stdio proxy enforces it (from the run config; Redis-shared
+buckets with a redis `sessionStorage`, whose password comes as secretKeyRef env); an http server
+with rateLimiting is a plan problem.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from mcpfleet.reconcile.common import (
     labels,
     package_command,
     plain_env,
+    redis_password_env,
     resources_dict,
     secret_env,
     service_hosts,
@@ -71,6 +75,11 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     auth = _auth(server, world)
     problems.extend(auth.problems)
     problems.extend(_policy(server, world).problems)
+    if spec.rate_limiting is not None and spec.transport != "stdio":
+        problems.append(
+            "spec.rateLimiting: enforced by mcpfleet's proxy, which only stdio servers run behind; put an"
+            " http server behind a VirtualMCPServer with config.rateLimiting instead"
+        )
     if _no_port_for_auth_proxy(server, world):
         problems.append(
             "spec.mcpPort: with incoming OIDC an http server runs behind the auth proxy (so does one with"
@@ -116,6 +125,11 @@ def run_config(server: MCPServer, world: World) -> dict[str, object]:
     }
     if spec.group_ref is not None:
         config["groupRef"] = spec.group_ref
+    if spec.rate_limiting is not None:
+        # The proxy enforces them; the Redis password is never here (secretKeyRef env).
+        config["rateLimiting"] = spec.rate_limiting.dump()
+        if spec.session_storage is not None:
+            config["sessionStorage"] = spec.session_storage.dump()
     config.update(configkinds.run_config_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     return config
 
@@ -138,7 +152,11 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     # the authorization policies and audit (authz.json, audit.json).
     auth_args = proxy_args(auth) + policy.proxy_args()
     # ...and the MCPToolConfig, which it reads from the run config (only given when one is referenced).
-    run_config_args = ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref else ()
+    run_config_args = (
+        ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref or spec.rate_limiting else ()
+    )
+    # sessionStorage's password, for the proxy's Redis-shared rate-limit buckets.
+    redis_env = redis_password_env(spec.session_storage) if spec.rate_limiting else ()
     if spec.transport != "stdio":
         port = spec.mcp_port or spec.proxy_port
         if spec.is_package:
@@ -184,7 +202,7 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
             command=(*proxy, "--", *package_command(spec.image, spec.args)),
             port=spec.proxy_port,
             env=env,
-            secret_env=secrets + auth.secret_env,
+            secret_env=secrets + auth.secret_env + redis_env,
             resources=resources,
             service_account_token=auth.service_account_token,
         )
@@ -205,7 +223,7 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         command=(*proxy, "--attach", f"{server.namespace}/$(POD_NAME)/{SERVER_CONTAINER}"),
         port=spec.proxy_port,
         field_env=(("POD_NAME", "metadata.name"),),
-        secret_env=auth.secret_env,
+        secret_env=auth.secret_env + redis_env,
         service_account_token=auth.service_account_token,
     )
     rbac = (

@@ -34,6 +34,7 @@ from mcpfleet.reconcile.common import (
     child_name_problem,
     group_condition,
     labels,
+    redis_password_env,
     serve_command,
     service_hosts,
     tracing_env,
@@ -334,10 +335,12 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             outgoing_auth=outgoing,
             authz=authz,
             audit=config.audit,
+            rate_limiting=config.rate_limiting,
+            session_storage=vmcp.spec.session_storage,
         )
     except ValueError as exc:
         raise RenderError(f"rendered vMCP config is invalid: {exc}") from exc
-    return rendered, tuple(secrets.env)
+    return rendered, (*secrets.env, *redis_password_env(vmcp.spec.session_storage))
 
 
 def _config_map_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, ...]:

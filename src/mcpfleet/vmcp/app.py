@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind
 
-from mcpfleet import jsonrpc, telemetry
-from mcpfleet.auth.asgi import unauthorized
+from mcpfleet import jsonrpc, ratelimit, telemetry
+from mcpfleet.auth.asgi import IDENTITY_SCOPE_KEY, Identity, scope_subject, unauthorized
 from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
 from mcpfleet.policy.audit import Client
@@ -51,6 +51,8 @@ from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+
+    from mcpfleet.ratelimit import Limiter
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +169,11 @@ class VMCPApp:
         resource_metadata: dict[str, Any] | None = None,
         tracer: Tracer | None = None,
         max_json_depth: int = jsonrpc.DEFAULT_MAX_DEPTH,
+        limiter: Limiter | None = None,
     ) -> None:
         self.gateway = gateway
+        # rateLimiting (mcpfleet.ratelimit): None when off, and the request path pays an `is None` test.
+        self.limiter = limiter
         self.max_json_depth = max_json_depth
         self.tracer = tracer
         self.auth = authenticator or AnonymousAuthenticator()
@@ -226,6 +231,10 @@ class VMCPApp:
         HTTP session. Call it when the server stops without a lifespan shutdown (e.g. a forced exit)."""
         if self.manage_gateway:
             await self.gateway.stop()
+        if self.limiter is not None:
+            await self.limiter.aclose()
+        if self.gateway.session_store is not None:
+            await self.gateway.session_store.aclose()
         closer = getattr(self.auth, "close", None)
         if closer is not None:
             await closer()
@@ -261,6 +270,7 @@ class VMCPApp:
                 return
             token = h["authorization"].partition(" ")[2].strip()
             subject = subject_of(claims, token)
+            scope[IDENTITY_SCOPE_KEY] = Identity(subject=subject, claims=claims)
         if self.gateway.policy.active:
             # Who is calling, for authorization and audit of whatever this request dispatches.
             address = scope.get("client")
@@ -304,7 +314,9 @@ class VMCPApp:
                     400,
                     wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Missing Mcp-Session-Id")),
                 )
-            elif self.gateway.session_for(sid, subject) is not None and self.gateway.end_session(sid):
+            elif await self.gateway.find_session(
+                sid, subject
+            ) is not None and await self.gateway.close_session(sid):
                 await _respond(send, 200, b"")
             else:
                 await _respond(
@@ -313,7 +325,30 @@ class VMCPApp:
         else:
             await _respond(send, 405, b"", [(b"allow", b"GET, POST, DELETE")])
 
-    def _session(
+    async def _answered_before_dispatch(
+        self, send: Send, kind: str, msg: dict[str, Any], session: ClientSession, subject: str | None
+    ) -> bool:
+        """A client response / notification (relayed, 202), or a request over the rate limits (429)."""
+        if kind != "request":
+            # A response to a server-to-client request, or a notification.
+            await self.gateway.client_message(session, msg)
+            await _respond(send, 202, b"", [])
+            return True
+        return await self._limited(send, subject, msg, _sid(session))
+
+    async def _limited(
+        self, send: Send, subject: str | None, msg: dict[str, Any], headers: list[tuple[bytes, bytes]]
+    ) -> bool:
+        """The rate-limit hook: True when `msg` was refused (answered 429 + Retry-After here)."""
+        if self.limiter is None:
+            return False
+        refused = await ratelimit.refuse(self.limiter, subject, msg)
+        if refused is None:
+            return False
+        await _respond(send, refused[0], refused[2], [*refused[1], *headers])
+        return True
+
+    async def _session(
         self, h: dict[str, str], token: str | None, subject: str | None
     ) -> tuple[ClientSession | None, tuple[int, bytes] | None]:
         sid = h.get(wire.H_SESSION)
@@ -323,7 +358,7 @@ class VMCPApp:
                 wire.dumps(wire.error_message(None, wire.INVALID_REQUEST, "Bad Request: Missing session ID")),
             )
         # Another subject's session answers exactly like an unknown one (nothing is revealed).
-        s = self.gateway.session_for(sid, subject)
+        s = await self.gateway.find_session(sid, subject)
         if s is None:
             return None, (
                 404,
@@ -366,7 +401,7 @@ class VMCPApp:
         if method == "initialize" and kind == "request":
             await self._traced_initialize(send, msg, h, token, subject)
             return
-        session, problem = self._session(h, token, subject)
+        session, problem = await self._session(h, token, subject)
         if problem is not None:
             await _respond(send, problem[0], problem[1])
             return
@@ -379,10 +414,7 @@ class VMCPApp:
                 # error of the request); a notification has no answer but the HTTP status.
                 await _respond(send, 200 if kind == "request" else 400, exc.body(), [*_JSON, *_sid(session)])
                 return
-        if kind != "request":
-            # A response to a server-to-client request, or a notification.
-            await self.gateway.client_message(session, msg)
-            await _respond(send, 202, b"", [])
+        if await self._answered_before_dispatch(send, kind, msg, session, subject):
             return
         assert isinstance(method, str)
         self.gateway.metrics.client_request(method)
@@ -411,7 +443,7 @@ class VMCPApp:
         requested = params.get("protocolVersion")
         version = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
         try:
-            session = self.gateway.new_session(version, token, subject)
+            session = await self.gateway.open_session(version, token, subject)
         except SessionLimitError as exc:
             body = wire.dumps(wire.error_message(msg.get("id"), exc.code, exc.message))
             await _respond(send, 503, body, [*_JSON, (b"retry-after", b"5")])
@@ -446,7 +478,7 @@ class VMCPApp:
                 ),
             )
             return
-        session, err = self._session(h, token, subject)
+        session, err = await self._session(h, token, subject)
         if err is not None:
             await _respond(send, err[0], err[1])
             return
@@ -557,6 +589,8 @@ class VMCPApp:
         verdict = classify_inbound_request(msg, headers=h)
         if isinstance(verdict, InboundLadderRejection):
             await self._modern_error(send, req_id, RPCError(verdict.code, verdict.message, verdict.data))
+            return
+        if await self._limited(send, scope_subject(scope), msg, []):
             return
         await self._modern_request(receive, send, h, token, msg, version)
 

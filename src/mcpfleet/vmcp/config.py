@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_serializer, model_validator
 
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
+from mcpfleet.api.ratelimit import SessionStorage
 from mcpfleet.api.virtualmcpserver import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
 from mcpfleet.policy.config import AuthzDocument
@@ -103,6 +104,8 @@ class VMCPConfig(GatewayConfig):
     incoming_auth: IncomingAuth = Field(default_factory=IncomingAuth)
     """Who may call the gateway, resolved (OIDC settings inline or as a mounted file)."""
     outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
+    session_storage: SessionStorage | None = None
+    """The VirtualMCPServer's sessionStorage (its password arrives as MCPFLEET_REDIS_PASSWORD)."""
     """Per-backend credentials, resolved from MCPExternalAuthConfigs."""
     authz: AuthzDocument | None = None
     """Cedar authorization (`incomingAuth.authzConfig` resolved: the policies inline, or `authzFile`

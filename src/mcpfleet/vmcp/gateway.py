@@ -56,6 +56,8 @@ from mcpfleet.vmcp.wire import RPCError
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
+    from mcpfleet.vmcp.sessions import SessionStore
+
 log = logging.getLogger(__name__)
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -208,6 +210,8 @@ class Gateway:
         self.backends: dict[str, Backend] = {}
         self.aggs: dict[Era, Aggregate] = {"legacy": Aggregate(), "modern": Aggregate()}
         self.sessions: dict[str, ClientSession] = {}
+        # sessionStorage redis: sessions shared with the other replicas (vmcp/sessions.py).
+        self.session_store: SessionStore | None = None
         self.listeners: set[Listener] = set()
         self.composites = {c.name: c for c in config.composite_tools}
         self._runner = CompositeRunner(self._call_step, tracer=tracer, elicit=self._elicit)
@@ -738,12 +742,16 @@ class Gateway:
                 ctx.session.subscriptions.add(uri)
             else:
                 ctx.session.subscriptions.discard(uri)
+            if self.session_store is not None:
+                await self.session_store.save(ctx.session)
         return res
 
     async def _set_level(self, p: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         """logging/setLevel: kept for the session, passed to every backend that logs."""
         if ctx.session is not None:
             ctx.session.log_level = p.get("level")
+            if self.session_store is not None:
+                await self.session_store.save(ctx.session)
         targets = [
             b.spec.name for b in self.backends.values() if b.upstream and "logging" in b.upstream.capabilities
         ]
@@ -1155,6 +1163,65 @@ class Gateway:
             return None
         return s
 
+    async def open_session(
+        self, version: str, token: str | None, subject: str | None = None
+    ) -> ClientSession:
+        """`new_session`, recorded in the session store for the other replicas."""
+        s = self.new_session(version, token, subject)
+        if self.session_store is not None:
+            await self.session_store.save(s)
+        return s
+
+    async def find_session(self, sid: str, subject: str | None) -> ClientSession | None:
+        """`session_for`, or a session another replica opened (adopted from the session store)."""
+        s = self.session_for(sid, subject)
+        store = self.session_store
+        if store is None:
+            return s
+        if s is not None:
+            self._background(store.touch(sid))
+            return s
+        record = await store.load(sid)
+        if record is None or record.get("subject") != subject or sid in self.sessions:
+            return self.session_for(sid, subject)
+        if len(self.sessions) >= self.max_sessions:
+            return None
+        s = ClientSession(id=sid, version=record["version"], subject=subject)
+        s.subscriptions = {u for u in record.get("subscriptions") or () if isinstance(u, str)}
+        level = record.get("logLevel")
+        s.log_level = level if isinstance(level, str) else None
+        self.sessions[sid] = s
+        if s.subscriptions or s.log_level:
+            self._background(self._reestablish(s))
+        return s
+
+    async def _reestablish(self, s: ClientSession) -> None:
+        """An adopted session's subscriptions and log level, sent to the backends on this replica's
+        connections (the replica that took them may be gone)."""
+        ctx = CallContext(era="legacy", token=s.token)
+        for uri in sorted(s.subscriptions):
+            with contextlib.suppress(RPCError):
+                await self._forward(
+                    self._resource_backend({"uri": uri}, "legacy"), "resources/subscribe", {"uri": uri}, ctx
+                )
+        if s.log_level:
+            with contextlib.suppress(RPCError):
+                await self._set_level({"level": s.log_level}, ctx)
+
+    def _background(self, work: Any) -> None:
+        if work is None:
+            return
+        task = work if isinstance(work, asyncio.Task) else asyncio.create_task(work)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def close_session(self, sid: str) -> bool:
+        """DELETE: `end_session` here and in the session store (the session ends on every replica)."""
+        ended = self.end_session(sid)
+        if self.session_store is not None:
+            await self.session_store.delete(sid)
+        return ended
+
     def end_session(self, sid: str) -> bool:
         s = self.sessions.pop(sid, None)
         if s is None:
@@ -1204,6 +1271,9 @@ class Gateway:
             idle = self.session_idle
         now = time.monotonic()
         stale = [sid for sid, s in self.sessions.items() if s.stream is None and now - s.last_seen > idle]
+        if self.session_store is not None:
+            for sid in stale:  # only forgotten here: the record expires in Redis on its own
+                self.session_store.forget(sid)
         for sid in stale:
             self.end_session(sid)
         return len(stale)

@@ -10,9 +10,11 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcpfleet import ratelimit
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
 from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH
+from mcpfleet.redisconn import redis_client
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
 from mcpfleet.vmcp.backends import (
     BackendSource,
@@ -23,6 +25,7 @@ from mcpfleet.vmcp.backends import (
 )
 from mcpfleet.vmcp.config import ConfigError, VMCPConfig
 from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
+from mcpfleet.vmcp.sessions import SessionStore
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
 if TYPE_CHECKING:
@@ -158,6 +161,13 @@ def build_app(
         session_idle=opts.session_idle_seconds,
         config_file=opts.config_file,
     )
+    # Buckets and sessions are keyed by the gateway (namespace/name): one Redis may serve many.
+    scope = f"{config.namespace or 'local'}/{config.name}"
+    storage = config.session_storage
+    if storage is not None and storage.provider == "redis":
+        gateway.session_store = SessionStore(
+            redis_client(storage), scope, opts.session_idle_seconds, storage.key_prefix or ""
+        )
     allowed_hosts = opts.allowed_hosts
     allowed_origins = None
     if allowed_hosts is not None:
@@ -190,4 +200,5 @@ def build_app(
         resource_metadata=resource_metadata,
         tracer=tracer,
         max_json_depth=opts.max_json_depth,
+        limiter=ratelimit.build(config.rate_limiting, storage, scope),
     )
