@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile import configkinds
+from mcpfleet.reconcile import configkinds, mcpoidcconfig
 from mcpfleet.reconcile.common import (
     canonical_json,
     child_name,
@@ -30,7 +30,7 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
-from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
 from mcpfleet.reconcile.policy import policy_plan
 from mcpfleet.redact import redact_url
@@ -52,7 +52,7 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
 
 
 def _auth(proxy: MCPRemoteProxy, world: World) -> IncomingAuthPlan:
-    return incoming_auth(proxy.spec.oidc_config, proxy.spec.oidc_config_ref, world.platform)
+    return mcpoidcconfig.workload_auth(proxy.spec.oidc_config, proxy.spec.oidc_config_ref, world)
 
 
 def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:

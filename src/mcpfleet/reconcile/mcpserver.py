@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
-from mcpfleet.reconcile import configkinds
+from mcpfleet.reconcile import configkinds, mcpoidcconfig
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
     LOCAL_OCI_PROBLEM,
@@ -45,7 +45,7 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
-from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
 from mcpfleet.reconcile.policy import PolicyPlan, policy_plan
 
@@ -90,7 +90,7 @@ def _fronted(server: MCPServer, world: World) -> bool:
 
 
 def _auth(server: MCPServer, world: World) -> IncomingAuthPlan:
-    return incoming_auth(server.spec.oidc_config, server.spec.oidc_config_ref, world.platform)
+    return mcpoidcconfig.workload_auth(server.spec.oidc_config, server.spec.oidc_config_ref, world)
 
 
 def _no_port_for_auth_proxy(server: MCPServer, world: World) -> bool:

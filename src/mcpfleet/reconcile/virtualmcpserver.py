@@ -28,7 +28,7 @@ from mcpfleet.api.virtualmcpserver import (
     WorkloadToolConfig,
 )
 from mcpfleet.auth.oidc import IncomingAuth
-from mcpfleet.reconcile import mcpserverentry, virtualmcpcompositetooldefinition
+from mcpfleet.reconcile import mcpoidcconfig, mcpserverentry, virtualmcpcompositetooldefinition
 from mcpfleet.reconcile.common import (
     child_name,
     child_name_problem,
@@ -49,7 +49,7 @@ from mcpfleet.reconcile.model import (
     WorkloadPlan,
     World,
 )
-from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
+from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition
 from mcpfleet.reconcile.policy import authz_document
 from mcpfleet.reconcile.status import ready_conditions
@@ -215,10 +215,10 @@ def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
     if incoming.type == "anonymous":
         return IncomingAuthPlan()
     # The gateway's pod always has its own token mounted (it watches its group through the API).
-    return incoming_auth(
+    return mcpoidcconfig.workload_auth(
         incoming.oidc_config,
         incoming.oidc_config_ref,
-        world.platform,
+        world,
         where="spec.incomingAuth",
         token_dir=AUTOMOUNT_TOKEN_DIR,
     )

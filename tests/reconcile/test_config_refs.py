@@ -1,0 +1,89 @@
+"""The workloads' references to the kinds ToolHive added, on both platforms: `oidcConfigRef` naming an
+MCPOIDCConfig, `telemetryConfigRef`, `authzConfigRef` and VirtualMCPServer `embeddingServerRef` each
+change what runs (no cluster: the reconcile rules only)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mcpfleet.reconcile import mcpremoteproxy, mcpserver, virtualmcpserver
+from mcpfleet.reconcile.model import Platform, WorkloadPlan, World
+from tests.reconcile.conftest import obj
+
+PLATFORMS: tuple[Platform, ...] = ("local", "kubernetes")
+
+IDP = (
+    "kind: MCPOIDCConfig\nmetadata: {name: idp}\nspec: {type: inline, inline: {issuer: 'https://{issuer}',"
+    " jwksUrl: 'https://auth.example.com/jwks', clientId: c, clientSecretRef: {name: idp-secret, key: k}}}"
+)
+SERVER = "kind: MCPServer\nmetadata: {name: time}\nspec: {image: 'uvx://mcp-server-time', {extra}}"
+PROXY = "kind: MCPRemoteProxy\nmetadata: {name: rp}\nspec: {remoteURL: 'https://mcp.example.com/mcp', {extra}}"
+
+
+def _idp(issuer: str = "auth.example.com") -> Any:
+    return obj(IDP.replace("{issuer}", issuer))
+
+
+def _server(extra: str) -> Any:
+    return obj(SERVER.replace("{extra}", extra))
+
+
+def _proxy(extra: str) -> Any:
+    return obj(PROXY.replace("{extra}", extra))
+
+
+def _file(plan: WorkloadPlan, name: str) -> dict[str, Any]:
+    found = [f for f in plan.config_files if f.filename == name]
+    assert found, f"{name} not rendered: {[f.filename for f in plan.config_files]}"
+    document: dict[str, Any] = json.loads(found[0].content)
+    return document
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("kind", ["MCPServer", "MCPRemoteProxy"])
+def test_oidc_config_ref_naming_an_mcpoidcconfig_is_enforced_and_an_edit_rolls(
+    platform: Platform, kind: str
+) -> None:
+    ref = "oidcConfigRef: {name: idp, audience: time, scopes: [mcp], resourceUrl: 'https://time.example.com/mcp'}"
+    workload = _server(ref) if kind == "MCPServer" else _proxy(ref)
+    rules = mcpserver if kind == "MCPServer" else mcpremoteproxy
+
+    def plan(issuer: str) -> WorkloadPlan:
+        world = World(platform=platform, namespace="team", oidc_configs={"idp": _idp(issuer)})
+        return rules.plan(workload, world)
+
+    first = plan("auth.example.com")
+    assert not first.problems
+    oidc = _file(first, "auth.json")["oidc"]
+    assert oidc["issuer"] == "https://auth.example.com" and oidc["audience"] == "time"
+    assert oidc["scopes"] == ["mcp"] and oidc["resource"] == "https://time.example.com/mcp"
+    proxy = next(c for c in first.containers if "--auth-config" in c.command)
+    # The client secret travels as secretKeyRef env only.
+    assert [(s.env_name, s.secret.name) for s in proxy.secret_env] == [("MCPFLEET_OIDC_CLIENT_SECRET", "idp-secret")]
+    assert "idp-secret" not in json.dumps(_file(first, "auth.json"))
+    edited = plan("other.example.com")
+    assert _file(edited, "auth.json")["oidc"]["issuer"] == "https://other.example.com"
+    assert edited.rollout_checksum != first.rollout_checksum
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_vmcp_oidc_config_ref_naming_an_mcpoidcconfig_is_enforced(platform: Platform) -> None:
+    vmcp = obj(
+        "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g},"
+        " incomingAuth: {type: oidc, oidcConfigRef: {name: idp, audience: gw}}}"
+    )
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    world = World(platform=platform, namespace="team", groups={"g": group}, oidc_configs={"idp": _idp()})
+    plan = virtualmcpserver.plan(vmcp, world)
+    assert not plan.problems
+    rendered = json.dumps([f.content for f in plan.config_files])
+    assert "https://auth.example.com" in rendered and "idp-secret" not in rendered
+
+
+def test_oidc_config_ref_naming_no_mcpoidcconfig_keeps_the_config_map_form() -> None:
+    server = _server("oidcConfigRef: {name: team-oidc, audience: time}")
+    plan = mcpserver.plan(server, World(platform="kubernetes", namespace="team"))
+    assert [f.config_map.name for f in plan.config_map_files] == ["team-oidc"]
