@@ -87,3 +87,56 @@ def test_oidc_config_ref_naming_no_mcpoidcconfig_keeps_the_config_map_form() -> 
     server = _server("oidcConfigRef: {name: team-oidc, audience: time}")
     plan = mcpserver.plan(server, World(platform="kubernetes", namespace="team"))
     assert [f.config_map.name for f in plan.config_map_files] == ["team-oidc"]
+
+
+OTEL = (
+    "kind: MCPTelemetryConfig\nmetadata: {name: otel}\nspec: {openTelemetry: {enabled: true,"
+    " endpoint: 'collector:4318', insecure: true, headers: {x-team: a},"
+    " sensitiveHeaders: [{name: authorization, secretKeyRef: {name: otlp, key: token}}]}}"
+)
+
+
+def _workloads() -> list[tuple[Any, Any, str]]:
+    """(rules, object, the container that gets the telemetry) for each workload kind."""
+    ref = "telemetryConfigRef: {name: otel, serviceName: svc}"
+    vmcp = obj(
+        "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g}, incomingAuth: {type: anonymous},"
+        " telemetryConfigRef: {name: otel}}"
+    )
+    return [
+        (mcpserver, _server(ref), "proxy"),
+        (mcpremoteproxy, _proxy(ref), "proxy"),
+        (virtualmcpserver, vmcp, "vmcp"),
+    ]
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_telemetry_config_ref_puts_the_otel_env_on_the_data_plane_container(platform: Platform) -> None:
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    world = World(
+        platform=platform,
+        namespace="team",
+        groups={"g": group},
+        telemetry_configs={"otel": obj(OTEL)},
+        otlp_endpoint="http://platform-collector:4318",
+    )
+    for rules, workload, target in _workloads():
+        plan = rules.plan(workload, world)
+        assert not plan.problems, (workload.kind, plan.problems)
+        container = next(c for c in plan.containers if c.name == target)
+        env = dict(container.env)
+        # The referenced config wins over the platform's tracing env; each name appears once.
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4318", workload.kind
+        assert len(container.env) == len(env)
+        assert env["OTEL_SERVICE_NAME"] == ("gw" if workload.kind == "VirtualMCPServer" else "svc")
+        assert env["MCPFLEET_OTLP_SECRET_HEADERS"] == "authorization=MCPFLEET_OTLP_HEADER_0"
+        # The sensitive header only as Secret env: never a value in env or a config file.
+        assert ("MCPFLEET_OTLP_HEADER_0", "otlp", "token") in [
+            (s.env_name, s.secret.name, s.secret.key) for s in container.secret_env
+        ]
+        assert "token" not in json.dumps([*container.env, *(f.content for f in plan.config_files)])
+
+
+def test_missing_telemetry_config_is_a_problem_naming_the_field() -> None:
+    plan = mcpserver.plan(_server("telemetryConfigRef: {name: nope}"), World(platform="local", namespace="team"))
+    assert "spec.telemetryConfigRef: MCPTelemetryConfig nope not found" in plan.problems

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile import configkinds, mcpoidcconfig
+from mcpfleet.reconcile import configkinds, mcpoidcconfig, mcptelemetryconfig
 from mcpfleet.reconcile.common import (
     canonical_json,
     child_name,
@@ -148,7 +148,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     config_files.extend(policy.proxy_files())
     problems = _problems(proxy, world)
-    return WorkloadPlan(
+    workload = WorkloadPlan(
         kind="MCPRemoteProxy",
         name=proxy.name,
         namespace=proxy.namespace,
@@ -170,3 +170,4 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         session_affinity=spec.session_affinity,
         overrides=kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides),
     )
+    return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=PROXY_CONTAINER)

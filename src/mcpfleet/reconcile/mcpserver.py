@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
-from mcpfleet.reconcile import configkinds, mcpoidcconfig
+from mcpfleet.reconcile import configkinds, mcpoidcconfig, mcptelemetryconfig
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
     LOCAL_OCI_PROBLEM,
@@ -303,7 +303,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
     conditions += local_condition(world, k8s_overrides)
-    return WorkloadPlan(
+    workload = WorkloadPlan(
         kind="MCPServer",
         name=server.name,
         namespace=server.namespace,
@@ -323,3 +323,6 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         session_affinity=spec.session_affinity,
         overrides=k8s_overrides,
     )
+    # The proxy is the data-plane process when there is one; a server run directly is its own.
+    target = PROXY_CONTAINER if any(c.name == PROXY_CONTAINER for c in containers) else SERVER_CONTAINER
+    return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=target)

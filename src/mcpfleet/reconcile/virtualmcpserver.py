@@ -28,7 +28,12 @@ from mcpfleet.api.virtualmcpserver import (
     WorkloadToolConfig,
 )
 from mcpfleet.auth.oidc import IncomingAuth
-from mcpfleet.reconcile import mcpoidcconfig, mcpserverentry, virtualmcpcompositetooldefinition
+from mcpfleet.reconcile import (
+    mcpoidcconfig,
+    mcpserverentry,
+    mcptelemetryconfig,
+    virtualmcpcompositetooldefinition,
+)
 from mcpfleet.reconcile.common import (
     child_name,
     child_name_problem,
@@ -401,7 +406,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         env=tracing_env(world, "VirtualMCPServer", vmcp.name),
         secret_env=secret_env,
     )
-    return WorkloadPlan(
+    workload = WorkloadPlan(
         kind="VirtualMCPServer",
         name=vmcp.name,
         namespace=vmcp.namespace,
@@ -423,6 +428,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         service_type=spec.service_type,
         overrides=kubernetes_overrides(spec.pod_template_spec, None),
     )
+    return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=CONTAINER)
 
 
 def _discovered(
