@@ -20,7 +20,9 @@ IDP = (
     " jwksUrl: 'https://auth.example.com/jwks', clientId: c, clientSecretRef: {name: idp-secret, key: k}}}"
 )
 SERVER = "kind: MCPServer\nmetadata: {name: time}\nspec: {image: 'uvx://mcp-server-time', {extra}}"
-PROXY = "kind: MCPRemoteProxy\nmetadata: {name: rp}\nspec: {remoteURL: 'https://mcp.example.com/mcp', {extra}}"
+PROXY = (
+    "kind: MCPRemoteProxy\nmetadata: {name: rp}\nspec: {remoteURL: 'https://mcp.example.com/mcp', {extra}}"
+)
 
 
 def _idp(issuer: str = "auth.example.com") -> Any:
@@ -62,7 +64,9 @@ def test_oidc_config_ref_naming_an_mcpoidcconfig_is_enforced_and_an_edit_rolls(
     assert oidc["scopes"] == ["mcp"] and oidc["resource"] == "https://time.example.com/mcp"
     proxy = next(c for c in first.containers if "--auth-config" in c.command)
     # The client secret travels as secretKeyRef env only.
-    assert [(s.env_name, s.secret.name) for s in proxy.secret_env] == [("MCPFLEET_OIDC_CLIENT_SECRET", "idp-secret")]
+    assert [(s.env_name, s.secret.name) for s in proxy.secret_env] == [
+        ("MCPFLEET_OIDC_CLIENT_SECRET", "idp-secret")
+    ]
     assert "idp-secret" not in json.dumps(_file(first, "auth.json"))
     edited = plan("other.example.com")
     assert _file(edited, "auth.json")["oidc"]["issuer"] == "https://other.example.com"
@@ -138,5 +142,102 @@ def test_telemetry_config_ref_puts_the_otel_env_on_the_data_plane_container(plat
 
 
 def test_missing_telemetry_config_is_a_problem_naming_the_field() -> None:
-    plan = mcpserver.plan(_server("telemetryConfigRef: {name: nope}"), World(platform="local", namespace="team"))
+    plan = mcpserver.plan(
+        _server("telemetryConfigRef: {name: nope}"), World(platform="local", namespace="team")
+    )
     assert "spec.telemetryConfigRef: MCPTelemetryConfig nope not found" in plan.problems
+
+
+POLICY = (
+    "kind: MCPAuthzConfig\nmetadata: {name: pol}\nspec: {type: cedarv1, config: {policies:"
+    " ['{policy}'], entities_json: '[]', group_claim_name: teams}}"
+)
+PERMIT_ECHO = 'permit(principal, action == Action::"call_tool", resource == Tool::"echo");'
+
+
+def _policy(text: str = PERMIT_ECHO) -> Any:
+    return obj(POLICY.replace("{policy}", text))
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_authz_config_ref_renders_the_document_the_inline_form_gives_and_applies_live(
+    platform: Platform,
+) -> None:
+    inline = _server(
+        f"authzConfig: {{type: inline, groupClaimName: teams, inline: {{policies: ['{PERMIT_ECHO}']}}}}"
+    )
+    by_ref = _server("authzConfigRef: {name: pol}")
+    world = World(platform=platform, namespace="team", authz_configs={"pol": _policy()})
+    expected = mcpserver.plan(inline, world)
+    plan = mcpserver.plan(by_ref, world)
+    assert not plan.problems
+    assert _file(plan, "authz.json") == _file(expected, "authz.json")
+    assert _file(plan, "authz.json")["group_claim_name"] == "teams"
+    assert "--authz-config" in next(c for c in plan.containers if c.name == "proxy").command
+    # An edit of the MCPAuthzConfig changes the live file only: the pods do not roll.
+    edited_world = World(
+        platform=platform,
+        namespace="team",
+        authz_configs={"pol": _policy("permit(principal, action, resource);")},
+    )
+    edited = mcpserver.plan(by_ref, edited_world)
+    assert _file(edited, "authz.json") != _file(plan, "authz.json")
+    assert edited.rollout_checksum == plan.rollout_checksum
+    # The remote proxy and the gateway enforce it too.
+    proxy = mcpremoteproxy.plan(_proxy("authzConfigRef: {name: pol}"), world)
+    assert _file(proxy, "authz.json") == _file(expected, "authz.json")
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    vmcp = obj(
+        "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g},"
+        " incomingAuth: {type: anonymous, authzConfigRef: {name: pol}}}"
+    )
+    gateway = virtualmcpserver.plan(
+        vmcp,
+        World(platform=platform, namespace="team", groups={"g": group}, authz_configs={"pol": _policy()}),
+    )
+    assert not gateway.problems
+    assert "call_tool" in gateway.config_files[0].content
+
+
+@pytest.mark.parametrize(
+    ("world_configs", "problem"),
+    [
+        ({}, "spec.authzConfigRef: MCPAuthzConfig pol not found"),
+        (
+            {
+                "pol": obj(
+                    "kind: MCPAuthzConfig\nmetadata: {name: pol}\nspec: {type: httpv1,"
+                    " config: {http: {url: 'https://pdp.example.com'}}}"
+                )
+            },
+            "spec.authzConfigRef: MCPAuthzConfig pol has type httpv1",
+        ),
+        ({"pol": _policy("not cedar")}, "spec.authzConfigRef (MCPAuthzConfig pol).inline.policies[0]"),
+    ],
+)
+def test_authz_config_ref_that_cannot_be_enforced_stops_the_workload(
+    world_configs: dict[str, Any], problem: str
+) -> None:
+    plan = mcpserver.plan(
+        _server("authzConfigRef: {name: pol}"),
+        World(platform="local", namespace="team", authz_configs=world_configs),
+    )
+    assert any(p.startswith(problem) for p in plan.problems), plan.problems
+    assert plan.containers == ()
+
+
+def test_authz_config_and_authz_config_ref_are_mutually_exclusive() -> None:
+    with pytest.raises(
+        Exception, match="spec.authzConfigRef: authzConfig and authzConfigRef are mutually exclusive"
+    ):
+        _server(
+            f"authzConfigRef: {{name: pol}}, authzConfig: {{type: inline, inline: {{policies: ['{PERMIT_ECHO}']}}}}"
+        )
+
+
+def test_oidc_config_ref_resource_url_reaches_the_config_map_form_too() -> None:
+    server = _server(
+        "oidcConfigRef: {name: team-oidc, audience: time, resourceUrl: 'https://time.example.com/mcp'}"
+    )
+    plan = mcpserver.plan(server, World(platform="kubernetes", namespace="team"))
+    assert _file(plan, "auth.json")["oidc"]["resource"] == "https://time.example.com/mcp"

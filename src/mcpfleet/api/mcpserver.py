@@ -45,6 +45,13 @@ class MCPServerSpec(RuleModel):
             check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
         ),
         Rule(
+            cel="!(has(self.authzConfig) && has(self.authzConfigRef))",
+            message="authzConfig and authzConfigRef are mutually exclusive; use authzConfigRef to reference a"
+            " shared MCPAuthzConfig",
+            field_path=".authzConfigRef",
+            check=lambda s: not (s.authz_config is not None and s.authz_config_ref is not None),
+        ),
+        Rule(
             cel="self.transport == 'stdio' || !self.image.startsWith('uvx://') && !self.image.startsWith('npx://')"
             " || has(self.mcpPort)",
             message="an http transport with a uvx:// or npx:// package needs mcpPort (the port the package listens on)",
@@ -92,6 +99,8 @@ class MCPServerSpec(RuleModel):
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
+    authz_config_ref: LocalObjectReference | None = None
+    """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request."""
     endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")

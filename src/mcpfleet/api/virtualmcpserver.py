@@ -460,6 +460,13 @@ class IncomingAuth(RuleModel):
             field_path=".type",
             check=lambda s: s.type == "oidc" or (s.oidc_config is None and s.oidc_config_ref is None),
         ),
+        Rule(
+            cel="!(has(self.authzConfig) && has(self.authzConfigRef))",
+            message="authzConfig and authzConfigRef are mutually exclusive; use authzConfigRef to reference a"
+            " shared MCPAuthzConfig",
+            field_path=".authzConfigRef",
+            check=lambda s: not (s.authz_config is not None and s.authz_config_ref is not None),
+        ),
     )
 
     type: Literal["anonymous", "oidc"]
@@ -470,6 +477,8 @@ class IncomingAuth(RuleModel):
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of the gateway's tools, prompts and resources (ToolHive's shape)."""
+    authz_config_ref: LocalObjectReference | None = None
+    """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
 
 
 class BackendAuth(RuleModel):

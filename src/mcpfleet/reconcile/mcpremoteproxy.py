@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile import configkinds, mcpoidcconfig, mcptelemetryconfig
+from mcpfleet.reconcile import configkinds, mcpauthzconfig, mcpoidcconfig, mcptelemetryconfig
 from mcpfleet.reconcile.common import (
     canonical_json,
     child_name,
@@ -32,7 +32,6 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
-from mcpfleet.reconcile.policy import policy_plan
 from mcpfleet.redact import redact_url
 
 RUN_CONFIG = "runconfig.json"
@@ -47,7 +46,9 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
         problems.extend(child_name_problem("MCPRemoteProxy", proxy.name))
     problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     problems.extend(_auth(proxy, world).problems)
-    problems.extend(policy_plan(spec.authz_config, spec.audit, world.platform).problems)
+    problems.extend(
+        mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world).problems
+    )
     return problems
 
 
@@ -132,7 +133,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     auth = _auth(proxy, world)
     command += proxy_args(auth)
     # Cedar authorization and audit (reconcile/policy.py), enforced by the proxy itself.
-    policy = policy_plan(spec.authz_config, spec.audit, world.platform)
+    policy = mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
     command += policy.proxy_args()
     container = Container(
         name=PROXY_CONTAINER,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
-from mcpfleet.reconcile import configkinds, mcpoidcconfig, mcptelemetryconfig
+from mcpfleet.reconcile import configkinds, mcpauthzconfig, mcpoidcconfig, mcptelemetryconfig
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
     LOCAL_OCI_PROBLEM,
@@ -47,7 +47,7 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
-from mcpfleet.reconcile.policy import PolicyPlan, policy_plan
+from mcpfleet.reconcile.policy import PolicyPlan
 
 RUN_CONFIG = "runconfig.json"
 SERVER_CONTAINER = "mcp"
@@ -81,7 +81,8 @@ def _problems(server: MCPServer, world: World) -> list[str]:
 
 
 def _policy(server: MCPServer, world: World) -> PolicyPlan:
-    return policy_plan(server.spec.authz_config, server.spec.audit, world.platform)
+    spec = server.spec
+    return mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
 
 
 def _fronted(server: MCPServer, world: World) -> bool:

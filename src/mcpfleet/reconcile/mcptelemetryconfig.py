@@ -140,7 +140,11 @@ def applied(plan: WorkloadPlan, ref: Any, world: World, *, target: str) -> Workl
         else c
         for c in plan.containers
     )
-    files = plan.config_map_files + telemetry.config_map_files if plan.serving_container else plan.config_map_files
+    files = (
+        plan.config_map_files + telemetry.config_map_files
+        if plan.serving_container
+        else plan.config_map_files
+    )
     return dataclasses.replace(plan, containers=containers, config_map_files=files)
 
 

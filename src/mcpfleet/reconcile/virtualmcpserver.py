@@ -29,6 +29,7 @@ from mcpfleet.api.virtualmcpserver import (
 )
 from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.reconcile import (
+    mcpauthzconfig,
     mcpoidcconfig,
     mcpserverentry,
     mcptelemetryconfig,
@@ -56,7 +57,6 @@ from mcpfleet.reconcile.model import (
 )
 from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition
-from mcpfleet.reconcile.policy import authz_document
 from mcpfleet.reconcile.status import ready_conditions
 from mcpfleet.vmcp.config import (
     Backend,
@@ -231,7 +231,8 @@ def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
 
 def _authz_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, ...]:
     """The ConfigMap key an `incomingAuth.authzConfig.configMap` mounts (followed live by the gateway)."""
-    return authz_document(vmcp.spec.incoming_auth.authz_config, world.platform, "")[1]
+    incoming = vmcp.spec.incoming_auth
+    return mcpauthzconfig.document(incoming.authz_config, incoming.authz_config_ref, world)[1]
 
 
 def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> IncomingAuth:
@@ -316,8 +317,9 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
                 secrets,
                 f"MCPServerEntry {name}: spec.externalAuthConfigRef",
             )
-    authz, _files, authz_problems = authz_document(
-        vmcp.spec.incoming_auth.authz_config, world.platform, "spec.incomingAuth.authzConfig"
+    spec_auth = vmcp.spec.incoming_auth
+    authz, _files, authz_problems = mcpauthzconfig.document(
+        spec_auth.authz_config, spec_auth.authz_config_ref, world, where="spec.incomingAuth"
     )
     if authz_problems:
         raise RenderError("; ".join(authz_problems))
