@@ -8,8 +8,10 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from mcpfleet.reconcile import mcpremoteproxy, mcpserver, virtualmcpserver
+from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import Platform, WorkloadPlan, World
 from tests.reconcile.conftest import obj
 
@@ -241,3 +243,47 @@ def test_oidc_config_ref_resource_url_reaches_the_config_map_form_too() -> None:
     )
     plan = mcpserver.plan(server, World(platform="kubernetes", namespace="team"))
     assert _file(plan, "auth.json")["oidc"]["resource"] == "https://time.example.com/mcp"
+
+
+GATEWAY_WITH_EMBEDDINGS = (
+    "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g, optimizer: {maxToolsToReturn: 5}},"
+    " incomingAuth: {type: anonymous}, embeddingServerRef: {name: emb}}"
+)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_embedding_server_ref_fills_the_optimizer_embedding_service(platform: Platform) -> None:
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    vmcp = obj(GATEWAY_WITH_EMBEDDINGS)
+
+    def plan(urls: dict[str, str | None]) -> WorkloadPlan:
+        world = World(platform=platform, namespace="team", groups={"g": group}, embedding_urls=urls)
+        return virtualmcpserver.plan(vmcp, world)
+
+    ready = plan({"emb": "http://emb.team.svc:8080"})
+    assert not ready.problems
+    optimizer = yaml.safe_load(ready.config_files[0].content)["optimizer"]
+    assert optimizer["embeddingService"] == "http://emb.team.svc:8080"
+    assert optimizer["embeddingProvider"] == "tei" and optimizer["maxToolsToReturn"] == 5
+    assert plan({"emb": None}).problems == ("spec.embeddingServerRef: EmbeddingServer emb is not Ready yet",)
+    assert plan({}).problems == ("spec.embeddingServerRef: EmbeddingServer emb not found",)
+
+
+def test_embedding_server_urls_come_from_ready_servers_only() -> None:
+    urls = embedding_urls(
+        [
+            {"metadata": {"name": "a"}, "status": {"phase": "Ready", "url": "http://a:8080"}},
+            {"metadata": {"name": "b"}, "status": {"phase": "Pending", "url": "http://b:8080"}},
+            {"metadata": {"name": "c"}},
+        ]
+    )
+    assert urls == {"a": "http://a:8080", "b": None, "c": None}
+
+
+def test_embedding_server_ref_refuses_a_second_embedding_source() -> None:
+    both = GATEWAY_WITH_EMBEDDINGS.replace("maxToolsToReturn: 5", "embeddingService: 'http://x'")
+    with pytest.raises(Exception, match="spec.embeddingServerRef: set one of embeddingServerRef"):
+        obj(both)
+    openai = GATEWAY_WITH_EMBEDDINGS.replace("maxToolsToReturn: 5", "embeddingProvider: openai")
+    with pytest.raises(Exception, match="spec.embeddingServerRef: embeddingServerRef is a TEI server"):
+        obj(openai)

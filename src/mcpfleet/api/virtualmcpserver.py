@@ -510,8 +510,38 @@ class OutgoingAuth(ApiModel):
     """Per-backend authentication, keyed by backend name."""
 
 
-class VirtualMCPServerSpec(ApiModel):
+class VirtualMCPServerSpec(RuleModel):
     """Desired state of a gateway."""
+
+    rules = (
+        Rule(
+            cel="!(has(self.embeddingServerRef) && has(self.config.optimizer)"
+            " && has(self.config.optimizer.embeddingService))",
+            message="set one of embeddingServerRef and config.optimizer.embeddingService",
+            field_path=".embeddingServerRef",
+            check=lambda s: (
+                not (
+                    s.embedding_server_ref is not None
+                    and s.config.optimizer is not None
+                    and s.config.optimizer.embedding_service is not None
+                )
+            ),
+        ),
+        Rule(
+            cel="!(has(self.embeddingServerRef) && has(self.config.optimizer)"
+            " && self.config.optimizer.embeddingProvider == 'openai')",
+            message="embeddingServerRef is a TEI server and cannot be combined with optimizer.embeddingProvider"
+            " 'openai'; openai mode uses embeddingService directly",
+            field_path=".embeddingServerRef",
+            check=lambda s: (
+                not (
+                    s.embedding_server_ref is not None
+                    and s.config.optimizer is not None
+                    and s.config.optimizer.embedding_provider == "openai"
+                )
+            ),
+        ),
+    )
 
     config: VirtualMCPConfig
     """Gateway configuration: group, aggregation, composite tools, operational settings."""
@@ -529,6 +559,8 @@ class VirtualMCPServerSpec(ApiModel):
     """A PodTemplateSpec merged onto the gateway's pod (strategic merge; Kubernetes only)."""
     telemetry_config_ref: TelemetryConfigRef | None = None
     """MCPTelemetryConfig with the gateway's OpenTelemetry / Prometheus settings."""
+    embedding_server_ref: LocalObjectReference | None = None
+    """EmbeddingServer whose URL is the optimizer's embedding service (TEI); turns the optimizer on."""
 
 
 class DiscoveredBackend(ApiModel):

@@ -23,6 +23,7 @@ from mcpfleet.api.virtualmcpserver import (
     BackendAuth,
     CompositeTool,
     DiscoveredBackend,
+    Optimizer,
     VirtualMCPServer,
     VirtualMCPServerStatus,
     WorkloadToolConfig,
@@ -229,6 +230,26 @@ def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
     )
 
 
+def _optimizer(vmcp: VirtualMCPServer, world: World) -> Optimizer | None:
+    """`config.optimizer`, its embedding service the URL of the EmbeddingServer `embeddingServerRef` names.
+
+    The reference turns the optimizer on (TEI protocol). Until that server is Ready the gateway is not
+    rendered: a RenderError naming the field (the operator re-reconciles when its URL appears).
+    """
+    optimizer = vmcp.spec.config.optimizer
+    ref = vmcp.spec.embedding_server_ref
+    if ref is None:
+        return optimizer
+    if ref.name not in world.embedding_urls:
+        raise RenderError(f"spec.embeddingServerRef: EmbeddingServer {ref.name} not found")
+    url = world.embedding_urls[ref.name]
+    if url is None:
+        raise RenderError(f"spec.embeddingServerRef: EmbeddingServer {ref.name} is not Ready yet")
+    return (optimizer or Optimizer()).model_copy(
+        update={"embedding_service": url, "embedding_provider": "tei"}
+    )
+
+
 def _authz_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, ...]:
     """The ConfigMap key an `incomingAuth.authzConfig.configMap` mounts (followed live by the gateway)."""
     incoming = vmcp.spec.incoming_auth
@@ -323,6 +344,7 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
     )
     if authz_problems:
         raise RenderError("; ".join(authz_problems))
+    optimizer = _optimizer(vmcp, world)
     try:
         rendered = VMCPConfig(
             name=vmcp.name,
@@ -334,7 +356,7 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             ),
             composite_tools=composite_tools,
             operational=config.operational,
-            optimizer=config.optimizer,
+            optimizer=optimizer,
             code_mode=config.code_mode,
             tool_configs=tool_configs,
             incoming_auth=incoming,
