@@ -5,11 +5,13 @@ change what runs (no cluster: the reconcile rules only)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 import yaml
 
+from mcpfleet.api.kinds import ManifestError
 from mcpfleet.reconcile import mcpremoteproxy, mcpserver, virtualmcpserver
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import Platform, WorkloadPlan, World
@@ -230,7 +232,8 @@ def test_authz_config_ref_that_cannot_be_enforced_stops_the_workload(
 
 def test_authz_config_and_authz_config_ref_are_mutually_exclusive() -> None:
     with pytest.raises(
-        Exception, match="spec.authzConfigRef: authzConfig and authzConfigRef are mutually exclusive"
+        ManifestError,
+        match=re.escape("spec.authzConfigRef: authzConfig and authzConfigRef are mutually exclusive"),
     ):
         _server(
             f"authzConfigRef: {{name: pol}}, authzConfig: {{type: inline, inline: {{policies: ['{PERMIT_ECHO}']}}}}"
@@ -282,8 +285,12 @@ def test_embedding_server_urls_come_from_ready_servers_only() -> None:
 
 def test_embedding_server_ref_refuses_a_second_embedding_source() -> None:
     both = GATEWAY_WITH_EMBEDDINGS.replace("maxToolsToReturn: 5", "embeddingService: 'http://x'")
-    with pytest.raises(Exception, match="spec.embeddingServerRef: set one of embeddingServerRef"):
+    with pytest.raises(
+        ManifestError, match=re.escape("spec.embeddingServerRef: set one of embeddingServerRef")
+    ):
         obj(both)
     openai = GATEWAY_WITH_EMBEDDINGS.replace("maxToolsToReturn: 5", "embeddingProvider: openai")
-    with pytest.raises(Exception, match="spec.embeddingServerRef: embeddingServerRef is a TEI server"):
+    with pytest.raises(
+        ManifestError, match=re.escape("spec.embeddingServerRef: embeddingServerRef is a TEI server")
+    ):
         obj(openai)
