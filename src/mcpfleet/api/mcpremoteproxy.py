@@ -17,7 +17,7 @@ from mcpfleet.api.common import (
     TelemetryConfigRef,
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
 
@@ -32,13 +32,7 @@ class MCPRemoteProxySpec(RuleModel):
             field_path=".oidcConfigRef",
             check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
         ),
-        Rule(
-            cel="!(has(self.authzConfig) && has(self.authzConfigRef))",
-            message="authzConfig and authzConfigRef are mutually exclusive; use authzConfigRef to reference a"
-            " shared MCPAuthzConfig",
-            field_path=".authzConfigRef",
-            check=lambda s: not (s.authz_config is not None and s.authz_config_ref is not None),
-        ),
+        AUTHZ_REF_EXCLUSIVE,
     )
 
     remote_url: str = Field(alias="remoteURL", pattern=r"^https?://[^\s]+$", max_length=2048)

@@ -19,7 +19,7 @@ from mcpfleet.api.common import (
     Transport,
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, NameRef
 
@@ -44,13 +44,7 @@ class MCPServerSpec(RuleModel):
             field_path=".oidcConfigRef",
             check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
         ),
-        Rule(
-            cel="!(has(self.authzConfig) && has(self.authzConfigRef))",
-            message="authzConfig and authzConfigRef are mutually exclusive; use authzConfigRef to reference a"
-            " shared MCPAuthzConfig",
-            field_path=".authzConfigRef",
-            check=lambda s: not (s.authz_config is not None and s.authz_config_ref is not None),
-        ),
+        AUTHZ_REF_EXCLUSIVE,
         Rule(
             cel="self.transport == 'stdio' || !self.image.startsWith('uvx://') && !self.image.startsWith('npx://')"
             " || has(self.mcpPort)",

@@ -26,7 +26,7 @@ from mcpfleet.api.meta import (
     Rule,
     RuleModel,
 )
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
 
@@ -460,13 +460,7 @@ class IncomingAuth(RuleModel):
             field_path=".type",
             check=lambda s: s.type == "oidc" or (s.oidc_config is None and s.oidc_config_ref is None),
         ),
-        Rule(
-            cel="!(has(self.authzConfig) && has(self.authzConfigRef))",
-            message="authzConfig and authzConfigRef are mutually exclusive; use authzConfigRef to reference a"
-            " shared MCPAuthzConfig",
-            field_path=".authzConfigRef",
-            check=lambda s: not (s.authz_config is not None and s.authz_config_ref is not None),
-        ),
+        AUTHZ_REF_EXCLUSIVE,
     )
 
     type: Literal["anonymous", "oidc"]
