@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from .conftest import Kube, OperatorProcess
@@ -163,3 +165,66 @@ spec:
     assert container["args"] == ["--model-id", "BAAI/bge-small-en-v1.5", "--port", "8080"]
     service = kube.get("Service", "emb-optimizer")
     assert service is not None and service["spec"]["ports"][0]["port"] == 8080
+
+
+def test_workload_references_reach_the_pod_and_the_gateway(kube: Kube, operator: OperatorProcess) -> None:
+    """oidcConfigRef / telemetryConfigRef / authzConfigRef on an MCPServer, embeddingServerRef on a
+    gateway: each changes what the operator renders (not only the referenced object's status)."""
+    kube.apply(CONFIGS)
+    kube.apply(
+        """
+apiVersion: mcpfleet.dev/v1beta1
+kind: MCPServer
+metadata: {name: refs}
+spec:
+  image: "uvx://mcp-server-time"
+  oidcConfigRef: {name: idp, audience: time}
+  telemetryConfigRef: {name: otel, serviceName: time-svc}
+  authzConfigRef: {name: policy}
+---
+apiVersion: mcpfleet.dev/v1alpha1
+kind: MCPGroup
+metadata: {name: opt}
+---
+apiVersion: mcpfleet.dev/v1alpha1
+kind: EmbeddingServer
+metadata: {name: emb}
+spec: {model: BAAI/bge-small-en-v1.5}
+---
+apiVersion: mcpfleet.dev/v1alpha1
+kind: VirtualMCPServer
+metadata: {name: optgw}
+spec:
+  config: {groupRef: opt}
+  incomingAuth: {type: anonymous}
+  embeddingServerRef: {name: emb}
+"""
+    )
+    kube.wait_phase("MCPServer", "refs", "Running", timeout=120)
+    config_map = kube.get("ConfigMap", "mcp-refs-config")
+    assert config_map is not None
+    auth = json.loads(config_map["data"]["auth.json"])
+    assert auth["oidc"]["issuer"] == "https://auth.example.com" and auth["oidc"]["audience"] == "time"
+    authz = json.loads(config_map["data"]["authz.json"])
+    assert authz["cedar"]["policies"] == ["permit(principal, action, resource);"]
+    deployment = kube.get("Deployment", "mcp-refs")
+    assert deployment is not None
+    (proxy,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in proxy["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://collector:4318"
+    assert env["OTEL_SERVICE_NAME"]["value"] == "time-svc"
+    assert env["MCPFLEET_OIDC_CLIENT_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "s", "key": "k"}
+    assert "--authz-config" in proxy["command"] and "--auth-config" in proxy["command"]
+    # The gateway waits for its EmbeddingServer, then uses its URL.
+    kube.wait_phase("EmbeddingServer", "emb", "Ready", timeout=120)
+    url = f"http://emb-emb.{kube.ns}.svc.cluster.local:8080"
+
+    def optimizer() -> dict[str, object] | None:
+        gateway_config = kube.get("ConfigMap", "vmcp-optgw-config")
+        if gateway_config is None:
+            return None
+        found: dict[str, object] | None = yaml.safe_load(gateway_config["data"]["vmcp.yaml"]).get("optimizer")
+        return found if found and found.get("embeddingService") == url else None
+
+    rendered = kube.cluster.wait_for("gateway optimizer", optimizer, timeout=120)
+    assert rendered["embeddingProvider"] == "tei"

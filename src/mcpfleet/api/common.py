@@ -122,14 +122,16 @@ class OIDCConfig(RuleModel):
 
 
 class OIDCConfigRef(ApiModel):
-    """A reference to OIDC settings held in a ConfigMap, with the audience this workload expects."""
+    """Shared OIDC settings (an MCPOIDCConfig, or a ConfigMap) with this workload's own audience."""
 
     name: str = Field(min_length=1)
-    """Name of the ConfigMap holding the OIDC settings (key oidc.json)."""
+    """Name of the MCPOIDCConfig; when none has this name, of a ConfigMap holding the settings (key oidc.json)."""
     audience: str = Field(min_length=1)
     """Expected audience for this workload."""
     scopes: list[str] | None = None
     """Scopes advertised to clients."""
+    resource_url: str | None = Field(default=None, max_length=2048)
+    """This workload's protected-resource URL (RFC 9728), with an MCPOIDCConfig."""
 
 
 class HeaderFromSecret(ApiModel):

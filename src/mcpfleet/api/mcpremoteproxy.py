@@ -17,7 +17,7 @@ from mcpfleet.api.common import (
     TelemetryConfigRef,
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
 
@@ -32,6 +32,7 @@ class MCPRemoteProxySpec(RuleModel):
             field_path=".oidcConfigRef",
             check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
         ),
+        AUTHZ_REF_EXCLUSIVE,
     )
 
     remote_url: str = Field(alias="remoteURL", pattern=r"^https?://[^\s]+$", max_length=2048)
@@ -60,6 +61,8 @@ class MCPRemoteProxySpec(RuleModel):
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
+    authz_config_ref: LocalObjectReference | None = None
+    """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request."""
     endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")

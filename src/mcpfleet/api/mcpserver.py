@@ -19,7 +19,7 @@ from mcpfleet.api.common import (
     Transport,
 )
 from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.ratelimit import (
     NEEDS_REDIS_MESSAGE,
     RateLimiting,
@@ -51,6 +51,7 @@ class MCPServerSpec(RuleModel):
             field_path=".oidcConfigRef",
             check=lambda s: not (s.oidc_config is not None and s.oidc_config_ref is not None),
         ),
+        AUTHZ_REF_EXCLUSIVE,
         Rule(
             cel="self.transport == 'stdio' || !self.image.startsWith('uvx://') && !self.image.startsWith('npx://')"
             " || has(self.mcpPort)",
@@ -117,6 +118,8 @@ class MCPServerSpec(RuleModel):
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
+    authz_config_ref: LocalObjectReference | None = None
+    """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request."""
     endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")

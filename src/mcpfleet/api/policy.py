@@ -101,3 +101,13 @@ class AuditConfig(ApiModel):
     """Longest logged argument value, in characters (longer values are cut)."""
     log_file: str | None = Field(default=None, max_length=4096)
     """Append events to this file instead of stdout."""
+
+
+AUTHZ_REF_EXCLUSIVE = Rule(
+    cel="!(has(self.authzConfig) && has(self.authzConfigRef))",
+    message="authzConfig and authzConfigRef are mutually exclusive; use authzConfigRef to reference a"
+    " shared MCPAuthzConfig",
+    field_path=".authzConfigRef",
+    check=lambda s: not (s.authz_config is not None and s.authz_config_ref is not None),
+)
+"""The rule of every spec with both `authzConfig` and `authzConfigRef` (ToolHive's CEL rule)."""

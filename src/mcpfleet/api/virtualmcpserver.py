@@ -26,7 +26,7 @@ from mcpfleet.api.meta import (
     Rule,
     RuleModel,
 )
-from mcpfleet.api.policy import AuditConfig, AuthzConfig
+from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.ratelimit import (
     NEEDS_REDIS_MESSAGE,
     RateLimiting,
@@ -470,6 +470,7 @@ class IncomingAuth(RuleModel):
             field_path=".type",
             check=lambda s: s.type == "oidc" or (s.oidc_config is None and s.oidc_config_ref is None),
         ),
+        AUTHZ_REF_EXCLUSIVE,
     )
 
     type: Literal["anonymous", "oidc"]
@@ -480,6 +481,8 @@ class IncomingAuth(RuleModel):
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of the gateway's tools, prompts and resources (ToolHive's shape)."""
+    authz_config_ref: LocalObjectReference | None = None
+    """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
 
 
 class BackendAuth(RuleModel):
@@ -535,6 +538,33 @@ class VirtualMCPServerSpec(RuleModel):
                 or s.incoming_auth.type == "oidc"
             ),
         ),
+        Rule(
+            cel="!(has(self.embeddingServerRef) && has(self.config) && has(self.config.optimizer)"
+            " && has(self.config.optimizer.embeddingService))",
+            message="set one of embeddingServerRef and config.optimizer.embeddingService",
+            field_path=".embeddingServerRef",
+            check=lambda s: (
+                not (
+                    s.embedding_server_ref is not None
+                    and s.config.optimizer is not None
+                    and s.config.optimizer.embedding_service is not None
+                )
+            ),
+        ),
+        Rule(
+            cel="!(has(self.embeddingServerRef) && has(self.config) && has(self.config.optimizer)"
+            " && self.config.optimizer.embeddingProvider == 'openai')",
+            message="embeddingServerRef is a TEI server and cannot be combined with optimizer.embeddingProvider"
+            " 'openai'; openai mode uses embeddingService directly",
+            field_path=".embeddingServerRef",
+            check=lambda s: (
+                not (
+                    s.embedding_server_ref is not None
+                    and s.config.optimizer is not None
+                    and s.config.optimizer.embedding_provider == "openai"
+                )
+            ),
+        ),
     )
 
     config: VirtualMCPConfig
@@ -556,6 +586,8 @@ class VirtualMCPServerSpec(RuleModel):
     """A PodTemplateSpec merged onto the gateway's pod (strategic merge; Kubernetes only)."""
     telemetry_config_ref: TelemetryConfigRef | None = None
     """MCPTelemetryConfig with the gateway's OpenTelemetry / Prometheus settings."""
+    embedding_server_ref: LocalObjectReference | None = None
+    """EmbeddingServer whose URL is the optimizer's embedding service (TEI); turns the optimizer on."""
 
 
 class DiscoveredBackend(ApiModel):

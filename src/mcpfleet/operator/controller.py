@@ -41,6 +41,7 @@ from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import configkinds, kinds, mcpgroup, mcpserverentry
 from mcpfleet.reconcile.common import MANAGED_BY, child_name
+from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
 
 log = logging.getLogger("mcpfleet.operator")
@@ -144,6 +145,7 @@ NEW_REF_PATHS: dict[str, tuple[tuple[str, configkinds.RefPath], ...]] = {
         ("MCPOIDCConfig", ("incomingAuth", "oidcConfigRef")),
         ("MCPAuthzConfig", ("incomingAuth", "authzConfigRef")),
         ("MCPTelemetryConfig", ("telemetryConfigRef",)),
+        ("EmbeddingServer", ("embeddingServerRef",)),
         ("VirtualMCPCompositeToolDefinition", ("config", "compositeToolRefs", "*")),
     ),
 }
@@ -219,6 +221,8 @@ class Controller:
             self._enqueue_where(namespace, ("VirtualMCPServer",), lambda e: True)
             if kind == "MCPExternalAuthConfig":  # an entry is Failed while its auth config is missing
                 self._enqueue_where(namespace, ENTRY_KINDS, lambda e: True)
+        elif kind == "EmbeddingServer":  # its URL (set while Ready) is the gateways' embedding service
+            self._enqueue_where(namespace, ("VirtualMCPServer",), lambda e: (kind, name) in _refs(e))
         elif kind == "VirtualMCPServer":
             for ref_kind, ref_name in _refs(previous) | _refs(current):
                 self.queue.add((ref_kind, namespace, ref_name))
@@ -450,6 +454,7 @@ class Controller:
             composite_tool_definitions={
                 m.name: m for m in store.models("VirtualMCPCompositeToolDefinition", namespace)
             },
+            embedding_urls=embedding_urls(e.raw for e in store.entries("EmbeddingServer", namespace)),
         )
         if kind in ("MCPServer", "MCPRemoteProxy", "MCPRegistry", "EmbeddingServer", *ENTRY_KINDS):
             return base

@@ -14,6 +14,9 @@ and the OpenAI-compatible `/v1/embeddings`) while Ready: what the gateway's opti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from mcpfleet.api.embeddingserver import EmbeddingServer, EmbeddingServerStatus
 from mcpfleet.api.meta import SecretKeyRef, WorkloadStatus
 from mcpfleet.reconcile.common import (
@@ -155,3 +158,14 @@ def status(
         observed_generation=flat.observed_generation,
         conditions=flat.conditions,
     )
+
+
+def embedding_urls(objects: Iterable[dict[str, Any]]) -> dict[str, str | None]:
+    """`World.embedding_urls` from EmbeddingServer objects (raw): name -> status.url while Ready, else None."""
+    urls: dict[str, str | None] = {}
+    for raw in objects:
+        observed = raw.get("status") or {}
+        url = observed.get("url")
+        ready = observed.get("phase") == "Ready" and isinstance(url, str) and url
+        urls[raw["metadata"]["name"]] = url if ready else None
+    return urls

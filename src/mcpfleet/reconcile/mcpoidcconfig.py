@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mcpfleet.api.common import InlineOIDCConfig, KubernetesOIDCConfig, OIDCConfig
+from mcpfleet.api.common import InlineOIDCConfig, KubernetesOIDCConfig, OIDCConfig, OIDCConfigRef
 from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
 from mcpfleet.api.meta import ConfigMapKeyRef, WorkloadReference
 from mcpfleet.reconcile import configkinds
@@ -99,6 +99,24 @@ def resolve(
     if plan.problems or plan.document is None:
         return plan
     return _extras(found, plan, platform, field)
+
+
+def workload_auth(
+    oidc: OIDCConfig | None,
+    ref: OIDCConfigRef | None,
+    world: World,
+    *,
+    where: str = "spec",
+    token_dir: str = KUBERNETES_TOKEN_DIR,
+) -> IncomingAuthPlan:
+    """The incoming auth of a workload's `oidcConfig` / `oidcConfigRef`.
+
+    An `oidcConfigRef` naming an MCPOIDCConfig (ToolHive v1beta1) resolves through it; one naming none
+    keeps its earlier meaning, a ConfigMap holding `oidc.json` (`reconcile/oidc.py`).
+    """
+    if ref is not None and ref.name in world.oidc_configs:
+        return resolve(ref, world, world.platform, where=where, token_dir=token_dir)
+    return incoming_auth(oidc, ref, world.platform, where=where, token_dir=token_dir)
 
 
 def _extras(found: MCPOIDCConfig, plan: IncomingAuthPlan, platform: Platform, field: str) -> IncomingAuthPlan:

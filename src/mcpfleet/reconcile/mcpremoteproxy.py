@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile import configkinds
+from mcpfleet.reconcile import configkinds, mcpauthzconfig, mcpoidcconfig, mcptelemetryconfig
 from mcpfleet.reconcile.common import (
     canonical_json,
     child_name,
@@ -30,9 +30,8 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
-from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
-from mcpfleet.reconcile.policy import policy_plan
 from mcpfleet.redact import redact_url
 
 RUN_CONFIG = "runconfig.json"
@@ -47,12 +46,14 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
         problems.extend(child_name_problem("MCPRemoteProxy", proxy.name))
     problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     problems.extend(_auth(proxy, world).problems)
-    problems.extend(policy_plan(spec.authz_config, spec.audit, world.platform).problems)
+    problems.extend(
+        mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world).problems
+    )
     return problems
 
 
 def _auth(proxy: MCPRemoteProxy, world: World) -> IncomingAuthPlan:
-    return incoming_auth(proxy.spec.oidc_config, proxy.spec.oidc_config_ref, world.platform)
+    return mcpoidcconfig.workload_auth(proxy.spec.oidc_config, proxy.spec.oidc_config_ref, world)
 
 
 def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
@@ -132,7 +133,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     auth = _auth(proxy, world)
     command += proxy_args(auth)
     # Cedar authorization and audit (reconcile/policy.py), enforced by the proxy itself.
-    policy = policy_plan(spec.authz_config, spec.audit, world.platform)
+    policy = mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
     command += policy.proxy_args()
     container = Container(
         name=PROXY_CONTAINER,
@@ -148,7 +149,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     config_files.extend(policy.proxy_files())
     problems = _problems(proxy, world)
-    return WorkloadPlan(
+    workload = WorkloadPlan(
         kind="MCPRemoteProxy",
         name=proxy.name,
         namespace=proxy.namespace,
@@ -170,3 +171,4 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         session_affinity=spec.session_affinity,
         overrides=kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides),
     )
+    return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=PROXY_CONTAINER)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
-from mcpfleet.reconcile import configkinds
+from mcpfleet.reconcile import configkinds, mcpauthzconfig, mcpoidcconfig, mcptelemetryconfig
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
     LOCAL_OCI_PROBLEM,
@@ -49,9 +49,9 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
-from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, incoming_auth, proxy_args
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
-from mcpfleet.reconcile.policy import PolicyPlan, policy_plan
+from mcpfleet.reconcile.policy import PolicyPlan
 
 RUN_CONFIG = "runconfig.json"
 SERVER_CONTAINER = "mcp"
@@ -90,7 +90,8 @@ def _problems(server: MCPServer, world: World) -> list[str]:
 
 
 def _policy(server: MCPServer, world: World) -> PolicyPlan:
-    return policy_plan(server.spec.authz_config, server.spec.audit, world.platform)
+    spec = server.spec
+    return mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
 
 
 def _fronted(server: MCPServer, world: World) -> bool:
@@ -99,7 +100,7 @@ def _fronted(server: MCPServer, world: World) -> bool:
 
 
 def _auth(server: MCPServer, world: World) -> IncomingAuthPlan:
-    return incoming_auth(server.spec.oidc_config, server.spec.oidc_config_ref, world.platform)
+    return mcpoidcconfig.workload_auth(server.spec.oidc_config, server.spec.oidc_config_ref, world)
 
 
 def _no_port_for_auth_proxy(server: MCPServer, world: World) -> bool:
@@ -321,7 +322,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
     conditions += local_condition(world, k8s_overrides)
-    return WorkloadPlan(
+    workload = WorkloadPlan(
         kind="MCPServer",
         name=server.name,
         namespace=server.namespace,
@@ -341,3 +342,6 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         session_affinity=spec.session_affinity,
         overrides=k8s_overrides,
     )
+    # The proxy is the data-plane process when there is one; a server run directly is its own.
+    target = PROXY_CONTAINER if any(c.name == PROXY_CONTAINER for c in containers) else SERVER_CONTAINER
+    return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=target)

@@ -13,12 +13,20 @@ nothing more to turn on.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef, WorkloadReference
 from mcpfleet.reconcile import configkinds
-from mcpfleet.reconcile.model import KUBERNETES_CONFIGMAP_DIR, ConfigMapFile, Platform, SecretEnv, World
+from mcpfleet.reconcile.model import (
+    KUBERNETES_CONFIGMAP_DIR,
+    ConfigMapFile,
+    Platform,
+    SecretEnv,
+    WorkloadPlan,
+    World,
+)
 from mcpfleet.telemetry import SECRET_HEADERS_ENV
 
 CA_FILE = "otlp-ca.crt"
@@ -106,6 +114,38 @@ def resolve(
         files = (ConfigMapFile(CA_FILE, ConfigMapKeyRef(name=ca.name or found.name, key=ca.key)),)
         env.append(("OTEL_EXPORTER_OTLP_CERTIFICATE", f"{KUBERNETES_CONFIGMAP_DIR}/{CA_FILE}"))
     return TelemetryPlan(env=tuple(env), secret_env=tuple(secrets), config_map_files=files)
+
+
+def applied(plan: WorkloadPlan, ref: Any, world: World, *, target: str) -> WorkloadPlan:
+    """`plan` with the telemetry of its `telemetryConfigRef` `ref` on container `target`.
+
+    `target` is the data-plane process (the proxy, the gateway); a server run directly without one is
+    its own target, and reads the standard `OTEL_*` variables if it has an OpenTelemetry SDK. The
+    variables replace the platform's own tracing env of the same name. A missing MCPTelemetryConfig
+    is a problem naming the field; the workload runs on without it (telemetry guards nothing).
+    """
+    if ref is None:
+        return plan
+    telemetry = resolve(ref, world, world.platform, kind=plan.kind, name=plan.name)
+    if telemetry.problems:
+        return dataclasses.replace(plan, problems=(*plan.problems, *telemetry.problems))
+    names = {name for name, _ in telemetry.env}
+    containers = tuple(
+        dataclasses.replace(
+            c,
+            env=(*(kv for kv in c.env if kv[0] not in names), *telemetry.env),
+            secret_env=(*c.secret_env, *telemetry.secret_env),
+        )
+        if c.name == target
+        else c
+        for c in plan.containers
+    )
+    files = (
+        plan.config_map_files + telemetry.config_map_files
+        if plan.serving_container
+        else plan.config_map_files
+    )
+    return dataclasses.replace(plan, containers=containers, config_map_files=files)
 
 
 config_hash = configkinds.config_hash

@@ -330,5 +330,7 @@ class World:
     authz_configs: dict[str, MCPAuthzConfig] = field(default_factory=dict)
     webhook_configs: dict[str, MCPWebhookConfig] = field(default_factory=dict)
     composite_tool_definitions: dict[str, VirtualMCPCompositeToolDefinition] = field(default_factory=dict)
+    embedding_urls: dict[str, str | None] = field(default_factory=dict)
+    """EmbeddingServers by name: the URL of a Ready one, None while it is not Ready."""
     server_entries: tuple[MCPServerEntry, ...] = ()
     """MCPServerEntries (for a VirtualMCPServer: those of its group)."""

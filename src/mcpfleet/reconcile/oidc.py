@@ -5,8 +5,9 @@ The result is an `incomingAuth` document (`mcpfleet.auth.oidc.IncomingAuth`: wha
 
 * `inline`: the settings are written into the document (a ConfigMap on Kubernetes, a file locally);
   the client secret only as secretKeyRef env named by `clientSecretEnv`.
-* `configMap` / `oidcConfigRef`: the user's ConfigMap key is mounted (`ConfigMapFile`) and named by
-  `oidcFile`; the service reads it at start. The audience / scopes of an `oidcConfigRef` override it.
+* `configMap` / `oidcConfigRef` naming a ConfigMap: the user's ConfigMap key is mounted (`ConfigMapFile`)
+  and named by `oidcFile`; the service reads it at start. The audience / scopes / resourceUrl of an
+  `oidcConfigRef` override it. (An `oidcConfigRef` naming an MCPOIDCConfig: `reconcile/mcpoidcconfig.py`.)
   The local platform has no ConfigMaps: a plan problem naming the field.
 * `kubernetes`: service-account tokens, checked against the API server's `/openid/v1/jwks`, fetched
   with the pod's own token and CA (`Container.service_account_token` mounts them; reading the JWKS
@@ -81,7 +82,7 @@ def incoming_auth(
                     "no ConfigMaps); use oidcConfig.type inline",
                 )
             )
-        overrides = _drop_none({"audience": ref.audience, "scopes": ref.scopes})
+        overrides = _drop_none({"audience": ref.audience, "scopes": ref.scopes, "resource": ref.resource_url})
         return IncomingAuthPlan(
             document={
                 "type": "oidc",

@@ -23,12 +23,19 @@ from mcpfleet.api.virtualmcpserver import (
     BackendAuth,
     CompositeTool,
     DiscoveredBackend,
+    Optimizer,
     VirtualMCPServer,
     VirtualMCPServerStatus,
     WorkloadToolConfig,
 )
 from mcpfleet.auth.oidc import IncomingAuth
-from mcpfleet.reconcile import mcpserverentry, virtualmcpcompositetooldefinition
+from mcpfleet.reconcile import (
+    mcpauthzconfig,
+    mcpoidcconfig,
+    mcpserverentry,
+    mcptelemetryconfig,
+    virtualmcpcompositetooldefinition,
+)
 from mcpfleet.reconcile.common import (
     child_name,
     child_name_problem,
@@ -50,9 +57,8 @@ from mcpfleet.reconcile.model import (
     WorkloadPlan,
     World,
 )
-from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan, incoming_auth
+from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition
-from mcpfleet.reconcile.policy import authz_document
 from mcpfleet.reconcile.status import ready_conditions
 from mcpfleet.vmcp.config import (
     Backend,
@@ -216,18 +222,39 @@ def _incoming_plan(vmcp: VirtualMCPServer, world: World) -> IncomingAuthPlan:
     if incoming.type == "anonymous":
         return IncomingAuthPlan()
     # The gateway's pod always has its own token mounted (it watches its group through the API).
-    return incoming_auth(
+    return mcpoidcconfig.workload_auth(
         incoming.oidc_config,
         incoming.oidc_config_ref,
-        world.platform,
+        world,
         where="spec.incomingAuth",
         token_dir=AUTOMOUNT_TOKEN_DIR,
     )
 
 
+def _optimizer(vmcp: VirtualMCPServer, world: World) -> Optimizer | None:
+    """`config.optimizer`, its embedding service the URL of the EmbeddingServer `embeddingServerRef` names.
+
+    The reference turns the optimizer on (TEI protocol). Until that server is Ready the gateway is not
+    rendered: a RenderError naming the field (the operator re-reconciles when its URL appears).
+    """
+    optimizer = vmcp.spec.config.optimizer
+    ref = vmcp.spec.embedding_server_ref
+    if ref is None:
+        return optimizer
+    if ref.name not in world.embedding_urls:
+        raise RenderError(f"spec.embeddingServerRef: EmbeddingServer {ref.name} not found")
+    url = world.embedding_urls[ref.name]
+    if url is None:
+        raise RenderError(f"spec.embeddingServerRef: EmbeddingServer {ref.name} is not Ready yet")
+    return (optimizer or Optimizer()).model_copy(
+        update={"embedding_service": url, "embedding_provider": "tei"}
+    )
+
+
 def _authz_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, ...]:
     """The ConfigMap key an `incomingAuth.authzConfig.configMap` mounts (followed live by the gateway)."""
-    return authz_document(vmcp.spec.incoming_auth.authz_config, world.platform, "")[1]
+    incoming = vmcp.spec.incoming_auth
+    return mcpauthzconfig.document(incoming.authz_config, incoming.authz_config_ref, world)[1]
 
 
 def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> IncomingAuth:
@@ -312,11 +339,13 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
                 secrets,
                 f"MCPServerEntry {name}: spec.externalAuthConfigRef",
             )
-    authz, _files, authz_problems = authz_document(
-        vmcp.spec.incoming_auth.authz_config, world.platform, "spec.incomingAuth.authzConfig"
+    spec_auth = vmcp.spec.incoming_auth
+    authz, _files, authz_problems = mcpauthzconfig.document(
+        spec_auth.authz_config, spec_auth.authz_config_ref, world, where="spec.incomingAuth"
     )
     if authz_problems:
         raise RenderError("; ".join(authz_problems))
+    optimizer = _optimizer(vmcp, world)
     try:
         rendered = VMCPConfig(
             name=vmcp.name,
@@ -328,7 +357,7 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             ),
             composite_tools=composite_tools,
             operational=config.operational,
-            optimizer=config.optimizer,
+            optimizer=optimizer,
             code_mode=config.code_mode,
             tool_configs=tool_configs,
             incoming_auth=incoming,
@@ -404,7 +433,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         env=tracing_env(world, "VirtualMCPServer", vmcp.name),
         secret_env=secret_env,
     )
-    return WorkloadPlan(
+    workload = WorkloadPlan(
         kind="VirtualMCPServer",
         name=vmcp.name,
         namespace=vmcp.namespace,
@@ -426,6 +455,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         service_type=spec.service_type,
         overrides=kubernetes_overrides(spec.pod_template_spec, None),
     )
+    return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=CONTAINER)
 
 
 def _discovered(

@@ -63,6 +63,7 @@ from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
 from mcpfleet.platform.local.yamlread import ManifestLimits
 from mcpfleet.reconcile import kinds, mcpserverentry
+from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
     Container,
@@ -399,6 +400,11 @@ class Runner:
             webhook_configs={c.name: c for c in of(MCPWebhookConfig)},
             composite_tool_definitions={c.name: c for c in of(VirtualMCPCompositeToolDefinition)},
             server_entries=tuple(of(MCPServerEntry)),
+            embedding_urls=embedding_urls(
+                {"metadata": {"name": name}, "status": entry.status}
+                for (kind, ns, name), entry in stored.items()
+                if kind == "EmbeddingServer" and ns == namespace
+            ),
         )
 
     # -- workloads ----------------------------------------------------------------------------
