@@ -384,9 +384,17 @@ async def _one_hostile_exchange(reply: bytes, close: bool) -> None:
                 # Only a response that never ends may time out, and only when the server keeps the
                 # connection open: the client must not hang on a closed one.
                 assert not close
-            # The client still works: the next request gets the good answer.
+            # The client still works: the next request gets the good answer. One exception: a server
+            # that closes right after a complete answer without saying `connection: close` races the
+            # pool; a POST sent on that connection before its FIN arrives must not be re-sent (it may
+            # have been received), so it fails once, naming the close, and the one after succeeds.
             async with asyncio.timeout(3):
-                assert await _get(c, srv.url) == (200, b"{}")
+                try:
+                    answer = await _get(c, srv.url)
+                except HTTPError as exc:
+                    assert close and "connection closed by the server" in str(exc), exc
+                    answer = await _get(c, srv.url)
+                assert answer == (200, b"{}")
     finally:
         c.close()
 
