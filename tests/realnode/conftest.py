@@ -154,7 +154,13 @@ def operator_installed(real_cluster: ClusterHandle, mcpfleet_image: str) -> str:
     overlay = write_overlay(
         REPO_ROOT / "deploy", real_cluster.info.state_dir / "operator-overlay", mcpfleet_image
     )
+    # deploy/'s CRDs convert through the operator's Service; here the dev control plane serves that
+    # webhook (the overlay turns the operator's off): swap the client to the Service for the apply
+    # (server-side apply would otherwise keep both), then back to the dev webhook.
+    crds = REPO_ROOT / "deploy" / "crds"
+    real_cluster.use_shipped_conversion_clients(crds)
     real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(overlay), timeout=180)
+    real_cluster.apply_crds(crds)
     proc = real_cluster.kubectl(
         "-n",
         NAMESPACE,

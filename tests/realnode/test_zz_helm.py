@@ -55,6 +55,8 @@ def test_helm_installed_operator_on_the_real_node(
             "install", release, str(CHART), "--namespace", release_ns, "--create-namespace",
             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
             "--set", "image.pullPolicy=Never", "--set", f"watchNamespaces={{{ns}}}",
+            # The dev control plane serves the CRDs' conversion webhook (see operator_installed).
+            "--set", "conversionWebhook.enabled=false",
             "--wait", "--timeout", "240s",
         )  # fmt: skip
         pods = json.loads(

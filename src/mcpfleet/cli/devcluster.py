@@ -261,6 +261,7 @@ def install_operator(
 
     from mcpfleet.devcluster.build import BuildLayout, default_cache_root
     from mcpfleet.devcluster.cluster import DevCluster
+    from mcpfleet.devcluster.handle import ClusterHandle
     from mcpfleet.devcluster.image import ImageLayout
     from mcpfleet.devcluster.operator_install import DEPLOYMENT, NAMESPACE, write_overlay
 
@@ -271,6 +272,12 @@ def install_operator(
         typer.echo("error: no image: run `make image` (or pass --image)", err=True)
         raise typer.Exit(1)
     overlay = write_overlay(repo.resolve() / "deploy", cluster.state_dir / "operator-overlay", ref)
+    crds = repo.resolve() / "deploy" / "crds"
+    handle = ClusterHandle(cluster.info())
+    # deploy/'s CRDs convert through the operator's Service; the dev control plane serves that webhook
+    # itself (the overlay turns the operator's off): swap the client to the Service for the apply
+    # (server-side apply would otherwise keep both, which is refused), then back to the dev webhook.
+    handle.use_shipped_conversion_clients(crds)
     kubectl = [str(BuildLayout(default_cache_root()).binary("kubectl")), f"--kubeconfig={cluster.kubeconfig}"]
     for args in (
         ["apply", "--server-side", "--force-conflicts", "-k", str(overlay)],
@@ -280,4 +287,6 @@ def install_operator(
         if proc.returncode != 0:
             typer.echo(f"error: kubectl {' '.join(args)}:\n{proc.stdout}{proc.stderr}", err=True)
             raise typer.Exit(1)
+        if args[0] == "apply":
+            handle.apply_crds(crds)
     typer.echo(f"operator {NAMESPACE}/{DEPLOYMENT} running {ref}")
