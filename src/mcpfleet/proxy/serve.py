@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
-from mcpfleet.policy.asgi import PolicyMiddleware
-from mcpfleet.policy.guard import Policy
 from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.child import ChildHooks
 from mcpfleet.proxy.http_app import ProxyApp, security_for
@@ -20,6 +18,7 @@ from mcpfleet.toolconfig import ToolPolicy
 
 if TYPE_CHECKING:  # loaded when used: a plain stdio proxy starts without aiohttp and the auth stack
     from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.policy.guard import Policy
     from mcpfleet.proxy.remote import RemoteProxyApp
     from mcpfleet.ratelimit import Limiter
 
@@ -90,6 +89,8 @@ def with_auth(
     """
     inner: Any = app
     if policy is not None and policy.active:
+        from mcpfleet.policy.asgi import PolicyMiddleware  # reads the auth stack's identity
+
         inner = PolicyMiddleware(inner, policy)
     if limiter is not None:
         from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
