@@ -22,8 +22,11 @@ def _files(backend_url: str, aggregation: dict[str, Any]) -> str:
     return gateway_fleet(backend_url, {"aggregation": aggregation})
 
 
-def _pid(up: Up, name: str) -> int | None:
-    return next((pid for key, pid in up.processes().items() if key.split("/")[2] == name), None)
+def _process(up: Up, name: str) -> tuple[str, int | None] | None:
+    """The workload's process record (key and pid); None when `up` hosts it in-process. Then the
+    same client session continuing is what shows the endpoint was not restarted: a restarted
+    endpoint forgets its sessions."""
+    return next(((key, pid) for key, pid in up.processes().items() if key.split("/")[2] == name), None)
 
 
 async def _names(client: Client) -> set[str]:
@@ -48,7 +51,7 @@ async def test_filter_edit_applies_without_restarting_the_gateway(running_up: An
         prefix = {"conflictResolution": "prefix"}
         up: Up = running_up({"fleet.yaml": _files(backend.url, prefix)})
         gateway = await up.wait_phase("VirtualMCPServer", "gw", {"Ready"}, limit=120)
-        pid = await up.wait_for("the gateway's pid", lambda: _pid(up, "gw"))
+        process = _process(up, "gw")  # recorded before Ready; none when hosted in `up`
         async with Client(gateway["url"], mode="legacy") as client:
             await _until(client, lambda n: {"alpha_echo", "alpha_upper"} <= n, "alpha's tools", 60)
 
@@ -62,7 +65,7 @@ async def test_filter_edit_applies_without_restarting_the_gateway(running_up: An
             names = await _until(client, lambda n: "alpha_say" in n, "the renamed tool", 30)
             elapsed = time.monotonic() - started
             assert "alpha_upper" not in names and "alpha_echo" not in names, names
-            assert _pid(up, "gw") == pid
+            assert _process(up, "gw") == process
             result = await client.call_tool("alpha_say", {"text": "hi"})
             assert not result.is_error
         print(f"filter edit visible through the gateway after {elapsed:.1f}s")
