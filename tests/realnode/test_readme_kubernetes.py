@@ -122,7 +122,13 @@ def test_readme_kubernetes_quickstart_as_written(
         )
         assert "real pods" in everything["result"]
 
-        # The gateway discovered its group in-cluster and prefixes each server's tools.
+        # The gateway discovered its group in-cluster and prefixes each server's tools. The README
+        # waited for the time backend only; the everything backend's health check may come later.
+        k.kubectl(
+            "-n", NS, "wait", "virtualmcpserver/gateway", "--timeout=120s",
+            "--for=jsonpath={.status.discoveredBackends[?(@.name==\"everything\")].status}=healthy",
+            timeout=150,
+        )  # fmt: skip
         gateway = _status(k, "virtualmcpserver", "gateway")["url"]
         assert {"time_get_current_time", "everything_echo"} <= set(client.mcp(gateway)["tools"])
         assert "7" in client.mcp(gateway, "everything_get-sum", {"a": 3, "b": 4})["result"]

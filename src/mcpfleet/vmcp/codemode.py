@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import re
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -251,11 +252,7 @@ class CodeRunner:
                 except ValueError:
                     return {"op": "error", "message": "script output too large", "line": None}
                 if not line:
-                    return {
-                        "op": "error",
-                        "message": "script process ended unexpectedly (memory or CPU limit)",
-                        "line": None,
-                    }
+                    return {"op": "error", "message": await _end_cause(proc), "line": None}
                 msg = json.loads(line)
                 if msg.get("op") != "call":
                     return dict(msg)
@@ -265,3 +262,13 @@ class CodeRunner:
         finally:
             for t in tasks:
                 t.cancel()
+
+
+async def _end_cause(proc: asyncio.subprocess.Process) -> str:
+    """Why a script process ended without answering: its CPU limit (RLIMIT_CPU: soft SIGXCPU, hard
+    SIGKILL) reads as the time limit it backs up; anything else, most likely the memory limit."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), 1.0)
+    if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return "time limit exceeded (CPU)"
+    return "script process ended unexpectedly (memory or CPU limit)"
