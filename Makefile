@@ -57,8 +57,7 @@ run: venv node-tools
 # Everything, the real-node tier (tests/realnode: root, real pods) included; its image is built by
 # the tier's fixture (cached by content, like the binaries).
 test: venv node-tools system-deps cluster-binaries node-binaries
-	# The README Kubernetes quickstart test failed in the full run (passes alone): run it with `make test-realnode` until fixed.
-	$(PY) -m pytest --deselect tests/realnode/test_readme_kubernetes.py::test_readme_kubernetes_quickstart_as_written $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Only the real-node tier: real pods on a real node (root), kubelet + containerd beside kwok, the
 # operator installed in-cluster from deploy/ and with Helm, every kind called from a client pod.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +12,16 @@ from urllib.parse import quote
 import pytest
 from lightkube import AsyncClient, KubeConfig
 
-from mcpfleet.registry.sources.kubernetes import Workload, WorkloadReader, workload_entry
+from mcpfleet.registry.sources.kubernetes import (
+    KubernetesWorkloads,
+    Workload,
+    WorkloadReader,
+    workload_entry,
+)
 from tests.reference import TOOLHIVE_FILE
 from tests.registry.conftest import make_config, running
 from tests.registry.schemas import server_schema
+from tests.waiting import wait_until
 
 OBJECTS = """
 apiVersion: mcpfleet.dev/v1alpha1
@@ -99,6 +106,36 @@ async def test_kubernetes_source_discovers_labelled_workloads(
         assert names == [prefix + n for n in ("beta", "gamma", "not-running-yet")]
         gone = quote(prefix + "alpha", safe="")
         assert (await h.get(f"/v0.1/servers/{gone}/versions/latest")).status_code == 404
+
+
+@pytest.mark.cluster
+async def test_kubernetes_source_watches_so_a_workload_that_starts_running_is_synced_at_once(
+    dev_cluster: Any, crds_installed: list[str], namespace: str
+) -> None:
+    """The reader's `watch` wakes the sync loop (registry/sync.py) on every change of a labelled
+    object, so a server that gets its URL after the registry started does not wait for the interval."""
+    dev_cluster.kubectl("apply", "-n", namespace, "-f", "-", input=OBJECTS)
+    source = KubernetesWorkloads("test", [namespace], client_factory(dev_cluster))
+    reader = WorkloadReader("k8s", source)
+    wakes: list[int] = []
+
+    async def follow() -> None:
+        async for _ in reader.watch():
+            wakes.append(1)
+
+    task = asyncio.create_task(follow())
+    try:
+        await wait_until(lambda: len(wakes) or None, "the watch reporting the existing objects", within=30)
+        await asyncio.sleep(1.0)  # let the initial events settle
+        before = len(wakes)
+        set_url(dev_cluster, namespace, "mcpserver", "not-running-yet", "http://late:8080/mcp")
+        await wait_until(lambda: len(wakes) > before or None, "a wake-up for the new URL", within=30)
+        listed = {w.name for w in await source.workloads()}
+        assert "not-running-yet" in listed, listed
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await reader.close()
 
 
 @pytest.mark.cluster

@@ -5,12 +5,17 @@ VirtualMCPServer and MCPRemoteProxy objects through the API server; the local pl
 same `Workload` records from its own state. `WorkloadReader` turns records into entries named
 `dev.mcpfleet.k8s.<namespace>/<name>` with `remotes[{type: streamable-http, url: status.url}]`; an
 object without `status.url` (not running yet) is not listed, and an object that goes away leaves.
+
+A source that can report changes (`KubernetesWorkloads.changes`: a watch on the labelled objects) gives
+the reader a `watch`, so a workload that starts running is listed at once instead of at the next
+interval (5 minutes by default): a registry started beside its servers would otherwise stay empty.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,6 +23,7 @@ import orjson
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.types import OnErrorAction, OnErrorResult
 
 from mcpfleet.registry.entry import Entry, EntryError, ParseResult
 from mcpfleet.registry.formats.upstream import SERVER_SCHEMA_URL, validation_error
@@ -111,6 +117,14 @@ class WorkloadReader:
 
         return Fetched(digest, parse)
 
+    async def watch(self) -> AsyncIterator[None]:
+        """One item per change the source reports (none when it cannot watch: the interval applies)."""
+        changes = getattr(self._workloads, "changes", None)
+        if changes is None:
+            return
+        async for _ in changes():
+            yield None
+
     async def close(self) -> None:
         await self._workloads.close()
 
@@ -127,18 +141,22 @@ class KubernetesWorkloads:
             kind: create_namespaced_resource(GROUP, VERSION, kind, plural) for kind, plural in KINDS
         }
 
-    async def workloads(self) -> list[Workload]:
+    def _api(self) -> AsyncClient:
         if self._client is None:
             try:
                 self._client = self._client_factory()
             except Exception as exc:  # no kubeconfig / not in a cluster: a clear, per-source error
                 raise SourceError(f"no Kubernetes API access: {type(exc).__name__}: {exc}") from None
+        return self._client
+
+    async def workloads(self) -> list[Workload]:
+        client = self._api()
         out: list[Workload] = []
         labels: dict[str, Any] = {LABEL_REGISTRY: self.registry_name}
         for kind, resource in self._resources.items():
             for namespace in self.namespaces or ["*"]:
                 try:
-                    async for obj in self._client.list(resource, namespace=namespace, labels=labels):
+                    async for obj in client.list(resource, namespace=namespace, labels=labels):
                         workload = _workload(kind, obj)
                         if workload is not None:
                             out.append(workload)
@@ -151,6 +169,37 @@ class KubernetesWorkloads:
                 except Exception as exc:
                     raise SourceError(f"cannot list {kind}: {type(exc).__name__}: {exc}") from None
         return out
+
+    async def changes(self) -> AsyncIterator[None]:
+        """One item per watch event on a labelled object of any kind, in any watched namespace.
+
+        Each watch retries after an error with back-off (a kind whose CRD is not installed keeps
+        failing quietly; the interval still applies to it)."""
+        client = self._api()
+        labels: dict[str, Any] = {LABEL_REGISTRY: self.registry_name}
+        events: asyncio.Queue[None] = asyncio.Queue(maxsize=1)
+
+        def backoff(_exc: Exception, count: int) -> OnErrorResult:
+            return OnErrorResult(OnErrorAction.RETRY, sleep=min(30.0, 0.5 * 2 ** min(count, 6)))
+
+        async def follow(resource: Any, namespace: str) -> None:
+            async for _ in client.watch(resource, namespace=namespace, labels=labels, on_error=backoff):
+                if events.empty():  # one pending wake-up is enough: the sync reads everything
+                    events.put_nowait(None)
+
+        tasks = [
+            asyncio.create_task(follow(resource, namespace))
+            for resource in self._resources.values()
+            for namespace in self.namespaces or ["*"]
+        ]
+        try:
+            while True:
+                await events.get()
+                yield None
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
         if self._client is not None:
