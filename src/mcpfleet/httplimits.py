@@ -105,6 +105,34 @@ class BodyLimits:
         await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
 
+async def read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
+    """Read a request's body for a middleware to inspect before the app (rate limits, policy).
+
+    Its size is bounded by `BodyLimits`, which wraps every server here. Returns the body (None when
+    the request ended without one: the client went away or the limit refused it) and every message
+    read, which `replay_messages` hands to the app unchanged (a disconnect included)."""
+    messages: list[Message] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return None, messages
+        if not message.get("more_body", False):
+            return b"".join(m.get("body", b"") for m in messages), messages
+
+
+def replay_messages(messages: list[Message], original: Receive) -> Receive:
+    """A `receive` that yields the messages read already, then the connection's own events."""
+    queue = list(messages)
+
+    async def receive() -> Message:
+        if queue:
+            return queue.pop(0)
+        return await original()
+
+    return receive
+
+
 def replay_body(body: bytes, original: Receive) -> Receive:
     """A `receive` that yields the body read already, then the connection's own events."""
     sent = False

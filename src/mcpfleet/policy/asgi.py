@@ -23,6 +23,8 @@ from typing import Any
 import orjson
 
 from mcpfleet.auth.asgi import scope_claims
+from mcpfleet.httplimits import Message as ReadMessage
+from mcpfleet.httplimits import read_body, replay_messages
 from mcpfleet.policy.audit import Client, trace_id_of
 from mcpfleet.policy.guard import LISTS, Policy, forbidden_error, target_of
 
@@ -34,7 +36,6 @@ ASGIApp = Callable[..., Awaitable[None]]
 
 PEEK_BYTES = 65_536
 """How much of a response the audit reads for its outcome (a list response is read whole)."""
-MAX_BODY_BYTES = 16 * 1_048_576
 
 
 class PolicyMiddleware:
@@ -48,7 +49,7 @@ class PolicyMiddleware:
         if scope["type"] != "http" or scope.get("method") != "POST" or not _is_mcp(scope["path"]):
             await self.app(scope, receive, send)
             return
-        body, chunks = await _read(receive)
+        body, chunks = await read_body(receive)
         try:
             message = orjson.loads(body) if body is not None else None
         except orjson.JSONDecodeError:
@@ -58,12 +59,12 @@ class PolicyMiddleware:
                 # A JSON-RPC batch (2025-03-26): refused whole rather than authorized piecemeal.
                 await _json(send, 400, _batch_refusal())
                 return
-            await self.app(scope, _replay(chunks, receive), send)
+            await self.app(scope, replay_messages(chunks, receive), send)
             return
         await self._request(scope, receive, send, message, chunks)
 
     async def _request(
-        self, scope: Scope, receive: Receive, send: Send, message: Message, chunks: list[Message]
+        self, scope: Scope, receive: Receive, send: Send, message: Message, chunks: list[ReadMessage]
     ) -> None:
         method: str = message["method"]
         params = message.get("params")
@@ -82,7 +83,7 @@ class PolicyMiddleware:
                 return
         watcher = _ResponseWatcher(send, request_id, method, self.policy, claims)
         try:
-            await self.app(scope, _replay(chunks, receive), watcher.send)
+            await self.app(scope, replay_messages(chunks, receive), watcher.send)
         finally:
             if self.policy.audit is not None:
                 self._audit(scope, message, watcher.outcome(), started, None)
@@ -253,34 +254,6 @@ def _find_response(seen: bytes, request_id: Any) -> Any:
             if isinstance(message, dict) and message.get("id") == request_id and "method" not in message:
                 return message
     return None
-
-
-async def _read(receive: Receive) -> tuple[bytes | None, list[Message]]:
-    """The request body (None when too large to inspect: the app then refuses it) and its messages."""
-    chunks: list[Message] = []
-    size = 0
-    while True:
-        message = await receive()
-        chunks.append(message)
-        if message["type"] != "http.request":
-            return None, chunks
-        size += len(message.get("body", b""))
-        if size > MAX_BODY_BYTES:
-            return None, chunks
-        if not message.get("more_body"):
-            return b"".join(m.get("body", b"") for m in chunks), chunks
-
-
-def _replay(chunks: list[Message], receive: Receive) -> Receive:
-    """A receive that yields the already-read messages first, then the real ones."""
-    queue = list(chunks)
-
-    async def replay() -> Message:
-        if queue:
-            return queue.pop(0)
-        return await receive()
-
-    return replay
 
 
 def _batch_refusal() -> Message:

@@ -14,7 +14,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpfleet.auth.asgi import scope_subject
-from mcpfleet.httplimits import replay_body
+from mcpfleet.httplimits import read_body, replay_messages
 from mcpfleet.ratelimit import Refusal, refuse
 from mcpfleet.ratelimit.buckets import Limiter
 
@@ -38,14 +38,14 @@ class RateLimitGuard:
         ):
             await self.app(scope, receive, send)
             return
-        body = await _read(receive)
-        refused = await self._check(scope, body)
+        body, messages = await read_body(receive)
+        refused = await self._check(scope, body) if body is not None else None
         if refused is not None:
             status, headers, payload = refused
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": payload})
             return
-        await self.app(scope, replay_body(body, receive), send)
+        await self.app(scope, replay_messages(messages, receive), send)
 
     async def _check(self, scope: Scope, body: bytes) -> Refusal | None:
         try:
@@ -63,16 +63,3 @@ class RateLimitGuard:
             await send(message)
 
         await self.app(scope, receive, closing)
-
-
-async def _read(receive: Receive) -> bytes:
-    """The request body (its size is already bounded by the server's BodyLimits)."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
