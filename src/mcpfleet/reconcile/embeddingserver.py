@@ -34,7 +34,7 @@ from mcpfleet.reconcile.model import (
     WorkloadPlan,
     World,
 )
-from mcpfleet.reconcile.status import workload_status
+from mcpfleet.reconcile.status import as_kind_status, workload_status
 
 CONTAINER = "embedding"
 DATA_DIR = "/data"
@@ -149,15 +149,7 @@ def status(
     flat = workload_status(
         WorkloadStatus(conditions=list(previous.conditions)), plan, observation, server.generation, now
     )
-    phase = PHASES.get(flat.phase or "Pending", flat.phase)
-    return EmbeddingServerStatus(
-        phase=phase,
-        message=flat.message,
-        url=flat.url,
-        ready_replicas=flat.ready_replicas,
-        observed_generation=flat.observed_generation,
-        conditions=flat.conditions,
-    )
+    return as_kind_status(EmbeddingServerStatus, flat, PHASES.get(flat.phase or "Pending", flat.phase))
 
 
 def embedding_urls(objects: Iterable[dict[str, Any]]) -> dict[str, str | None]:

@@ -36,7 +36,7 @@ from mcpfleet.reconcile.model import (
     secret_file_path,
 )
 from mcpfleet.reconcile.oidc import IncomingAuthPlan, incoming_auth
-from mcpfleet.reconcile.status import workload_status
+from mcpfleet.reconcile.status import as_kind_status, workload_status
 from mcpfleet.registry.config import (
     ApiSource,
     ConfigMapSource,
@@ -249,12 +249,4 @@ def status(
     shared = workload_status(
         WorkloadStatus(conditions=list(previous.conditions)), plan, observation, registry.generation, now=now
     )
-    phase = "Pending" if shared.phase == "Stopped" else shared.phase
-    return MCPRegistryStatus(
-        phase=phase,
-        message=shared.message,
-        url=shared.url,
-        ready_replicas=shared.ready_replicas,
-        observed_generation=shared.observed_generation,
-        conditions=shared.conditions,
-    )
+    return as_kind_status(MCPRegistryStatus, shared, "Pending" if shared.phase == "Stopped" else shared.phase)

@@ -8,7 +8,9 @@ stale address.
 
 from __future__ import annotations
 
-from mcpfleet.api.meta import Condition, WorkloadPhase, WorkloadStatus, set_condition
+from typing import TypeVar
+
+from mcpfleet.api.meta import ApiModel, Condition, WorkloadPhase, WorkloadStatus, set_condition
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan
 
 READY = "Ready"
@@ -84,4 +86,22 @@ def workload_status(
         ready_replicas=ready_replicas,
         observed_generation=generation,
         conditions=conditions,
+    )
+
+
+KindStatus = TypeVar("KindStatus", bound=ApiModel)
+
+
+def as_kind_status(cls: type[KindStatus], shared: WorkloadStatus, phase: str | None) -> KindStatus:
+    """The shared rule's status in the flat status model of a kind that has its own phase names
+    (MCPRegistry, EmbeddingServer): the same fields, `phase` translated by the caller."""
+    return cls.model_validate(
+        {
+            "phase": phase,
+            "message": shared.message,
+            "url": shared.url,
+            "ready_replicas": shared.ready_replicas,
+            "observed_generation": shared.observed_generation,
+            "conditions": shared.conditions,
+        }
     )
