@@ -2,8 +2,8 @@
 
 `resolve` returns what a workload's `authzConfigRef` stands for: the object's `{type, config}` (e.g.
 `{"type": "cedarv1", "config": {"policies": [...], "entities_json": "[]"}}`), exactly what the data
-plane's authorizer evaluates for an inline authorization config, plus the `configHash` a renderer puts
-into the workload's config so an edit rolls the workloads that enforce it.
+plane's authorizer evaluates for an inline authorization config. Its `configHash` is in the status
+only: an edit reaches the workloads as a live policy file, without a roll.
 
 `document` / `policy` are what the workload reconcilers use: a `cedarv1` MCPAuthzConfig becomes the
 inline `authzConfig` with the same policies, entities and claim settings, so it renders the same
@@ -48,12 +48,6 @@ def resolve(name: str, world: World, *, field: str = "spec.authzConfigRef") -> d
         raise AuthzRefError(f"{field}: MCPAuthzConfig {name} not found")
     spec = found.spec.dump()
     return {"type": spec["type"], "config": spec["config"]}
-
-
-def resolved_with_hash(name: str, world: World, *, field: str = "spec.authzConfigRef") -> dict[str, Any]:
-    """`resolve` plus `name` and `configHash` (what a rendered config carries so an edit rolls it)."""
-    resolved = resolve(name, world, field=field)
-    return {**resolved, "name": name, "configHash": config_hash(world.authz_configs[name])}
 
 
 def as_inline(name: str, world: World, *, field: str) -> AuthzConfig:
@@ -109,6 +103,3 @@ def policy(
     return dataclasses.replace(
         policy_plan(None, audit, world.platform), document=found, config_map_files=files, problems=problems
     )
-
-
-config_hash = configkinds.config_hash
