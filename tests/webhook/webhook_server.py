@@ -57,9 +57,9 @@ class WebhookServer:
         arguments = (payload["mcp_request"].get("params") or {}).get("arguments") or {}
         if mode == "allow":
             return web.json_response({"version": "v0.1.0", "uid": uid, "allowed": True})
-        if mode == "deny-calculator":
+        if mode.startswith("deny-"):
             name = (payload["mcp_request"].get("params") or {}).get("name")
-            if name == "calculator":
+            if name == mode.removeprefix("deny-"):
                 return web.json_response(
                     {
                         "version": "v0.1.0",
@@ -70,7 +70,14 @@ class WebhookServer:
                     }
                 )
             return web.json_response({"version": "v0.1.0", "uid": uid, "allowed": True})
-        if mode == "patch":
+        if mode == "patch-timezone" and "timezone" in arguments:
+            patch = [
+                {"op": "replace", "path": "/mcp_request/params/arguments/timezone", "value": "Asia/Tokyo"}
+            ]
+            return web.json_response(
+                {"uid": uid, "allowed": True, "patch_type": "json_patch", "patch": patch}
+            )
+        if mode in ("patch", "patch-timezone"):
             if "city" not in arguments:
                 return web.json_response({"version": "v0.1.0", "uid": uid, "allowed": True})
             patch = [
