@@ -401,6 +401,7 @@ class CodeMode(ApiModel):
     memory_limit_mb: int = Field(default=512, ge=64, le=8192)
     """Address-space limit of the process a script runs in."""
 
+
 RESTRICTED_PASSTHROUGH = frozenset(
     {
         # Routing, hop-by-hop (RFC 9110 7.6.1, RFC 7540) and proxy headers, request smuggling vectors,

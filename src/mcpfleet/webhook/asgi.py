@@ -35,7 +35,7 @@ import orjson
 
 from mcpfleet import jsonrpc
 from mcpfleet.auth.asgi import scope_claims, scope_subject
-from mcpfleet.httplimits import read_body, replay_body, replay_messages
+from mcpfleet.httplimits import is_jsonrpc_post, read_body, replay_body, replay_messages
 from mcpfleet.policy.guard import FORBIDDEN
 from mcpfleet.webhook.client import CallFailed, WebhookClient
 from mcpfleet.webhook.config import Endpoint, WebhookDocument
@@ -109,12 +109,7 @@ class WebhookMiddleware:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
-        path: str = scope.get("path", "")
-        if (
-            scope["type"] != "http"
-            or scope.get("method") != "POST"
-            or not (path in ("/mcp", "/mcp/") or path.startswith("/messages"))
-        ):
+        if not is_jsonrpc_post(scope):
             await self.app(scope, receive, send)
             return
         body, messages = await read_body(receive)
@@ -124,7 +119,7 @@ class WebhookMiddleware:
                 message = orjson.loads(body)
             except orjson.JSONDecodeError:
                 message = None  # the app answers malformed bodies with its own error
-        sse = path.startswith("/messages")
+        sse = str(scope["path"]).startswith("/messages")
         if isinstance(message, list):
             # A JSON-RPC batch (2025-03-26): its requests are not sent to webhooks one by one.
             await _answer(send, 400, None, {"code": jsonrpc.INVALID_REQUEST, "message": _BATCH})

@@ -10,16 +10,15 @@ the wrong shape stops the proxy with the field named, as does an `http://` URL w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import orjson
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError
 
-from mcpfleet.api.duration import Duration, parse_duration
+from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.mcpwebhookconfig import WebhookEndpointBase
 from mcpfleet.api.meta import ApiModel
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
-MAX_TIMEOUT_SECONDS = 30.0
 MAX_FILE_BYTES = 1 << 20
 
 
@@ -36,22 +35,11 @@ class EndpointTLS(ApiModel):
     insecure_skip_verify: bool = False
 
 
-class Endpoint(ApiModel):
-    """One webhook as the proxy calls it."""
+class Endpoint(WebhookEndpointBase):
+    """One webhook as the proxy calls it: the resource's fields, its Secrets as file paths."""
 
-    name: str = Field(min_length=1, max_length=63)
-    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048)
-    timeout: Duration | None = None
-    failure_policy: Literal["fail", "ignore"] = "fail"
     hmac_secret_file: str | None = None
     tls_config: EndpointTLS | None = None
-
-    @field_validator("timeout")
-    @classmethod
-    def _bounded(cls, value: str | None) -> str | None:
-        if value is not None and parse_duration(value) > MAX_TIMEOUT_SECONDS:
-            raise ValueError(f"at most {MAX_TIMEOUT_SECONDS:g}s")
-        return value
 
     @property
     def timeout_seconds(self) -> float:
@@ -122,7 +110,8 @@ def load_webhook_config(path: str | Path) -> WebhookDocument:
     """Read, validate and resolve a webhook file (raises WebhookConfigError naming the file and field)."""
     file = Path(path)
     try:
-        raw = file.read_bytes()
+        with file.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise WebhookConfigError(f"{file}: cannot read the webhook config: {exc.strerror or exc}") from exc
     if len(raw) > MAX_FILE_BYTES:
