@@ -32,7 +32,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcpfleet.devcluster.pki import ensure_pki
-from mcpfleet.policy.guard import FORBIDDEN
+from mcpfleet.policy.guard import FORBIDDEN, Policy, load_audit
 from mcpfleet.proxy.serve import build_stdio_app, with_auth
 from mcpfleet.webhook.asgi import WEBHOOK_FAILED
 from mcpfleet.webhook.config import WebhookConfigError, load_webhook_config
@@ -70,13 +70,15 @@ def hook(
 
 
 @contextlib.asynccontextmanager
-async def proxy(tmp_path: Path, name: str, document: dict[str, Any], calls: Path) -> AsyncIterator[str]:
+async def proxy(
+    tmp_path: Path, name: str, document: dict[str, Any], calls: Path, policy: Policy | None = None
+) -> AsyncIterator[str]:
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps({"serverName": name, "transport": "stdio", **document}))
     app = build_stdio_app(
         [sys.executable, str(SERVER)], host="127.0.0.1", env={"POLICY_SERVER_CALLS": str(calls), "PATH": ""}
     )
-    served_app = with_auth(app, None, webhooks=load_webhook_config(path))
+    served_app = with_auth(app, None, webhooks=load_webhook_config(path), policy=policy)
     async with serve_app(served_app) as base:
         yield f"{base}/mcp"
 
@@ -117,7 +119,10 @@ async def test_validating_and_mutating_webhooks_with_hmac(
         "validating": [hook("gate", f"{base}/validate", "fail", hmac_file=tmp_path / "hmac")],
     }
     server.modes.update(mutate="patch", validate="deny-calculator")
-    async with proxy(tmp_path, "hooked", document, calls) as url:
+    audit_file = tmp_path / "audit.jsonl"
+    (tmp_path / "audit.json").write_text(json.dumps({"enabled": True, "logFile": str(audit_file)}))
+    policy = Policy(audit=load_audit(str(tmp_path / "audit.json"), "proxy"))
+    async with proxy(tmp_path, "hooked", document, calls, policy) as url:
         for mode in ("legacy", "2026-07-28"):
             async with client(url, mode) as c:
                 result = await c.call_tool("weather", {"city": "Oslo"})
@@ -127,6 +132,12 @@ async def test_validating_and_mutating_webhooks_with_hmac(
                     await c.call_tool("calculator", {"a": 1, "b": 2})
                 assert denied.value.error.code == FORBIDDEN
                 assert "gate" in denied.value.error.message and "no math today" in denied.value.error.message
+    # Refused by a webhook, so never seen by the policy layer: audited here, the webhook named.
+    events = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    calls_audited = [(e["target"]["name"], e["outcome"]) for e in events if e["method"] == "tools/call"]
+    assert sorted(calls_audited) == sorted([("weather", "success"), ("calculator", "denied")] * 2)
+    denial = next(e for e in events if e["outcome"] == "denied")
+    assert denial["reason"].startswith("webhook gate: Request denied by validating webhook gate")
     # The server received the rewritten arguments, never the denied call.
     assert [c["name"] for c in served(calls)] == ["weather", "weather"]
     assert {c["arguments"]["city"] for c in served(calls)} == {"Patched-Oslo"}

@@ -101,7 +101,8 @@ def with_auth(
         from mcpfleet.webhook.asgi import WebhookMiddleware  # loaded when used, like the auth stack
 
         depth = max_json_depth or HttpLimits().max_json_depth
-        inner = WebhookMiddleware(inner, webhooks, max_json_depth=depth)
+        audit = policy.audit if policy is not None else None
+        inner = WebhookMiddleware(inner, webhooks, max_json_depth=depth, audit=audit)
     if limiter is not None:
         from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
 

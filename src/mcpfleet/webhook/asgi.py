@@ -5,8 +5,9 @@ PolicyMiddleware -> app`, ToolHive's order. After authentication, so the payload
 caller's validated principal; after the rate limits, so a flood is refused before it costs a
 webhook call each; before authorization, so the Cedar policies judge the request as the server
 will receive it (a mutating webhook could otherwise rewrite an authorized call into one no policy
-allowed). A request a webhook refuses never reaches the policies, so it is not audited there;
-the proxy logs the refusal (webhook name and reason, never the payload).
+allowed). A request a webhook refuses never reaches the policy layer: with audit on, this
+middleware records it (outcome `denied` for a denial, `error` for a failing webhook, the webhook
+named in `reason`), and the proxy logs the refusal (webhook name and reason, never the payload).
 
 What it does, per POSTed JSON-RPC request (`/mcp` in both eras, the SSE transport's `/messages/`;
 notifications, responses and other methods pass untouched, as in ToolHive):
@@ -28,6 +29,7 @@ transport's `/messages/` (whose answers otherwise travel on the GET stream), nev
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,6 +38,8 @@ import orjson
 from mcpfleet import jsonrpc
 from mcpfleet.auth.asgi import scope_claims, scope_subject
 from mcpfleet.httplimits import is_jsonrpc_post, read_body, replay_body, replay_messages
+from mcpfleet.policy.asgi import audit_request
+from mcpfleet.policy.audit import AuditLog
 from mcpfleet.policy.guard import FORBIDDEN
 from mcpfleet.webhook.client import CallFailed, WebhookClient
 from mcpfleet.webhook.config import Endpoint, WebhookDocument
@@ -65,11 +69,13 @@ ALWAYS_DENY_STATUS = 422
 
 
 class Refused(Exception):
-    """The request is refused: `error` is the JSON-RPC error object (without id)."""
+    """The request is refused: `error` is the JSON-RPC error object (without id); `outcome` is what
+    the audit records (`denied` by a webhook, `error`: a failing webhook)."""
 
-    def __init__(self, error: dict[str, Any]) -> None:
+    def __init__(self, error: dict[str, Any], outcome: str) -> None:
         super().__init__(error["message"])
         self.error = error
+        self.outcome = outcome
 
 
 def _denied(kind: str, hook: Endpoint, verdict: Verdict | None) -> Refused:
@@ -82,7 +88,7 @@ def _denied(kind: str, hook: Endpoint, verdict: Verdict | None) -> Refused:
             data["webhookReason"] = verdict.reason
         if verdict.details:
             data["details"] = verdict.details
-    return Refused({"code": FORBIDDEN, "message": message, "data": data})
+    return Refused({"code": FORBIDDEN, "message": message, "data": data}, "denied")
 
 
 def _failed(kind: str, hook: Endpoint, why: str) -> Refused:
@@ -91,15 +97,19 @@ def _failed(kind: str, hook: Endpoint, why: str) -> Refused:
             "code": WEBHOOK_FAILED,
             "message": f"{kind.capitalize()} webhook {hook.name} failed: {why} (failurePolicy: fail)",
             "data": {"reason": "webhook-failed", "webhook": hook.name},
-        }
+        },
+        "error",
     )
 
 
 class WebhookMiddleware:
     """Wraps the proxy app (or the policy middleware): calls the webhooks of `document`."""
 
-    def __init__(self, app: ASGIApp, document: WebhookDocument, *, max_json_depth: int) -> None:
+    def __init__(
+        self, app: ASGIApp, document: WebhookDocument, *, max_json_depth: int, audit: AuditLog | None = None
+    ) -> None:
         self.app = app
+        self.audit = audit
         self.document = document
         self.max_json_depth = max_json_depth
         self.mutating = [WebhookClient(e) for e in document.mutating]
@@ -133,10 +143,14 @@ class WebhookMiddleware:
             error = {"code": jsonrpc.INVALID_REQUEST, "message": _TOO_LARGE}
             await _answer(send, 413, request_id, error)
             return
+        started = time.perf_counter()
         try:
             final = await self._run(scope, body)
         except Refused as refused:
             await _answer(send, 403 if sse else 200, request_id, refused.error)
+            if self.audit is not None:
+                reason = f"webhook {refused.error['data']['webhook']}: {refused.error['message']}"
+                audit_request(self.audit, scope, message, refused.outcome, started, reason)
             return
         if final is body:
             await self.app(scope, replay_messages(messages, receive), send)
