@@ -105,6 +105,17 @@ class BodyLimits:
         await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
 
+def is_jsonrpc_post(scope: Any) -> bool:
+    """A POST carrying client JSON-RPC messages: `/mcp` (both eras) or the SSE transport's `/messages`,
+    what the middlewares that read bodies (rate limits, webhooks) look at."""
+    path: str = scope.get("path", "")
+    return (
+        scope["type"] == "http"
+        and scope.get("method") == "POST"
+        and (path in ("/mcp", "/mcp/") or path.startswith("/messages"))
+    )
+
+
 async def read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
     """Read a request's body for a middleware to inspect before the app (rate limits, policy).
 

@@ -294,3 +294,94 @@ def test_embedding_server_ref_refuses_a_second_embedding_source() -> None:
         ManifestError, match=re.escape("spec.embeddingServerRef: embeddingServerRef is a TEI server")
     ):
         obj(openai)
+
+
+HOOKS = (
+    "kind: MCPWebhookConfig\nmetadata: {name: hooks}\nspec: {"
+    "mutating: [{name: rewrite, url: 'https://hooks.example.com/m', timeout: 3s,"
+    " hmacSecretRef: {name: hook-keys, key: hmac}}],"
+    " validating: [{name: gate, url: '{gate}', failurePolicy: ignore,"
+    " tlsConfig: {caSecretRef: {name: hook-tls, key: ca.crt}, clientCertSecretRef: {name: hook-tls, key: tls.crt},"
+    " clientKeySecretRef: {name: hook-tls, key: tls.key}}}]}"
+)
+
+
+def _hooks(gate: str = "https://hooks.example.com/v") -> Any:
+    return obj(HOOKS.replace("{gate}", gate))
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_webhook_config_ref_renders_the_proxy_file_with_secrets_as_files(platform: Platform) -> None:
+    """webhooks.json holds every Secret as a file path (mounted Secret keys), never a value; the proxy
+    gets --webhook-config; an http server gets the proxy in front; an edit rolls the pods."""
+    from mcpfleet.platform.kubernetes.render import Owner, render
+    from mcpfleet.reconcile.model import secret_file_path
+
+    world = World(platform=platform, namespace="team", webhook_configs={"hooks": _hooks()})
+    plan = mcpserver.plan(_server("webhookConfigRef: {name: hooks}"), world)
+    assert not plan.problems
+    document = _file(plan, "webhooks.json")
+    assert document["serverName"] == "time" and document["namespace"] == "team"
+    assert document["mutating"][0]["hmacSecretFile"] == secret_file_path(platform, "webhook-rewrite-hmac")
+    assert document["mutating"][0]["timeout"] == "3s"
+    tls = document["validating"][0]["tlsConfig"]
+    assert tls["caFile"] == secret_file_path(platform, "webhook-gate-ca.crt")
+    assert tls["clientKeyFile"] == secret_file_path(platform, "webhook-gate-tls.key")
+    assert document["validating"][0]["failurePolicy"] == "ignore"
+    assert {(f.filename, f.secret.name, f.secret.key) for f in plan.secret_files} == {
+        ("webhook-rewrite-hmac", "hook-keys", "hmac"),
+        ("webhook-gate-ca.crt", "hook-tls", "ca.crt"),
+        ("webhook-gate-tls.crt", "hook-tls", "tls.crt"),
+        ("webhook-gate-tls.key", "hook-tls", "tls.key"),
+    }
+    proxy = next(c for c in plan.containers if c.name == "proxy")
+    assert "--webhook-config" in proxy.command
+    # An edit of the MCPWebhookConfig rolls the pods (the proxy reads the file at start).
+    edited = mcpserver.plan(
+        _server("webhookConfigRef: {name: hooks}"),
+        World(
+            platform=platform,
+            namespace="team",
+            webhook_configs={"hooks": _hooks("https://other.example.com/v")},
+        ),
+    )
+    assert edited.rollout_checksum != plan.rollout_checksum
+    # An http server runs behind the proxy, which alone sees the Secret files.
+    http = mcpserver.plan(
+        _server("transport: streamable-http, mcpPort: 9000, webhookConfigRef: {name: hooks}"), world
+    )
+    assert not http.problems
+    assert "--webhook-config" in next(c for c in http.containers if c.name == "proxy").command
+    if platform == "kubernetes":
+        manifests = render(http, Owner("MCPServer", "time", "team", "uid-1"), world.images)
+        deployment = next(m for m in manifests if m["kind"] == "Deployment")
+        containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+        mounted = {c: [v["mountPath"] for v in containers[c].get("volumeMounts", [])] for c in containers}
+        assert "/etc/mcpfleet/secrets" in mounted["proxy"]
+        assert "/etc/mcpfleet/secrets" not in mounted["mcp"]
+        assert "hook-keys" not in json.dumps([m for m in manifests if m["kind"] == "ConfigMap"])
+    # The remote proxy takes the same reference.
+    remote = mcpremoteproxy.plan(_proxy("webhookConfigRef: {name: hooks}"), world)
+    assert _file(remote, "webhooks.json")["validating"][0]["name"] == "gate"
+    assert remote.secret_files == plan.secret_files
+
+
+@pytest.mark.parametrize(
+    ("configs", "problem"),
+    [
+        ({}, "spec.webhookConfigRef: MCPWebhookConfig hooks not found"),
+        (
+            {"hooks": _hooks("http://hooks.example.com/v")},
+            "spec.webhookConfigRef: MCPWebhookConfig hooks spec.validating[0].url: gate uses http://",
+        ),
+    ],
+)
+def test_webhook_config_ref_that_cannot_be_used_stops_the_workload(
+    configs: dict[str, Any], problem: str
+) -> None:
+    plan = mcpserver.plan(
+        _server("webhookConfigRef: {name: hooks}"),
+        World(platform="local", namespace="team", webhook_configs=configs),
+    )
+    assert any(p.startswith(problem) for p in plan.problems), plan.problems
+    assert plan.containers == ()

@@ -63,6 +63,8 @@ class MCPRemoteProxySpec(RuleModel):
     """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
     authz_config_ref: LocalObjectReference | None = None
     """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
+    webhook_config_ref: LocalObjectReference | None = None
+    """MCPWebhookConfig whose mutating and validating webhooks the proxy calls on each request."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request."""
     endpoint_prefix: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*$")

@@ -139,6 +139,8 @@ class MCPServerSpec(RuleModel):
     """Labels and annotations of the Deployment, pods and Service; environment of the proxy."""
     telemetry_config_ref: TelemetryConfigRef | None = None
     """MCPTelemetryConfig with this workload's OpenTelemetry / Prometheus settings."""
+    webhook_config_ref: LocalObjectReference | None = None
+    """MCPWebhookConfig whose mutating and validating webhooks the proxy calls on each request."""
 
     @property
     def is_package(self) -> bool:

@@ -1,9 +1,10 @@
 """MCPWebhookConfig: HTTP webhooks called on MCP requests, as ToolHive's webhook middleware.
 
 A workload references it with `webhookConfigRef`. Before a request reaches the MCP server, each
-`mutating` webhook (in order) receives the JSON-RPC request and may return a replacement; then each
-`validating` webhook approves or denies it (a denial is a JSON-RPC error to the client). With
-`hmacSecretRef` the payload is signed (`X-Toolhive-Signature`); `failurePolicy` says what a webhook
+`mutating` webhook (in order) receives the JSON-RPC request and may answer a JSON Patch on it; then each
+`validating` webhook approves or denies it (a denial is a JSON-RPC error to the client); the proxy
+enforces it (`mcpfleet.webhook`, docs/webhooks.md). With
+`hmacSecretRef` the payload is signed (`X-ToolHive-Signature`); `failurePolicy` says what a webhook
 that cannot be reached means (`fail`: the request is refused, `ignore`: it goes on).
 """
 
@@ -50,8 +51,8 @@ class WebhookTLSConfig(RuleModel):
     """Do not verify the webhook's certificate (development only)."""
 
 
-class WebhookSpec(ApiModel):
-    """One webhook."""
+class WebhookEndpointBase(ApiModel):
+    """What a webhook is, shared by the resource and the proxy's file (`mcpfleet.webhook.config`)."""
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Unique name of the webhook in its list."""
@@ -61,10 +62,6 @@ class WebhookSpec(ApiModel):
     """Time limit of one call, at most 30s; 10s when unset."""
     failure_policy: Literal["fail", "ignore"] = "fail"
     """fail: an unreachable or failing webhook refuses the request; ignore: the request goes on."""
-    hmac_secret_ref: SecretKeyRef | None = None
-    """Secret key holding the HMAC-SHA256 key the payload is signed with (X-Toolhive-Signature)."""
-    tls_config: WebhookTLSConfig | None = None
-    """TLS settings."""
 
     @field_validator("timeout")
     @classmethod
@@ -72,6 +69,15 @@ class WebhookSpec(ApiModel):
         if value is not None and parse_duration(value) > MAX_TIMEOUT_SECONDS:
             raise ValueError("at most 30s")
         return value
+
+
+class WebhookSpec(WebhookEndpointBase):
+    """One webhook."""
+
+    hmac_secret_ref: SecretKeyRef | None = None
+    """Secret key holding the HMAC-SHA256 key the payload is signed with (X-ToolHive-Signature)."""
+    tls_config: WebhookTLSConfig | None = None
+    """TLS settings."""
 
 
 def _unique(hooks: list[WebhookSpec]) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef, PodTemplatePatch, TelemetryConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
@@ -402,6 +402,85 @@ class CodeMode(ApiModel):
     """Address-space limit of the process a script runs in."""
 
 
+RESTRICTED_PASSTHROUGH = frozenset(
+    {
+        # Routing, hop-by-hop (RFC 9110 7.6.1, RFC 7540) and proxy headers, request smuggling vectors,
+        # forwarding identity (ToolHive's RestrictedHeaders) ...
+        "host",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "http2-settings",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "proxy-connection",
+        "transfer-encoding",
+        "content-length",
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+        # ... and the caller's credentials, which ToolHive's gateway refuses to pass through too.
+        "authorization",
+        "cookie",
+        # What the gateway sets itself toward a backend: the protocol headers and the session.
+        "content-type",
+        "accept",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "last-event-id",
+    }
+)
+"""Header names `passthroughHeaders` may not name (compared case-insensitively)."""
+
+_RESTRICTED_CEL = "[" + ", ".join(f"'{h}'" for h in sorted(RESTRICTED_PASSTHROUGH)) + "]"
+
+PassthroughHeaderName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"!(self.lowerAscii() in {_RESTRICTED_CEL})",
+                    "message": "a restricted header (Host, hop-by-hop, X-Forwarded-*, Authorization, Cookie,"
+                    " the MCP protocol headers) cannot be passed through",
+                }
+            ]
+        },
+    ),
+]
+
+
+def _passthrough(names: list[str] | None) -> list[str] | None:
+    """`passthroughHeaders` checked: no restricted name, no name twice (case-insensitive)."""
+    if names is None:
+        return None
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        lowered = name.lower()
+        if lowered in RESTRICTED_PASSTHROUGH:
+            raise ValueError(f"[{i}]: {name} is a restricted header and cannot be passed through")
+        if lowered in seen:
+            raise ValueError(f"[{i}]: {name} is listed twice")
+        seen.add(lowered)
+    return names
+
+
+PassthroughHeaders = Annotated[
+    list[PassthroughHeaderName] | None,
+    Field(default=None, max_length=32, json_schema_extra={"x-kubernetes-list-type": "atomic"}),
+    AfterValidator(_passthrough),
+]
+
+
 class GatewayConfig(ApiModel):
     """What the manifest's gateway configuration and the gateway's config file share."""
 
@@ -424,6 +503,10 @@ class GatewayConfig(ApiModel):
     """Server-side Starlark scripts over the gateway's tools (execute_tool_script)."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request (ToolHive's `config.audit`)."""
+    passthrough_headers: PassthroughHeaders
+    """Client request headers (an allowlist of names) forwarded verbatim to every backend, e.g. an API
+    key a backend resolves to a user. Not Host, hop-by-hop, X-Forwarded-*, Authorization, Cookie or
+    the MCP protocol headers. A client can set them: trust them only when a proxy in front does."""
 
 
 LIVE_CONFIG_FIELDS = ("aggregation", "compositeTools", "toolConfigs", "optimizer", "codeMode", "authz")
@@ -588,6 +671,9 @@ class VirtualMCPServerSpec(RuleModel):
     """MCPTelemetryConfig with the gateway's OpenTelemetry / Prometheus settings."""
     embedding_server_ref: LocalObjectReference | None = None
     """EmbeddingServer whose URL is the optimizer's embedding service (TEI); turns the optimizer on."""
+    passthrough_headers: PassthroughHeaders
+    """Client request headers forwarded verbatim to every backend (see `config.passthroughHeaders`);
+    takes precedence over `config.passthroughHeaders`."""
 
 
 class DiscoveredBackend(ApiModel):

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from mcpfleet.proxy.remote import RemoteProxyApp
     from mcpfleet.ratelimit import Limiter
     from mcpfleet.toolconfig import ToolPolicy
+    from mcpfleet.webhook.config import WebhookDocument
 
 
 def _pairs(values: list[str], flag: str) -> dict[str, str]:
@@ -95,6 +96,28 @@ def _limiter(run_config: str | None) -> Limiter | None:
         return ratelimit.build(config.rate_limiting, config.session_storage, scope)
     except (RunConfigError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
+
+
+def _webhooks(webhook_config: str | None) -> WebhookDocument | None:
+    """`--webhook-config` (an MCPWebhookConfig's webhooks), read at start like --auth-config: an invalid
+    file or TLS file stops the proxy, which never serves without the webhooks it was given."""
+    if webhook_config is None:
+        return None
+    from mcpfleet.webhook.client import ssl_context
+    from mcpfleet.webhook.config import WebhookConfigError, load_webhook_config
+
+    try:
+        document = load_webhook_config(webhook_config)
+        for endpoint in (*document.mutating, *document.validating):
+            try:
+                ssl_context(endpoint)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise WebhookConfigError(
+                    f"{webhook_config}: webhook {endpoint.name}: TLS files unusable: {exc}"
+                ) from exc
+    except WebhookConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--webhook-config") from exc
+    return document
 
 
 def _remote_app(
@@ -185,6 +208,12 @@ def proxy(
         "--audit-config",
         help="Audit logging settings (JSON: {enabled, logFile, includeRequestData, ...}): one JSON line per request.",
     ),
+    webhook_config: str | None = typer.Option(
+        None,
+        "--webhook-config",
+        help="Mutating and validating webhooks called on each request (JSON: {mutating, validating, ...}, "
+        "rendered from an MCPWebhookConfig).",
+    ),
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
     ),
@@ -234,6 +263,7 @@ def build(
     max_body_bytes: int | None,
     authz_config: str | None = None,
     audit_config: str | None = None,
+    webhook_config: str | None = None,
     body_timeout: float | None,
     header_timeout: float | None,
     max_header_bytes: int | None,
@@ -259,6 +289,7 @@ def build(
     policy = _policy(authz_config, audit_config, "proxy")
     tool_policy = _tool_policy(run_config, remote)
     limiter = _limiter(run_config)
+    webhooks = _webhooks(webhook_config)
     app: ProxyApp | RemoteProxyApp
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
@@ -315,5 +346,14 @@ def build(
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
-    served = with_auth(app, auth, mcp_path=mcp_path, public_url=public_url, policy=policy, limiter=limiter)
+    served = with_auth(
+        app,
+        auth,
+        mcp_path=mcp_path,
+        public_url=public_url,
+        policy=policy,
+        limiter=limiter,
+        webhooks=webhooks,
+        max_json_depth=limits.max_json_depth,
+    )
     return served, limits

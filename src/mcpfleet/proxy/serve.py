@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # loaded when used: a plain stdio proxy starts without aiohtt
     from mcpfleet.policy.guard import Policy
     from mcpfleet.proxy.remote import RemoteProxyApp
     from mcpfleet.ratelimit import Limiter
+    from mcpfleet.webhook.config import WebhookDocument
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ def with_auth(
     public_url: str | None = None,
     policy: Policy | None = None,
     limiter: Limiter | None = None,
+    webhooks: WebhookDocument | None = None,
+    max_json_depth: int | None = None,
 ) -> Any:
     """`app` behind incoming auth (`mcpfleet.auth`): every path but `/health` needs a valid token.
 
@@ -81,7 +84,9 @@ def with_auth(
     guard and the app, so it sees the claims the guard validated. With a `limiter` (rateLimiting),
     requests pass its buckets after auth and before the policy (as in the vMCP gateway, where the
     limits apply before authorization and a refused request is not audited):
-    `AuthGuard -> RateLimitGuard -> PolicyMiddleware -> app`.
+    With `webhooks` (an MCPWebhookConfig), `webhook.asgi.WebhookMiddleware` sits after the rate
+    limits and before the policy, ToolHive's order (why: that module's docstring):
+    `AuthGuard -> RateLimitGuard -> WebhookMiddleware -> PolicyMiddleware -> app`.
 
     A remote-mode app does not forward the validated `Authorization` header: the token was issued
     for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
@@ -92,6 +97,12 @@ def with_auth(
         from mcpfleet.policy.asgi import PolicyMiddleware  # reads the auth stack's identity
 
         inner = PolicyMiddleware(inner, policy)
+    if webhooks is not None and (webhooks.mutating or webhooks.validating):
+        from mcpfleet.webhook.asgi import WebhookMiddleware  # loaded when used, like the auth stack
+
+        depth = max_json_depth or HttpLimits().max_json_depth
+        audit = policy.audit if policy is not None else None
+        inner = WebhookMiddleware(inner, webhooks, max_json_depth=depth, audit=audit)
     if limiter is not None:
         from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
 

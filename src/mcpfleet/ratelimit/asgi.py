@@ -14,7 +14,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpfleet.auth.asgi import scope_subject
-from mcpfleet.httplimits import read_body, replay_messages
+from mcpfleet.httplimits import is_jsonrpc_post, read_body, replay_messages
 from mcpfleet.ratelimit import Refusal, refuse
 from mcpfleet.ratelimit.buckets import Limiter
 
@@ -30,12 +30,7 @@ class RateLimitGuard:
         if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
-        path: str = scope.get("path", "")
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "POST"
-            or not (path in ("/mcp", "/mcp/") or path.startswith("/messages"))
-        ):
+        if not is_jsonrpc_post(scope):
             await self.app(scope, receive, send)
             return
         body, messages = await read_body(receive)

@@ -12,14 +12,22 @@ MCPFLEET_EXTERNAL_AUTH`, the value as secretKeyRef env (a local Secret on the lo
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
 itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream. So are
-`authzConfig` and `audit` (`reconcile/policy.py`: `--authz-config`, `--audit-config`).
+`authzConfig` and `audit` (`reconcile/policy.py`: `--authz-config`, `--audit-config`), and the
+webhooks of a `webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `--webhook-config`; an mcpfleet
+extension, ToolHive has the field on MCPServer only).
 """
 
 from __future__ import annotations
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
-from mcpfleet.reconcile import configkinds, mcpauthzconfig, mcpoidcconfig, mcptelemetryconfig
+from mcpfleet.reconcile import (
+    configkinds,
+    mcpauthzconfig,
+    mcpoidcconfig,
+    mcptelemetryconfig,
+    mcpwebhookconfig,
+)
 from mcpfleet.reconcile.common import (
     canonical_json,
     child_name,
@@ -49,7 +57,14 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
     problems.extend(
         mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world).problems
     )
+    problems.extend(_webhooks(proxy, world).problems)
     return problems
+
+
+def _webhooks(proxy: MCPRemoteProxy, world: World) -> mcpwebhookconfig.WebhookPlan:
+    return mcpwebhookconfig.plan(
+        proxy.spec.webhook_config_ref, world, server_name=proxy.name, transport=proxy.spec.transport
+    )
 
 
 def _auth(proxy: MCPRemoteProxy, world: World) -> IncomingAuthPlan:
@@ -135,6 +150,8 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     # Cedar authorization and audit (reconcile/policy.py), enforced by the proxy itself.
     policy = mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
     command += policy.proxy_args()
+    webhooks = _webhooks(proxy, world)
+    command += webhooks.proxy_args()
     container = Container(
         name=PROXY_CONTAINER,
         command=tuple(command),
@@ -148,6 +165,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     if auth.document is not None:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     config_files.extend(policy.proxy_files())
+    config_files.extend(webhooks.proxy_files())
     problems = _problems(proxy, world)
     workload = WorkloadPlan(
         kind="MCPRemoteProxy",
@@ -161,6 +179,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         health_path="/health",
         config_files=tuple(config_files),
         config_map_files=auth.config_map_files + policy.config_map_files,
+        secret_files=webhooks.secret_files,
         service_account=spec.service_account,
         labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
         conditions=(

@@ -9,7 +9,9 @@
   pod name coming from the downward API; the Role allows `pods/attach` in the namespace.
 
 `authzConfig` (Cedar) and `audit` (`reconcile/policy.py`) are enforced by the proxy as well
-(`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below.
+(`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below. So
+are the webhooks of a `webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `--webhook-config`, the
+Secret keys as SecretFiles mounted into the proxy only).
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
 (`--auth-config {config_dir}/auth.json`). An http server has no proxy of its own, so with OIDC one
@@ -32,7 +34,13 @@ from __future__ import annotations
 
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
-from mcpfleet.reconcile import configkinds, mcpauthzconfig, mcpoidcconfig, mcptelemetryconfig
+from mcpfleet.reconcile import (
+    configkinds,
+    mcpauthzconfig,
+    mcpoidcconfig,
+    mcptelemetryconfig,
+    mcpwebhookconfig,
+)
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
     LOCAL_OCI_PROBLEM,
@@ -75,6 +83,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     auth = _auth(server, world)
     problems.extend(auth.problems)
     problems.extend(_policy(server, world).problems)
+    problems.extend(_webhooks(server, world).problems)
     if spec.rate_limiting is not None and spec.transport != "stdio":
         problems.append(
             "spec.rateLimiting: enforced by mcpfleet's proxy, which only stdio servers run behind; put an"
@@ -83,7 +92,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     if _no_port_for_auth_proxy(server, world):
         problems.append(
             "spec.mcpPort: with incoming OIDC an http server runs behind the auth proxy (so does one with"
-            f" authzConfig or audit), which listens on proxyPort ({spec.proxy_port}): set mcpPort to the port"
+            f" authzConfig, audit or webhookConfigRef), which listens on proxyPort ({spec.proxy_port}): set mcpPort to the port"
             " the server listens on, a different one"
         )
     return problems
@@ -94,9 +103,20 @@ def _policy(server: MCPServer, world: World) -> PolicyPlan:
     return mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
 
 
+def _webhooks(server: MCPServer, world: World) -> mcpwebhookconfig.WebhookPlan:
+    spec = server.spec
+    return mcpwebhookconfig.plan(
+        spec.webhook_config_ref, world, server_name=server.name, transport=spec.transport
+    )
+
+
 def _fronted(server: MCPServer, world: World) -> bool:
-    """An http server that needs the proxy in front of it: incoming OIDC, authorization or audit."""
-    return _auth(server, world).document is not None or _policy(server, world).active
+    """An http server that needs the proxy in front of it: incoming OIDC, authorization, audit or webhooks."""
+    return (
+        _auth(server, world).document is not None
+        or _policy(server, world).active
+        or _webhooks(server, world).active
+    )
 
 
 def _auth(server: MCPServer, world: World) -> IncomingAuthPlan:
@@ -148,10 +168,10 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     auth = _auth(server, world)
     policy = _policy(server, world)
     if spec.transport != "stdio" and _fronted(server, world):
-        return _behind_auth_proxy(server, auth, policy, allowed)
+        return _behind_auth_proxy(server, auth, policy, _webhooks(server, world), allowed)
     # The proxy enforces incoming auth: its settings in auth.json, the client secret as env; and
     # the authorization policies and audit (authz.json, audit.json).
-    auth_args = proxy_args(auth) + policy.proxy_args()
+    auth_args = proxy_args(auth) + policy.proxy_args() + _webhooks(server, world).proxy_args()
     # ...and the MCPToolConfig, which it reads from the run config (only given when one is referenced).
     run_config_args = (
         ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref or spec.rate_limiting else ()
@@ -218,6 +238,7 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
         secret_env=secrets,
         stdin=True,
         resources=resources,
+        secret_files=False,
     )
     runner = Container(
         name=PROXY_CONTAINER,
@@ -235,7 +256,11 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
 
 
 def _behind_auth_proxy(
-    server: MCPServer, auth: IncomingAuthPlan, policy: PolicyPlan, allowed: tuple[str, ...]
+    server: MCPServer,
+    auth: IncomingAuthPlan,
+    policy: PolicyPlan,
+    webhooks: mcpwebhookconfig.WebhookPlan,
+    allowed: tuple[str, ...],
 ) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
     """An http server with incoming OIDC, authzConfig or audit: it has none of its own, so `mcpfleet proxy --remote`
     runs beside it in the pod, checks every request and forwards it (every path: /mcp, or /sse and
@@ -254,6 +279,7 @@ def _behind_auth_proxy(
         env=env,
         secret_env=secret_env(spec.secrets),
         resources=resources,
+        secret_files=False,
     )
     proxy = Container(
         name=PROXY_CONTAINER,
@@ -270,6 +296,7 @@ def _behind_auth_proxy(
             *allowed,
             *proxy_args(auth),
             *policy.proxy_args(),
+            *webhooks.proxy_args(),
         ),
         port=spec.proxy_port,
         secret_env=auth.secret_env,
@@ -305,8 +332,14 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
             )
     auth = _auth(server, world)
     policy = _policy(server, world)
-    # Never run without the auth / policies the spec asks for.
-    if problems and (auth.problems or policy.problems or (world.platform == "local" and not spec.is_package)):
+    webhooks = _webhooks(server, world)
+    # Never run without the auth / policies / webhooks the spec asks for.
+    if problems and (
+        auth.problems
+        or policy.problems
+        or webhooks.problems
+        or (world.platform == "local" and not spec.is_package)
+    ):
         containers: tuple[Container, ...] = ()
         serving = None
         rbac: tuple[RbacRule, ...] = ()
@@ -318,6 +351,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     if auth.document is not None:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     config_files.extend(policy.proxy_files())
+    config_files.extend(webhooks.proxy_files())
     containers = with_proxy_env(containers, PROXY_CONTAINER, spec.resource_overrides)
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
@@ -334,6 +368,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         health_path="/health" if serving == PROXY_CONTAINER else "",
         config_files=tuple(config_files),
         config_map_files=auth.config_map_files + policy.config_map_files if serving is not None else (),
+        secret_files=webhooks.secret_files if serving is not None else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("MCPServer", server.name, "mcp-server"),

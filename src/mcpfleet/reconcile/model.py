@@ -106,6 +106,9 @@ class Container:
     """Mount a token of the pod's service account, the cluster CA and the namespace into this container
     at `KUBERNETES_TOKEN_DIR` (a projected volume, independent of automountServiceAccountToken): what a
     proxy validating Kubernetes service-account tokens reads the API server's JWKS with (Kubernetes only)."""
+    secret_files: bool = True
+    """Mount the plan's SecretFiles into this container (Kubernetes). False for a user's server image
+    beside mcpfleet's proxy: the proxy's keys (e.g. webhook HMAC keys) are not the server's business."""
 
 
 @dataclass(frozen=True)

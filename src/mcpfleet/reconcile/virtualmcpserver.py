@@ -366,6 +366,10 @@ def render_config(vmcp: VirtualMCPServer, world: World) -> tuple[VMCPConfig, tup
             audit=config.audit,
             rate_limiting=config.rate_limiting,
             session_storage=vmcp.spec.session_storage,
+            # The top-level list takes precedence over the config's (ToolHive's rule).
+            passthrough_headers=vmcp.spec.passthrough_headers
+            if vmcp.spec.passthrough_headers is not None
+            else config.passthrough_headers,
         )
     except ValueError as exc:
         raise RenderError(f"rendered vMCP config is invalid: {exc}") from exc

@@ -252,6 +252,14 @@ class VMCPApp:
                 return 403, b"Invalid Origin header"
         return None
 
+    def _passthrough(self, h: dict[str, str]) -> dict[str, str] | None:
+        """The request's headers named by `passthroughHeaders` (captured per request, in both eras)."""
+        names = self.gateway.config.passthrough_headers
+        if not names:
+            return None
+        found = {name.lower(): h[name.lower()] for name in names if name.lower() in h}
+        return found or None
+
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         h = _headers(scope)
         bad = self._dns_rebinding(h)
@@ -419,7 +427,14 @@ class VMCPApp:
         assert isinstance(method, str)
         self.gateway.metrics.client_request(method)
         stream = _Stream(send, _sid(session))
-        ctx = CallContext(era="legacy", session=session, emit=stream.emit, token=token, client_id=req_id)
+        ctx = CallContext(
+            era="legacy",
+            session=session,
+            emit=stream.emit,
+            token=token,
+            client_id=req_id,
+            passthrough=self._passthrough(h),
+        )
         try:
             if self.tracer is None:
                 result = await self.gateway.dispatch(method, msg.get("params"), ctx)
@@ -632,7 +647,14 @@ class VMCPApp:
         if method == "tools/call":
             fwd = {k: v for k, v in h.items() if k.startswith(wire.H_PARAM_PREFIX)} or None
         stream = _Stream(send, [])
-        ctx = CallContext(era="modern", emit=stream.emit, token=token, forward_headers=fwd, client_id=req_id)
+        ctx = CallContext(
+            era="modern",
+            emit=stream.emit,
+            token=token,
+            forward_headers=fwd,
+            client_id=req_id,
+            passthrough=self._passthrough(h),
+        )
         try:
             if self.tracer is None:
                 result = await self.gateway.dispatch(method, params, ctx)

@@ -152,6 +152,8 @@ class CallContext:
     emit: Emit | None = None
     token: str | None = None
     forward_headers: Mapping[str, str] | None = None
+    passthrough: Mapping[str, str] | None = None
+    """The client's `passthroughHeaders` on this request, sent to whichever backend serves it."""
     client_id: Any = None
     caller: Caller = field(default_factory=current_caller)
     backend: str | None = None
@@ -890,7 +892,7 @@ class Gateway:
         route: Route | None = agg.step_routes.get(tool) or agg.tool_routes.get(tool)
         if route is None:
             raise RPCError(wire.INVALID_PARAMS, f"composite step: unknown tool {tool!r}")
-        step_ctx = CallContext(era=ctx.era, token=ctx.token, caller=ctx.caller)
+        step_ctx = CallContext(era=ctx.era, token=ctx.token, caller=ctx.caller, passthrough=ctx.passthrough)
         if self.policy.engine is not None:
             # Each step is authorized as the caller's own tools/call of the tool (its advertised
             # name when it has one, else the step's `workload.tool`).
@@ -1051,6 +1053,10 @@ class Gateway:
             def sink(uid: int) -> None:
                 sess.inflight[cid] = (up, uid)
 
+        if ctx.passthrough:
+            # The client's allowlisted headers ride with the call's own per-request headers (the
+            # upstream's protocol and auth headers are set after them, so they cannot be overridden).
+            trace_headers = {**ctx.passthrough, **(trace_headers or {})}
         m = self.metrics.child(backend, method)
         t0 = time.perf_counter()
         try:

@@ -129,7 +129,7 @@ def _mounts(plan: WorkloadPlan, container: Container) -> list[dict[str, Any]]:
     """Where a container sees the pod's volumes (see `volumes`)."""
     wanted = (
         (bool(plan.config_files), CONFIG_VOLUME, KUBERNETES_CONFIG_DIR),
-        (bool(plan.secret_files), SECRET_VOLUME, KUBERNETES_SECRET_DIR),
+        (bool(plan.secret_files) and container.secret_files, SECRET_VOLUME, KUBERNETES_SECRET_DIR),
         (bool(plan.config_map_files), CONFIGMAP_VOLUME, KUBERNETES_CONFIGMAP_DIR),
         (container.service_account_token, TOKEN_VOLUME, KUBERNETES_TOKEN_DIR),
     )
