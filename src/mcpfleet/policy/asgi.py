@@ -25,7 +25,7 @@ import orjson
 from mcpfleet.auth.asgi import scope_claims
 from mcpfleet.httplimits import Message as ReadMessage
 from mcpfleet.httplimits import read_body, replay_messages
-from mcpfleet.policy.audit import Client, trace_id_of
+from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.guard import LISTS, Policy, forbidden_error, target_of
 
 Scope = dict[str, Any]
@@ -91,33 +91,39 @@ class PolicyMiddleware:
     def _audit(
         self, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
     ) -> None:
-        audit = self.policy.audit
-        if audit is None:
-            return
-        headers = dict(scope.get("headers") or [])
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        traceparent = headers.get(b"traceparent", b"").decode("latin-1") or (
-            meta.get("traceparent") if isinstance(meta, dict) else None
-        )
-        client_info = params.get("clientInfo") if isinstance(params, dict) else None
-        address = scope.get("client")
-        audit.record(
-            method=message["method"],
-            params=params,
-            outcome=outcome,
-            duration=time.perf_counter() - started,
-            claims=scope_claims(scope),
-            client=Client(
-                address=f"{address[0]}:{address[1]}" if address else None,
-                user_agent=headers.get(b"user-agent", b"").decode("latin-1") or None,
-                name=client_info.get("name") if isinstance(client_info, dict) else None,
-            ),
-            request_id=message.get("id"),
-            trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
-            reason=reason,
-            session_id=headers.get(b"mcp-session-id", b"").decode("latin-1") or None,
-        )
+        if self.policy.audit is not None:
+            audit_request(self.policy.audit, scope, message, outcome, started, reason)
+
+
+def audit_request(
+    audit: AuditLog, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
+) -> None:
+    """One audit event for the JSON-RPC request `message` received on `scope` (the proxy's hooks:
+    this middleware, and the rate limiter for what it refuses before the request gets here)."""
+    headers = dict(scope.get("headers") or [])
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    traceparent = headers.get(b"traceparent", b"").decode("latin-1") or (
+        meta.get("traceparent") if isinstance(meta, dict) else None
+    )
+    client_info = params.get("clientInfo") if isinstance(params, dict) else None
+    address = scope.get("client")
+    audit.record(
+        method=message["method"],
+        params=params,
+        outcome=outcome,
+        duration=time.perf_counter() - started,
+        claims=scope_claims(scope),
+        client=Client(
+            address=f"{address[0]}:{address[1]}" if address else None,
+            user_agent=headers.get(b"user-agent", b"").decode("latin-1") or None,
+            name=client_info.get("name") if isinstance(client_info, dict) else None,
+        ),
+        request_id=message.get("id"),
+        trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
+        reason=reason,
+        session_id=headers.get(b"mcp-session-id", b"").decode("latin-1") or None,
+    )
 
 
 class _ResponseWatcher:

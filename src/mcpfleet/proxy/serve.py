@@ -80,8 +80,9 @@ def with_auth(
     With a `policy` (authorization and / or audit), `policy.asgi.PolicyMiddleware` sits between the
     guard and the app, so it sees the claims the guard validated. With a `limiter` (rateLimiting),
     requests pass its buckets after auth and before the policy (as in the vMCP gateway, where the
-    limits apply before authorization and a refused request is not audited):
-    `AuthGuard -> RateLimitGuard -> PolicyMiddleware -> app`.
+    limits apply before authorization, so denied calls count too):
+    `AuthGuard -> RateLimitGuard -> PolicyMiddleware -> app`. A refused request is audited by the
+    limiter's hook (outcome `rate_limited`), as the policy middleware never sees it.
 
     A remote-mode app does not forward the validated `Authorization` header: the token was issued
     for this proxy, and passing it upstream would be token passthrough, which MCP forbids (upstream
@@ -93,9 +94,19 @@ def with_auth(
 
         inner = PolicyMiddleware(inner, policy)
     if limiter is not None:
-        from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
+        from mcpfleet.ratelimit.asgi import OnRefused, RateLimitGuard  # loaded when used, like auth
 
-        inner = RateLimitGuard(inner, limiter)
+        on_refused: OnRefused | None = None
+        if policy is not None and policy.audit is not None:
+            from mcpfleet.policy.asgi import audit_request
+
+            audit = policy.audit
+
+            def audit_refusal(scope: Any, msg: dict[str, Any], reason: str, started: float) -> None:
+                audit_request(audit, scope, msg, "rate_limited", started, reason)
+
+            on_refused = audit_refusal
+        inner = RateLimitGuard(inner, limiter, on_refused)
     if auth is None or auth.type == "anonymous":
         return inner
     from mcpfleet.auth.asgi import AuthGuard

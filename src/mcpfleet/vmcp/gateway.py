@@ -666,6 +666,32 @@ class Gateway:
                 session_id=ctx.session.id if ctx.session is not None else None,
             )
 
+    def audit_refusal(
+        self, msg: dict[str, Any], outcome: str, reason: str, started: float, session_id: str | None
+    ) -> None:
+        """The audit event of a request answered before dispatch (over the rate limits)."""
+        audit = self.policy.audit
+        method = msg.get("method")
+        if audit is None or not isinstance(method, str) or not audit.wants(method):
+            return
+        caller = CALLER.get() or _NOBODY
+        params = msg.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
+        audit.record(
+            method=method,
+            params=params,
+            outcome=outcome,
+            duration=time.perf_counter() - started,
+            claims=caller.claims,
+            client=caller.client,
+            backend=None,
+            request_id=msg.get("id"),
+            trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
+            reason=reason,
+            session_id=session_id,
+        )
+
     def authorize(
         self, ctx: CallContext, target: Target, backend: str | None, method: str = "tools/call"
     ) -> None:
