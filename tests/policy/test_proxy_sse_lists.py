@@ -12,6 +12,7 @@ import orjson
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcpfleet.httplimits import read_body
 from mcpfleet.policy.config import parse_document
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import Policy
@@ -65,13 +66,8 @@ async def _hostile(scope: Any, receive: Any, send: Any) -> None:
     """A server that answers every POST with a list event over the size bound or with garbage."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    request = orjson.loads(body)
+    body, _ = await read_body(receive)
+    request = orjson.loads(body or b"{}")
     params = request.get("params") or {}
     count = 2 if params.get("cr") else 20_000
     tools = [
