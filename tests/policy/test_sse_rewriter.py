@@ -22,6 +22,8 @@ def client_events(stream: bytes) -> list[tuple[list[tuple[bytes, bytes]], bytes 
     events: list[tuple[list[tuple[bytes, bytes]], bytes | None]] = []
     fields: list[tuple[bytes, bytes]] = []
     data: list[bytes] | None = None
+    if stream.startswith(b"\xef\xbb\xbf"):
+        stream = stream[3:]  # one leading BOM is dropped
     lines = re.split(rb"\r\n|\r|\n", stream)
     for line in lines[:-1]:  # the last piece has no terminator: an unfinished line
         if not line:
@@ -108,14 +110,15 @@ def event(draw: st.DrawFn) -> bytes:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
+    st.sampled_from([b"", b"\xef\xbb\xbf"]),
     st.lists(event(), max_size=6),
     st.binary(max_size=30),
     st.lists(st.integers(0, 10_000), max_size=8),
 )
 def test_any_chunking_gives_the_client_exactly_the_rewritten_events(
-    events: list[bytes], tail: bytes, cuts: list[int]
+    bom: bytes, events: list[bytes], tail: bytes, cuts: list[int]
 ) -> None:
-    stream = b"".join(events) + tail  # tail: noise, maybe an unfinished event
+    stream = bom + b"".join(events) + tail  # tail: noise, maybe an unfinished event
     got = feed(SseRewriter(tag, lambda: OVERFLOW), split(stream, cuts))
     want = expected(stream, 1 << 20)
     seen = [(fields, orjson.loads(data) if data is not None else None) for fields, data in client_events(got)]
@@ -152,6 +155,12 @@ def test_a_split_crlf_is_one_line_end() -> None:
     rewriter = SseRewriter(tag, lambda: OVERFLOW)
     out = rewriter.feed(b"data: 1\r") + rewriter.feed(b"\n\r") + rewriter.feed(b"\ndata: 2\r\r")
     assert [orjson.loads(d) for _, d in client_events(out) if d is not None] == [tag(1), tag(2)]
+
+
+def test_a_leading_bom_split_across_chunks_does_not_hide_data() -> None:
+    rewriter = SseRewriter(tag, lambda: OVERFLOW)
+    out = b"".join(rewriter.feed(c) for c in (b"\xef", b"\xbb", b"\xbfdata: [1]\n", b"\n"))
+    assert out == b'data: {"rewritten":[1]}\n\n'
 
 
 def test_an_unfinished_event_and_garbage_are_not_relayed() -> None:

@@ -4,10 +4,10 @@ The proxy filters the answer to a list request by authorization, and that answer
 SSE stream (`text/event-stream`) in any chunking. `SseRewriter.feed` takes the bytes as they come and
 returns the bytes to relay: every whole event, with its JSON `data` parsed and passed through
 `rewrite` (then written back, one `data:` line), and its other fields (`event`, `id`, `retry`,
-comments) kept. It parses as the SSE standard says a client does — lines end in CRLF, LF or a lone
-CR (even split across chunks), an event ends at a blank line, a field value loses one leading
-space, `data` lines join with LF, an unfinished event at the end is dropped — so what the client
-reads is what was authorized. Hostile streams are bounded and fail closed:
+comments) kept. It parses as the SSE standard says a client does — one leading BOM is dropped,
+lines end in CRLF, LF or a lone CR (even split across chunks), an event ends at a blank line, a
+field value loses one leading space, `data` lines join with LF, an unfinished event at the end is
+dropped — so what the client reads is what was authorized. Hostile streams are bounded and fail closed:
 
 * an event larger than `max_event` bytes is not relayed (one `overflow` event is sent in its place,
   the rest of it is skipped without being kept);
@@ -27,6 +27,8 @@ import orjson
 log = logging.getLogger(__name__)
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+"""A client drops one at the start of the stream (so `<BOM>data:` is data): so must the rewriter."""
 
 
 class SseRewriter:
@@ -45,9 +47,18 @@ class SseRewriter:
         self._skipping = False  # the event being read overflowed: skip to its end
         self._cr = False  # the previous chunk ended in CR: a LF starting this one belongs to it
         self._blank = True  # the line being read is empty so far (its bytes may be skipped, not kept)
+        self._head: bytearray | None = bytearray()  # the first bytes, until a BOM is ruled in or out
 
     def feed(self, chunk: bytes) -> bytes:
         """The bytes to relay for `chunk` (whole events only)."""
+        if self._head is not None:
+            self._head += chunk
+            if len(self._head) < len(BOM) and BOM.startswith(self._head):
+                return b""
+            chunk = bytes(self._head)
+            self._head = None
+            if chunk.startswith(BOM):
+                chunk = chunk[len(BOM) :]
         out = bytearray()
         raw = chunk[1:] if self._cr and chunk[:1] == b"\n" else chunk
         self._cr = False
@@ -76,7 +87,7 @@ class SseRewriter:
 
     def end(self) -> bytes:
         """The stream ended: an unfinished event is dropped (as a client drops it)."""
-        if self._lines or self._buf:
+        if self._lines or self._buf or self._head:
             log.info("an unfinished SSE event at the end of a filtered stream was dropped")
         self._buf.clear()
         self._lines = []
