@@ -10,7 +10,7 @@ together, side by side with the baseline in one run.
    so every variant sees the same machine load; the added p50 is the variant's median minus the
    baseline's.
 
-    .venv/bin/python -P bench/policy.py [--duration 3] [--rounds 3] [--write docs/bench-policy.md]
+    .venv/bin/python -P bench/policy.py [--duration 3] [--rounds 3] [--micro-only] [--write docs/bench-policy.md]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ sys.path[:] = [p for p in sys.path if p.rstrip("/") != __file__.rsplit("/", 1)[0
 
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -33,6 +34,7 @@ from contextlib import ExitStack  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+import cedarpy  # noqa: E402
 import httpx  # noqa: E402
 
 from mcpfleet.api.policy import AuditConfig  # noqa: E402
@@ -45,6 +47,7 @@ BACKENDS = HERE / "vmcp_backends.py"
 PY = sys.executable
 HDR = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 VARIANTS = ("baseline", "authz", "audit", "authz+audit")
+LOAD_AT_START = (0.0, 0.0, 0.0)
 
 
 def scoped_policies(tool: str, n: int = 100) -> list[str]:
@@ -75,7 +78,13 @@ def document(policies: list[str]) -> dict[str, object]:
 
 
 def micro(n: int = 5000) -> dict[str, float]:
-    """In-process costs, CPU µs per operation (median of 5 batches)."""
+    """In-process costs, CPU µs per operation (median of 5 batches).
+
+    Side by side for 1 and 100 policies: plain `cedarpy.is_authorized` (whole policy set and
+    untrimmed entities, pre-parsed handles), the previous path (scope index only), and the current
+    one (scope index + trimmed attributes + decision cache) on repeated requests (cache hits),
+    requests with distinct arguments (cache misses) and distinct callers (entity-cache misses too).
+    """
     claims = {
         "sub": "alice",
         "iss": "https://idp.example",
@@ -84,6 +93,7 @@ def micro(n: int = 5000) -> dict[str, float]:
     }
     args = {"text": "hello"}
     out: dict[str, float] = {}
+    counter = itertools.count()
 
     def timed(label: str, fn: object) -> None:
         batches = []
@@ -95,12 +105,62 @@ def micro(n: int = 5000) -> dict[str, float]:
             batches.append((time.process_time() - start) / n * 1e6)
         out[label] = statistics.median(batches)
 
+    def distinct_args() -> dict[str, str]:
+        return {"text": f"hello{next(counter)}"}
+
+    def distinct_caller() -> dict[str, object]:
+        return {**claims, "sub": f"user{next(counter)}", "roles": ["user", f"r{next(counter) % 200}"]}
+
+    for count in (1, 100):
+        policies = scoped_policies("echo", count)
+        doc = parse_document(document(policies), "bench")
+        plain = Authorizer(doc, trim=False, cache=False)
+        whole = cedarpy.PolicySet.from_str("\n".join(policies))
+        principal, resource, context = plain.inputs(claims, "tool", "echo", args)
+        entities = cedarpy.Entities.from_json_str(json.dumps([principal, resource]))
+        request = {
+            "principal": principal["uid"],
+            "action": {"type": "Action", "id": "call_tool"},
+            "resource": resource["uid"],
+            "context": context,
+        }
+        assert cedarpy.is_authorized(request, whole, entities).allowed
+        timed(
+            f"{count} scoped: plain cedarpy (whole set)",
+            lambda r=request, w=whole, e=entities: cedarpy.is_authorized(r, w, e),
+        )
+        timed(
+            f"{count} scoped: previous (index only)",
+            lambda a=plain: a.authorize(claims, "tool", "echo", args),
+        )
+        fast = Authorizer(doc)
+        assert fast.authorize(claims, "tool", "echo", args).allowed
+        timed(
+            f"{count} scoped: now, repeated request", lambda a=fast: a.authorize(claims, "tool", "echo", args)
+        )
+        timed(
+            f"{count} scoped: now, distinct arguments",
+            lambda a=fast: a.authorize(claims, "tool", "echo", distinct_args()),
+        )
+        timed(
+            f"{count} scoped: now, distinct callers",
+            lambda a=fast: a.authorize(distinct_caller(), "tool", "echo", args),
+        )
     for label, policies in (("scoped", scoped_policies("echo")), ("unscoped", unscoped_policies("echo"))):
-        authorizer = Authorizer(parse_document(document(policies), "bench"))
-        assert authorizer.authorize(claims, "tool", "echo", args).allowed
-        assert not authorizer.authorize(claims, "tool", "tool7", args).allowed
-        timed(f"authz {label} permit", lambda a=authorizer: a.authorize(claims, "tool", "echo", args))
-        timed(f"authz {label} deny", lambda a=authorizer: a.authorize(claims, "tool", "tool7", args))
+        doc = parse_document(document(policies), "bench")
+        for variant, authorizer in (
+            ("previous", Authorizer(doc, trim=False, cache=False)),
+            ("now", Authorizer(doc)),
+        ):
+            assert authorizer.authorize(claims, "tool", "echo", args).allowed
+            assert not authorizer.authorize(claims, "tool", "tool7", args).allowed
+            for verdict, tool in (("permit", "echo"), ("deny", "tool7")):
+                # Distinct callers: the unscoped policies read no argument, so distinct arguments
+                # would be cache hits (the trimmed context is the same).
+                timed(
+                    f"100 {label}: {variant}, {verdict}, distinct callers",
+                    lambda a=authorizer, t=tool: a.authorize(distinct_caller(), "tool", t, args),
+                )
     with tempfile.TemporaryDirectory() as tmp:
         audit = AuditLog(AuditConfig(enabled=True, log_file=str(Path(tmp) / "a.jsonl")), "bench")
         client = Client(address="127.0.0.1:5000", user_agent="bench")
@@ -238,7 +298,8 @@ def render(
         "# Benchmark: authorization and audit",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} ({os.cpu_count()} cores), "
-        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end (other suites shared the cores).",
+        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end (other suites shared the cores; "
+        f"at the start: {LOAD_AT_START[0]:.1f} / {LOAD_AT_START[1]:.1f} / {LOAD_AT_START[2]:.1f}).",
         f"Command: `{command}`",
         "",
         "## One decision, in process (CPU µs per operation, median of 5 batches)",
@@ -249,15 +310,22 @@ def render(
     lines += [f"| {k} | {v:.1f} |" for k, v in micro_us.items()]
     lines += [
         "",
-        '`scoped`: 100 policies each naming its tool in the scope (`resource == Tool::"…"`); only the',
+        '`scoped`: policies each naming its tool in the scope (`resource == Tool::"…"`); only the',
         "policies whose scope can match are evaluated. `unscoped`: 100 policies whose scope matches every",
         "request (`permit(principal, action, resource) when { resource.name == … }`): all 100 conditions run.",
+        "`plain cedarpy`: one `cedarpy.is_authorized` with pre-parsed handles of the whole policy set and the",
+        "untrimmed entities (the reference). `previous`: the scope index alone (the path before the attribute",
+        "trimming and the decision cache). `now`: index + trimmed attributes + decision cache; `repeated` is a",
+        "cache hit, `distinct arguments` a cache miss (same caller: entities cached), `distinct callers` misses",
+        "both caches. The token has 4 claims (sub, iss, roles, email); the policies read `roles` and `text`.",
         "",
         "## Added p50 per tools/call, 1 client, bare backend (ms; median over rounds)",
         "",
         "| component | variant | p50 | p99 | added p50 vs baseline |",
         "|---|---|---|---|---|",
     ]
+    if not e2e:
+        lines.append("| (not measured: `--micro-only`) | | | | |")
     for component, variants in e2e.items():
         base = statistics.median(r["p50"] for r in variants["baseline"])
         for variant in VARIANTS:
@@ -274,13 +342,18 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=3, help="seconds per wrk run")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the variants")
     ap.add_argument("--write", type=Path, help="also write the markdown report to this file")
+    ap.add_argument(
+        "--micro-only", action="store_true", help="only the in-process costs (no servers, no wrk)"
+    )
     args = ap.parse_args()
-    if shutil.which("wrk") is None:
+    if shutil.which("wrk") is None and not args.micro_only:
         raise SystemExit("wrk is required (apt-get install -y wrk)")
+    global LOAD_AT_START
+    LOAD_AT_START = os.getloadavg()
     micro_us = micro()
     for k, v in micro_us.items():
         print(f"{k:24} {v:8.1f} µs", flush=True)
-    e2e = end_to_end(args.duration, args.rounds)
+    e2e = {} if args.micro_only else end_to_end(args.duration, args.rounds)
     command = "python -P bench/policy.py " + " ".join(sys.argv[1:])
     report = render(micro_us, e2e, command.strip())
     print(report)

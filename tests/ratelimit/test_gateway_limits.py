@@ -173,3 +173,36 @@ async def test_redis_buckets_are_shared_by_two_gateway_processes(
         assert redis_server.client().exists("ratelimit:local/shared:shared")
     finally:
         await asyncio.gather(*(_stop(p) for p, _ in procs))
+
+
+async def test_a_rate_limited_request_is_audited(
+    gateway: GatewayFactory, served: Any, tmp_path: Path
+) -> None:
+    """Refused before dispatch (which audits the others), the request still leaves one audit event:
+    outcome rate_limited, the limit as the reason, the caller's session."""
+    be = JsonRpcBackend("be")
+    s = await served(be)
+    audit_file = tmp_path / "audit.jsonl"
+    gw = await gateway(
+        {
+            "backends": [{"name": "be", "url": s.url}],
+            "rateLimiting": {"shared": {"maxTokens": 1, "refillPeriod": "1h"}},
+            "audit": {"enabled": True, "logFile": str(audit_file)},
+        }
+    )
+    async with aiohttp.ClientSession() as h:
+        status, got, _ = await post(h, gw.url, initialize_request(), HDR)
+        assert status == 200
+        headers = {**HDR, "mcp-session-id": got["mcp-session-id"]}
+        status, _, body = await post(h, gw.url, _call(1), headers)
+        assert status == 200 and "result" in body
+        status, _, body = await post(h, gw.url, _call(2), headers)
+        assert status == 429 and body["error"]["code"] == RATE_LIMITED
+    events = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    calls = {e["requestId"]: e for e in events if e["method"] == "tools/call"}
+    assert calls[1]["outcome"] == "success"
+    refused = calls[2]
+    assert refused["outcome"] == "rate_limited"
+    assert refused["reason"].startswith("rate limit exceeded (shared)")
+    assert refused["target"] == {"type": "tool", "name": "be_echo"}
+    assert refused["sessionId"] == headers["mcp-session-id"]

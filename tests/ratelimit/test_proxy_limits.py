@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 
 import aiohttp
 import orjson
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from mcpfleet.api.policy import AuditConfig
 from mcpfleet.api.ratelimit import RateLimiting
+from mcpfleet.policy.audit import AuditLog
+from mcpfleet.policy.guard import Policy
 from mcpfleet.proxy.serve import build_stdio_app, with_auth
 from mcpfleet.ratelimit import RATE_LIMITED, build
 from tests.conformance import harness
@@ -92,3 +96,40 @@ async def test_proxy_answers_429_with_retry_after_and_refills() -> None:
         await asyncio.sleep(wait + 0.1)
         async with http.post(url, json={**call, "id": 3}, headers=hdr) as r:
             assert r.status == 200
+
+
+async def test_proxy_audits_a_rate_limited_request(tmp_path: Path) -> None:
+    """The limiter answers before the policy middleware; the refusal still leaves one audit event
+    (outcome rate_limited, the limit as the reason), and the passed requests theirs."""
+    limiter = build(
+        RateLimiting.model_validate({"shared": {"maxTokens": 1, "refillPeriod": "1h"}}), None, "t"
+    )
+    assert limiter is not None
+    audit_file = tmp_path / "audit.jsonl"
+    policy = Policy(audit=AuditLog(AuditConfig(enabled=True, log_file=str(audit_file)), "proxy"))
+    app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1")
+    served = with_auth(app, None, policy=policy, limiter=limiter)
+    async with serve_app(served) as base, aiohttp.ClientSession() as http:
+        url = f"{base}/mcp"
+        hdr = dict(STREAMABLE_HTTP_HEADERS)
+        async with http.post(url, json=initialize_request(), headers=hdr) as r:  # free
+            hdr["mcp-session-id"] = r.headers["mcp-session-id"]
+        call = {
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "params": {"name": "test_simple_text", "arguments": {}},
+        }
+        statuses = []
+        for i in (11, 12):
+            async with http.post(url, json={**call, "id": i}, headers=hdr) as r:
+                statuses.append(r.status)
+                await r.read()
+    assert statuses == [200, 429]
+    events = [orjson.loads(line) for line in audit_file.read_text().splitlines()]
+    calls = {e["requestId"]: e for e in events if e["method"] == "tools/call"}
+    assert calls[11]["outcome"] == "success"
+    refused = calls[12]
+    assert refused["outcome"] == "rate_limited"
+    assert "rate limit exceeded (shared)" in refused["reason"]
+    assert refused["target"] == {"type": "tool", "name": "test_simple_text"}
+    assert refused["sessionId"] == hdr["mcp-session-id"]

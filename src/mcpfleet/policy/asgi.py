@@ -5,9 +5,11 @@ messages (streamable HTTP `/mcp` in both protocol eras, the SSE transport's `/me
 
 * a guarded request (`policy.guard.target_of`) the policies refuse is answered here with a
   JSON-RPC error (`FORBIDDEN`) and never reaches the server;
-* a list request's response (JSON, or the SSE stream of that POST) is rewritten to keep only the
-  items the caller may use. With the SSE transport the response travels on the GET stream, which
-  this layer does not rewrite: lists there are filtered only through the gateway (docs/policy.md);
+* a list request's response (JSON, or the SSE stream of that POST: `policy.sse`) is rewritten to
+  keep only the items the caller may use, failing closed: a response too large to hold
+  (`MAX_LIST_BYTES`) or not JSON is replaced by a JSON-RPC error. With the SSE transport the
+  response travels on the GET stream, which this layer does not rewrite: lists there are filtered
+  only through the gateway (docs/policy.md);
 * each request gets one audit event, its outcome read from the response it got.
 
 The caller's claims are the ones `auth.asgi.AuthGuard` validated (its `Identity` under
@@ -27,6 +29,7 @@ from mcpfleet.httplimits import Message as ReadMessage
 from mcpfleet.httplimits import read_body, replay_messages
 from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.guard import LISTS, Policy, forbidden_error, target_of
+from mcpfleet.policy.sse import MAX_EVENT_BYTES, SseRewriter
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -36,6 +39,9 @@ ASGIApp = Callable[..., Awaitable[None]]
 
 PEEK_BYTES = 65_536
 """How much of a response the audit reads for its outcome (a list response is read whole)."""
+MAX_LIST_BYTES = MAX_EVENT_BYTES
+"""The largest list response (JSON body, or one SSE event) the proxy holds to filter it."""
+UNFILTERABLE = -32603
 
 
 class PolicyMiddleware:
@@ -98,8 +104,9 @@ class PolicyMiddleware:
 def audit_request(
     audit: AuditLog, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
 ) -> None:
-    """One audit event for the JSON-RPC request `message` of the HTTP request `scope` (also what the
-    webhook middleware records for a request a webhook refused)."""
+    """One audit event for the JSON-RPC request `message` received on `scope` (the proxy's hooks:
+    this middleware, the rate limiter for what it refuses before the request gets here, and the
+    webhook middleware for a request a webhook refused)."""
     headers = dict(scope.get("headers") or [])
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
@@ -129,33 +136,42 @@ def audit_request(
 class _ResponseWatcher:
     """Passes the response through; rewrites a list response; remembers enough for the outcome."""
 
-    def __init__(self, send: Send, request_id: Any, method: str, policy: Policy, claims: Any) -> None:
+    def __init__(
+        self,
+        send: Send,
+        request_id: Any,
+        method: str,
+        policy: Policy,
+        claims: Any,
+        max_list: int | None = None,
+    ) -> None:
         self._send = send
         self._id = request_id
         self._filter = policy.engine is not None and method in LISTS
         self._method = method
         self._policy = policy
         self._claims = claims
+        self._max = MAX_LIST_BYTES if max_list is None else max_list  # read now: tests lower it
         self.status = 0
         self._start: Message | None = None
-        self._sse = False
+        self._sse: SseRewriter | None = None
         self._seen = bytearray()
-        self._pending = bytearray()  # SSE bytes not yet forming a whole event (list filtering)
+        self._too_large = False
         self._response: Any = None
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.status = message["status"]
             content_type = next((v for k, v in message.get("headers", []) if k == b"content-type"), b"")
-            self._sse = content_type.startswith(b"text/event-stream")
-            if self._filter and not self._sse:
-                self._start = message  # held until the whole body is known (its length changes)
+            if self._filter and content_type.startswith(b"text/event-stream"):
+                self._sse = SseRewriter(self._rewrite_message, self._overflow, self._max)
+                # The body changes length: drop content-length, stream the rewritten events.
+                headers = [(k, v) for k, v in message["headers"] if k != b"content-length"]
+                await self._send({**message, "headers": headers})
                 return
             if self._filter:
-                message = {
-                    **message,
-                    "headers": [(k, v) for k, v in message["headers"] if k != b"content-length"],
-                }
+                self._start = message  # held until the whole body is known (its length changes)
+                return
             await self._send(message)
             return
         if message["type"] != "http.response.body":
@@ -168,54 +184,66 @@ class _ResponseWatcher:
                 self._seen += body[: PEEK_BYTES - len(self._seen)]
             await self._send(message)
             return
-        if not self._sse:
-            self._seen += body
-            if more:
-                return
-            out = self._rewrite(bytes(self._seen))
-            assert self._start is not None
-            headers = [(k, v) for k, v in self._start["headers"] if k != b"content-length"]
-            headers.append((b"content-length", str(len(out)).encode()))
-            await self._send({**self._start, "headers": headers})
-            await self._send({"type": "http.response.body", "body": out})
+        if self._sse is not None:
+            out = self._sse.feed(body)
+            if not more:
+                out += self._sse.end()
+            await self._send({"type": "http.response.body", "body": out, "more_body": more})
             return
-        self._pending += body
-        stream = bytearray()
-        while True:
-            end = _event_end(self._pending)
-            if end < 0:
-                break
-            event, self._pending = bytes(self._pending[:end]), self._pending[end:]
-            stream += self._rewrite_event(event)
-        if not more and self._pending:
-            stream += self._pending
-            self._pending = bytearray()
-        await self._send({"type": "http.response.body", "body": bytes(stream), "more_body": more})
+        if not self._too_large:
+            self._seen += body
+            if len(self._seen) > self._max:
+                self._too_large = True  # the rest is skipped, never held
+                self._seen = bytearray()
+        if more:
+            return
+        out = self._rewrite(bytes(self._seen))
+        assert self._start is not None
+        headers = [(k, v) for k, v in self._start["headers"] if k != b"content-length"]
+        headers.append((b"content-length", str(len(out)).encode()))
+        await self._send({**self._start, "headers": headers})
+        await self._send({"type": "http.response.body", "body": out})
 
     def _rewrite(self, body: bytes) -> bytes:
+        """A whole JSON list response, filtered; fail closed when it cannot be read."""
+        if self._too_large:
+            return orjson.dumps(self._overflow())
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return body
-        if isinstance(message, dict) and message.get("id") == self._id and "result" in message:
+            if self.status >= 300:
+                return body  # an HTTP error's own text: no list in it for a client to read
+            message = self._unfilterable("the server's list response is not JSON")
             self._response = message
-            result = self._policy.filter_result(self._claims, self._method, message["result"])
-            return orjson.dumps({**message, "result": result})
-        self._response = message
-        return body
+            return orjson.dumps(message)
+        return orjson.dumps(self._rewrite_message(message))
 
-    def _rewrite_event(self, event: bytes) -> bytes:
-        lines = event.split(b"\n")
-        data = [line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:")]
-        if not data:
-            self._seen += event[:PEEK_BYTES]
-            return event
-        payload = b"\n".join(data)
-        rewritten = self._rewrite(payload)
-        if rewritten is payload:
-            return event
-        others = [line for line in lines if not line.startswith(b"data:") and line.strip()]
-        return b"\n".join([*others, b"data: " + rewritten]) + b"\n\n"
+    def _rewrite_message(self, message: Any) -> Any:
+        """Any JSON-RPC response (or batch of them) on the list request's answer, filtered."""
+        if isinstance(message, list):
+            return [self._rewrite_message(m) for m in message]
+        if not isinstance(message, dict) or "method" in message or "result" not in message:
+            return message
+        if message.get("id") == self._id:
+            self._response = message
+        # Any response here, not only the one with the awaited id: a client's parser may read ids
+        # differently (duplicate keys), and a filtered stray response costs nothing.
+        return {
+            **message,
+            "result": self._policy.filter_result(self._claims, self._method, message["result"]),
+        }
+
+    def _overflow(self) -> Message:
+        message = self._unfilterable(f"the server's list response is larger than {self._max} bytes")
+        self._response = message
+        return message
+
+    def _unfilterable(self, why: str) -> Message:
+        return {
+            "jsonrpc": "2.0",
+            "id": self._id,
+            "error": {"code": UNFILTERABLE, "message": f"{why}: not relayed (it cannot be authorized)"},
+        }
 
     def outcome(self) -> str:
         if self.status >= 400:
@@ -235,12 +263,6 @@ class _ResponseWatcher:
 
 def _is_mcp(path: str) -> bool:
     return path in ("/mcp", "/mcp/") or path.startswith("/messages")
-
-
-def _event_end(buffer: bytearray) -> int:
-    """The end (exclusive, separator included) of the first whole SSE event, or -1."""
-    candidates = [i + len(sep) for sep in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(sep)) >= 0]
-    return min(candidates) if candidates else -1
 
 
 def _find_response(seen: bytes, request_id: Any) -> Any:

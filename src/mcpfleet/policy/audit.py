@@ -2,7 +2,7 @@
 
 An event says when, who (`subject`: the token's `sub` / `iss`, never the token), from where
 (`client`: address, user agent, the client's declared name), what (`method`, `target`), where it went
-(`backend`), how it ended (`outcome`: success, denied, error, tool_error) and how long it took, with
+(`backend`), how it ended (`outcome`: success, denied, rate_limited, error, tool_error) and how long it took, with
 the JSON-RPC request id and the W3C trace id. Argument *names* are logged; their values are
 `[redacted]` unless `includeRequestData` is set (then cut at `maxDataSize` characters).
 """

@@ -14,15 +14,30 @@ A request is `principal, action, resource, context`:
   static entity store (`entities_json`) adds attributes and parents (e.g. `owner`);
 * context: the claims (`claim_*`) and the tool / prompt arguments (`arg_<name>`).
 
-Speed: parsing is done once per policy set; a caller's principal + resource entities are built once
-and cached (arguments live in the context, so they do not defeat the cache). Policies are grouped by their scope (action and
-resource constraints read from Cedar's JSON form), and a request is evaluated only against the
-policies whose scope can match it — a policy whose scope does not match is not applicable in Cedar
-anyway, so the decision is the same — keeping 100 policies near the cost of a few.
+Speed (docs/policy.md "How fast"), each step leaving the decision exactly Cedar's:
+
+* parsing is done once per policy set (pre-parsed `cedarpy.PolicySet` / `Entities` handles); a
+  caller's principal + resource entities are built once and cached (arguments live in the context,
+  so they do not defeat the cache);
+* policies are grouped by their scope (action and resource constraints read from Cedar's JSON
+  form), and a request is evaluated only against the policies whose scope can match it — a policy
+  whose scope does not match is not applicable in Cedar anyway;
+* only the attributes the policies can observe are sent: Cedar reads an entity's attributes only
+  through `e.attr` / `e has attr` with a literal name, so claims no policy names are left out of
+  the principal; the context is trimmed the same way unless a policy uses `context` as a whole
+  (e.g. `context == {...}`), where it is sent whole. Each claim in the context costs Cedar a parse
+  per call, so this is most of the per-call cost with a token's dozen claims;
+* decisions are cached (bounded LRU) keyed on exactly what Cedar is given — principal and resource
+  entities, action, context — so equal keys are equal questions; the cache belongs to one
+  `Authorizer`, i.e. one policy set, and a policy change builds a new one.
+
+`tests/policy/test_cedar_equivalence.py` checks all of it against plain `cedarpy.is_authorized`
+on the whole policy text and untrimmed entities, on generated policies and requests.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import OrderedDict
@@ -53,6 +68,10 @@ FEATURES: dict[str, tuple[str, str]] = {
 }
 SCOPE_CACHE_SIZE = 4096
 ENTITY_CACHE_SIZE = 1024
+DECISION_CACHE_SIZE = 4096
+DECISION_KEY_MAX = 4096
+"""Bytes: a request whose Cedar inputs are larger (big arguments the policies read) is decided
+without the cache, so the cache holds at most ~16 MiB of keys."""
 MAX_VALUE_DEPTH = 16
 _ESCAPES = frozenset({"__entity", "__extn", "__expr"})
 _I64 = 2**63
@@ -72,12 +91,12 @@ def cedar_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, float):
         return str(value) if math.isfinite(value) else None
     if depth >= MAX_VALUE_DEPTH:
-        return orjson.dumps(value, default=str).decode()
+        return _json_text(value)
     if isinstance(value, list):
         return [v for v in (cedar_value(item, depth + 1) for item in value) if v is not None]
     if isinstance(value, dict):
         if _ESCAPES.intersection(value):
-            return orjson.dumps(value, default=str).decode()
+            return _json_text(value)
         out = {}
         for key, item in value.items():
             converted = cedar_value(item, depth + 1)
@@ -87,13 +106,60 @@ def cedar_value(value: Any, depth: int = 0) -> Any:
     return None
 
 
-def _prefixed(prefix: str, values: Mapping[str, Any] | None) -> dict[str, Any]:
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # an integer beyond 64 bits, which orjson refuses; the stdlib writes it
+        return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _prefixed(
+    prefix: str, values: Mapping[str, Any] | None, keep: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """`values` as Cedar attributes named `<prefix><key>`; only the names in `keep` (None: all)."""
     out: dict[str, Any] = {}
     for key, value in (values or {}).items():
+        name = f"{prefix}{key}"
+        if keep is not None and name not in keep:
+            continue  # converted only when a policy can read it: arguments may be large
         converted = cedar_value(value)
         if converted is not None:
-            out[f"{prefix}{key}"] = converted
+            out[name] = converted
     return out
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """What a policy set can observe of the request's attributes (from Cedar's JSON form)."""
+
+    attrs: frozenset[str]
+    """Every attribute name read (`x.attr`, `x has attr`) anywhere: no other can affect a decision."""
+    whole_context: bool
+    """A policy uses `context` other than as `context.attr` / `context has attr` (e.g. compares it
+    to a record): the context must then be sent whole."""
+
+
+def _usage_of(est: Any) -> _Usage:
+    attrs: set[str] = set()
+    whole = False
+    stack: list[tuple[Any, bool]] = [(est, False)]
+    while stack:
+        node, under_access = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, False) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if node.get("Var") == "context" and not under_access:
+            whole = True
+        for op, value in node.items():
+            if op in (".", "has") and isinstance(value, dict) and isinstance(value.get("attr"), str):
+                attrs.add(value["attr"])
+                stack.append((value.get("left"), True))
+                stack.extend((v, False) for k, v in value.items() if k not in ("left", "attr"))
+            else:
+                stack.append((value, False))
+    return _Usage(frozenset(attrs), whole)
 
 
 @dataclass(frozen=True)
@@ -124,8 +190,8 @@ def _resource_heads(head: dict[str, Any]) -> tuple[frozenset[tuple[str, str]] | 
     return None, None  # All, `in` (needs the hierarchy), slots
 
 
-def _scope_of(policy: str, index: int) -> _Scope:
-    """The union of the scopes of the policies in one policy string."""
+def _scope_of(policy: str, index: int) -> tuple[_Scope, Any]:
+    """The union of the scopes of the policies in one policy string, and their JSON form."""
     try:
         est = orjson.loads(cedarpy.policies_to_json_str(policy))
     except (ValueError, orjson.JSONDecodeError) as exc:
@@ -145,11 +211,12 @@ def _scope_of(policy: str, index: int) -> _Scope:
         elif resources is not None and types is not None:
             resources |= exact or set()
             types |= typed or set()
-    return _Scope(
+    scope = _Scope(
         actions=frozenset(actions) if actions is not None else None,
         resources=frozenset(resources) if resources is not None else None,
         resource_types=frozenset(types) if types is not None else None,
     )
+    return scope, bodies
 
 
 def _matches(scope: _Scope, action: str, rtype: str, rid: str) -> bool:
@@ -170,12 +237,17 @@ class Decision:
 class Authorizer:
     """One compiled policy set; immutable (a reload builds a new one)."""
 
-    def __init__(self, document: AuthzDocument) -> None:
+    def __init__(self, document: AuthzDocument, *, trim: bool = True, cache: bool = True) -> None:
+        """`trim` / `cache` off: the slower paths, kept for the benchmark's side-by-side rows."""
+        self._trim = trim
+        self._cache = cache
         cedar = document.cedar
         if cedar is None:
             raise AuthzConfigError("cedar: required")
         self.policies = list(cedar.policies)
-        self._scopes = [_scope_of(policy, i) for i, policy in enumerate(self.policies)]
+        parsed = [_scope_of(policy, i) for i, policy in enumerate(self.policies)]
+        self._scopes = [scope for scope, _ in parsed]
+        self._usage = _usage_of([bodies for _, bodies in parsed])
         try:
             cedarpy.PolicySet.from_str("\n".join(self.policies))
         except ValueError as exc:
@@ -206,6 +278,8 @@ class Authorizer:
         self._group_type = document.group_entity_type or cedar.group_entity_type or DEFAULT_GROUP_ENTITY_TYPE
         self._sets: OrderedDict[tuple[str, str, str], cedarpy.PolicySet | None] = OrderedDict()
         self._entity_cache: OrderedDict[bytes, cedarpy.Entities] = OrderedDict()
+        self._decisions: OrderedDict[bytes, Decision] = OrderedDict()
+        self.cache_hits = 0
 
     def _policy_set(self, action: str, rtype: str, rid: str) -> cedarpy.PolicySet | None:
         key = (action, rtype, rid)
@@ -222,10 +296,9 @@ class Authorizer:
             self._sets.popitem(last=False)
         return built
 
-    def _entities(self, principal: dict[str, Any], resource: dict[str, Any]) -> cedarpy.Entities:
-        """The static store plus this request's principal and resource, cached: a caller's calls to one
-        tool build the same entities (the arguments are in the context, not in them)."""
-        key = orjson.dumps([principal, resource])
+    def _entities(self, key: bytes) -> cedarpy.Entities:
+        """The static store plus this request's principal and resource (`key`: their JSON), cached: a
+        caller's calls to one tool build the same entities (the arguments are in the context)."""
         entities = self._entity_cache.get(key)
         if entities is not None:
             self._entity_cache.move_to_end(key)
@@ -236,11 +309,14 @@ class Authorizer:
             self._entity_cache.popitem(last=False)
         return entities
 
-    def _principal(self, claims: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _principal(
+        self, claims: Mapping[str, Any] | None, keep: frozenset[str] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The principal entity and its claim attributes (only those named in `keep`; None: all)."""
         claims = claims or {}
         sub = claims.get("sub")
         pid = sub if isinstance(sub, str) and sub else "anonymous"
-        attrs = _prefixed("claim_", claims)
+        attrs = _prefixed("claim_", claims, keep)
         parents: list[dict[str, str]] = []
         for claim in self._group_claims:
             groups = claims.get(claim)
@@ -259,6 +335,38 @@ class Authorizer:
             entity["parents"] = [*(static.get("parents") or []), *parents]
         return entity, attrs
 
+    def inputs(
+        self,
+        claims: Mapping[str, Any] | None,
+        feature: str,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        backend: str | None = None,
+        *,
+        trim: bool = True,
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """What Cedar is asked: principal entity, resource entity, context. `trim=False` keeps the
+        attributes no policy reads (the reference the equivalence tests compare against)."""
+        action = FEATURES[feature][0]
+        keep = self._usage.attrs if trim else None
+        principal, claim_attrs = self._principal(claims, keep)
+        context_keep = None if self._usage.whole_context else keep
+        if context_keep is not keep:
+            claim_attrs = _prefixed("claim_", claims or {})
+        context = {**claim_attrs, **_prefixed("arg_", arguments, context_keep)}
+        rtype = FEATURES[feature][1]
+        attrs: dict[str, Any] = {"name": name, "operation": action, "feature": feature}
+        parents: list[Any] = []
+        if backend is not None:
+            attrs["backend"] = backend
+            parents.append({"type": BACKEND_TYPE, "id": backend})
+        static = self._static.get((rtype, name))
+        if static is not None:
+            attrs = {**attrs, **(static.get("attrs") or {})}
+            parents = [*parents, *(static.get("parents") or [])]
+        resource = {"uid": {"type": rtype, "id": name}, "attrs": attrs, "parents": parents}
+        return principal, resource, context
+
     def authorize(
         self,
         claims: Mapping[str, Any] | None,
@@ -273,26 +381,46 @@ class Authorizer:
         policies = self._policy_set(action, rtype, name)
         if policies is None:
             return Decision(False, "no policy applies")
-        principal, claim_attrs = self._principal(claims)
-        args = _prefixed("arg_", arguments)
-        attrs: dict[str, Any] = {"name": name, "operation": action, "feature": feature}
-        parents: list[Any] = []
-        if backend is not None:
-            attrs["backend"] = backend
-            parents.append({"type": BACKEND_TYPE, "id": backend})
-        static = self._static.get((rtype, name))
-        if static is not None:
-            attrs = {**attrs, **(static.get("attrs") or {})}
-            parents = [*parents, *(static.get("parents") or [])]
-        resource = {"uid": {"type": rtype, "id": name}, "attrs": attrs, "parents": parents}
+        principal, resource, context = self.inputs(claims, feature, name, arguments, backend, trim=self._trim)
+        try:
+            entities_key = orjson.dumps([principal, resource])
+            context_json = orjson.dumps(context)
+        except orjson.JSONEncodeError as exc:
+            # Text Cedar cannot hold (a lone surrogate from a lenient JSON parser): refuse.
+            return Decision(False, f"evaluation failed: {exc}")
+        key = b"%s\x00%s\x00%s" % (entities_key, action.encode(), context_json)
+        cacheable = self._cache and len(key) <= DECISION_KEY_MAX
+        if cacheable:
+            cached = self._decisions.get(key)
+            if cached is not None:
+                self._decisions.move_to_end(key)
+                self.cache_hits += 1
+                return cached
+        decision = self._decide(principal, resource, action, context_json, policies, entities_key)
+        if cacheable:
+            self._decisions[key] = decision
+            if len(self._decisions) > DECISION_CACHE_SIZE:
+                self._decisions.popitem(last=False)
+        return decision
+
+    def _decide(
+        self,
+        principal: dict[str, Any],
+        resource: dict[str, Any],
+        action: str,
+        context_json: bytes,
+        policies: cedarpy.PolicySet,
+        entities_key: bytes,
+    ) -> Decision:
         request = {
             "principal": principal["uid"],
             "action": {"type": "Action", "id": action},
             "resource": resource["uid"],
-            "context": {**claim_attrs, **args},
+            # As text: cedarpy would serialize a dict with the stdlib's (slower) json on each call.
+            "context": context_json.decode(),
         }
         try:
-            result = cedarpy.is_authorized(request, policies, self._entities(principal, resource))
+            result = cedarpy.is_authorized(request, policies, self._entities(entities_key))
         except ValueError as exc:
             # E.g. a static entity naming the same uid as a group parent: refuse, never fail open.
             return Decision(False, f"evaluation failed: {exc}")

@@ -83,7 +83,8 @@ def with_auth(
     With a `policy` (authorization and / or audit), `policy.asgi.PolicyMiddleware` sits between the
     guard and the app, so it sees the claims the guard validated. With a `limiter` (rateLimiting),
     requests pass its buckets after auth and before the policy (as in the vMCP gateway, where the
-    limits apply before authorization and a refused request is not audited):
+    limits apply before authorization, so denied calls count too; a refused request is audited by the
+    limiter's hook, outcome `rate_limited`, as the policy middleware never sees it).
     With `webhooks` (an MCPWebhookConfig), `webhook.asgi.WebhookMiddleware` sits after the rate
     limits and before the policy, ToolHive's order (why: that module's docstring):
     `AuthGuard -> RateLimitGuard -> WebhookMiddleware -> PolicyMiddleware -> app`.
@@ -104,9 +105,19 @@ def with_auth(
         audit = policy.audit if policy is not None else None
         inner = WebhookMiddleware(inner, webhooks, max_json_depth=depth, audit=audit)
     if limiter is not None:
-        from mcpfleet.ratelimit.asgi import RateLimitGuard  # loaded when used, like the auth stack
+        from mcpfleet.ratelimit.asgi import OnRefused, RateLimitGuard  # loaded when used, like auth
 
-        inner = RateLimitGuard(inner, limiter)
+        on_refused: OnRefused | None = None
+        if policy is not None and policy.audit is not None:
+            from mcpfleet.policy.asgi import audit_request
+
+            refusal_audit = policy.audit
+
+            def audit_refusal(scope: Any, msg: dict[str, Any], reason: str, started: float) -> None:
+                audit_request(refusal_audit, scope, msg, "rate_limited", started, reason)
+
+            on_refused = audit_refusal
+        inner = RateLimitGuard(inner, limiter, on_refused)
     if auth is None or auth.type == "anonymous":
         return inner
     from mcpfleet.auth.asgi import AuthGuard

@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import jsonrpc, ratelimit, telemetry
@@ -350,10 +351,21 @@ class VMCPApp:
         """The rate-limit hook: True when `msg` was refused (answered 429 + Retry-After here)."""
         if self.limiter is None:
             return False
+        started = time.perf_counter()
         refused = await ratelimit.refuse(self.limiter, subject, msg)
         if refused is None:
             return False
         await _respond(send, refused[0], refused[2], [*refused[1], *headers])
+        # Audited here: the request never reaches `Gateway.dispatch`, which audits the others.
+        error = orjson.loads(refused[2]).get("error") or {}
+        session = dict(headers).get(wire.H_SESSION.encode())
+        self.gateway.audit_refusal(
+            msg,
+            "rate_limited",
+            str(error.get("message", "rate limited")),
+            started,
+            session.decode("latin-1") if session else None,
+        )
         return True
 
     async def _session(

@@ -33,7 +33,7 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.policy.audit import Client, trace_id_of
+from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
@@ -651,22 +651,70 @@ class Gateway:
             reason = exc.message
             raise
         finally:
-            caller = ctx.caller
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
-            audit.record(
-                method=method,
-                params=params,
-                outcome=outcome,
-                duration=time.perf_counter() - started,
-                claims=caller.claims,
-                client=caller.client,
-                backend=ctx.backend,
-                request_id=ctx.client_id,
-                trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
-                reason=reason,
-                session_id=ctx.session.id if ctx.session is not None else None,
+            session_id = ctx.session.id if ctx.session is not None else None
+            self._audit(
+                audit,
+                method,
+                params,
+                outcome,
+                started,
+                ctx.caller,
+                ctx.backend,
+                ctx.client_id,
+                reason,
+                session_id,
             )
+
+    def audit_refusal(
+        self, msg: dict[str, Any], outcome: str, reason: str, started: float, session_id: str | None
+    ) -> None:
+        """The audit event of a request answered before dispatch (over the rate limits)."""
+        audit = self.policy.audit
+        method = msg.get("method")
+        if audit is None or not isinstance(method, str) or not audit.wants(method):
+            return
+        caller = CALLER.get() or _NOBODY
+        self._audit(
+            audit,
+            method,
+            msg.get("params"),
+            outcome,
+            started,
+            caller,
+            None,
+            msg.get("id"),
+            reason,
+            session_id,
+        )
+
+    @staticmethod
+    def _audit(
+        audit: AuditLog,
+        method: str,
+        params: Any,
+        outcome: str,
+        started: float,
+        caller: Caller,
+        backend: str | None,
+        request_id: Any,
+        reason: str | None,
+        session_id: str | None,
+    ) -> None:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
+        audit.record(
+            method=method,
+            params=params,
+            outcome=outcome,
+            duration=time.perf_counter() - started,
+            claims=caller.claims,
+            client=caller.client,
+            backend=backend,
+            request_id=request_id,
+            trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
+            reason=reason,
+            session_id=session_id,
+        )
 
     def authorize(
         self, ctx: CallContext, target: Target, backend: str | None, method: str = "tools/call"
