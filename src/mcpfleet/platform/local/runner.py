@@ -61,7 +61,7 @@ from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferre
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
-from mcpfleet.platform.local.yamlread import ManifestLimits
+from mcpfleet.yamlread import ManifestLimits
 from mcpfleet.reconcile import kinds, mcpserverentry
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import (
