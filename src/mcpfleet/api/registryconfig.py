@@ -56,6 +56,16 @@ INLINE_CREDENTIAL = (
 )
 
 
+def _refuse(data: Any, refused: dict[str, str]) -> Any:
+    """Raise naming the first key of `refused` in the mapping `data`: keys of ToolHive's config that
+    mcpfleet refuses on purpose, each with its reason (an unknown key is refused by the model anyway)."""
+    if isinstance(data, dict):
+        for key, why in refused.items():
+            if key in data:
+                raise ValueError(f"{key}: {why}")
+    return data
+
+
 def _absolute(value: str) -> str:
     if not value.startswith("/") or "\x00" in value or ".." in value.split("/"):
         raise ValueError(f"{value!r}: expected an absolute path without '..'")
@@ -83,9 +93,7 @@ class GitAuthConfig(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _no_inline_password(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "password" in data:
-            raise ValueError("password: " + INLINE_CREDENTIAL.format(hint=" in passwordFile"))
-        return data
+        return _refuse(data, {"password": INLINE_CREDENTIAL.format(hint=" in passwordFile")})
 
 
 class GitSourceConfig(GitRef):
@@ -104,9 +112,7 @@ class APISourceConfig(APISource):
     @model_validator(mode="before")
     @classmethod
     def _no_headers(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "headers" in data:
-            raise ValueError("headers: " + INLINE_CREDENTIAL.format(hint=""))
-        return data
+        return _refuse(data, {"headers": INLINE_CREDENTIAL.format(hint="")})
 
 
 SOURCE_KINDS = ("file", "git", "api", "kubernetes")
@@ -132,15 +138,14 @@ class SourceConfig(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _not_implemented(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            if "managed" in data:
-                raise ValueError(
-                    "managed: not supported here; publishing into a registry is the typed "
-                    "MCPRegistry's spec.publish (without configYAML)"
-                )
-            if "claims" in data:
-                raise ValueError("claims: per-source authorization claims are not supported")
-        return data
+        return _refuse(
+            data,
+            {
+                "managed": "not supported here; publishing into a registry is the typed MCPRegistry's "
+                "spec.publish (without configYAML)",
+                "claims": "per-source authorization claims are not supported",
+            },
+        )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceConfig:
@@ -167,9 +172,7 @@ class RegistryEntryConfig(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _no_claims(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "claims" in data:
-            raise ValueError("claims: per-registry authorization claims are not supported")
-        return data
+        return _refuse(data, {"claims": "per-registry authorization claims are not supported"})
 
 
 SSLMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
@@ -207,16 +210,12 @@ class DatabaseSettings(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _no_inline_password(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key in ("password", "migrationPassword"):
-                if key in data:
-                    raise ValueError(
-                        f"{key}: "
-                        + INLINE_CREDENTIAL.format(hint=f" in {key}File, or use spec.pgpassSecretRef")
-                    )
-            if "dynamicAuth" in data:
-                raise ValueError("dynamicAuth: cloud IAM database authentication is not supported")
-        return data
+        refused = {
+            key: INLINE_CREDENTIAL.format(hint=f" in {key}File, or use spec.pgpassSecretRef")
+            for key in ("password", "migrationPassword")
+        }
+        refused["dynamicAuth"] = "cloud IAM database authentication is not supported"
+        return _refuse(data, refused)
 
 
 class OAuthProvider(ApiModel):
@@ -247,9 +246,7 @@ class OAuthProvider(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _no_inline_secret(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "clientSecret" in data:
-            raise ValueError("clientSecret: " + INLINE_CREDENTIAL.format(hint=" in clientSecretFile"))
-        return data
+        return _refuse(data, {"clientSecret": INLINE_CREDENTIAL.format(hint=" in clientSecretFile")})
 
     @field_validator("issuer_url", "jwks_url", "introspection_url")
     @classmethod
@@ -296,9 +293,7 @@ class AuthSettings(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _no_authz(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "authz" in data:
-            raise ValueError("authz: role-based authorization of the registry API is not supported")
-        return data
+        return _refuse(data, {"authz": "role-based authorization of the registry API is not supported"})
 
     @model_validator(mode="after")
     def _oauth_needs_settings(self) -> AuthSettings:
@@ -321,14 +316,8 @@ class RegistryServerConfig(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _not_implemented(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key in ("telemetry", "audit"):
-                if key in data:
-                    raise ValueError(
-                        f"{key}: not supported in configYAML (tracing is configured by the operator / "
-                        "the OTEL_* variables of mcpfleet up)"
-                    )
-        return data
+        why = "not supported in configYAML (tracing is configured by the operator / the OTEL_* variables of mcpfleet up)"
+        return _refuse(data, {"telemetry": why, "audit": why})
 
     @model_validator(mode="after")
     def _references(self) -> RegistryServerConfig:

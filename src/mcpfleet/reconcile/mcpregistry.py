@@ -44,7 +44,6 @@ from mcpfleet.registry.config import (
     ApiSource,
     ConfigMapSource,
     Database,
-    GitAuth,
     GitSource,
     Publish,
     RegistryConfig,
@@ -86,19 +85,9 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
         fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
     elif source.git is not None:
         git = source.git
-        auth = None
-        if git.auth is not None:
-            # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
-            password = secret_file_path(world.platform, git_password_file(source.name))
-            auth = GitAuth(username=git.auth.username, passwordFile=password)
-        fields["git"] = GitSource(
-            repository=git.repository,
-            branch=git.branch,
-            tag=git.tag,
-            commit=git.commit,
-            path=git.path,
-            auth=auth,
-        )
+        # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
+        password = secret_file_path(world.platform, git_password_file(source.name))
+        fields["git"] = GitSource.of(git, git.auth.username if git.auth else None, password)
     elif source.api is not None:
         fields["api"] = ApiSource(endpoint=source.api.endpoint)
         fields["format"] = "upstream"  # an API source always speaks the upstream format

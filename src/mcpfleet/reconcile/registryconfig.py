@@ -43,7 +43,6 @@ from mcpfleet.registry.config import (
     ApiSource,
     Database,
     FileSource,
-    GitAuth,
     GitSource,
     RegistryConfig,
     Source,
@@ -123,18 +122,9 @@ def _source(registry: MCPRegistry, source: SourceConfig, index: int, paths: _Pat
         fields["file"] = FileSource(path=paths(f"{where}.file.path", source.file.path))
     elif source.git is not None:
         git = source.git
-        auth = None
-        if git.auth is not None:
-            password = paths(f"{where}.git.auth.passwordFile", git.auth.password_file)
-            auth = GitAuth(username=git.auth.username, passwordFile=password)
-        fields["git"] = GitSource(
-            repository=git.repository,
-            branch=git.branch,
-            tag=git.tag,
-            commit=git.commit,
-            path=git.path,
-            auth=auth,
-        )
+        auth = git.auth
+        password = None if auth is None else paths(f"{where}.git.auth.passwordFile", auth.password_file)
+        fields["git"] = GitSource.of(git, auth.username if auth else None, password)
     elif source.api is not None:
         api: dict[str, Any] = {"url": source.api.endpoint}
         if source.api.timeout is not None:

@@ -82,6 +82,23 @@ class GitSource(GitRef):
     auth: GitAuth | None = None
     """Credentials for an HTTP(S) repository."""
 
+    @classmethod
+    def of(cls, ref: GitRef, username: str | None, password_file: str | None) -> GitSource:
+        """The spec's git reference (typed or configYAML) with the password as a file."""
+        auth = (
+            None
+            if username is None or password_file is None
+            else GitAuth(username=username, passwordFile=password_file)
+        )
+        return cls(
+            repository=ref.repository,
+            branch=ref.branch,
+            tag=ref.tag,
+            commit=ref.commit,
+            path=ref.path,
+            auth=auth,
+        )
+
 
 class ApiSource(APISource):
     """The spec's upstream-registry API source, with paging, a time limit and extra headers."""
