@@ -259,3 +259,75 @@ def test_cluster_converts_between_versions_without_loss(
         "apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(wrong), check=False
     )
     assert result.returncode != 0 and "spec.groupRef" in result.stderr
+
+
+@st.composite
+def _registry_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """MCPRegistry in either shape: typed `registries`, or ToolHive's configYAML with volumes."""
+    version = draw(st.sampled_from([ALPHA, BETA]))
+    name = draw(st.from_regex(r"[a-z]([a-z0-9-]{0,18}[a-z0-9])?", fullmatch=True))
+    if draw(st.booleans()):
+        spec: dict[str, Any] = {
+            "registries": [{"name": name, "url": {"endpoint": "https://example.com/r.json"}}]
+        }
+    else:
+        mount = "/data/" + name
+        config = {
+            "sources": [{"name": name, "file": {"path": f"{mount}/registry.json"}}],
+            "registries": [{"name": "default", "sources": [name]}],
+            "auth": {"mode": "anonymous"},
+        }
+        spec = {
+            "configYAML": yaml.safe_dump(config),
+            "volumes": [{"name": "v-" + name, "configMap": {"name": name}}],
+            "volumeMounts": [{"name": "v-" + name, "mountPath": mount, "readOnly": draw(st.booleans())}],
+        }
+        if draw(st.booleans()):
+            spec["pgpassSecretRef"] = {"name": name, "key": ".pgpass"}
+        if draw(st.booleans()):
+            spec["displayName"] = draw(st.text(max_size=20))
+    return {"apiVersion": version, "kind": "MCPRegistry", "metadata": {"name": name}, "spec": spec}
+
+
+@given(_registry_documents())
+def test_registry_shapes_round_trip_and_parse_alike(document: dict[str, Any]) -> None:
+    changes = KIND_BY_NAME["MCPRegistry"].version_changes
+    other = "v1alpha1" if document["apiVersion"] == BETA else "v1beta1"
+    here = document["apiVersion"].rsplit("/", 1)[1]
+    there = convert(document, changes, other)
+    assert convert(there, changes, here) == document
+    assert parse_manifest(document).dump() == parse_manifest(there).dump()
+
+
+def test_cluster_keeps_both_registry_shapes_in_both_versions(
+    dev_cluster: ClusterHandle, crds_installed: list[str], namespace: str
+) -> None:
+    typed = {
+        "apiVersion": ALPHA,
+        "kind": "MCPRegistry",
+        "metadata": {"name": "typed"},
+        "spec": {"registries": [{"name": "k8s", "format": "upstream", "kubernetes": {}}]},
+    }
+    config = {
+        "sources": [{"name": "k8s", "kubernetes": {}}],
+        "registries": [{"name": "default", "sources": ["k8s"]}],
+        "auth": {"mode": "anonymous"},
+    }
+    shaped = {
+        "apiVersion": BETA,
+        "kind": "MCPRegistry",
+        "metadata": {"name": "shaped"},
+        "spec": {
+            "configYAML": yaml.safe_dump(config),
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            "pgpassSecretRef": {"name": "pg", "key": ".pgpass"},
+        },
+    }
+    dev_cluster.kubectl(
+        "apply", "--validate=strict", "-n", namespace, "-f", "-", input=yaml.safe_dump_all([typed, shaped])
+    )
+    for name, source in (("typed", typed), ("shaped", shaped)):
+        for version in ("v1alpha1", "v1beta1"):
+            read = _get(dev_cluster, namespace, f"mcpregistries.{version}.mcpfleet.dev/{name}")
+            assert read["spec"] == source["spec"], (name, version)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet.api.kinds import KIND_BY_NAME
-from mcpfleet.platform.local.yamlread import ManifestLimits
+from mcpfleet.yamlread import ManifestLimits
 
 KINDS = tuple(KIND_BY_NAME)
 

@@ -69,7 +69,7 @@ def test_only_manifest_changes_trigger_a_reload(tmp_path: Path) -> None:
 
 
 def test_limits_come_from_the_environment() -> None:
-    from mcpfleet.platform.local.yamlread import ManifestLimits
+    from mcpfleet.yamlread import ManifestLimits
 
     assert ManifestLimits.from_env({}) == ManifestLimits()
     limits = ManifestLimits.from_env(
@@ -109,7 +109,7 @@ def test_up_refuses_a_bad_limit_before_starting(tmp_path: Path) -> None:
 
 
 def test_a_smaller_limit_applies(tmp_path: Path) -> None:
-    from mcpfleet.platform.local.yamlread import ManifestLimits
+    from mcpfleet.yamlread import ManifestLimits
 
     (tmp_path / "g.yaml").write_text(manifest("MCPGroup", "demo", {"description": "x" * 200}))
     [error] = load_dir(tmp_path, ManifestLimits(max_file_bytes=100)).errors

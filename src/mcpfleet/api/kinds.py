@@ -21,7 +21,7 @@ from mcpfleet.api.mcpserverentry import MCPServerEntry
 from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
 from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
-from mcpfleet.api.meta import GROUP
+from mcpfleet.api.meta import GROUP, location
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import (
     HUB_VERSION,
@@ -74,18 +74,6 @@ def lookup_kind(name: str) -> type[Resource] | None:
     return None
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part in {"function-after", "function-before"} or "[" in str(part):
-            continue
-        else:
-            path += f".{part}" if path else str(part)
-    return path
-
-
 def parse_manifest(document: dict[str, Any]) -> Resource:
     """Validate one YAML document (any served version) as an mcpfleet object, raising ManifestError
     naming each bad field as the document's version names it.
@@ -117,7 +105,7 @@ def parse_manifest(document: dict[str, Any]) -> Resource:
         problems = []
         for error in exc.errors(include_url=False):
             message = str(error["msg"]).removeprefix("Value error, ")
-            path = _location(tuple(error["loc"]))
+            path = location(tuple(error["loc"]))
             # Cross-field rules carry their own field path in the message ("'.replicas: …'").
             if message.startswith(".") and ": " in message:
                 sub, message = message.split(": ", 1)

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from mcpfleet.api.common import OIDCConfig, OIDCConfigRef
+from mcpfleet.api.common import OIDCConfig, OIDCConfigRef, PodTemplatePatch
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.meta import (
+    DNS_LABEL_PATTERN,
     ApiModel,
     Condition,
     ConfigMapKeyRef,
     KindInfo,
+    LocalObjectReference,
     Rule,
     RuleModel,
     SecretKeyRef,
 )
 from mcpfleet.api.resource import Resource
+
+if TYPE_CHECKING:
+    from mcpfleet.api.registryconfig import RegistryServerConfig
 
 SOURCE_FIELDS = ("configMapRef", "git", "api", "url", "kubernetes")
 SourceFormat = Literal["toolhive", "upstream"]
@@ -242,43 +247,280 @@ class RegistryStorage(ApiModel):
     """An existing PersistentVolumeClaim in the registry's namespace, mounted as its data directory."""
 
 
-class MCPRegistrySpec(RuleModel):
-    """Desired state of a registry."""
+FREE_FORM: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
+RESERVED_VOLUMES = ("config", "secrets", "configmaps", "data", "mcpfleet-token", "pgpass")
+"""Volume names of the pod mcpfleet renders; a user volume may not take them."""
+RESERVED_MOUNT_PREFIXES = ("/etc/mcpfleet", "/var/lib/mcpfleet", "/var/run/mcpfleet", "/var/run/secrets")
+"""Where mcpfleet mounts its own volumes (config, Secret files, data, pgpass, tokens)."""
+_SEGMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+"""One path segment that is not `..` (CRD patterns are RE2: no look-around)."""
+RELATIVE_PATH = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
+ABSOLUTE_PATH = rf"^(?:/{_SEGMENT})+$"
+VOLUME_SOURCES = (
+    "configMap",
+    "secret",
+    "emptyDir",
+    "persistentVolumeClaim",
+    "projected",
+    "csi",
+    "downwardAPI",
+    "ephemeral",
+)
+
+
+class KeyToPath(ApiModel):
+    """One key of a ConfigMap or Secret projected as a file of the volume."""
+
+    key: str = Field(min_length=1, max_length=253)
+    """Key inside the ConfigMap or Secret."""
+    path: str = Field(min_length=1, max_length=1024, pattern=RELATIVE_PATH)
+    """Relative path of the file in the volume (no leading '/', no '..')."""
+    mode: int | None = Field(default=None, ge=0, le=0o777)
+    """File mode bits."""
+
+
+class ConfigMapVolumeSource(ApiModel):
+    """A ConfigMap as a volume (Kubernetes' ConfigMapVolumeSource)."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the ConfigMap."""
+    items: list[KeyToPath] | None = Field(default=None, max_length=100)
+    """Keys to project; every key when unset."""
+    default_mode: int | None = Field(default=None, ge=0, le=0o777)
+    optional: bool | None = None
+
+
+class SecretVolumeSource(ApiModel):
+    """A Secret as a volume (Kubernetes' SecretVolumeSource)."""
+
+    secret_name: str = Field(min_length=1, max_length=253)
+    """Name of the Secret."""
+    items: list[KeyToPath] | None = Field(default=None, max_length=100)
+    """Keys to project; every key when unset."""
+    default_mode: int | None = Field(default=None, ge=0, le=0o777)
+    optional: bool | None = None
+
+
+class EmptyDirVolumeSource(ApiModel):
+    """Scratch space that lives as long as the pod."""
+
+    medium: Literal["", "Memory"] | None = None
+    size_limit: str | None = Field(default=None, max_length=32)
+
+
+class PVCVolumeSource(ApiModel):
+    """An existing PersistentVolumeClaim in the registry's namespace."""
+
+    claim_name: str = Field(min_length=1, max_length=253)
+    read_only: bool | None = None
+
+
+class Volume(RuleModel):
+    """A volume of the registry pod (a Kubernetes Volume). Node-level sources (hostPath and the
+    in-tree cloud disks) are not accepted: the operator creates the pod, so they would hand any
+    MCPRegistry author the node's filesystem."""
 
     rules = (
         Rule(
-            cel="!has(self.replicas) || self.replicas <= 1 || has(self.databaseConfig)",
+            cel=" + ".join(f"(has(self.{f}) ? 1 : 0)" for f in VOLUME_SOURCES) + " == 1",
+            message="set exactly one volume source: " + ", ".join(VOLUME_SOURCES),
+            field_path="",
+            check=lambda v: sum(v.source(f) is not None for f in VOLUME_SOURCES) == 1,
+        ),
+        Rule(
+            cel="!(self.name in " + str(list(RESERVED_VOLUMES)).replace("'", '"') + ")",
+            message="this volume name is used by mcpfleet: " + ", ".join(RESERVED_VOLUMES),
+            field_path=".name",
+            check=lambda v: v.name not in RESERVED_VOLUMES,
+        ),
+    )
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
+    """Name of the volume, referenced by volumeMounts."""
+    config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None
+    empty_dir: EmptyDirVolumeSource | None = None
+    persistent_volume_claim: PVCVolumeSource | None = None
+    projected: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """A projected volume (Kubernetes only)."""
+    csi: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """A CSI volume (Kubernetes only)."""
+    downward_api: dict[str, Any] | None = Field(
+        default=None, alias="downwardAPI", json_schema_extra=FREE_FORM
+    )
+    """Pod fields as files (Kubernetes only)."""
+    ephemeral: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """A generic ephemeral volume (Kubernetes only)."""
+
+    def source(self, wire_name: str) -> Any:
+        """The volume source set under `wire_name` (camelCase), or None."""
+        field = next(n for n, f in type(self).model_fields.items() if (f.alias or n) == wire_name)
+        return getattr(self, field)
+
+    @property
+    def kind(self) -> str:
+        return next(f for f in VOLUME_SOURCES if self.source(f) is not None)
+
+
+class VolumeMount(RuleModel):
+    """Where the registry container sees a volume (a Kubernetes VolumeMount)."""
+
+    rules = (
+        Rule(
+            cel=" && ".join(
+                f"self.mountPath != '{p}' && !self.mountPath.startsWith('{p}/')"
+                for p in RESERVED_MOUNT_PREFIXES
+            ),
+            message="this path is used by mcpfleet's own mounts: " + ", ".join(RESERVED_MOUNT_PREFIXES),
+            field_path=".mountPath",
+            check=lambda m: (
+                not any(
+                    m.mount_path == p or m.mount_path.startswith(p + "/") for p in RESERVED_MOUNT_PREFIXES
+                )
+            ),
+        ),
+    )
+
+    name: str = Field(min_length=1, max_length=63)
+    """Name of a volume in spec.volumes."""
+    mount_path: str = Field(min_length=2, max_length=1024, pattern=ABSOLUTE_PATH)
+    """Absolute path in the container (no '..', no trailing '/')."""
+    read_only: bool | None = None
+    sub_path: str | None = Field(default=None, max_length=1024, pattern=RELATIVE_PATH)
+    """A path inside the volume to mount instead of its root."""
+
+
+class MCPRegistrySpec(RuleModel):
+    """Desired state of a registry: typed sources (`registries`) or ToolHive's registry-server
+    configuration (`configYAML`, with `volumes`, `volumeMounts` and `pgpassSecretRef`)."""
+
+    rules = (
+        Rule(
+            cel="has(self.registries) != has(self.configYAML)",
+            message="set exactly one of registries and configYAML",
+            field_path="",
+            check=lambda s: (s.registries is None) != (s.config_yaml is None),
+        ),
+        Rule(
+            cel="has(self.configYAML) || (!has(self.volumes) && !has(self.volumeMounts) && !has(self.pgpassSecretRef))",
+            message="volumes, volumeMounts and pgpassSecretRef go with configYAML",
+            field_path=".configYAML",
+            check=lambda s: (
+                s.config_yaml is not None
+                or (s.volumes is None and s.volume_mounts is None and s.pgpass_secret_ref is None)
+            ),
+        ),
+        Rule(
+            cel="!has(self.configYAML) || (!has(self.databaseConfig) && !has(self.publish) && !has(self.storage))",
+            message="databaseConfig, publish and storage go with registries; with configYAML the "
+            "database is configYAML's database block",
+            field_path=".configYAML",
+            check=lambda s: (
+                s.config_yaml is None
+                or (s.database_config is None and s.publish is None and s.storage is None)
+            ),
+        ),
+        Rule(
+            cel="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && "
+            "self.volumes.exists(v, v.name == m.name))",
+            message="every volumeMounts[].name must name a volume in volumes",
+            field_path=".volumeMounts",
+            check=lambda s: (
+                s.volume_mounts is None
+                or all(m.name in {v.name for v in s.volumes or ()} for m in s.volume_mounts)
+            ),
+        ),
+        Rule(
+            cel="!has(self.replicas) || self.replicas <= 1 || has(self.databaseConfig) || has(self.configYAML)",
             message="more than one replica needs databaseConfig (SQLite is local to one pod)",
             field_path=".replicas",
-            check=lambda s: s.replicas is None or s.replicas <= 1 or s.database_config is not None,
+            check=lambda s: (
+                s.replicas is None
+                or s.replicas <= 1
+                or s.database_config is not None
+                or (s.config_yaml is not None and s.server_config.database is not None)
+            ),
         ),
     )
 
     display_name: str | None = Field(default=None, max_length=256)
     """Human-readable name."""
-    registries: list[RegistrySource] = Field(
+    registries: list[RegistrySource] | None = Field(
+        default=None,
         min_length=1,
         max_length=32,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
-    """Sources, merged in order: on a name conflict the first listed wins."""
+    """Sources, merged in order: on a name conflict the first listed wins. Or use configYAML."""
+    config_yaml: str | None = Field(default=None, alias="configYAML", min_length=1, max_length=64 * 1024)
+    """ToolHive's registry-server config.yaml (sources, registries, database, auth), parsed and
+    validated here (docs/registry.md#configyaml); file paths in it name files of `volumeMounts`.
+    Never credentials: mount them from Secrets and name the file, or use pgpassSecretRef."""
+    volumes: list[Volume] | None = Field(
+        default=None,
+        max_length=32,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Volumes added to the registry pod (with configYAML). Locally, configMap and secret volumes
+    become files in the registry's state folder."""
+    volume_mounts: list[VolumeMount] | None = Field(
+        default=None,
+        max_length=32,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]},
+    )
+    """Where the registry container sees those volumes; paths in configYAML must lie under them."""
+    pgpass_secret_ref: SecretKeyRef | None = None
+    """A Secret key holding a pgpass file (`host:port:database:user:password` lines): copied to a
+    mode-0600 file and named by PGPASSFILE (with configYAML's database)."""
+    image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=20)
+    """Pull secrets of the registry pod (Kubernetes only)."""
+    pod_template_spec: PodTemplatePatch
+    """Merged onto the registry pod (its container is `registry`; Kubernetes only)."""
     database_config: DatabaseConfig | None = None
     """PostgreSQL settings; SQLite inside the pod when unset."""
     replicas: int | None = Field(default=None, ge=0)
-    """Replicas of the registry server; needs databaseConfig above 1."""
+    """Replicas of the registry server; needs databaseConfig (or configYAML's database) above 1."""
     publish: RegistryPublish | None = None
     """Enables the publishing API; without it the registry is read-only."""
     storage: RegistryStorage | None = None
     """A persistent volume for the SQLite database (Kubernetes; without databaseConfig)."""
 
+    _server_config: RegistryServerConfig | None = PrivateAttr(default=None)
+
+    @field_validator("config_yaml")
+    @classmethod
+    def _parse_config_yaml(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mcpfleet.api.registryconfig import parse_config_yaml
+
+            parse_config_yaml(value)  # raises naming the key inside configYAML
+        return value
+
+    @property
+    def server_config(self) -> RegistryServerConfig:
+        """configYAML, parsed (only with configYAML)."""
+        if self._server_config is None:
+            from mcpfleet.api.registryconfig import parse_config_yaml
+
+            assert self.config_yaml is not None, "server_config needs configYAML"
+            self._server_config = parse_config_yaml(self.config_yaml)
+        return self._server_config
+
     @model_validator(mode="after")
-    def _unique_source_names(self) -> MCPRegistrySpec:
-        # The API server enforces this through x-kubernetes-list-type: map; this is the local twin.
-        seen: set[str] = set()
-        for index, source in enumerate(self.registries):
-            if source.name in seen:
-                raise ValueError(f".registries[{index}].name: duplicate source name {source.name!r}")
-            seen.add(source.name)
+    def _unique_names(self) -> MCPRegistrySpec:
+        # The API server enforces these through x-kubernetes-list-type: map; this is the local twin.
+        for field, items, key in (
+            ("registries", self.registries, "name"),
+            ("volumes", self.volumes, "name"),
+            ("volumeMounts", self.volume_mounts, "mount_path"),
+        ):
+            seen: set[str] = set()
+            for index, item in enumerate(items or ()):
+                value = getattr(item, key)
+                if value in seen:
+                    wire = "mountPath" if key == "mount_path" else key
+                    raise ValueError(f".{field}[{index}].{wire}: duplicate {value!r}")
+                seen.add(value)
         return self
 
 

@@ -31,6 +31,20 @@ ANNOTATION_CONFIG_CHECKSUM = f"{GROUP}/config-checksum"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
+def location(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a field path: `sources[1].syncPolicy.interval` (validator frames
+    such as `function-after[...]` left out)."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in {"function-after", "function-before"} or "[" in str(part):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
 class ApiModel(BaseModel):
     """Base of every spec/status model: camelCase on the wire, unknown fields refused, docstrings as docs."""
 

@@ -282,6 +282,8 @@ class OIDCAuthenticator:
         options.pop("headers", None)
         if self.cfg.client_id:
             secret = os.environ.get(self.cfg.client_secret_env, "") if self.cfg.client_secret_env else ""
+            if not secret and self.cfg.client_secret_file:
+                secret = _read_secret_file(self.cfg.client_secret_file)  # re-read: a Secret rotates
             options["headers"] = {"Authorization": client_secret_basic(self.cfg.client_id, secret)}
         form = {"token": token, "token_type_hint": "access_token"}
         try:
@@ -332,6 +334,12 @@ def _key_of(jwk: dict[str, Any]) -> _Key | None:
     except (jwt.PyJWTError, ValueError, KeyError, TypeError):
         return None
     return None
+
+
+def _read_secret_file(path: str) -> str:
+    """A small mounted file (a few bytes; a sync read like the token file's in `_fetch_options`)."""
+    with open(path) as f:
+        return f.read().strip()
 
 
 def client_secret_basic(client_id: str, secret: str) -> str:

@@ -25,6 +25,8 @@ class OIDCConfig(ApiModel):
     client_id: str | None = None
     client_secret_env: str | None = None
     """Environment variable holding the OAuth client secret (introspection); never the value itself."""
+    client_secret_file: str | None = None
+    """Or a file holding it (a mounted Secret), read at each introspection call."""
     introspection_url: str | None = None
     resource: str | None = None
     scopes: list[str] = Field(default_factory=list)

@@ -28,6 +28,7 @@ from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     ConfigFile,
     Container,
+    KubernetesOverrides,
     RbacRule,
     SecretFile,
     WorkloadObservation,
@@ -36,12 +37,13 @@ from mcpfleet.reconcile.model import (
     secret_file_path,
 )
 from mcpfleet.reconcile.oidc import IncomingAuthPlan, incoming_auth
+from mcpfleet.reconcile.overrides import local_condition
+from mcpfleet.reconcile.registryconfig import ConfigYAMLPlan, plan_config_yaml
 from mcpfleet.reconcile.status import as_kind_status, workload_status
 from mcpfleet.registry.config import (
     ApiSource,
     ConfigMapSource,
     Database,
-    GitAuth,
     GitSource,
     Publish,
     RegistryConfig,
@@ -64,7 +66,7 @@ def git_password_file(source: str) -> str:
 def _git_secret_files(registry: MCPRegistry) -> tuple[SecretFile, ...]:
     return tuple(
         SecretFile(git_password_file(s.name), s.git.auth.password_secret_ref)
-        for s in registry.spec.registries
+        for s in registry.spec.registries or ()
         if s.git is not None and s.git.auth is not None
     )
 
@@ -83,19 +85,9 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
         fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
     elif source.git is not None:
         git = source.git
-        auth = None
-        if git.auth is not None:
-            # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
-            password = secret_file_path(world.platform, git_password_file(source.name))
-            auth = GitAuth(username=git.auth.username, passwordFile=password)
-        fields["git"] = GitSource(
-            repository=git.repository,
-            branch=git.branch,
-            tag=git.tag,
-            commit=git.commit,
-            path=git.path,
-            auth=auth,
-        )
+        # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
+        password = secret_file_path(world.platform, git_password_file(source.name))
+        fields["git"] = GitSource.of(git, git.auth.username if git.auth else None, password)
     elif source.api is not None:
         fields["api"] = ApiSource(endpoint=source.api.endpoint)
         fields["format"] = "upstream"  # an API source always speaks the upstream format
@@ -117,10 +109,7 @@ def _database(registry: MCPRegistry, world: World) -> Database:
             url=f"postgresql+asyncpg://{db.user}@{db.host}:{db.port}/{db.database}?ssl={db.ssl_mode}",
             passwordFile=f"{KUBERNETES_SECRET_DIR}/{DB_PASSWORD_FILE}",
         )
-    if world.platform == "kubernetes":
-        # The config is mounted read-only: the SQLite file lives in the scratch volume.
-        return Database(url=f"sqlite+aiosqlite:///{DATA_DIR}/{registry.name}.db")
-    return Database()
+    return Database(url=_sqlite_url(registry, world))
 
 
 def _publish_auth(registry: MCPRegistry, world: World) -> IncomingAuthPlan:
@@ -146,13 +135,24 @@ def _publish(registry: MCPRegistry, world: World) -> Publish | None:
     )
 
 
+def _sqlite_url(registry: MCPRegistry, world: World) -> str | None:
+    # On Kubernetes the config is mounted read-only: the SQLite file lives in the scratch volume.
+    return f"sqlite+aiosqlite:///{DATA_DIR}/{registry.name}.db" if world.platform == "kubernetes" else None
+
+
 def render_config(registry: MCPRegistry, world: World) -> RegistryConfig:
-    """The registry server config (the server's own model), built from the spec's typed sources."""
+    """The registry server config (the server's own model), built from the spec's typed sources or
+    translated from configYAML (`reconcile/registryconfig.py`)."""
+    if registry.spec.config_yaml is not None:
+        translated = plan_config_yaml(registry, world.platform, CONTAINER, _sqlite_url(registry, world))
+        if translated.config is None:
+            raise RenderError("; ".join(translated.problems))
+        return translated.config
     database = _database(registry, world)
     try:
         return RegistryConfig(
             registryName=registry.name,
-            sources=[_source(registry, s, world) for s in registry.spec.registries],
+            sources=[_source(registry, s, world) for s in registry.spec.registries or ()],
             database=database,
             publish=_publish(registry, world),
         )
@@ -167,15 +167,26 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
     if world.platform == "kubernetes":
         problems.extend(child_name_problem("MCPRegistry", registry.name))
     config_files: tuple[ConfigFile, ...] = ()
-    try:
-        config_files = (
-            ConfigFile(CONFIG_FILE, yaml.safe_dump(render_config(registry, world).dump(), sort_keys=True)),
-        )
-    except RenderError as exc:
-        problems.append(str(exc))
+    translated = ConfigYAMLPlan()
+    if spec.config_yaml is not None:
+        translated = plan_config_yaml(registry, world.platform, CONTAINER, _sqlite_url(registry, world))
+        problems.extend(translated.problems)
+        if translated.config is not None:
+            config_files = (
+                ConfigFile(CONFIG_FILE, yaml.safe_dump(translated.config.dump(), sort_keys=True)),
+            )
+    else:
+        try:
+            config_files = (
+                ConfigFile(
+                    CONFIG_FILE, yaml.safe_dump(render_config(registry, world).dump(), sort_keys=True)
+                ),
+            )
+        except RenderError as exc:
+            problems.append(str(exc))
     command = serve_command("registry", CONFIG_FILE)
     rbac: tuple[RbacRule, ...] = ()
-    secret_files = _git_secret_files(registry)
+    secret_files = _git_secret_files(registry) + translated.secret_files
     kubernetes = world.platform == "kubernetes"
     auth = _publish_auth(registry, world)
     problems.extend(auth.problems)
@@ -186,13 +197,14 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         )
     if kubernetes:
         command += ["--host", "0.0.0.0"]
-        config_maps = tuple(sorted({s.config_map_ref.name for s in spec.registries if s.config_map_ref}))
+        typed = spec.registries or ()
+        config_maps = tuple(sorted({s.config_map_ref.name for s in typed if s.config_map_ref}))
         rules: list[RbacRule] = []
         if config_maps:
             rules.append(
                 RbacRule(("",), ("configmaps",), ("get", "list", "watch"), resource_names=config_maps)
             )
-        if any(s.kubernetes is not None for s in spec.registries):
+        if any(s.kubernetes is not None for s in typed) or translated.watches_workloads:
             rules.append(
                 RbacRule(
                     ("mcpfleet.dev",),
@@ -214,7 +226,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
                 name=CONTAINER,
                 command=tuple(command),
                 port=PORT,
-                env=tracing_env(world, "MCPRegistry", registry.name),
+                env=(*tracing_env(world, "MCPRegistry", registry.name), *translated.env),
                 secret_env=auth.secret_env,
                 service_account_token=auth.service_account_token,
             ),
@@ -228,11 +240,31 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         problems=tuple(problems),
         secret_files=secret_files,
         config_map_files=auth.config_map_files,
-        data_dir=DATA_DIR if kubernetes and spec.database_config is None else None,
+        volume_files=translated.volume_files,
+        pod_template=translated.pod_template,
+        overrides=_overrides(registry) if kubernetes else None,
+        conditions=local_condition(world, _overrides(registry)),
+        data_dir=DATA_DIR
+        if kubernetes and spec.database_config is None and not _configured_database(registry)
+        else None,
         data_claim=spec.storage.persistent_volume_claim_name
         if kubernetes and spec.storage is not None and spec.database_config is None
         else None,
     )
+
+
+def _configured_database(registry: MCPRegistry) -> bool:
+    return registry.spec.config_yaml is not None and registry.spec.server_config.database is not None
+
+
+def _overrides(registry: MCPRegistry) -> KubernetesOverrides | None:
+    """`podTemplateSpec` and `imagePullSecrets` (Kubernetes only)."""
+    spec = registry.spec
+    overrides = KubernetesOverrides(
+        image_pull_secrets=tuple(s.name for s in spec.image_pull_secrets or ()),
+        pod_template=spec.pod_template_spec,
+    )
+    return None if overrides.empty else overrides
 
 
 def status(

@@ -140,6 +140,25 @@ class ConfigMapFile:
     config_map: ConfigMapKeyRef
 
 
+LOCAL_VOLUME_DIR = "volumes"
+"""Where the local platform writes `VolumeFiles`: relative to the config dir, one folder per volume."""
+
+
+@dataclass(frozen=True)
+class VolumeFiles:
+    """A configMap or secret volume of the user's pod, as files on the local platform (Kubernetes
+    mounts the volume itself). The keys come from the local ConfigMap / Secret sources
+    (`STATE/configmaps/<name>/<key>`; Secrets as for `SecretFile`) and are written under
+    `LOCAL_VOLUME_DIR/<volume>/`: each of `items` (key, relative path) or, without items, every key
+    found. Secret files are mode 0600."""
+
+    volume: str
+    config_map: str | None = None
+    secret: str | None = None
+    items: tuple[tuple[str, str], ...] | None = None
+    optional: bool = False
+
+
 @dataclass(frozen=True)
 class VolumeClaim:
     """A PersistentVolumeClaim (named after the workload) mounted at the plan's `data_dir` instead of
@@ -212,6 +231,9 @@ class WorkloadPlan:
     """Secret keys the workload reads as files (see `SecretFile`)."""
     config_map_files: tuple[ConfigMapFile, ...] = ()
     """Keys of the user's ConfigMaps mounted as files in `KUBERNETES_CONFIGMAP_DIR` (Kubernetes only)."""
+    volume_files: tuple[VolumeFiles, ...] = ()
+    """The user's configMap / secret volumes as files (local platform only; on Kubernetes they are
+    part of `pod_template`)."""
     data_dir: str | None = None
     """A writable scratch directory the workload needs at this path (an emptyDir on Kubernetes)."""
     data_claim: str | None = None

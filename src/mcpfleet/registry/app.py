@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -25,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mcpfleet import __version__, telemetry
+from mcpfleet.auth.settings import IncomingAuth
 from mcpfleet.registry.api import (
     Receive,
     RegistryApi,
@@ -39,6 +41,23 @@ from mcpfleet.registry.service import RegistryService
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+
+    from mcpfleet.auth.asgi import AuthGuard
+
+
+def absolute_files(auth: IncomingAuth, base_dir: Path) -> IncomingAuth:
+    """The OIDC settings with their file paths (CA bundle, token, client secret) made absolute
+    against the config file's folder, as every other path of the config is."""
+    oidc = auth.oidc
+    if oidc is None:
+        return auth
+    update = {
+        key: str(base_dir / value)
+        for key in ("jwks_ca_file", "jwks_token_file", "client_secret_file")
+        if (value := getattr(oidc, key)) is not None and not Path(value).is_absolute()
+    }
+    return auth.model_copy(update={"oidc": oidc.model_copy(update=update)})
+
 
 _UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
 
@@ -163,9 +182,31 @@ class RegistryApp:
         self.operational = create_operational_app(service, manage_lifespan)
         self.api = RegistryApi(service.current, service.metrics)
         self.tracer = tracer
+        config = service.config
+        self.prefixes = tuple(f"/registry/{alias}/".encode() for alias in config.aliases)
+        self.guard: AuthGuard | None = None
+        if config.auth is not None and config.auth.type == "oidc":
+            # Reader authentication (ToolHive's `auth.mode: oauth`): every path but the public ones.
+            from mcpfleet.auth.asgi import AuthGuard
+
+            auth = absolute_files(config.auth.resolved(service.base_dir), service.base_dir)
+            self.guard = AuthGuard(self._http, auth, open_paths=config.publicPaths, mcp_path="/v0.1/servers")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.guard is not None:
+            await self.guard(scope, receive, send)
+            return
+        await self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            raw = scope.get("raw_path") or scope["path"].encode()
+            for prefix in self.prefixes:
+                if raw.startswith(prefix):
+                    # ToolHive's server names its registry in the path: /registry/<name>/v0.1/...
+                    rest = raw[len(prefix) - 1 :]
+                    scope = {**scope, "raw_path": rest, "path": scope["path"][len(prefix) - 1 :]}
+                    break
             if self.tracer is not None and scope["path"] not in _UNTRACED:
                 await self._traced(self.tracer, scope, receive, send)
                 return

@@ -30,7 +30,7 @@ from mcpfleet.api.mcpregistry import (
     SyncPolicy,
     URLSource,
 )
-from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
+from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef, location
 from mcpfleet.auth.settings import IncomingAuth
 from mcpfleet.registry.entry import PUBLISHED
 
@@ -82,6 +82,23 @@ class GitSource(GitRef):
     auth: GitAuth | None = None
     """Credentials for an HTTP(S) repository."""
 
+    @classmethod
+    def of(cls, ref: GitRef, username: str | None, password_file: str | None) -> GitSource:
+        """The spec's git reference (typed or configYAML) with the password as a file."""
+        auth = (
+            None
+            if username is None or password_file is None
+            else GitAuth(username=username, passwordFile=password_file)
+        )
+        return cls(
+            repository=ref.repository,
+            branch=ref.branch,
+            tag=ref.tag,
+            commit=ref.commit,
+            path=ref.path,
+            auth=auth,
+        )
+
 
 class ApiSource(APISource):
     """The spec's upstream-registry API source, with paging, a time limit and extra headers."""
@@ -128,7 +145,18 @@ class Database(ApiModel):
     """SQLAlchemy URL: `sqlite+aiosqlite:///PATH` or `postgresql+asyncpg://USER@HOST:PORT/DB`.
     Default: an SQLite file `<registryName>.db` beside the config file."""
     passwordFile: str | None = Field(default=None, alias="passwordFile")
-    """File holding the database password (e.g. a mounted Secret), so it stays out of the config."""
+    """File holding the database password (e.g. a mounted Secret), so it stays out of the config.
+    Without it PostgreSQL passwords come from the pgpass file (`$PGPASSFILE`, else `~/.pgpass`)."""
+    migrationUser: str | None = Field(default=None, min_length=1, alias="migrationUser")
+    """PostgreSQL user the schema migrations run as (the URL's user when unset)."""
+    migrationPasswordFile: str | None = Field(default=None, alias="migrationPasswordFile")
+    """File holding the migration user's password (else the pgpass file)."""
+    poolSize: int | None = Field(default=None, ge=1, le=1000, alias="poolSize")
+    """Connections kept open (SQLAlchemy's default, 5, when unset)."""
+    maxOverflow: int | None = Field(default=None, ge=0, le=1000, alias="maxOverflow")
+    """Connections opened beyond poolSize under load."""
+    poolRecycle: Duration | None = Field(default=None, alias="poolRecycle")
+    """Connections older than this are replaced."""
 
     @field_validator("url")
     @classmethod
@@ -188,6 +216,24 @@ class RegistryConfig(ApiModel):
     and `updated_since` readers) before it is purged."""
     publish: Publish | None = None
     """Publishing API settings; without them the registry is read-only."""
+    auth: IncomingAuth | None = None
+    """Who may read the registry API: anonymous when unset; `type: oidc` asks every request (but
+    `publicPaths`) for a bearer token of that issuer (ToolHive's `auth.mode: oauth`)."""
+    publicPaths: list[str] = Field(
+        default_factory=lambda: ["/health", "/readiness", "/version"], alias="publicPaths"
+    )
+    """Paths served without a token when `auth` asks for one."""
+    aliases: list[str] = Field(default_factory=list, max_length=8)
+    """Extra names the catalogue answers under, as ToolHive's server does: `/registry/<alias>/v0.1/...`
+    is served like `/v0.1/...`."""
+
+    @model_validator(mode="after")
+    def _auth_problems(self) -> RegistryConfig:
+        if self.auth is not None:
+            problems = self.auth.problems("auth")
+            if problems:
+                raise ValueError("; ".join(problems))
+        return self
 
     @field_validator("sources")
     @classmethod
@@ -212,24 +258,12 @@ class ConfigError(Exception):
     """The config file is unreadable or invalid; the message names each offending key."""
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("function-after", "function-before") or "[" in str(part):
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(root)"
-
-
 def parse_config(data: Any) -> RegistryConfig:
     """Validate a decoded config document; raise ConfigError naming each bad key."""
     try:
         return RegistryConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{_location(err['loc'])}: {err['msg']}" for err in exc.errors()]
+        lines = [f"{location(err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()]
         raise ConfigError("invalid registry config:\n  " + "\n  ".join(lines)) from None
 
 

@@ -8,8 +8,11 @@ import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.engine import make_url
+
+from mcpfleet.api.duration import parse_duration
 from mcpfleet.registry.catalogue import Catalogue, items_of
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.registry.memory import return_free_memory
@@ -95,15 +98,29 @@ class RegistryService:
         self.metrics.catalogue_entries.set(catalogue.active_count)
         self.metrics.generation.set(generation)
 
+    def _file(self, path: str | None) -> str | None:
+        """A file path of the config, relative ones against the config file's folder."""
+        return str(self.base_dir / path) if path else None
+
     async def start(self) -> None:
-        url = database_url(
-            self.config.database.url,
-            self.base_dir / f"{self.config.registryName}.db",
-            str(self.base_dir / self.config.database.passwordFile)
-            if self.config.database.passwordFile
-            else None,
-        )
-        self._store = await Store.open(url)
+        db = self.config.database
+        default_path = self.base_dir / f"{self.config.registryName}.db"
+        url = database_url(db.url, default_path, self._file(db.passwordFile))
+        migration_url = None
+        if db.url is not None and db.migrationUser is not None:
+            as_migrator = (
+                make_url(db.url).set(username=db.migrationUser).render_as_string(hide_password=False)
+            )
+            migration_url = database_url(as_migrator, default_path, self._file(db.migrationPasswordFile))
+        pool: dict[str, Any] = {}
+        if db.poolSize is not None:
+            pool["pool_size"] = db.poolSize
+        if db.maxOverflow is not None:
+            pool["max_overflow"] = db.maxOverflow
+        if db.poolRecycle is not None:
+            pool["pool_recycle"] = parse_duration(db.poolRecycle)
+        postgres = db.url is not None and not db.url.startswith("sqlite")
+        self._store = await Store.open(url, migration_url, pool if postgres else None)
         await self.reload()
         readers: dict[str, SourceReader] = {
             s.name: build_reader(self.config, s, self.base_dir, self._kube_client, self._workloads)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -208,6 +209,22 @@ async def _schema_version(conn: AsyncConnection) -> str | None:
     return str(value) if value is not None else None
 
 
+_MIGRATION_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _migration_lock() -> asyncio.Lock:
+    """One migration at a time per event loop: alembic keeps its migration context in module
+    globals, so two registries starting in one process (`mcpfleet up` hosts them) must not
+    interleave their migrations."""
+    loop = asyncio.get_running_loop()
+    lock = _MIGRATION_LOCKS.get(loop)
+    if lock is None:
+        lock = _MIGRATION_LOCKS[loop] = asyncio.Lock()
+    return lock
+
+
 def _run_migrations(connection: Connection) -> None:
     from alembic import command
     from alembic.config import Config
@@ -240,19 +257,27 @@ class Store:
         self.engine = engine
 
     @classmethod
-    async def open(cls, url: str) -> Store:
-        """Connect, migrate to the newest schema and return the store."""
+    async def open(
+        cls, url: str, migration_url: str | None = None, pool: dict[str, Any] | None = None
+    ) -> Store:
+        """Connect, migrate to the newest schema and return the store. `migration_url` (PostgreSQL)
+        connects as another user for the migrations only; `pool` holds SQLAlchemy pool settings."""
         is_sqlite = url.startswith("sqlite")
-        engine = create_async_engine(url, pool_pre_ping=not is_sqlite)
+        engine = create_async_engine(url, pool_pre_ping=not is_sqlite, **(pool or {}))
         if is_sqlite:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         store = cls(engine)
-        async with engine.begin() as conn:
-            if not is_sqlite:
-                # Replicas sharing PostgreSQL start together: one migrates, the others wait for it.
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
-            if await _schema_version(conn) != SCHEMA_HEAD:
-                await conn.run_sync(_run_migrations)
+        migrator = engine if migration_url is None or is_sqlite else create_async_engine(migration_url)
+        try:
+            async with _migration_lock(), migrator.begin() as conn:
+                if not is_sqlite:
+                    # Replicas sharing PostgreSQL start together: one migrates, the others wait for it.
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+                if await _schema_version(conn) != SCHEMA_HEAD:
+                    await conn.run_sync(_run_migrations)
+        finally:
+            if migrator is not engine:
+                await migrator.dispose()
         return store
 
     async def close(self) -> None:

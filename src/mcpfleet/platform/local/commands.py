@@ -31,7 +31,7 @@ from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import owned_by, signal_group
 from mcpfleet.platform.local.views import pid_alive
-from mcpfleet.platform.local.yamlread import ManifestLimits
+from mcpfleet.yamlread import ManifestLimits
 
 META_UP_PID = "up_pid"
 """Information only (the lock is `lock.UpLock`): the pid of the `up` that holds the lock."""

@@ -20,7 +20,7 @@ import yaml
 
 from mcpfleet.api.kinds import ManifestError, parse_manifest
 from mcpfleet.api.resource import Resource
-from mcpfleet.platform.local.yamlread import (
+from mcpfleet.yamlread import (
     MAX_FILES_ENV,
     ManifestLimits,
     ManifestTooLarge,

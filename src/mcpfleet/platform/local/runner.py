@@ -49,7 +49,7 @@ from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
 from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
 from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
-from mcpfleet.api.meta import ConfigStatus, now_rfc3339
+from mcpfleet.api.meta import ConfigStatus, SecretKeyRef, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
@@ -61,17 +61,19 @@ from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferre
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
-from mcpfleet.platform.local.yamlread import ManifestLimits
+from mcpfleet.platform.local.volumes import VolumeError, write_volumes
 from mcpfleet.reconcile import kinds, mcpserverentry
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
+    LOCAL_VOLUME_DIR,
     Container,
     SecretEnv,
     WorkloadObservation,
     WorkloadPlan,
     World,
 )
+from mcpfleet.yamlread import ManifestLimits
 
 log = logging.getLogger(__name__)
 
@@ -448,6 +450,16 @@ class Runner:
         for path, content in config_paths:
             self._write(path, content)
         self._write_secret_files(config_dir, plan)
+        if plan.volume_files or safe_join(config_dir, LOCAL_VOLUME_DIR).exists():
+            try:
+                write_volumes(
+                    config_dir,
+                    self.state_dir,
+                    plan.volume_files,
+                    lambda name, key: self._secret(SecretEnv(key, SecretKeyRef(name=name, key=key))),
+                )
+            except VolumeError as exc:
+                raise LocalRunError(str(exc)) from exc
         if plan.data_dir:
             data_dir.mkdir(parents=True, exist_ok=True)
         base = workload_key(plan.kind, plan.namespace, plan.name)
