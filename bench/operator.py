@@ -238,7 +238,7 @@ async def create_and_wait(
                 async with api.post(path, json=server(f"s{i:04d}")) as response:
                     if response.status != 201:
                         raise SystemExit(
-                            f"create s{i:04d}: HTTP {response.status} {(await response.text())[:200]}"
+                            f"create s{i:04d}: HTTP {response.status} {(await response.text())[:600]}"
                         )
                     if converge is not None:
                         passes.append(asyncio.create_task(work(await response.json())))
