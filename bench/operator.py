@@ -8,7 +8,7 @@ For each N, on a throwaway dev cluster with a /16 Service range and one kwok nod
 whose 3 nodes hold 330 pods):
   * a fresh namespace and a fresh `mcpfleet operator run` subprocess watching it,
   * N MCPServer objects created concurrently through the API (the clock starts before the first),
-  * seconds until every one shows phase Running (a status list every 0.5 s),
+  * seconds until every pod is Ready and every server shows phase Running (two watches),
   * API requests and writes per object, counted at the operator's client (its /stats endpoint:
     applies, status patches, events; kopf's list+watch streams are not included),
   * writes during an idle resync (every object reconciled again; expected 0),
