@@ -1,14 +1,14 @@
 """Benchmark of the operator: N MCPServers applied at once -> all Running (Ready through kwok).
 
 Usage:
-    .venv/bin/python bench/operator.py [--sizes 100 1000] [--workers 16]
+    .venv/bin/python bench/operator.py [--sizes 100 1000] [--workers 16] [--modes floor operator]
 
 For each N, on a throwaway dev cluster with a /16 Service range and one kwok node per 100 servers
 (`--cluster shared` uses the test cluster instead, whose /24 Service range holds ~250 Services and
 whose 3 nodes hold 330 pods):
   * a fresh namespace and a fresh `mcpfleet operator run` subprocess watching it,
   * N MCPServer objects created concurrently through the API (the clock starts before the first),
-  * seconds until every one shows phase Running (a status list every 0.5 s),
+  * seconds until every pod is Ready and every server shows phase Running (two watches),
   * API requests and writes per object, counted at the operator's client (its /stats endpoint:
     applies, status patches, events; kopf's list+watch streams are not included),
   * writes during an idle resync (every object reconciled again; expected 0),
@@ -16,7 +16,17 @@ whose 3 nodes hold 330 pods):
     upgrade, a crash or a leader hand-over would; expected 0), and its seconds until synced and idle,
   * the operator's RSS (VmRSS) once converged.
 Targets (issue 3): 1,000 Running in <= 60 s, <= 4 writes per object, 0 writes per idle resync, RSS <= 150 MB;
-(issue 20): 0 writes per restart.
+(issue 20): 0 writes per restart; (issue 19): <= 15 s to all Running, <= 4 writes per object with the event.
+
+The `floor` mode runs on the same cluster, one namespace after the other: no operator; a bare client
+(the operator's own `KubeApi`, 32 passes at a time) renders each created server's children with the
+operator's own renderer (`kinds.plan` + `render`) and applies them at once, posts the same `Created`
+event, and patches the same status the moment a pod watch sees the server's pod Ready. It is what
+the API server, etcd, the controller manager, the scheduler and kwok cost for the same objects with
+the least possible client in front of them: the operator's wall time minus the floor's is the
+operator's own. Both modes report CPU seconds per process (/proc/<pid>/stat deltas from the first
+create to all Running) and their sum / 2 cores: a lower bound of the wall time on this machine,
+whatever else runs on it.
 """
 
 from __future__ import annotations
@@ -36,14 +46,23 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import httpx
 
+from mcpfleet.api.meta import API_VERSION, LABEL_INSTANCE
 from mcpfleet.devcluster.cluster import DevCluster, acquire_for_tests, release_for_tests
 from mcpfleet.devcluster.handle import ClusterHandle
+from mcpfleet.operator.settings import from_environment
+from mcpfleet.operator.store import parse
+from mcpfleet.platform.kubernetes.api import KubeApi, login_from
+from mcpfleet.platform.kubernetes.apply import apply_children, describe
+from mcpfleet.platform.kubernetes.render import Owner, manifest_key, render, url_of
+from mcpfleet.reconcile import kinds
+from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
 
 REPO = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(
@@ -127,56 +146,173 @@ class Operator:
         self.log.close()
 
 
-async def create_and_wait(
-    handle: ClusterHandle, namespace: str, n: int, limit_s: float
-) -> tuple[float, float]:
-    """Create N servers (32 at a time) while a watch counts them Running; returns (created, all Running)
-    in seconds from the first create.
+class Progress:
+    """What the benchmark's two watches have seen: servers Running, servers whose pod is Ready."""
 
-    The client is kept light on purpose (aiohttp, one watch instead of polling LISTs): it shares the
-    two cores with the cluster it measures.
+    def __init__(self, n: int, on_ready: Callable[[str], None] | None) -> None:
+        self.n = n
+        self.on_ready = on_ready
+        self.running: set[str] = set()
+        self.ready_pods: set[str] = set()
+        self.pods_ready_at = 0.0
+
+    def server_running(self, obj: dict[str, Any]) -> str | None:
+        if (obj.get("status") or {}).get("phase") != "Running":
+            return None
+        self.running.add(obj["metadata"]["name"])
+        return str(obj["metadata"]["name"])
+
+    def pod_ready(self, obj: dict[str, Any]) -> str | None:
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return None
+        name = (obj["metadata"].get("labels") or {}).get(LABEL_INSTANCE)
+        if name is None or name in self.ready_pods:
+            return None if name is None else str(name)
+        self.ready_pods.add(name)
+        if self.on_ready is not None:
+            self.on_ready(name)
+        if len(self.ready_pods) >= self.n:
+            self.pods_ready_at = time.monotonic()
+        return str(name)
+
+
+Converge = Callable[[dict[str, Any]], Awaitable[None]]
+"""What the floor client does with a server just created (None in operator mode: the operator acts)."""
+
+
+async def create_and_wait(
+    handle: ClusterHandle,
+    namespace: str,
+    n: int,
+    limit_s: float,
+    converge: Converge | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> dict[str, float]:
+    """Create N servers (32 at a time) while watches count their pods Ready and the servers Running.
+
+    Returns seconds from the first create: `create_s` (all created), `pods_ready_s` (every server's
+    pod Ready), `ready_s` (every server's status.phase Running). `converge` runs for each created
+    server (32 at a time, like the operator's workers); `on_ready` once per server whose pod turned
+    Ready. The client is kept light on purpose (aiohttp, watches instead of polling LISTs): it
+    shares the two cores with the cluster it measures.
     """
     path = f"/apis/mcpfleet.dev/v1alpha1/namespaces/{namespace}/mcpservers"
+    pods = f"/api/v1/namespaces/{namespace}/pods"
     connector = aiohttp.TCPConnector(ssl=handle.info.ssl_context(), limit=40)
     async with aiohttp.ClientSession(base_url=handle.server, connector=connector) as api:
-        listing = await (await api.get(path, params={"limit": "1"})).json()
-        version = listing["metadata"]["resourceVersion"]
-        running: set[str] = set()
-        all_running = asyncio.Event()
+        versions = {}
+        for url in (path, pods):
+            listing = await (await api.get(url, params={"limit": "1"})).json()
+            versions[url] = listing["metadata"]["resourceVersion"]
+        progress = Progress(n, on_ready)
+        all_running, all_pods_ready = asyncio.Event(), asyncio.Event()
 
-        async def watch() -> None:
-            params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(int(limit_s))}
-            async with api.get(path, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
+        async def watch(url: str, seen: Callable[[dict[str, Any]], str | None], done: asyncio.Event) -> None:
+            params = {"watch": "1", "resourceVersion": versions[url], "timeoutSeconds": str(int(limit_s))}
+            found: set[str] = set()
+            async with api.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
                 async for line in stream.content:
-                    event = json.loads(line)
-                    obj = event["object"]
-                    if (obj.get("status") or {}).get("phase") == "Running":
-                        running.add(obj["metadata"]["name"])
-                    if len(running) >= n:
-                        all_running.set()
-                        return
+                    name = seen(json.loads(line)["object"])
+                    if name is not None and name not in found:
+                        found.add(name)
+                        if len(found) >= n:
+                            done.set()
+                            return
 
-        watcher = asyncio.create_task(watch())
+        watchers = [
+            asyncio.create_task(watch(path, progress.server_running, all_running)),
+            asyncio.create_task(watch(pods, progress.pod_ready, all_pods_ready)),
+        ]
         started = time.monotonic()
-        semaphore = asyncio.Semaphore(32)
+        semaphore, workers = asyncio.Semaphore(32), asyncio.Semaphore(32)
+        passes: list[asyncio.Task[None]] = []
+
+        async def work(created: dict[str, Any]) -> None:
+            assert converge is not None
+            async with workers:
+                await converge(created)
 
         async def one(i: int) -> None:
             async with semaphore:
                 async with api.post(path, json=server(f"s{i:04d}")) as response:
                     if response.status != 201:
                         raise SystemExit(
-                            f"create s{i:04d}: HTTP {response.status} {(await response.text())[:200]}"
+                            f"create s{i:04d}: HTTP {response.status} {(await response.text())[:600]}"
                         )
+                    if converge is not None:
+                        passes.append(asyncio.create_task(work(await response.json())))
 
         await asyncio.gather(*(one(i) for i in range(n)))
         created = time.monotonic() - started
         try:
             await asyncio.wait_for(all_running.wait(), limit_s)
+            await asyncio.gather(*passes)  # every pass has ended: raises what one raised
         except TimeoutError:
-            raise SystemExit(f"N={n}: only {len(running)} Running after {limit_s}s") from None
+            raise SystemExit(
+                f"N={n}: only {len(progress.running)} Running ({len(progress.ready_pods)} pods Ready) "
+                f"after {limit_s}s"
+            ) from None
         finally:
-            watcher.cancel()
-        return created, time.monotonic() - started
+            for task in watchers:
+                task.cancel()
+        return {
+            "create_s": created,
+            "pods_ready_s": progress.pods_ready_at - started if progress.pods_ready_at else float("nan"),
+            "ready_s": time.monotonic() - started,
+        }
+
+
+class FloorClient:
+    """The least a client must do for the objects the operator makes: render and apply each server's
+    children (the operator's renderer and applier), post its `Created` event, and patch its status
+    once its pod is Ready. No watch of its own (the benchmark's pod watch calls `ready`), no cache,
+    no reconcile: what remains of the wall time is the cluster's."""
+
+    def __init__(self, handle: ClusterHandle, namespace: str) -> None:
+        self.api = KubeApi(login_from(str(handle.kubeconfig)))
+        self.images = from_environment(namespaces=[namespace]).images
+        self.world = World(platform="kubernetes", namespace=namespace, images=self.images)
+        self.namespace = namespace
+        self.plans: dict[str, tuple[Any, WorkloadPlan]] = {}
+        self.ready_names: set[str] = set()
+        self.patches: set[asyncio.Task[None]] = set()
+
+    async def converge(self, created: dict[str, Any]) -> None:
+        entry = parse({**created, "apiVersion": API_VERSION, "kind": "MCPServer"})
+        model = entry.model
+        assert model is not None, entry.error
+        plan = kinds.plan(model, self.world)
+        name = created["metadata"]["name"]
+        desired = render(plan, Owner("MCPServer", name, self.namespace, entry.uid), self.images)
+        message = "created " + ", ".join(describe(manifest_key(m)) for m in desired)
+        # The children and the event together, as one operator pass sends them.
+        await asyncio.gather(
+            apply_children(self.api, desired, lambda _key: None, ()),
+            self.api.event(entry.raw, reason="Created", message=message),
+        )
+        self.plans[name] = (model, plan)
+        if name in self.ready_names:  # its pod was Ready before this pass ended
+            self._patch(name)
+
+    def ready(self, name: str) -> None:
+        self.ready_names.add(name)
+        if name in self.plans:
+            self._patch(name)
+
+    def _patch(self, name: str) -> None:
+        model, plan = self.plans.pop(name)
+        observation = WorkloadObservation(plan.replicas, plan.replicas, url_of(plan))
+        status = kinds.status(model.status, model, plan, observation, self.world)
+        body = {"status": status.dump()}
+        patch = self.api.patch(API_VERSION, "MCPServer", self.namespace, name, body, subresource="status")
+
+        async def send() -> None:
+            await patch
+
+        task = asyncio.create_task(send())
+        self.patches.add(task)
+        task.add_done_callback(self.patches.discard)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -208,6 +344,74 @@ def apiserver_requests(handle: ClusterHandle) -> dict[tuple[str, str], tuple[flo
     return {k: (v[0], v[1]) for k, v in found.items()}
 
 
+CORES = os.cpu_count() or 1
+
+
+def measured(
+    handle: ClusterHandle, n: int, components: dict[str, int], run: Callable[[], dict[str, float]]
+) -> dict[str, Any]:
+    """Run one creation (`run`) and add what it cost: CPU seconds per process (this process is
+    `client`: the creates, the watches and, in floor mode, the floor client), their sum / cores (a
+    lower bound of the wall time), and the API server's requests per object by verb and resource."""
+    components = {**components, "client": os.getpid()}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in components.items()}
+    served_before = apiserver_requests(handle)
+    result: dict[str, Any] = dict(run())
+    cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in components.items()}
+    served = apiserver_requests(handle)
+    result["cpu_s_until_running"] = dict(sorted(cpu.items(), key=lambda kv: -kv[1]))
+    result["cpu_s_total"] = round(sum(cpu.values()), 1)
+    result["cpu_bound_s"] = round(sum(cpu.values()) / CORES, 1)
+    result["load_average"] = os.getloadavg()
+    by_request = {
+        f"{verb} {resource}": round((count - served_before.get((verb, resource), (0, 0))[0]) / n, 2)
+        for (verb, resource), (count, _) in served.items()
+        if count - served_before.get((verb, resource), (0, 0))[0] >= n / 10
+    }
+    result["apiserver_requests_per_object"] = dict(sorted(by_request.items(), key=lambda kv: -kv[1]))
+    return result
+
+
+def wait_gone(handle: ClusterHandle, namespace: str, timeout: float = 600) -> None:
+    """Wait for a deleted namespace to be gone: the next run must not share the cores with its deletion."""
+    deadline = time.monotonic() + timeout
+    with handle.api(timeout=60) as api:
+        while time.monotonic() < deadline:
+            if api.get(f"/api/v1/namespaces/{namespace}").status_code == 404:
+                return
+            time.sleep(1)
+    print(f"namespace {namespace} still there after {timeout}s", file=sys.stderr)
+
+
+def run_floor(handle: ClusterHandle, n: int, timeout: float, components: dict[str, int]) -> dict[str, Any]:
+    """The floor: the same objects applied by a bare client (`FloorClient`), no operator."""
+    namespace = handle.create_namespace(f"bench-floor-{n}")
+    writes: dict[str, int] = {}
+
+    async def floor() -> dict[str, float]:
+        client = FloorClient(handle, namespace)
+        try:
+            return await create_and_wait(handle, namespace, n, timeout, client.converge, client.ready)
+        finally:
+            writes.update({f"{verb} {kind}": count for (verb, kind), count in client.api.requests.items()})
+            await client.api.close()
+
+    try:
+        result = measured(handle, n, components, lambda: asyncio.run(floor()))
+        events = sum(v for k, v in writes.items() if k.endswith(" Event"))
+        return {
+            "mode": "floor",
+            "n": n,
+            **result,
+            "writes_per_obj": sum(writes.values()) / n,
+            "object_writes_per_obj": (sum(writes.values()) - events) / n,
+            "requests_by_kind": {k: round(v / n, 2) for k, v in writes.items()},
+        }
+    finally:
+        handle.delete_namespace(namespace)
+        wait_gone(handle, namespace)
+
+
 def run_one(
     handle: ClusterHandle, n: int, workers: int, timeout: float, components: dict[str, int]
 ) -> dict[str, Any]:
@@ -219,16 +423,9 @@ def run_one(
         operator.wait(lambda s: s["synced"], 60)
         base = operator.stats()
         components = {**components, "operator": operator.proc.pid}
-        cpu_before = {name: cpu_seconds(pid) for name, pid in components.items()}
-        served_before = apiserver_requests(handle)
-        created, elapsed = asyncio.run(create_and_wait(handle, namespace, n, timeout))
-        cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in components.items()}
-        served = apiserver_requests(handle)
-        by_request = {
-            f"{verb} {resource}": (round((count - served_before.get((verb, resource), (0, 0))[0]) / n, 2))
-            for (verb, resource), (count, _) in served.items()
-            if count - served_before.get((verb, resource), (0, 0))[0] >= n / 10
-        }
+        timing = measured(
+            handle, n, components, lambda: asyncio.run(create_and_wait(handle, namespace, n, timeout))
+        )
         converged = operator.idle()
         writes = converged["writes"] - base["writes"]
         total = converged["total"] - base["total"]
@@ -258,9 +455,9 @@ def run_one(
                 }
             )
         return {
+            "mode": "operator",
             "n": n,
-            "create_s": created,
-            "ready_s": elapsed,
+            **timing,
             "requests_per_obj": total / n,
             "writes_per_obj": writes / n,
             "object_writes_per_obj": (writes - events) / n,
@@ -271,8 +468,6 @@ def run_one(
             "rss_mb": rss,
             "errors": after["errors"],
             "conflicts": after["conflicts"],
-            "cpu_s_until_running": cpu,
-            "apiserver_requests_per_object": dict(sorted(by_request.items(), key=lambda kv: -kv[1])),
             "requests_by_kind": {
                 k: round((v - base["requests"].get(k, 0)) / n, 2)
                 for k, v in converged["requests"].items()
@@ -282,6 +477,7 @@ def run_one(
     finally:
         operator.stop()
         handle.delete_namespace(namespace)
+        wait_gone(handle, namespace)
 
 
 def main() -> int:
@@ -289,6 +485,14 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--workers", type=int, default=32)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("floor", "operator"),
+        default=["floor", "operator"],
+        help="floor: a bare client applies the operator's rendered objects, no operator; operator: "
+        "`mcpfleet operator run` does (both by default, one after the other on the same cluster).",
+    )
     parser.add_argument(
         "--cluster",
         choices=("private", "shared"),
@@ -319,8 +523,12 @@ def main() -> int:
     try:
         for n in args.sizes:
             components = {r.name: r.pid for r in cluster.procs.records()}
-            results.append(run_one(handle, n, args.workers, args.timeout, components))
-            print(results[-1], flush=True)
+            for mode in args.modes:
+                if mode == "floor":
+                    results.append(run_floor(handle, n, args.timeout, components))
+                else:
+                    results.append(run_one(handle, n, args.workers, args.timeout, components))
+                print(results[-1], flush=True)
     finally:
         if private_dir is not None:
             import shutil
@@ -332,17 +540,24 @@ def main() -> int:
             asyncio.run(release_for_tests(cluster, keep=keep))
     print()
     print(
-        "| N | create s | all Running s | API requests / object | writes / object (of which Events) "
-        "| writes per idle resync | writes per restart | operator RSS MB |"
+        "| mode | N | create s | pods Ready s | all Running s | writes / object (of which Events) "
+        "| CPU s (sum / cores) | load average | writes per idle resync | writes per restart | operator RSS MB |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         events = r["writes_per_obj"] - r["object_writes_per_obj"]
+        cpu = ", ".join(f"{k} {v}" for k, v in r["cpu_s_until_running"].items())
+        load = " ".join(f"{x:.1f}" for x in r["load_average"])
+        operator_only = (
+            f"{r['idle_resync_writes']} ({r['idle_resync_reconciles']} reconciles) | {r['restart_writes']} "
+            f"({max(x['seconds_to_idle'] for x in r['restarts'])} s to idle) | {r['rss_mb']:.0f}"
+            if r["mode"] == "operator"
+            else "- | - | -"
+        )
         print(
-            f"| {r['n']} | {r['create_s']:.1f} | {r['ready_s']:.1f} | {r['requests_per_obj']:.2f} | "
-            f"{r['writes_per_obj']:.2f} ({events:.2f}) | {r['idle_resync_writes']} "
-            f"({r['idle_resync_reconciles']} reconciles) | {r['restart_writes']} "
-            f"({max(x['seconds_to_idle'] for x in r['restarts'])} s to idle) | {r['rss_mb']:.0f} |"
+            f"| {r['mode']} | {r['n']} | {r['create_s']:.1f} | {r['pods_ready_s']:.1f} | {r['ready_s']:.1f} | "
+            f"{r['writes_per_obj']:.2f} ({events:.2f}) | {r['cpu_s_total']} ({r['cpu_bound_s']} s): {cpu} "
+            f"| {load} | {operator_only} |"
         )
     return 0
 

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from mcpfleet.api.meta import API_VERSION
 from mcpfleet.devcluster.handle import ClusterHandle
+from mcpfleet.operator.store import parse
+from mcpfleet.reconcile import mcpserver
+from mcpfleet.reconcile.model import World
 
 from .conftest import Kube, OperatorProcess
 
@@ -90,27 +92,26 @@ def _children_match(
 ) -> bool | str:
     """True when every object has its children at its latest spec and no child is orphaned; else why not."""
     deployments = {d["metadata"]["name"]: d for d in kube.items("Deployment")}
-    config_maps = {
-        c["metadata"]["name"]: c for c in kube.items("ConfigMap", "app.kubernetes.io/managed-by=mcpfleet")
-    }
+    world = World(platform="kubernetes", namespace=kube.ns)
     for name, args in desired.items():
         uid = found[name]["metadata"]["uid"]
         deployment = deployments.get(f"mcp-{name}")
-        config_map = config_maps.get(f"mcp-{name}-config")
-        if deployment is None or config_map is None:
+        if deployment is None:
             return f"{name}: children missing"
         if deployment["metadata"]["ownerReferences"][0]["uid"] != uid:
             return f"{name}: Deployment owned by an old incarnation"
-        if yaml.safe_load(config_map["data"]["runconfig.json"])["args"] != args:
-            return f"{name}: run config not at the latest spec"
-        checksum = config_map["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
-        if (
-            deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
-            != checksum
+        template = deployment["spec"]["template"]
+        if template["spec"]["containers"][0]["command"][-len(args) :] != args:
+            return f"{name}: Deployment not at the latest spec"
+        # The checksum of the run config the latest spec renders (no ConfigMap: nothing reads it).
+        model = parse({**found[name], "apiVersion": API_VERSION, "kind": "MCPServer"}).model
+        assert model is not None
+        if template["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] != (
+            mcpserver.plan(model, world).rollout_checksum  # type: ignore[arg-type]
         ):
             return f"{name}: pods not rolled to the latest config"
     # No orphans: every managed child belongs to a live object (garbage collection included).
-    for kind in ("Deployment", "Service", "ConfigMap"):
+    for kind in ("Deployment", "Service", "ConfigMap"):  # (a ConfigMap would be an orphan: none is rendered)
         for child in kube.items(kind, "app.kubernetes.io/managed-by=mcpfleet"):
             (ref,) = child["metadata"]["ownerReferences"]
             owner = found.get(ref["name"])

@@ -32,11 +32,7 @@ def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorPr
     server = kube.get("MCPServer", "time")
     assert server is not None
     uid = server["metadata"]["uid"]
-    for kind, name in (
-        ("Deployment", "mcp-time"),
-        ("Service", "mcp-time"),
-        ("ConfigMap", "mcp-time-config"),
-    ):
+    for kind, name in (("Deployment", "mcp-time"), ("Service", "mcp-time")):
         child = kube.get(kind, name)
         assert child is not None, f"{kind} {name} missing"
         (ref,) = child["metadata"]["ownerReferences"]
@@ -46,11 +42,14 @@ def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorPr
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "mcpfleet-test/runner:1"
     assert container["command"][-4:] == ["uvx", "mcp-server-time@2025.1", "--local-timezone", "UTC"]
-    config_map = kube.get("ConfigMap", "mcp-time-config")
-    assert config_map is not None
-    checksum = config_map["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
+    # Nothing reads a plain server's run config (its proxy gets no --run-config): no ConfigMap, no
+    # config volume; the run config's checksum is on the pod template all the same (a change rolls).
+    assert kube.get("ConfigMap", "mcp-time-config") is None
     assert (
-        deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] == checksum
+        "--run-config" not in container["command"] and "volumes" not in deployment["spec"]["template"]["spec"]
+    )
+    assert (
+        len(deployment["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]) == 64
     )
     # A package server needs no API access: no account of its own, no Role, no token in the pod.
     assert kube.get("Role", "mcp-time") is None and kube.get("ServiceAccount", "mcp-time") is None
@@ -123,7 +122,7 @@ def test_runtime_add_delete_recreate(kube: Kube, operator: OperatorProcess) -> N
     )
     kube.wait_gone("MCPServer", "time")
     # Garbage collection (kube-controller-manager) removes every child through owner references.
-    for kind, name in (("Deployment", "mcp-time"), ("Service", "mcp-time"), ("ConfigMap", "mcp-time-config")):
+    for kind, name in (("Deployment", "mcp-time"), ("Service", "mcp-time")):
         kube.wait_gone(kind, name)
     kube.apply(SERVER)
     status = kube.wait_phase("MCPServer", "time", "Running")

@@ -38,9 +38,12 @@ def _render(spec: dict[str, object]) -> dict[str, dict[str, object]]:
 
 
 def test_render_children_owner_checksum_and_least_privilege() -> None:
-    children = _render({"image": "uvx://mcp-server-time", "secrets": [{"name": "s", "key": "k"}]})
+    spec: dict[str, object] = {"image": "uvx://mcp-server-time", "secrets": [{"name": "s", "key": "k"}]}
+    children = _render(spec)
     # No API access, so no ServiceAccount: the pod runs as the namespace default with no token.
-    assert list(children) == ["ConfigMap", "Deployment", "Service"]
+    # Nothing reads the run config of a plain server (no toolConfigRef, rateLimiting or auth): no
+    # ConfigMap, no config volume.
+    assert list(children) == ["Deployment", "Service"]
     for child in children.values():
         meta = child["metadata"]
         assert meta["ownerReferences"] == [  # type: ignore[index]
@@ -56,9 +59,12 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
         assert len(meta["annotations"][ANNOTATION_APPLIED_HASH]) == 64  # type: ignore[index]
     deployment = children["Deployment"]
     template = deployment["spec"]["template"]  # type: ignore[index]
-    checksum = children["ConfigMap"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]  # type: ignore[index]
-    assert template["metadata"]["annotations"]["mcpfleet.dev/config-checksum"] == checksum
+    # The run config still counts in the pod template's checksum: a change to it rolls the pods.
+    plan = mcpserver.plan(_server(spec), World(platform="kubernetes", namespace="ns"))  # type: ignore[arg-type]
+    checksum = template["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
+    assert checksum == plan.rollout_checksum and len(checksum) == 64
     pod = template["spec"]
+    assert "volumes" not in pod
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     (container,) = pod["containers"]
     assert (
@@ -69,6 +75,35 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
     assert {"name": "k", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}} in container["env"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert children["Service"]["spec"]["ports"][0]["port"] == 8080  # type: ignore[index]
+
+
+def test_config_map_only_when_a_container_reads_it() -> None:
+    """A server whose proxy is told `--run-config` (a toolConfigRef) gets the ConfigMap, mounted where
+    the flag says; the same server without one gets neither, and its checksum still follows the
+    run config."""
+    world = World(platform="kubernetes", namespace="ns")
+    spec: dict[str, object] = {
+        "image": "uvx://mcp-server-time",
+        "rateLimiting": {"shared": {"maxTokens": 60, "refillPeriod": "1m"}},
+    }
+    plan = mcpserver.plan(_server(spec), world)  # type: ignore[arg-type]
+    children = {m["kind"]: m for m in render(plan, Owner("MCPServer", "time", "ns", "uid-1"), Images())}
+    assert list(children) == ["ConfigMap", "Deployment", "Service"]
+    assert "runconfig.json" in children["ConfigMap"]["data"]
+    pod = children["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    path = container["command"][container["command"].index("--run-config") + 1]
+    (mount,) = container["volumeMounts"]
+    assert path == f"{mount['mountPath']}/runconfig.json"
+    assert {"name": mount["name"], "configMap": {"name": "mcp-time-config"}} in pod["volumes"]
+    plain: dict[str, Any] = _render({"image": "uvx://mcp-server-time"})
+    other: dict[str, Any] = _render({"image": "uvx://mcp-server-time", "args": ["--x"]})
+    assert "ConfigMap" not in plain
+    checksums = [
+        c["Deployment"]["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
+        for c in (plain, other)
+    ]
+    assert checksums[0] != checksums[1]
 
 
 def test_unchanged_skips_identical_and_catches_drift() -> None:

@@ -19,8 +19,9 @@ runs beside it (`mcpfleet proxy --remote http://127.0.0.1:MCPPORT --forward-all-
 Service targets it; that needs an `mcpPort` different from `proxyPort`, else a plan problem. Never
 does a server configured with OIDC run without it.
 
-The run config (ConfigMap / file `runconfig.json`) records what runs plus the configHash of the
-referenced MCPToolConfig / MCPExternalAuthConfig, so a change to either rolls the pods. It never
+The run config (file `runconfig.json`) records what runs plus the configHash of the referenced
+MCPToolConfig / MCPExternalAuthConfig, so a change to either rolls the pods (it is part of the pod
+template's checksum; on Kubernetes it becomes a ConfigMap only when the proxy is told to read it). It never
 holds secret values: those travel as secretKeyRef env. With a `toolConfigRef` it also holds that
 MCPToolConfig's spec, and a stdio server's proxy gets `--run-config {config_dir}/runconfig.json`
 and enforces the filter and overrides itself. An http server has no relay that could: its

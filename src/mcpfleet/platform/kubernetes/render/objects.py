@@ -6,6 +6,13 @@ which lets the applier skip an unchanged child without a request. The pod templa
 `mcpfleet.dev/config-checksum` (sha256 of the rendered config files): a config change rolls the
 pods, an unchanged config does not.
 
+The ConfigMap of the rendered config files is rendered (and mounted) only when a container is told
+a path in it (`{config_dir}` in its command or args: `--config`, `--run-config`, `--auth-config`…).
+A plain MCPServer's `runconfig.json` is read by nothing (its proxy takes the run config only with a
+`toolConfigRef` or `rateLimiting`): a ConfigMap for it would cost the cluster a write and the pod a
+volume per server for a file no process opens. The file still counts in the pod template's
+checksum, so a change to it (e.g. a referenced MCPExternalAuthConfig's hash) still rolls the pods.
+
 A ServiceAccount (with its Role and RoleBinding) is rendered only for a plan that calls the
 Kubernetes API (`plan.rbac` non-empty). Every other pod runs as `spec.serviceAccount` or the
 namespace's default account with no token mounted: it holds no credential at all, which is less
@@ -125,10 +132,17 @@ def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str
     return spec
 
 
+def reads_config(plan: WorkloadPlan) -> bool:
+    """True when a container is told a path among the config files: only then is there a ConfigMap."""
+    return bool(plan.config_files) and any(
+        "{config_dir}" in arg for c in plan.containers for arg in (*c.command, *c.args)
+    )
+
+
 def _mounts(plan: WorkloadPlan, container: Container) -> list[dict[str, Any]]:
     """Where a container sees the pod's volumes (see `volumes`)."""
     wanted = (
-        (bool(plan.config_files), CONFIG_VOLUME, KUBERNETES_CONFIG_DIR),
+        (reads_config(plan), CONFIG_VOLUME, KUBERNETES_CONFIG_DIR),
         (bool(plan.secret_files) and container.secret_files, SECRET_VOLUME, KUBERNETES_SECRET_DIR),
         (bool(plan.config_map_files), CONFIGMAP_VOLUME, KUBERNETES_CONFIGMAP_DIR),
         (container.service_account_token, TOKEN_VOLUME, KUBERNETES_TOKEN_DIR),
@@ -169,8 +183,8 @@ Manifest = dict[str, Any]
 
 
 def config_map(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
-    """The ConfigMap of the rendered config files (none without config files)."""
-    if not plan.config_files:
+    """The ConfigMap of the rendered config files (none when no container reads one)."""
+    if not reads_config(plan):
         return []
     metadata = {
         **_metadata(plan, owner, config_map_name(plan)),
@@ -246,7 +260,7 @@ def _token_volume() -> dict[str, Any]:
 def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
     """The pod's volumes: config, Secret files, the user's ConfigMap keys, token, scratch data."""
     out: list[dict[str, Any]] = []
-    if plan.config_files:
+    if reads_config(plan):
         out.append({"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(plan)}})
     if plan.secret_files:
         # One projected volume: each Secret key becomes one file; values never touch a ConfigMap.
