@@ -158,6 +158,7 @@ class OIDCAuthenticator:
         if len(token) > MAX_TOKEN_CHARS:
             raise AuthError(f"token too large (over {MAX_TOKEN_CHARS} characters)")
         import jwt  # loaded by the first token (~35 ms with cryptography), not by every service start
+
         try:
             header = jwt.get_unverified_header(token)
         except (jwt.PyJWTError, ValueError, TypeError, RecursionError) as exc:

@@ -221,6 +221,7 @@ class VMCPApp:
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
                         return
                 await send({"type": "lifespan.startup.complete"})
+                jsonrpc.preload_validators()  # loaded while the gateway already serves
             elif m["type"] == "lifespan.shutdown":
                 await self.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
