@@ -77,7 +77,10 @@ proxy.build(list(ctx.args), **ctx.params)
 @pytest.mark.parametrize(
     ("module", "unwanted"),
     [
-        ("mcpfleet.vmcp.server", {"sqlalchemy", "kopf", "lightkube", "redis", "jwt", "mcp", "mcp_types"}),
+        (
+            "mcpfleet.vmcp.server",
+            {"sqlalchemy", "kopf", "lightkube", "redis", "jwt", "mcp", "mcp_types", "cedarpy"},
+        ),
         ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt"}),
     ],
 )
