@@ -260,9 +260,10 @@ _VALIDATORS = "mcp_types.methods"
 
 def preload_validators() -> None:
     """Import the SDK's per-method wire types (`check_params`' validators, ~0.25 s of pydantic model
-    building) in a background thread, so a service that starts without them (it serves /health and
-    listens first) does not make its first MCP request wait for them. A request that needs them
-    before the thread is done waits for the same import (the import lock), never sees half of it."""
+    building) in a background thread. The proxy and the gateway start without them and call this
+    after their first answer (a probe, usually), so their first MCP request need not wait for them.
+    A request that needs them before the thread is done waits for the same import (the import
+    lock), never sees half of it."""
     if _VALIDATORS in sys.modules:
         return
     threading.Thread(

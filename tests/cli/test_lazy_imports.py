@@ -115,8 +115,8 @@ else:
 
 
 def test_validators_load_in_the_background() -> None:
-    """`preload_validators` (called once a proxy or gateway serves) loads the per-method wire types
-    without blocking its caller, and `check_params` works during and after it."""
+    """`preload_validators` (called by a proxy or gateway after its first answer) loads the
+    per-method wire types without blocking its caller, and `check_params` works during and after it."""
     code = """
 import sys, time
 from mcpfleet import jsonrpc

@@ -191,6 +191,7 @@ class ProxyApp:
             opening_needs_initialize=isolation == "session",
             max_json_depth=max_json_depth,
         )
+        self._preload = True
         self.sse: SseEndpoints | None = None
         if enable_sse:
             # Only `--transport sse` loads the SDK's SSE transport (and the auth stack it imports).
@@ -219,6 +220,11 @@ class ProxyApp:
             return
         if scope["type"] != "http":
             return
+        if self._preload:
+            # The first request (a probe, usually) starts loading the validators of MCP requests:
+            # after this answer goes out, so they load while the proxy already serves.
+            self._preload = False
+            asyncio.get_running_loop().call_soon(jsonrpc.preload_validators)
         path: str = scope["path"]
         if path in ("/mcp", "/mcp/"):
             await self._mcp(scope, receive, send)
@@ -268,7 +274,6 @@ class ProxyApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
-                jsonrpc.preload_validators()  # loaded while the proxy already serves
             elif message["type"] == "lifespan.shutdown":
                 await self.sessions.close()
                 if self.sse is not None:
