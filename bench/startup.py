@@ -60,51 +60,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _registry_config(work: Path, name: str, servers: int) -> Path:
+    """A registry config with one file source of `servers` servers, on SQLite in `work`."""
+    data = work / f"{name}-servers.json"
+    entries = [
+        {"name": f"io.example/s{i:05d}", "description": f"server {i}", "version": "1.0.0"}
+        for i in range(servers)
+    ]
+    data.write_text(json.dumps({"servers": entries}))
+    config = work / f"{name}.json"
+    source = {"name": "gen", "file": {"path": str(data)}, "syncPolicy": {"interval": "1h"}}
+    database = {"url": f"sqlite+aiosqlite:///{work / (name + '.db')}"}
+    config.write_text(json.dumps({"registryName": name, "sources": [source], "database": database}))
+    return config
+
+
 def _configs(work: Path) -> dict[str, list[str]]:
     vmcp = work / "vmcp.yaml"
     dead = free_port()
     vmcp.write_text(f"name: bench\nbackends:\n  - {{name: b, url: 'http://127.0.0.1:{dead}/mcp'}}\n")
-    data = work / "servers.json"
-    data.write_text(
-        json.dumps(
-            {
-                "servers": [
-                    {"name": f"io.example/s{i}", "description": "s", "version": "1.0.0"} for i in range(2)
-                ]
-            }
-        )
-    )
-    registry = work / "registry.json"
-    registry.write_text(
-        json.dumps(
-            {
-                "registryName": "bench",
-                "sources": [{"name": "gen", "file": {"path": str(data)}, "syncPolicy": {"interval": "1h"}}],
-                "database": {"url": f"sqlite+aiosqlite:///{work / 'registry.db'}"},
-            }
-        )
-    )
-    big = work / "servers-10k.json"
-    big.write_text(
-        json.dumps(
-            {
-                "servers": [
-                    {"name": f"io.example/s{i:05d}", "description": f"server {i}", "version": "1.0.0"}
-                    for i in range(10_000)
-                ]
-            }
-        )
-    )
-    registry_10k = work / "registry-10k.json"
-    registry_10k.write_text(
-        json.dumps(
-            {
-                "registryName": "bench10k",
-                "sources": [{"name": "gen", "file": {"path": str(big)}, "syncPolicy": {"interval": "1h"}}],
-                "database": {"url": f"sqlite+aiosqlite:///{work / 'registry-10k.db'}"},
-            }
-        )
-    )
+    registry = _registry_config(work, "bench", 2)
+    registry_10k = _registry_config(work, "bench10k", 10_000)
     child = [sys.executable, "-c", "import sys, time; time.sleep(3600)"]
     return {
         "proxy": ["proxy", "--port", "{port}", "--", *child],
