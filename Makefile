@@ -8,12 +8,14 @@ PYTEST_ARGS ?=
 
 .PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
 
+# Dependencies are compiled to bytecode at install: with PYTHONDONTWRITEBYTECODE set (as in some
+# environments) every start would compile each imported module again.
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip uv
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev]'
 	@echo "venv: $$($(PY) -m pip list --format=freeze 2>/dev/null | wc -l) packages in $(VENV) (mcpfleet: $(MCPFLEET))"
 	touch $@
 

@@ -13,7 +13,10 @@ The bound is applied right after decoding, before anything else looks at the mes
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal
 
@@ -252,6 +255,22 @@ def _check_meta(params: Mapping[str, Any], rid: Any) -> None:
         )
 
 
+_VALIDATORS = "mcp_types.methods"
+
+
+def preload_validators() -> None:
+    """Import the SDK's per-method wire types (`check_params`' validators, ~0.25 s of pydantic model
+    building) in a background thread. The proxy and the gateway start without them and call this
+    after their first answer (a probe, usually), so their first MCP request need not wait for them.
+    A request that needs them before the thread is done waits for the same import (the import
+    lock), never sees half of it."""
+    if _VALIDATORS in sys.modules:
+        return
+    threading.Thread(
+        target=importlib.import_module, args=(_VALIDATORS,), name="preload-validators", daemon=True
+    ).start()
+
+
 def check_params(
     kind: Kind, method: str, params: Mapping[str, Any] | None, version: str, request_id: Any = None
 ) -> None:
@@ -260,7 +279,7 @@ def check_params(
     SDK has no type for pass: whoever handles them decides (usually: method not found)."""
     # Imported here, not at module level: the MCP SDK is ~40 MB and a second of start-up, and every
     # `mcpfleet` command imports this module through the HTTP limit flags (a cached import is ~0.2 µs).
-    from mcp.types.methods import validate_client_notification, validate_client_request
+    from mcp_types.methods import validate_client_notification, validate_client_request
 
     try:
         if kind == "request":

@@ -9,11 +9,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-import redis.asyncio
-
-from mcpfleet.api.ratelimit import REDIS_PASSWORD_ENV
-
 if TYPE_CHECKING:
+    import redis.asyncio
+
     from mcpfleet.api.ratelimit import SessionStorage
 
 # A Redis that does not answer must not hang a request: the callers turn this into an error.
@@ -22,6 +20,11 @@ TIMEOUT_SECONDS = 2.0
 
 def redis_client(storage: SessionStorage) -> redis.asyncio.Redis:
     """A client for `storage.address` (host:port), db and password from the environment."""
+    # Imported here: only a service configured with Redis pays for loading it (~0.2 s).
+    import redis.asyncio
+
+    from mcpfleet.api.ratelimit import REDIS_PASSWORD_ENV
+
     if storage.address is None:
         raise ValueError("sessionStorage.address is required for provider redis")
     host, _, port = storage.address.rpartition(":")

@@ -17,7 +17,13 @@ HEAVY += ("opentelemetry", "rich", "yaml", "watchfiles", "lightkube", "uvloop")
 
 
 def _loaded_after(code: str) -> set[str]:
-    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
+    """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp` and
+    `mcp.server` only once their `__init__` ran (mcpfleet registers them deferred: `mcpsdk.py`)."""
+    probe = (
+        f"{code}\nimport sys, json\n"
+        "deferred = {n for n in ('mcp', 'mcp.server') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
+        "print(json.dumps(sorted(set(sys.modules) - deferred)))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=120
     )
@@ -46,20 +52,85 @@ ctx = typer.main.get_command(app).make_context("proxy", ["--port", "0", "--", "t
 proxy.build(list(ctx.args), **ctx.params)
 """
     loaded = _loaded_after(code)
-    unwanted = {"aiohttp", "sqlalchemy", "kopf", "lightkube"}  # (the mcp SDK itself loads opentelemetry)
+    unwanted = {"aiohttp", "sqlalchemy", "kopf", "lightkube", "redis", "jwt", "cryptography"}
     assert _tops(loaded).isdisjoint(unwanted), sorted(_tops(loaded) & unwanted)
     for package in ("mcpfleet.auth", "mcpfleet.proxy.attach", "mcpfleet.proxy.remote", "mcpfleet.operator"):
         assert package not in loaded, package
+    # Of the MCP SDK only the transport it serves with: not its package __init__s (client, server
+    # frameworks), not every protocol version's request types (loaded after start: jsonrpc.py), not
+    # the SSE transport (`--transport sse` only), not the api models of a toolConfig it was not given.
+    assert "mcp.server.streamable_http" in loaded
+    for module in (
+        "mcp",
+        "mcp.client",
+        "mcp.server",
+        "mcp.server.lowlevel",
+        "mcp.server.mcpserver",
+        "mcp.server.sse",
+        "mcp.server.auth",
+        "mcp_types.methods",
+        "mcpfleet.api.mcptoolconfig",
+    ):
+        assert module not in loaded, module
 
 
 @pytest.mark.parametrize(
     ("module", "unwanted"),
     [
-        ("mcpfleet.vmcp.server", {"sqlalchemy", "kopf", "lightkube"}),
-        ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic"}),
+        (
+            "mcpfleet.vmcp.server",
+            {"sqlalchemy", "kopf", "lightkube", "redis", "jwt", "mcp", "mcp_types", "cedarpy"},
+        ),
+        ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt"}),
     ],
 )
 def test_services_load_only_their_stack(module: str, unwanted: set[str]) -> None:
     loaded = _loaded_after(f"import {module}")
     assert _tops(loaded).isdisjoint(unwanted), sorted(_tops(loaded) & unwanted)
     assert not any(m.startswith("mcpfleet.operator") for m in loaded)
+
+
+def test_deferred_sdk_packages_are_the_real_ones_on_first_use() -> None:
+    """The SDK's top-level names still work after mcpfleet deferred its package __init__s: the first
+    attribute runs the real __init__ once, and the package is then what a plain import gives."""
+    code = """
+import mcpfleet.proxy.http_app
+import sys
+assert "mcp.client" not in sys.modules
+from mcp import ClientSession
+from mcp.client.session import ClientSession as Direct
+assert ClientSession is Direct
+import mcp, mcp.server
+from mcp.server.lowlevel import Server
+assert mcp.server.Server is Server and mcp.types.Tool is not None and "ClientSession" in mcp.__all__
+assert "__getattr__" not in vars(mcp) and "__getattr__" not in vars(mcp.server)
+try:
+    mcp.no_such_name
+except AttributeError:
+    pass
+else:
+    raise AssertionError("a missing name must raise AttributeError")
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_validators_load_in_the_background() -> None:
+    """`preload_validators` (called by a proxy or gateway after its first answer) loads the
+    per-method wire types without blocking its caller, and `check_params` works during and after it."""
+    code = """
+import sys, time
+from mcpfleet import jsonrpc
+assert "mcp_types.methods" not in sys.modules
+jsonrpc.preload_validators()
+try:
+    jsonrpc.check_params("request", "tools/call", {"name": 3}, "2025-06-18", 1)
+except jsonrpc.MessageError as exc:
+    assert "name" in str(exc), exc
+else:
+    raise AssertionError("a bad tools/call name must be refused")
+deadline = time.monotonic() + 60
+while "mcp_types.methods" not in sys.modules and time.monotonic() < deadline:
+    time.sleep(0.01)
+assert "mcp_types.methods" in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

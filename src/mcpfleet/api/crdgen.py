@@ -15,8 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from mcpfleet.api import fielddocs
+from mcpfleet.api.fielddocs import models_in
 from mcpfleet.api.kinds import ALL_KINDS
-from mcpfleet.api.meta import GROUP, RuleModel
+from mcpfleet.api.meta import GROUP, ApiModel, RuleModel
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import (
     HUB_VERSION,
@@ -42,21 +44,12 @@ def _rules_by_title(models: list[type[BaseModel]]) -> dict[str, list[dict[str, s
         if issubclass(model, RuleModel) and model.rules:
             found[model.__name__] = [rule.as_cel() for rule in model.rules]
         for field in model.model_fields.values():
-            for candidate in _models_in(field.annotation):
+            for candidate in models_in(field.annotation):
                 visit(candidate)
 
     for model in models:
         visit(model)
     return found
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    result: list[type[BaseModel]] = []
-    for arg in getattr(annotation, "__args__", ()) or ():
-        result.extend(_models_in(arg))
-    return result
 
 
 class _Converter:
@@ -141,6 +134,7 @@ def _own_keys(node: dict[str, Any], node_type: str | None) -> dict[str, Any]:
 
 def openapi_schema(kind: type[Resource]) -> dict[str, Any]:
     """The structural schema of one kind's spec and status."""
+    fielddocs.attach(ApiModel)  # the field descriptions: from the attribute docstrings, on first use
     spec_model = kind.model_fields["spec"].annotation
     status_model = kind.model_fields["status"].annotation
     assert isinstance(spec_model, type) and isinstance(status_model, type)

@@ -52,7 +52,8 @@ class ApiModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
-        use_attribute_docstrings=True,
+        # Attribute docstrings become field descriptions in `fielddocs.attach()`, for the CRDs and
+        # the reference only (pydantic's use_attribute_docstrings costs every service start).
         validate_assignment=False,
     )
 

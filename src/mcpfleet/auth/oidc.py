@@ -49,9 +49,6 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import jwt
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
-
 # The settings models live in a module of their own (pydantic only), so a config that merely holds an
 # incoming-auth block (the registry's) does not import aiohttp and the JWT stack; re-exported here.
 from mcpfleet.auth.settings import (
@@ -160,6 +157,8 @@ class OIDCAuthenticator:
         token = token.strip()
         if len(token) > MAX_TOKEN_CHARS:
             raise AuthError(f"token too large (over {MAX_TOKEN_CHARS} characters)")
+        import jwt  # loaded by the first token (~35 ms with cryptography), not by every service start
+
         try:
             header = jwt.get_unverified_header(token)
         except (jwt.PyJWTError, ValueError, TypeError, RecursionError) as exc:
@@ -323,6 +322,9 @@ def _key_of(jwk: dict[str, Any]) -> _Key | None:
 
     A JWK that names another `alg`, or is not a signing key (`use` other than sig), is skipped.
     """
+    import jwt
+    from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
     kty, declared = jwk.get("kty"), jwk.get("alg")
     if jwk.get("use") not in (None, "sig"):
         return None

@@ -30,7 +30,8 @@ def crds(
     """
     from mcpfleet.api.crdgen import write_crds
 
-    target = reference if reference and str(reference) else None
-    copies = [chart] if chart and str(chart) else []
+    # typer turns '' into Path('.'): both mean "skip", never "write into the current directory".
+    target = reference if reference and str(reference) not in ("", ".") else None
+    copies = [chart] if chart and str(chart) not in ("", ".") else []
     for path in write_crds(output, target, copies):
         typer.echo(f"wrote {path}")

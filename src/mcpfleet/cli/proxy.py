@@ -67,10 +67,10 @@ def _policy(authz_config: str | None, audit_config: str | None, component: str) 
 
 def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | None:
     """`--run-config`'s toolConfig, read once at start like --auth-config: never serve tools it hides."""
-    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
-
     if run_config is None:
         return None
+    from mcpfleet.proxy.runconfig import RunConfigError, load_run_config  # the api models: ~0.1 s
+
     try:
         tool_policy = load_run_config(run_config).tool_policy()
     except RunConfigError as exc:
@@ -85,11 +85,11 @@ def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | Non
 
 def _limiter(run_config: str | None) -> Limiter | None:
     """`--run-config`'s rateLimiting (Redis-shared with a redis sessionStorage), or None."""
+    if run_config is None:
+        return None
     from mcpfleet import ratelimit
     from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
 
-    if run_config is None:
-        return None
     try:
         config = load_run_config(run_config)
         scope = f"{config.namespace or 'local'}/{config.name or 'proxy'}"

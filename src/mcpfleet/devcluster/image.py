@@ -4,7 +4,8 @@ Owns: the image's layout and its cache under `<cache>/image/`:
 1. a base root filesystem from `debootstrap --variant=minbase` (Debian bookworm + python3, CA
    certificates, git, libstdc++ for Node), cached by suite/packages/mirror;
 2. the application: a venv at /opt/mcpfleet holding the project's wheel (built from this checkout)
-   and its dependencies (uv and uvx come with it), Node 22 (the binary pinned in tools/node) and npm
+   and its dependencies (uv and uvx come with it), compiled to bytecode at install (the venv is
+   root's and read-only to user 10001: without it every start compiled each imported module), Node 22 (the binary pinned in tools/node) and npm
    (its registry tarball), the unprivileged user 10001 with HOME /home/mcpfleet;
 3. the caches the runner needs offline, warmed as user 10001: uv's cache holds every `uvx://` package
    of WARM_UVX and npm's cache (plus npx's install dir) every `npx://` package of WARM_NPX; the image
@@ -33,7 +34,7 @@ from mcpfleet.devcluster.build import default_cache_root
 
 Progress = Callable[[str], None]
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # 2: bytecode compiled at install
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES: tuple[str, ...] = ("python3", "python3-venv", "ca-certificates", "libstdc++6", "git")
@@ -274,7 +275,7 @@ def _build_into(
             f"""
             useradd --uid {USER_ID} --user-group --create-home --home-dir {HOME} --shell /bin/sh mcpfleet
             /tmp/uv venv --quiet --python /usr/bin/python3 /opt/mcpfleet
-            /tmp/uv pip install --quiet --no-cache --python /opt/mcpfleet/bin/python /tmp/{wheel.name}
+            /tmp/uv pip install --quiet --no-cache --compile-bytecode --python /opt/mcpfleet/bin/python /tmp/{wheel.name}
             rm -f /tmp/uv /tmp/{wheel.name}
             node --version && npm --version
             """,

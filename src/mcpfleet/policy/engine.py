@@ -14,9 +14,12 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mcpfleet.policy.cedar import Authorizer
 from mcpfleet.policy.config import AuthzConfigError, AuthzDocument, read_document, resolve
+
+if TYPE_CHECKING:
+    from mcpfleet.policy.cedar import Authorizer
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,8 @@ class PolicyEngine:
         resolved, inner = resolve(document, self._base_dir, source)
         if inner is not None:
             followed[inner] = stamp(inner)
+        from mcpfleet.policy.cedar import Authorizer  # cedarpy: only where authz is configured
+
         try:
             authorizer = Authorizer(resolved)
         except AuthzConfigError as exc:

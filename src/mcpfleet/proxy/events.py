@@ -12,7 +12,7 @@ import itertools
 from collections import OrderedDict
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
-from mcp.types import JSONRPCMessage
+from mcp_types import JSONRPCMessage
 
 
 class BoundedEventStore(EventStore):

@@ -19,12 +19,12 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -36,7 +36,9 @@ from mcpfleet.proxy.events import BoundedEventStore
 from mcpfleet.proxy.modern import ToolSchemaCache, handle_modern
 from mcpfleet.proxy.mux import Multiplexer
 from mcpfleet.proxy.relay import relay_session
-from mcpfleet.proxy.sse import SseEndpoints
+
+if TYPE_CHECKING:
+    from mcpfleet.proxy.sse import SseEndpoints
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +191,13 @@ class ProxyApp:
             opening_needs_initialize=isolation == "session",
             max_json_depth=max_json_depth,
         )
-        self.sse = SseEndpoints(acquire, release, security) if enable_sse else None
+        self._preload = True
+        self.sse: SseEndpoints | None = None
+        if enable_sse:
+            # Only `--transport sse` loads the SDK's SSE transport (and the auth stack it imports).
+            from mcpfleet.proxy.sse import SseEndpoints
+
+            self.sse = SseEndpoints(acquire, release, security)
 
     async def _handshake_mux(self) -> Multiplexer:
         return (await self.backend.channel("handshake")).mux
@@ -212,6 +220,11 @@ class ProxyApp:
             return
         if scope["type"] != "http":
             return
+        if self._preload:
+            # The first request (a probe, usually) starts loading the validators of MCP requests:
+            # after this answer goes out, so they load while the proxy already serves.
+            self._preload = False
+            asyncio.get_running_loop().call_soon(jsonrpc.preload_validators)
         path: str = scope["path"]
         if path in ("/mcp", "/mcp/"):
             await self._mcp(scope, receive, send)

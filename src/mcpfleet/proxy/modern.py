@@ -29,7 +29,7 @@ from mcp.shared.inbound import (
     unsupported_protocol_version_rejection,
     validate_mcp_param_headers,
 )
-from mcp.types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send

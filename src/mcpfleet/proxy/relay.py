@@ -17,7 +17,7 @@ from collections.abc import AsyncIterable
 from typing import Protocol
 
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp.types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from mcpfleet.proxy.mux import JSON, Multiplexer, RequestId
 

@@ -22,8 +22,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from redis.exceptions import RedisError
-
 from mcpfleet.api.duration import parse_duration
 
 if TYPE_CHECKING:
@@ -49,6 +47,10 @@ class Bucket:
     capacity: float
     rate: float  # tokens per second
     label: str  # what the error names: "shared", "perUser", "tool echo shared", ...
+
+
+class StoreError(Exception):
+    """The shared bucket store failed (a Redis error): the limiter fails open."""
 
 
 class Store(Protocol):
@@ -133,14 +135,21 @@ class RedisStore:
     """Buckets shared by every replica through one Redis."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
+        # Imported with the first Redis store: a service without one never loads redis (~0.2 s).
+        from redis.exceptions import RedisError
+
         self._client = client
         self._script = client.register_script(_TAKE)
+        self._redis_error = RedisError
 
     async def take(self, buckets: list[Bucket]) -> tuple[float, int]:
         args: list[float] = []
         for b in buckets:
             args += [b.capacity, b.rate]
-        answer = await self._script(keys=[b.key for b in buckets], args=args)
+        try:
+            answer = await self._script(keys=[b.key for b in buckets], args=args)
+        except self._redis_error as exc:
+            raise StoreError(str(exc)) from exc
         wait, _, worst = (answer.decode() if isinstance(answer, bytes) else str(answer)).partition(" ")
         return float(wait), int(worst) - 1
 
@@ -217,7 +226,7 @@ class Limiter:
             return None
         try:
             wait, worst = await self.store.take(buckets)
-        except (OSError, TimeoutError, RedisError) as exc:
+        except (OSError, TimeoutError, StoreError) as exc:
             # Fail open: a Redis outage must not take every server behind it down; it is logged
             # (at most once a minute) so the operator sees limits are not enforced.
             now = time.monotonic()

@@ -183,10 +183,16 @@ class VMCPApp:
         self.allowed_origins = allowed_origins
         self.manage_gateway = manage_gateway
         self.resource_metadata = resource_metadata
+        self._preload = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         typ = scope["type"]
         if typ == "http":
+            if self._preload:
+                # The first request (a probe, usually) starts loading the validators of MCP requests:
+                # after this answer goes out, so they load while the gateway already serves.
+                self._preload = False
+                asyncio.get_running_loop().call_soon(jsonrpc.preload_validators)
             path = scope["path"]
             if path == "/mcp" or path == "/mcp/":
                 await self._mcp(scope, receive, send)

@@ -25,7 +25,6 @@ from mcpfleet.vmcp.backends import (
 )
 from mcpfleet.vmcp.config import ConfigError, VMCPConfig
 from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
-from mcpfleet.vmcp.sessions import SessionStore
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
 if TYPE_CHECKING:
@@ -165,6 +164,8 @@ def build_app(
     scope = f"{config.namespace or 'local'}/{config.name}"
     storage = config.session_storage
     if storage is not None and storage.provider == "redis":
+        from mcpfleet.vmcp.sessions import SessionStore  # loads redis: only for a Redis session store
+
         gateway.session_store = SessionStore(
             redis_client(storage), scope, opts.session_idle_seconds, storage.key_prefix or ""
         )

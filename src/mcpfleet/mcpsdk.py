@@ -1,0 +1,61 @@
+"""The MCP SDK's packages `mcp` and `mcp.server`, registered so their `__init__` runs on first use.
+
+The services use a few SDK modules (`mcp.server.streamable_http`, `mcp.server.transport_security`,
+`mcp.shared.*`), but Python runs every parent package's `__init__` first, and the SDK's load its
+whole client and server (`mcp.client`, `mcp.server.mcpserver`, `mcp.server.lowlevel`, every
+protocol version's wire types): about half a second of a proxy's start. `register()` puts each of
+the two packages in `sys.modules` as its real module object (same spec, `__path__`, `__file__`)
+whose `__init__` has not run yet; submodules import as usual, and the first attribute the package
+itself does not have (`from mcp import ClientSession`, `mcp.server.Server`) runs its `__init__`
+once, after which the package is exactly what a plain import gives. Anything that needs the SDK's
+top-level names therefore still gets them; only code that never asks skips the cost.
+
+Called from `mcpfleet/__init__.py`, so it is in place before any mcpfleet module imports the SDK; a
+process that imported `mcp` already keeps it as it is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from types import ModuleType
+
+PACKAGES = ("mcp", "mcp.server")
+_lock = threading.RLock()
+
+
+def _deferred(name: str) -> ModuleType | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return None  # not installed (or not a package): nothing to defer
+    module = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+
+    def __getattr__(attr: str) -> object:  # PEP 562: only for names the module does not have yet
+        with _lock:
+            if module.__dict__.get("__getattr__") is __getattr__:
+                del module.__dict__["__getattr__"]
+                loader.exec_module(module)  # the package's own __init__, in its own namespace
+        try:
+            return module.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
+
+    module.__dict__["__getattr__"] = __getattr__
+    return module
+
+
+def register() -> None:
+    """Defer the `__init__` of `mcp` and `mcp.server` (no-op if `mcp` is imported or missing)."""
+    with _lock:
+        if PACKAGES[0] in sys.modules:
+            return
+        for name in PACKAGES:
+            module = _deferred(name)
+            if module is None:
+                return
+            sys.modules[name] = module
+            parent, _, child = name.rpartition(".")
+            if parent:
+                sys.modules[parent].__dict__[child] = module
