@@ -254,17 +254,20 @@ def test_lifecycle_roll_pod_delete_logs_port_forward(
     # The re-created Service has a new ClusterIP: CoreDNS's cache (5 s) and kube-proxy's rule sync
     # converge after the pod is Ready, so the first calls may still go to the old address.
     recreated_at = time.monotonic()
-
-    def tools_after_recreate() -> list[str] | None:
-        try:
-            tools: list[str] = client.mcp(url)["tools"]
-        except AssertionError:
-            return None
-        return tools
-
-    tools = k.wait_for("the re-created Service to answer", tools_after_recreate, 60, interval=1, namespace=ns)
+    tools = k.wait_for(
+        "the re-created Service to answer", lambda: _tools_or_none(client, url), 60, interval=1, namespace=ns
+    )
     assert "convert_time" in tools
     print(f"re-created server answered {time.monotonic() - recreated_at:.1f}s after Ready")
+
+
+def _tools_or_none(client: PodClient, url: str) -> list[str] | None:
+    """The tools the server at `url` lists, or None while the call fails (the network still converging)."""
+    try:
+        tools: list[str] = client.mcp(url)["tools"]
+    except AssertionError:
+        return None
+    return tools
 
 
 def test_missing_package_fails_with_a_clear_status(
