@@ -23,7 +23,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,6 +215,19 @@ class PodClient:
         args = [url] + ([tool, json.dumps(arguments or {})] if tool else [])
         return self.run("mcp", *args)
 
+    def session(
+        self,
+        url: str,
+        calls: Sequence[tuple[str, dict[str, Any]]] = (),
+        mode: str = "legacy",
+        timeout: float = 150.0,
+    ) -> dict[str, Any]:
+        """One MCP client session (protocol era `mode`): tools/list, then each (tool, arguments) call
+        in order. The answer (pod_client.py's `session`) has the listed tools with their schemas and,
+        per call, its text, structuredContent, isError and duration, or its JSON-RPC error."""
+        plan = {"mode": mode, "calls": [{"tool": tool, "arguments": args} for tool, args in calls]}
+        return self.run("session", url, json.dumps(plan), timeout=timeout)
+
     def get(self, url: str) -> dict[str, Any]:
         return self.run("get", url)
 
@@ -288,7 +301,7 @@ def started(
     namespaces = {key: k.create_namespace(f"rn-{key}") for key in workloads.KEYS}
     started_at = time.monotonic()
     try:
-        for key, manifest in workloads.manifests(namespaces, echo_image).items():
+        for key, manifest in workloads.manifests(namespaces, echo_image, operator_installed).items():
             k.kubectl("-n", namespaces[key], "apply", "-f", "-", input=manifest)
         _progress(
             f"applied the tier's workloads in {time.monotonic() - started_at:.1f}s: {sorted(namespaces)}"

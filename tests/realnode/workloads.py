@@ -107,6 +107,97 @@ spec:
     + "  toolConfigRef: {name: time-tools}\n"
 )
 
+# The optimizer and code mode (tests/realnode/test_optimizer.py), in ToolHive's v1beta1 shape (the
+# group named at the top, as in its vmcp_optimizer_*.yaml / vmcp_codemode.yaml examples): two real
+# servers in a group; `finder` ranks by keywords only, runs scripts, hides time's convert_time by its
+# filter and forbids everything's get-sum by policy; `hybrid` blends in embeddings from an
+# EmbeddingServer running the image's own hashed-feature service (no model to download), and
+# advertises every tool beside the meta-tools.
+OPTIMIZER_GROUP = """
+apiVersion: mcpfleet.dev/v1beta1
+kind: MCPGroup
+metadata: {name: tools}
+spec: {description: Backends of the optimizer gateways}
+---
+apiVersion: mcpfleet.dev/v1beta1
+kind: MCPServer
+metadata: {name: time}
+spec:
+  groupRef: {name: tools}
+  image: uvx://mcp-server-time
+  transport: stdio
+  args: ["--local-timezone=UTC"]
+---
+apiVersion: mcpfleet.dev/v1beta1
+kind: MCPServer
+metadata: {name: everything}
+spec:
+  groupRef: {name: tools}
+  image: npx://@modelcontextprotocol/server-everything
+  transport: stdio
+---
+apiVersion: mcpfleet.dev/v1beta1
+kind: VirtualMCPServer
+metadata: {name: finder}
+spec:
+  groupRef: {name: tools}
+  config:
+    aggregation:
+      conflictResolution: prefix
+      conflictResolutionConfig: {prefixFormat: "{workload}_"}
+      tools:
+        - workload: time
+          filter: [get_current_time]
+    optimizer:
+      maxToolsToReturn: 5
+    codeMode:
+      enabled: true
+      parallelMaxConcurrency: 4
+      toolCallTimeout: 30s
+  incomingAuth:
+    type: anonymous
+    authzConfig:
+      type: inline
+      inline:
+        policies:
+          - 'permit(principal, action, resource);'
+          - 'forbid(principal, action == Action::"call_tool", resource == Tool::"everything_get-sum");'
+  outgoingAuth: {source: discovered}
+"""
+
+
+def optimizer(mcpfleet_image: str) -> str:
+    return (
+        OPTIMIZER_GROUP
+        + f"""---
+apiVersion: mcpfleet.dev/v1beta1
+kind: EmbeddingServer
+metadata: {{name: hashembed}}
+spec:
+  image: {mcpfleet_image}
+  model: hashed-features
+  podTemplateSpec:
+    spec:
+      containers:
+        - name: embedding
+          command: ["/opt/mcpfleet/bin/python", "-m", "mcpfleet.vmcp.hashembed"]
+          args: ["--host", "0.0.0.0", "--port", "8080"]
+---
+apiVersion: mcpfleet.dev/v1beta1
+kind: VirtualMCPServer
+metadata: {{name: hybrid}}
+spec:
+  groupRef: {{name: tools}}
+  embeddingServerRef: {{name: hashembed}}
+  config:
+    optimizer:
+      exposeAllTools: true
+      hybridSearchSemanticRatio: "0.5"
+  incomingAuth: {{type: anonymous}}
+"""
+    )
+
+
 MISSING = """
 apiVersion: mcpfleet.dev/v1alpha1
 kind: MCPServer
@@ -116,7 +207,7 @@ spec:
 """
 
 
-def manifests(namespaces: dict[str, str], echo_image: str) -> dict[str, str]:
+def manifests(namespaces: dict[str, str], echo_image: str, mcpfleet_image: str) -> dict[str, str]:
     """key -> manifest, for the namespaces `started` created."""
     return {
         "http": HTTP,
@@ -124,7 +215,8 @@ def manifests(namespaces: dict[str, str], echo_image: str) -> dict[str, str]:
         "remote": remote(namespaces["remote"]),
         "lifecycle": LIFECYCLE,
         "missing": MISSING,
+        "optimizer": optimizer(mcpfleet_image),
     }
 
 
-KEYS = ("http", "oci", "remote", "lifecycle", "missing")
+KEYS = ("http", "oci", "remote", "lifecycle", "missing", "optimizer")
