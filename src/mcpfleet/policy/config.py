@@ -18,6 +18,7 @@ import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from mcpfleet.api.policy import MAX_ENTITIES_CHARS, MAX_POLICIES, MAX_POLICY_CHARS
+from mcpfleet.configfile import error_location, read_bounded
 
 MAX_FILE_BYTES = 4 * 1_048_576
 
@@ -84,10 +85,6 @@ class AuthzDocument(_ClaimSettings):
         return out
 
 
-def _location(error: Any) -> str:
-    return ".".join(str(part) for part in error["loc"]) or "(top level)"
-
-
 def parse_document(data: Any, source: str) -> AuthzDocument:
     """Validate a parsed authz document (raises AuthzConfigError naming `source` and the field)."""
     if not isinstance(data, dict):
@@ -99,7 +96,7 @@ def parse_document(data: Any, source: str) -> AuthzDocument:
     try:
         document = AuthzDocument.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{_location(e)}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{error_location(e)}: {e['msg']}" for e in exc.errors())
         raise AuthzConfigError(f"{source}: {problems}") from exc
     if document.cedar is None and document.authz_file is None:
         raise AuthzConfigError(
@@ -117,13 +114,7 @@ def parse_document(data: Any, source: str) -> AuthzDocument:
 def read_document(path: str | Path) -> AuthzDocument:
     """Read an authz file (JSON or YAML), bounded in size."""
     file = Path(path)
-    try:
-        with file.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise AuthzConfigError(f"{file}: cannot read the authz config: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_FILE_BYTES:
-        raise AuthzConfigError(f"{file}: larger than {MAX_FILE_BYTES} bytes")
+    raw = read_bounded(file, MAX_FILE_BYTES, "authz config", AuthzConfigError)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:

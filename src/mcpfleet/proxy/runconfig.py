@@ -11,13 +11,13 @@ that is missing, not JSON or of the wrong shape stops the proxy with the offendi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.ratelimit import RateLimiting, SessionStorage
+from mcpfleet.configfile import error_location
 from mcpfleet.toolconfig import ToolPolicy, override_of
 
 
@@ -62,10 +62,6 @@ class RunConfig(_Model):
         return ToolPolicy(allow=frozenset(spec.tools_filter), overrides=overrides)
 
 
-def _location(error: Any) -> str:
-    return ".".join(str(part) for part in error["loc"]) or "(top level)"
-
-
 def load_run_config(path: str | Path) -> RunConfig:
     """Read and validate a run config file (raises RunConfigError naming the file and field)."""
     file = Path(path)
@@ -80,5 +76,5 @@ def load_run_config(path: str | Path) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{_location(e)}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{error_location(e)}: {e['msg']}" for e in exc.errors())
         raise RunConfigError(f"{file}: {problems}") from exc

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.api.mcpwebhookconfig import WebhookEndpointBase
 from mcpfleet.api.meta import ApiModel
+from mcpfleet.configfile import error_location, read_bounded
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 MAX_FILE_BYTES = 1 << 20
@@ -101,21 +102,10 @@ def url_problems(document: WebhookDocument) -> list[str]:
     return problems
 
 
-def _location(error: object) -> str:
-    loc = error["loc"] if isinstance(error, dict) else ()
-    return ".".join(str(part) for part in loc) or "(top level)"
-
-
 def load_webhook_config(path: str | Path) -> WebhookDocument:
     """Read, validate and resolve a webhook file (raises WebhookConfigError naming the file and field)."""
     file = Path(path)
-    try:
-        with file.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise WebhookConfigError(f"{file}: cannot read the webhook config: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_FILE_BYTES:
-        raise WebhookConfigError(f"{file}: larger than {MAX_FILE_BYTES} bytes")
+    raw = read_bounded(file, MAX_FILE_BYTES, "webhook config", WebhookConfigError)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -123,7 +113,7 @@ def load_webhook_config(path: str | Path) -> WebhookDocument:
     try:
         document = WebhookDocument.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{_location(e)}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{error_location(e)}: {e['msg']}" for e in exc.errors())
         raise WebhookConfigError(f"{file}: {problems}") from exc
     refused = url_problems(document)
     if refused:
