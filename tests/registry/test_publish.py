@@ -477,3 +477,134 @@ async def test_published_entries_survive_switching_publishing_off_and_on(tmp_pat
             "/v0.1/publish", json=server_doc("com.acme/kept"), headers=bearer(token(issuer))
         )
         assert_problem(again, 400, "body.version")
+
+
+async def test_write_operations_answer_as_the_served_openapi_says(tmp_path: Path) -> None:
+    """/openapi.json documents publish, both status updates, delete and (refused) update as the
+    upstream API defines them; every answer of a real publishing registry — successes and each kind
+    of refusal — has a documented status and content type, and its body conforms to the schema."""
+    import schemathesis
+    import yaml
+
+    from tests.reference import OPENAPI_FILE
+
+    upstream = yaml.safe_load(OPENAPI_FILE.read_text())
+    db = f"sqlite+aiosqlite:///{tmp_path / 'openapi.db'}"
+    async with registry(db, tmp_path) as (issuer, h):
+        spec = (await h.get("/openapi.json")).json()
+        for upath, methods in {
+            "/v0.1/publish": ["post"],
+            "/v0.1/servers/{serverName}/status": ["patch"],
+            "/v0.1/servers/{serverName}/versions/{version}/status": ["patch"],
+            "/v0.1/servers/{serverName}/versions/{version}": ["delete", "put"],
+        }.items():
+            for method in methods:
+                for prefix in ("/v0.1", "/v0"):
+                    own = spec["paths"][prefix + upath.removeprefix("/v0.1")][method]
+                    theirs = upstream["paths"][upath][method]
+                    assert own.get("requestBody") == theirs.get("requestBody"), (prefix, upath, method)
+                    if method != "put":  # refused here: versions are immutable
+                        assert own["responses"]["200"] == theirs["responses"]["200"]
+        schema = schemathesis.openapi.from_dict(spec)
+        auth = bearer(token(issuer))
+        calls: list[tuple[str, str, httpx.Response]] = []
+
+        async def call(method: str, template: str, url: str, **kw: Any) -> None:
+            calls.append((method, template, await h.client.request(method, url, **kw)))
+
+        pub, ver = "/v0.1/publish", "/v0.1/servers/{serverName}/versions/{version}"
+        await call("POST", pub, "/v0.1/publish", json=server_doc("com.acme/doc", "1.0.0"), headers=auth)
+        await call(
+            "POST", "/v0/publish", "/v0/publish", json=server_doc("com.acme/doc", "1.1.0"), headers=auth
+        )
+        await call(
+            "POST", pub, "/v0.1/publish", json=server_doc("com.acme/doc", "1.0.0"), headers=auth
+        )  # 400
+        await call("POST", pub, "/v0.1/publish", json=server_doc("com.acme/doc", "2.0.0"))  # 401
+        await call("POST", pub, "/v0.1/publish", json=server_doc("org.other/x", "1.0.0"), headers=auth)  # 403
+        await call("POST", pub, "/v0.1/publish", json={"name": "com.acme/doc"}, headers=auth)  # 422
+        await call("POST", pub, "/v0.1/publish", content=b"x", headers={**auth, "content-type": "text/plain"})
+        await call("POST", pub, "/v0.1/publish", json=server_doc(SYNCED, "9.0.0"), headers=auth)
+        status = "/v0.1/servers/{serverName}/versions/{version}/status"
+        deprecated = {"status": "deprecated", "statusMessage": "old"}
+        await call(
+            "PATCH",
+            status,
+            path("com.acme/doc", "versions", "1.0.0", "status"),
+            json=deprecated,
+            headers=auth,
+        )
+        await call(
+            "PATCH",
+            status,
+            path("com.acme/doc", "versions", "1.0.0", "status"),
+            json=deprecated,
+            headers=auth,
+        )
+        await call(
+            "PATCH",
+            status,
+            path("com.acme/doc", "versions", "7.0.0", "status"),
+            json=deprecated,
+            headers=auth,
+        )
+        await call(
+            "PATCH",
+            status,
+            path("com.acme/doc", "versions", "1.0.0", "status"),
+            json={"status": "x"},
+            headers=auth,
+        )
+        every = "/v0.1/servers/{serverName}/status"
+        await call("PATCH", every, path("com.acme/doc", "status"), json={"status": "active"}, headers=auth)
+        await call("PATCH", every, path("com.acme/none", "status"), json={"status": "active"}, headers=auth)
+        await call("DELETE", ver, path("com.acme/doc", "versions", "1.1.0"), headers=auth)
+        await call("DELETE", ver, path("com.acme/doc", "versions", "5.0.0"), headers=auth)
+        await call(
+            "PUT",
+            ver,
+            path("com.acme/doc", "versions", "1.0.0"),
+            json=server_doc("com.acme/doc"),
+            headers=auth,
+        )
+        seen = set()
+        for method, template, response in calls:
+            operation = schema[template][method]
+            documented = operation.definition.raw["responses"]
+            assert str(response.status_code) in documented, (
+                method,
+                template,
+                response.status_code,
+                response.text,
+            )
+            content_type = response.headers["content-type"].split(";")[0]
+            assert content_type in documented[str(response.status_code)].get("content", {}), (
+                method,
+                template,
+            )
+            operation.validate_response(response)
+            seen.add((method, response.status_code))
+        assert {
+            ("POST", 200),
+            ("POST", 400),
+            ("POST", 401),
+            ("POST", 403),
+            ("POST", 415),
+            ("POST", 422),
+        } <= seen
+        assert {("PATCH", 200), ("PATCH", 400), ("PATCH", 404), ("PATCH", 422), ("DELETE", 200)} <= seen
+        assert {("DELETE", 404), ("PUT", 405)} <= seen
+    # A registry without publishing answers every write with the documented 405.
+    source = write_json(tmp_path / "ro.json", [server_doc("io.other/x")])
+    cfg = parse_config(
+        {
+            "registryName": "ro",
+            "sources": [{"name": "s", "file": {"path": str(source)}}],
+            "database": {"url": f"sqlite+aiosqlite:///{tmp_path / 'ro.db'}"},
+        }
+    )
+    async with running(cfg, tmp_path) as h:
+        schema = schemathesis.openapi.from_dict((await h.get("/openapi.json")).json())
+        response = await h.client.post("/v0.1/publish", json=server_doc("io.other/y"))
+        assert response.status_code == 405
+        schema["/v0.1/publish"]["POST"].validate_response(response)
