@@ -1,8 +1,8 @@
 """The embedded authorization server's runtime document (`--authserver-config FILE`).
 
 The reconciler renders it from an MCPExternalAuthConfig `embeddedAuthServer`: every secret is a file
-path (a mounted Secret on Kubernetes, a 0600 file under the config dir locally), never a value, so
-the document itself may sit in a ConfigMap. Durations are seconds here.
+path (a mounted Secret on Kubernetes, a 0600 file under the config dir locally, relative to the
+document), never a value, so the document itself may sit in a ConfigMap. Durations are seconds here.
 """
 
 from __future__ import annotations
@@ -101,6 +101,33 @@ class AuthServerSettings(_Doc):
     def dump(self) -> dict[str, object]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
+    def resolved(self, base: Path) -> AuthServerSettings:
+        """Relative file paths (the local platform's `secrets/...`) made absolute against `base`, the
+        document's folder."""
+
+        def at(path: str | None) -> str | None:
+            return None if path is None else str(base / path)
+
+        upstream = self.upstream.model_copy(update={"client_secret_file": at(self.upstream.client_secret_file)})
+        redis = self.redis
+        if redis is not None:
+            tls = {
+                name: tls.model_copy(update={"ca_file": at(tls.ca_file)})
+                for name, tls in (("tls", redis.tls), ("sentinel_tls", redis.sentinel_tls))
+                if tls is not None
+            }
+            redis = redis.model_copy(
+                update={"username_file": at(redis.username_file), "password_file": at(redis.password_file), **tls}
+            )
+        return self.model_copy(
+            update={
+                "upstream": upstream,
+                "redis": redis,
+                "signing_key_files": [str(base / p) for p in self.signing_key_files],
+                "hmac_secret_files": [str(base / p) for p in self.hmac_secret_files],
+            }
+        )
+
 
 class AuthServerConfigError(ValueError):
     """The document or a secret file it names is missing or invalid."""
@@ -110,7 +137,7 @@ def load_settings(path: str) -> AuthServerSettings:
     """The document at `path`, validated (the error names the field)."""
     raw = read_bounded(Path(path), MAX_CONFIG_BYTES, "authorization server config", AuthServerConfigError)
     try:
-        return AuthServerSettings.model_validate(orjson.loads(raw))
+        return AuthServerSettings.model_validate(orjson.loads(raw)).resolved(Path(path).parent.resolve())
     except orjson.JSONDecodeError as exc:
         raise AuthServerConfigError(f"{path}: not JSON: {exc}") from exc
     except ValidationError as exc:

@@ -74,9 +74,10 @@ class UpstreamTokenInjector:
             await self.app(scope, receive, send)
             return
         headers = [(k, v) for k, v in scope["headers"] if k not in CREDENTIAL_HEADERS]
-        if not self.server.settings.disable_upstream_token_injection:
-            identity = scope.get(IDENTITY_SCOPE_KEY)
-            sid = identity.claims.get("tsid") if isinstance(identity, Identity) and identity.claims else None
+        identity = scope.get(IDENTITY_SCOPE_KEY)
+        # No identity: an open path (/health) the guard let through; nothing to inject.
+        if not self.server.settings.disable_upstream_token_injection and isinstance(identity, Identity):
+            sid = identity.claims.get("tsid") if identity.claims else None
             token = await self.server.upstream_access_token(sid) if isinstance(sid, str) else None
             if token is None:
                 body = orjson.dumps(
