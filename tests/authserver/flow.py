@@ -45,7 +45,9 @@ async def discover(http: httpx.AsyncClient, mcp_url: str) -> dict[str, Any]:
 
 
 async def register(http: httpx.AsyncClient, metadata: dict[str, Any], redirect: str = REDIRECT) -> str:
-    answer = await http.post(metadata["registration_endpoint"], json={"redirect_uris": [redirect], "client_name": "t"})
+    answer = await http.post(
+        metadata["registration_endpoint"], json={"redirect_uris": [redirect], "client_name": "t"}
+    )
     assert answer.status_code == 201, answer.text
     return str(answer.json()["client_id"])
 

@@ -123,13 +123,21 @@ async def test_full_flow_injects_the_upstream_token(tmp_path: Path, idp: Issuer)
             ended = await token(
                 http,
                 done.metadata,
-                {"grant_type": "refresh_token", "refresh_token": done.tokens["refresh_token"], "client_id": done.client_id},
+                {
+                    "grant_type": "refresh_token",
+                    "refresh_token": done.tokens["refresh_token"],
+                    "client_id": done.client_id,
+                },
             )
             assert ended.status_code == 400 and ended.json()["error"] == "invalid_grant", ended.text
 
             # A fresh login: refresh tokens rotate, the old one is refused.
             again = await login(http, mcp_url)
-            form = {"grant_type": "refresh_token", "refresh_token": again.tokens["refresh_token"], "client_id": again.client_id}
+            form = {
+                "grant_type": "refresh_token",
+                "refresh_token": again.tokens["refresh_token"],
+                "client_id": again.client_id,
+            }
             rotated = await token(http, again.metadata, form)
             assert rotated.status_code == 200, rotated.text
             assert rotated.json()["refresh_token"] != again.tokens["refresh_token"]
@@ -139,7 +147,9 @@ async def test_full_flow_injects_the_upstream_token(tmp_path: Path, idp: Issuer)
             # Tokens of another issuer (the IdP's own ID token) are refused by the proxy.
             foreign = idp.token("idp-key", aud=mcp_url)
             refused = await http.post(
-                mcp_url, json=initialize_request(), headers={**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {foreign}"}
+                mcp_url,
+                json=initialize_request(),
+                headers={**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {foreign}"},
             )
             assert refused.status_code == 401
     finally:
@@ -154,7 +164,11 @@ async def test_disable_upstream_token_injection_strips_credentials(tmp_path: Pat
     try:
         async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
             done = await login(http, proxy.url)
-            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}", "Cookie": "s=1"}
+            headers = {
+                **STREAMABLE_HTTP_HEADERS,
+                "Authorization": f"Bearer {done.tokens['access_token']}",
+                "Cookie": "s=1",
+            }
             answer = await http.post(proxy.url, json=initialize_request(), headers=headers)
             assert answer.status_code == 200, answer.text
             seen = backend.headers_by_method["initialize"]
@@ -174,21 +188,33 @@ async def test_confidential_registration_only_when_allowed(tmp_path: Path, idp: 
             assert metadata["code_challenge_methods_supported"] == ["S256"]
             answer = await http.post(
                 metadata["registration_endpoint"],
-                json={"redirect_uris": ["https://app.example.com/cb"], "token_endpoint_auth_method": "client_secret_basic"},
+                json={
+                    "redirect_uris": ["https://app.example.com/cb"],
+                    "token_endpoint_auth_method": "client_secret_basic",
+                },
             )
             assert answer.status_code == 400 and answer.json()["error"] == "invalid_client_metadata"
             # A wrong redirect URI is never redirected to.
             client_id = await register(http, metadata)
             bad = await http.get(
                 metadata["authorization_endpoint"],
-                params={"client_id": client_id, "redirect_uri": "http://127.0.0.1:9/other", "response_type": "code"},
+                params={
+                    "client_id": client_id,
+                    "redirect_uri": "http://127.0.0.1:9/other",
+                    "response_type": "code",
+                },
             )
             assert bad.status_code == 400 and "location" not in bad.headers
             code, verifier = await authorize(http, metadata, client_id)
             wrong = await token(
                 http,
                 metadata,
-                {"grant_type": "authorization_code", "code": code, "client_id": client_id, "code_verifier": verifier[:-1] + "x"},
+                {
+                    "grant_type": "authorization_code",
+                    "code": code,
+                    "client_id": client_id,
+                    "code_verifier": verifier[:-1] + "x",
+                },
             )
             assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -65,18 +64,36 @@ CORPUS_REGISTER: list[tuple[str, bytes, str]] = [
     ("data uri", b'{"redirect_uris":["data:text/html,x"]}', "application/json"),
     ("http non-loopback", b'{"redirect_uris":["http://evil.example/cb"]}', "application/json"),
     ("fragment", b'{"redirect_uris":["https://a.example/cb#x"]}', "application/json"),
-    ("too many", b'{"redirect_uris":[' + b",".join([b'"https://a.example/%d"' % i for i in range(11)]) + b"]}", "application/json"),
+    (
+        "too many",
+        b'{"redirect_uris":[' + b",".join([b'"https://a.example/%d"' % i for i in range(11)]) + b"]}",
+        "application/json",
+    ),
     ("huge uri", b'{"redirect_uris":["https://a.example/' + b"a" * 5000 + b'"]}', "application/json"),
-    ("implicit", b'{"redirect_uris":["https://a.example/cb"],"response_types":["token"]}', "application/json"),
-    ("client_credentials", b'{"redirect_uris":["https://a.example/cb"],"grant_types":["client_credentials"]}', "application/json"),
-    ("confidential", b'{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"client_secret_post"}', "application/json"),
+    (
+        "implicit",
+        b'{"redirect_uris":["https://a.example/cb"],"response_types":["token"]}',
+        "application/json",
+    ),
+    (
+        "client_credentials",
+        b'{"redirect_uris":["https://a.example/cb"],"grant_types":["client_credentials"]}',
+        "application/json",
+    ),
+    (
+        "confidential",
+        b'{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"client_secret_post"}',
+        "application/json",
+    ),
     ("unknown scope", b'{"redirect_uris":["https://a.example/cb"],"scope":"admin"}', "application/json"),
     ("form body", b"redirect_uris=x", "application/x-www-form-urlencoded"),
     ("body too large", b'{"x":"' + b"a" * 70000 + b'"}', "application/json"),
 ]
 
 
-@pytest.mark.parametrize(("label", "body", "content_type"), CORPUS_REGISTER, ids=[c[0] for c in CORPUS_REGISTER])
+@pytest.mark.parametrize(
+    ("label", "body", "content_type"), CORPUS_REGISTER, ids=[c[0] for c in CORPUS_REGISTER]
+)
 async def test_register_corpus(server: AuthServer, label: str, body: bytes, content_type: str) -> None:
     async with _client(server) as http:
         answer = await http.post("/oauth/register", content=body, headers={"content-type": content_type})
@@ -142,8 +159,18 @@ async def test_token_corpus(server: AuthServer) -> None:
         for form in forms:
             _is_oauth_error(await http.post("/oauth/token", data=form))
         _is_oauth_error(await http.post("/oauth/token", json={"grant_type": "authorization_code"}))
-        _is_oauth_error(await http.post("/oauth/token", content=b"a=" + b"b" * 70000, headers={"content-type": "application/x-www-form-urlencoded"}))
-        _is_oauth_error(await http.post("/oauth/token", data={"grant_type": "refresh_token"}, headers={"authorization": "Basic !!!"}))
+        _is_oauth_error(
+            await http.post(
+                "/oauth/token",
+                content=b"a=" + b"b" * 70000,
+                headers={"content-type": "application/x-www-form-urlencoded"},
+            )
+        )
+        _is_oauth_error(
+            await http.post(
+                "/oauth/token", data={"grant_type": "refresh_token"}, headers={"authorization": "Basic !!!"}
+            )
+        )
         _is_oauth_error(await http.get("/oauth/token"))
 
 
@@ -152,10 +179,22 @@ async def test_expired_code_is_refused(tmp_path: Path) -> None:
     client_id = await _registered(server)
     verifier, challenge = pkce()
     key = server.keys.token_keys("expired-code-" + "x" * 30)[0]
-    grant = {"client_id": client_id, "redirect_uri": REDIRECT, "code_challenge": challenge, "scope": [], "resource": None, "sid": "s"}
+    grant = {
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "code_challenge": challenge,
+        "scope": [],
+        "resource": None,
+        "sid": "s",
+    }
     await server.storage.put("code", key, grant, 0.05)
     await asyncio.sleep(0.1)
-    form = {"grant_type": "authorization_code", "client_id": client_id, "code": "expired-code-" + "x" * 30, "code_verifier": verifier}
+    form = {
+        "grant_type": "authorization_code",
+        "client_id": client_id,
+        "code": "expired-code-" + "x" * 30,
+        "code_verifier": verifier,
+    }
     async with _client(server) as http:
         answer = await http.post("/oauth/token", data=form)
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant"
@@ -163,15 +202,37 @@ async def test_expired_code_is_refused(tmp_path: Path) -> None:
 
 TEXT = st.text(max_size=300)
 PARAMS = st.dictionaries(
-    st.sampled_from(["client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "response_type", "scope", "resource", "code", "grant_type", "code_verifier", "refresh_token", "client_secret"]),
+    st.sampled_from(
+        [
+            "client_id",
+            "redirect_uri",
+            "state",
+            "code_challenge",
+            "code_challenge_method",
+            "response_type",
+            "scope",
+            "resource",
+            "code",
+            "grant_type",
+            "code_verifier",
+            "refresh_token",
+            "client_secret",
+        ]
+    ),
     TEXT,
     max_size=8,
 )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(path=st.sampled_from(["/oauth/authorize", "/oauth/callback", "/oauth/token", "/oauth/register"]), params=PARAMS, body=st.binary(max_size=400))
-def test_any_request_is_answered_without_5xx(server: AuthServer, path: str, params: dict[str, str], body: bytes) -> None:
+@given(
+    path=st.sampled_from(["/oauth/authorize", "/oauth/callback", "/oauth/token", "/oauth/register"]),
+    params=PARAMS,
+    body=st.binary(max_size=400),
+)
+def test_any_request_is_answered_without_5xx(
+    server: AuthServer, path: str, params: dict[str, str], body: bytes
+) -> None:
     async def run() -> httpx.Response:
         async with _client(server) as http:
             if path in {"/oauth/authorize", "/oauth/callback"}:
@@ -183,8 +244,8 @@ def test_any_request_is_answered_without_5xx(server: AuthServer, path: str, para
     answer = asyncio.run(run())
     assert answer.status_code < 500, (answer.status_code, answer.text)
     if answer.status_code == 302:
-        assert answer.headers["location"].startswith((REDIRECT, "http://127.0.0.1:2/authorize")), answer.headers["location"]
+        assert answer.headers["location"].startswith((REDIRECT, "http://127.0.0.1:2/authorize")), (
+            answer.headers["location"]
+        )
     elif answer.status_code >= 400:
         assert "error" in answer.json()
-
-

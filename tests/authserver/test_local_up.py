@@ -22,7 +22,9 @@ SECRETS = ("upstream-secret-value", "h" * 40)
 
 
 @pytest.mark.timeout(240)
-async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_embedded_auth_server_through_mcpfleet_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     idp = Issuer()
     idp.clients["mcpfleet"] = SECRETS[0]
     idp_served = await Served(idp).start()
@@ -84,7 +86,9 @@ async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, monkeypa
         assert idp.access_tokens[upstream] == "user-1"
         rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
         assert any(p.name == "authserver.json" for p in rendered), rendered
-        shown = [p.read_text() for p in rendered] + [(state_dir / "logs" / "mcpremoteproxy-guarded.log").read_text()]
+        shown = [p.read_text() for p in rendered] + [
+            (state_dir / "logs" / "mcpremoteproxy-guarded.log").read_text()
+        ]
         for text in shown:
             assert not any(s in text for s in SECRETS)
     finally:

@@ -59,7 +59,11 @@ def test_kubernetes_mounts_secrets_into_the_proxy_only() -> None:
     deployment = next(m for m in manifests if m["kind"] == "Deployment")
     containers = deployment["spec"]["template"]["spec"]["containers"]
     mounted = {c["name"]: [v["name"] for v in c.get("volumeMounts", ())] for c in containers}
-    secret_volumes = [v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v or "projected" in v]
+    secret_volumes = [
+        v["name"]
+        for v in deployment["spec"]["template"]["spec"]["volumes"]
+        if "secret" in v or "projected" in v
+    ]
     assert secret_volumes and any(v in mounted["proxy"] for v in secret_volumes)
     assert not any(v in mounted["mcp"] for v in secret_volumes)
     for container in containers:
@@ -82,7 +86,9 @@ def test_redis_sentinel_example_and_local_problems() -> None:
     assert document["redis"]["sentinelAddrs"] == ["redis-sentinel.redis.svc:26379"]
     assert document["redis"]["masterName"] == "mymaster"
     assert {f.secret.name for f in plan.secret_files} == {"google-oauth-secret", "redis-credentials"}
-    local = mcpremoteproxy.plan(proxy, World(platform="local", namespace="default", external_auth_configs={"auth-with-redis": auth}))
+    local = mcpremoteproxy.plan(
+        proxy, World(platform="local", namespace="default", external_auth_configs={"auth-with-redis": auth})
+    )
     assert any("sentinelService" in p for p in local.problems), local.problems
 
 
@@ -92,7 +98,9 @@ def test_http_issuer_and_oidc_together_are_problems() -> None:
         "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'uvx://mcp-server-time', externalAuthConfigRef: {name: eas},"
         " oidcConfig: {type: inline, inline: {issuer: 'https://idp.example.com', audience: a}}}"
     )
-    plan = mcpserver.plan(server, World(platform="local", namespace="default", external_auth_configs={"eas": auth}))
+    plan = mcpserver.plan(
+        server, World(platform="local", namespace="default", external_auth_configs={"eas": auth})
+    )
     joined = " ".join(plan.problems)
     assert "embeddedAuthServer.issuer" in joined and "remove oidcConfig" in joined
     assert not plan.containers

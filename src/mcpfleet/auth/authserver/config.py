@@ -108,7 +108,9 @@ class AuthServerSettings(_Doc):
         def at(path: str | None) -> str | None:
             return None if path is None else str(base / path)
 
-        upstream = self.upstream.model_copy(update={"client_secret_file": at(self.upstream.client_secret_file)})
+        upstream = self.upstream.model_copy(
+            update={"client_secret_file": at(self.upstream.client_secret_file)}
+        )
         redis = self.redis
         if redis is not None:
             tls = {
@@ -117,7 +119,11 @@ class AuthServerSettings(_Doc):
                 if tls is not None
             }
             redis = redis.model_copy(
-                update={"username_file": at(redis.username_file), "password_file": at(redis.password_file), **tls}
+                update={
+                    "username_file": at(redis.username_file),
+                    "password_file": at(redis.password_file),
+                    **tls,
+                }
             )
         return self.model_copy(
             update={

@@ -39,9 +39,12 @@ class SigningKey:
     private: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
     def jwk(self) -> dict[str, Any]:
-        algo = RSAAlgorithm if self.algorithm == "RS256" else ECAlgorithm
-        public = algo.to_jwk(self.private.public_key(), as_dict=True)
-        return {**public, "kid": self.kid, "alg": self.algorithm, "use": "sig"}
+        public = self.private.public_key()
+        if isinstance(public, rsa.RSAPublicKey):
+            found = RSAAlgorithm.to_jwk(public, as_dict=True)
+        else:
+            found = ECAlgorithm.to_jwk(public, as_dict=True)
+        return {**found, "kid": self.kid, "alg": self.algorithm, "use": "sig"}
 
 
 def _kid(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> str:

@@ -308,13 +308,8 @@ class AuthServer:
             answer["client_secret_expires_at"] = 0
         return 201, _NO_STORE, orjson.dumps(answer)
 
-    def _client_metadata(self, request: dict[str, Any]) -> dict[str, Any]:
-        uris = request.get("redirect_uris")
-        if not isinstance(uris, list) or not uris or len(uris) > MAX_REDIRECT_URIS:
-            raise OAuthError(
-                "invalid_redirect_uri", f"redirect_uris: a list of 1 to {MAX_REDIRECT_URIS} URIs"
-            )
-        redirect_uris = [validate_redirect_uri(u, f"redirect_uris[{i}]") for i, u in enumerate(uris)]
+    def _auth_method(self, request: dict[str, Any], redirect_uris: list[str]) -> str:
+        """`none`, or a confidential method when allowed (https, non-loopback redirect URIs only)."""
         method = request.get("token_endpoint_auth_method", "none")
         allowed = {"none"}
         if self.settings.allow_confidential_client_registration:
@@ -334,6 +329,16 @@ class AuthServer:
                         "invalid_redirect_uri",
                         "a confidential client needs https redirect URIs on a non-loopback host",
                     )
+        return str(method)
+
+    def _client_metadata(self, request: dict[str, Any]) -> dict[str, Any]:
+        uris = request.get("redirect_uris")
+        if not isinstance(uris, list) or not uris or len(uris) > MAX_REDIRECT_URIS:
+            raise OAuthError(
+                "invalid_redirect_uri", f"redirect_uris: a list of 1 to {MAX_REDIRECT_URIS} URIs"
+            )
+        redirect_uris = [validate_redirect_uri(u, f"redirect_uris[{i}]") for i, u in enumerate(uris)]
+        method = self._auth_method(request, redirect_uris)
         grants = request.get("grant_types", ["authorization_code", "refresh_token"])
         if (
             not isinstance(grants, list)
@@ -387,11 +392,9 @@ class AuthServer:
 
     # -- authorization ---------------------------------------------------------------------------
 
-    async def _authorize(
-        self, scope: Scope, receive: Receive
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        self._method(scope, "GET")
-        params = _params(scope.get("query_string", b""), "query")
+    async def _authorize_target(self, params: dict[str, str]) -> tuple[str, dict[str, Any], str, str | None]:
+        """The client, its redirect URI (exactly a registered one) and state: until these are known
+        good, errors are answered directly, never redirected."""
         client_id = _required(params, "client_id")
         client = await self._client(client_id)
         if client is None:
@@ -406,6 +409,14 @@ class AuthServer:
         state = params.get("state")
         if state is not None and len(state) > MAX_STATE:
             raise OAuthError("invalid_request", f"state: longer than {MAX_STATE} characters")
+        return client_id, client, redirect_uri, state
+
+    async def _authorize(
+        self, scope: Scope, receive: Receive
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        self._method(scope, "GET")
+        params = _params(scope.get("query_string", b""), "query")
+        client_id, client, redirect_uri, state = await self._authorize_target(params)
 
         def fail(error: str, description: str) -> RedirectError:
             return RedirectError(error, description, redirect_uri, state)
@@ -529,33 +540,7 @@ class AuthServer:
                 f"grant_type: {str(grant_type)[:64]!r} not allowed",
             )
         if grant_type == "authorization_code":
-            code = _required(params, "code", 256)
-            verifier = params.get("code_verifier") or ""
-            redirect_uri = _optional(params, "redirect_uri", MAX_URI)
-            if not PKCE.match(verifier):
-                raise OAuthError(
-                    "invalid_request", "code_verifier: required, 43 to 128 characters of [A-Za-z0-9-._~]"
-                )
-            grant = await self._take("code", code)
-            if grant is None:
-                used = await self._take("code", "used:" + code)
-                if used is not None:
-                    # A replayed code: the login it started is revoked (RFC 6749 4.1.2).
-                    await self.storage.delete("session", used["sid"])
-                raise OAuthError("invalid_grant", "code: unknown, expired or already used")
-            await self.storage.put(
-                "code",
-                self.keys.token_keys("used:" + code)[0],
-                {"sid": grant["sid"]},
-                self.settings.auth_code_lifespan,
-            )
-            if grant["client_id"] != client["client_id"]:
-                raise OAuthError("invalid_grant", "code: issued to another client")
-            if redirect_uri is not None and redirect_uri != grant["redirect_uri"]:
-                raise OAuthError("invalid_grant", "redirect_uri: differs from the authorization request's")
-            if not hmac.compare_digest(pkce_challenge(verifier), grant["code_challenge"]):
-                raise OAuthError("invalid_grant", "code_verifier: does not match the code_challenge")
-            return await self._issue(client, grant["sid"], grant["scope"], grant["resource"])
+            return await self._code_grant(client, params)
         refresh = _required(params, "refresh_token", 256)
         held = await self._take("refresh", refresh)
         if held is None or held["client_id"] != client["client_id"]:
@@ -567,6 +552,38 @@ class AuthServer:
                 raise OAuthError("invalid_scope", "scope: wider than the original grant")
             scopes = narrowed
         return await self._issue(client, held["sid"], scopes, held.get("resource"))
+
+    async def _code_grant(
+        self, client: dict[str, Any], params: dict[str, str]
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """authorization_code: one redemption per code, same client and redirect URI, PKCE S256."""
+        code = _required(params, "code", 256)
+        verifier = params.get("code_verifier") or ""
+        redirect_uri = _optional(params, "redirect_uri", MAX_URI)
+        if not PKCE.match(verifier):
+            raise OAuthError(
+                "invalid_request", "code_verifier: required, 43 to 128 characters of [A-Za-z0-9-._~]"
+            )
+        grant = await self._take("code", code)
+        if grant is None:
+            used = await self._take("code", "used:" + code)
+            if used is not None:
+                # A replayed code: the login it started is revoked (RFC 6749 4.1.2).
+                await self.storage.delete("session", used["sid"])
+            raise OAuthError("invalid_grant", "code: unknown, expired or already used")
+        await self.storage.put(
+            "code",
+            self.keys.token_keys("used:" + code)[0],
+            {"sid": grant["sid"]},
+            self.settings.auth_code_lifespan,
+        )
+        if grant["client_id"] != client["client_id"]:
+            raise OAuthError("invalid_grant", "code: issued to another client")
+        if redirect_uri is not None and redirect_uri != grant["redirect_uri"]:
+            raise OAuthError("invalid_grant", "redirect_uri: differs from the authorization request's")
+        if not hmac.compare_digest(pkce_challenge(verifier), grant["code_challenge"]):
+            raise OAuthError("invalid_grant", "code_verifier: does not match the code_challenge")
+        return await self._issue(client, grant["sid"], grant["scope"], grant["resource"])
 
     async def _authenticate_client(self, scope: Scope, params: dict[str, str]) -> dict[str, Any]:
         authorization = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
@@ -676,7 +693,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise OAuthError("invalid_request", "the client went away")
-        body += message.get("body", b"")
+        body += bytes(message.get("body", b""))
         if len(body) > MAX_BODY_BYTES:
             raise OAuthError("invalid_request", f"body larger than {MAX_BODY_BYTES} bytes", 413)
         if not message.get("more_body"):

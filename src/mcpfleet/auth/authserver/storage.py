@@ -119,7 +119,7 @@ def redis_connection(settings: RedisSettings) -> redis.asyncio.Redis:
         if settings.sentinel_tls.insecure_skip_verify:
             sentinel_options["ssl_cert_reqs"] = "none"
             sentinel_options["ssl_check_hostname"] = False
-    sentinel = Sentinel(
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
         [_host_port(a, 26379) for a in settings.sentinel_addrs],
         sentinel_kwargs=sentinel_options,
         **options,
