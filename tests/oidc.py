@@ -21,6 +21,16 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 
+async def read_form(receive: Any) -> dict[str, str]:
+    """A form-encoded request body (the test servers' token, introspection endpoints)."""
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            return dict(urllib.parse.parse_qsl(body.decode()))
+
+
 class Issuer:
     """Discovery document + JWKS whose keys the test rotates, and an RFC 7662 introspection endpoint.
 
@@ -100,13 +110,7 @@ class Issuer:
             await send({"type": "http.response.body", "body": orjson.dumps(out)})
             return
         if scope["path"] == "/introspect":
-            body = b""
-            while True:
-                m = await receive()
-                body += m.get("body", b"")
-                if not m.get("more_body"):
-                    break
-            form = dict(urllib.parse.parse_qsl(body.decode()))
+            form = await read_form(receive)
             self.introspection_auth.append(headers.get("authorization", ""))
             out = self.opaque.get(form.get("token", ""), {"active": False})
         elif self.require_token and headers.get("authorization") != f"Bearer {self.require_token}":
@@ -151,13 +155,7 @@ class Issuer:
         await send({"type": "http.response.body", "body": b""})
 
     async def _token(self, headers: dict[str, str], receive: Any) -> tuple[int, dict[str, Any]]:
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        form = dict(urllib.parse.parse_qsl(body.decode()))
+        form = await read_form(receive)
         self.token_requests.append(form)
         client_id, secret = form.get("client_id"), form.get("client_secret")
         if headers.get("authorization", "").startswith("Basic "):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
-from mcpfleet.auth.authserver.config import RedisSettings, read_secret_text
+from mcpfleet.auth.authserver.config import RedisSettings, RedisTLSFiles, read_secret_text
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -86,6 +86,16 @@ def _host_port(address: str, default_port: int) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _tls_options(tls: RedisTLSFiles | None) -> dict[str, Any]:
+    """redis-py's TLS options for a `tls` / `sentinelTls` block."""
+    if tls is None:
+        return {}
+    options: dict[str, Any] = {"ssl": True, "ssl_ca_certs": tls.ca_file}
+    if tls.insecure_skip_verify:
+        options |= {"ssl_cert_reqs": "none", "ssl_check_hostname": False}
+    return options
+
+
 def redis_connection(settings: RedisSettings) -> redis.asyncio.Redis:
     """A client for the standalone Redis or, through the Sentinels, the current master."""
     import redis.asyncio
@@ -98,12 +108,7 @@ def redis_connection(settings: RedisSettings) -> redis.asyncio.Redis:
         "socket_connect_timeout": settings.dial_timeout,
         "socket_timeout": max(settings.read_timeout, settings.write_timeout),
     }
-    if settings.tls is not None:
-        options["ssl"] = True
-        options["ssl_ca_certs"] = settings.tls.ca_file
-        if settings.tls.insecure_skip_verify:
-            options["ssl_cert_reqs"] = "none"
-            options["ssl_check_hostname"] = False
+    options.update(_tls_options(settings.tls))
     if settings.addr:
         host, port = _host_port(settings.addr, 6379)
         return redis.asyncio.Redis(host=host, port=port, **options)
@@ -113,12 +118,7 @@ def redis_connection(settings: RedisSettings) -> redis.asyncio.Redis:
         "socket_connect_timeout": settings.dial_timeout,
         "socket_timeout": settings.read_timeout,
     }
-    if settings.sentinel_tls is not None:
-        sentinel_options["ssl"] = True
-        sentinel_options["ssl_ca_certs"] = settings.sentinel_tls.ca_file
-        if settings.sentinel_tls.insecure_skip_verify:
-            sentinel_options["ssl_cert_reqs"] = "none"
-            sentinel_options["ssl_check_hostname"] = False
+    sentinel_options.update(_tls_options(settings.sentinel_tls))
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         [_host_port(a, 26379) for a in settings.sentinel_addrs],
         sentinel_kwargs=sentinel_options,
