@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -40,7 +41,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> AuthServer:
 
 
 def _client(server: AuthServer) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=server), base_url=ISSUER)
+    transport = httpx.ASGITransport(app=server)  # type: ignore[arg-type]
+    return httpx.AsyncClient(transport=transport, base_url=ISSUER)
 
 
 async def _registered(server: AuthServer) -> str:
@@ -179,7 +181,7 @@ async def test_expired_code_is_refused(tmp_path: Path) -> None:
     client_id = await _registered(server)
     verifier, challenge = pkce()
     key = server.keys.token_keys("expired-code-" + "x" * 30)[0]
-    grant = {
+    grant: dict[str, Any] = {
         "client_id": client_id,
         "redirect_uri": REDIRECT,
         "code_challenge": challenge,

@@ -9,6 +9,7 @@ import json
 
 import yaml
 
+from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import mcpremoteproxy, mcpserver
 from mcpfleet.reconcile.model import Images, World
@@ -32,10 +33,12 @@ spec:
 """
 
 
-def _redis_example() -> object:
+def _redis_example() -> MCPExternalAuthConfig:
     for label, document in toolhive_documents("v1beta1"):
         if "redis-storage/mcpexternalauthconfig" in label:
-            return obj(yaml.safe_dump({k: v for k, v in document.items() if k != "apiVersion"}))
+            found = obj(yaml.safe_dump({k: v for k, v in document.items() if k != "apiVersion"}))
+            assert isinstance(found, MCPExternalAuthConfig)
+            return found
     raise AssertionError("ToolHive's redis-storage example is missing")
 
 
