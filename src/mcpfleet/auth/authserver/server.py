@@ -310,7 +310,7 @@ class AuthServer:
 
     def _auth_method(self, request: dict[str, Any], redirect_uris: list[str]) -> str:
         """`none`, or a confidential method when allowed (https, non-loopback redirect URIs only)."""
-        method = request.get("token_endpoint_auth_method", "none")
+        method = request.get("token_endpoint_auth_method") or "none"
         allowed = {"none"}
         if self.settings.allow_confidential_client_registration:
             allowed |= {"client_secret_basic", "client_secret_post"}
@@ -339,7 +339,7 @@ class AuthServer:
             )
         redirect_uris = [validate_redirect_uri(u, f"redirect_uris[{i}]") for i, u in enumerate(uris)]
         method = self._auth_method(request, redirect_uris)
-        grants = request.get("grant_types", ["authorization_code", "refresh_token"])
+        grants = request.get("grant_types") or ["authorization_code", "refresh_token"]
         if (
             not isinstance(grants, list)
             or not set(grants) <= {"authorization_code", "refresh_token"}
@@ -348,7 +348,7 @@ class AuthServer:
             raise OAuthError(
                 "invalid_client_metadata", "grant_types: authorization_code and refresh_token only"
             )
-        responses = request.get("response_types", ["code"])
+        responses = request.get("response_types") or ["code"]
         if responses != ["code"]:
             raise OAuthError("invalid_client_metadata", 'response_types: only ["code"]')
         name = request.get("client_name")
