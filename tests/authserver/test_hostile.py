@@ -251,3 +251,58 @@ def test_any_request_is_answered_without_5xx(
         )
     elif answer.status_code >= 400:
         assert "error" in answer.json()
+
+
+async def test_confidential_clients_when_allowed() -> None:
+    settings = AuthServerSettings(
+        issuer="https://as.example.com",
+        upstream=Upstream(
+            name="idp",
+            type="oauth2",
+            authorization_endpoint="https://idp.example.com/authorize",
+            token_endpoint="https://idp.example.com/token",
+            client_id="c",
+        ),
+        allow_confidential_client_registration=True,
+        force_confidential_redirect_uris=["https://forced.example.com/cb"],
+    )
+    server = AuthServer(settings, resource="https://as.example.com/mcp")
+    transport = httpx.ASGITransport(app=server)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="https://as.example.com") as http:
+        metadata = (await http.get("/.well-known/openid-configuration")).json()
+        assert metadata["token_endpoint_auth_methods_supported"] == [
+            "none",
+            "client_secret_basic",
+            "client_secret_post",
+        ]
+        loopback = await http.post(
+            "/oauth/register",
+            json={
+                "redirect_uris": ["https://localhost/cb"],
+                "token_endpoint_auth_method": "client_secret_basic",
+            },
+        )
+        assert loopback.status_code == 400 and loopback.json()["error"] == "invalid_redirect_uri"
+        made = await http.post(
+            "/oauth/register",
+            json={
+                "redirect_uris": ["https://app.example.com/cb"],
+                "token_endpoint_auth_method": "client_secret_basic",
+            },
+        )
+        assert made.status_code == 201, made.text
+        client = made.json()
+        forced = (
+            await http.post("/oauth/register", json={"redirect_uris": ["https://forced.example.com/cb"]})
+        ).json()
+        assert forced["token_endpoint_auth_method"] == "client_secret_post" and forced["client_secret"]
+        form = {"grant_type": "authorization_code", "code": "c" * 43, "code_verifier": "v" * 43}
+        wrong = await http.post("/oauth/token", data=form, auth=(client["client_id"], "wrong"))
+        assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+        public_style = await http.post("/oauth/token", data={**form, "client_id": client["client_id"]})
+        assert public_style.status_code == 401
+        right = await http.post(
+            "/oauth/token", data=form, auth=(client["client_id"], client["client_secret"])
+        )
+        assert right.status_code == 400 and right.json()["error"] == "invalid_grant"
+    await server.aclose()

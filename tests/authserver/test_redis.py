@@ -43,7 +43,9 @@ def sentinel(redis_server: RedisServer, tmp_path: Path) -> Iterator[int]:  # noq
         f"sentinel monitor mymaster 127.0.0.1 {redis_server.port} 1\n"
         f"sentinel auth-pass mymaster {redis_server.password}\n"
     )
-    proc = subprocess.Popen([binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     client = redis.Redis(host="127.0.0.1", port=port)
     deadline = time.monotonic() + 20
     while True:
@@ -69,7 +71,9 @@ async def test_redis_sentinel_storage_is_shared_and_holds_no_token(
     (tmp_path / "redis-user").write_text("default\n")
     (tmp_path / "redis-password").write_text(redis_server.password + "\n")
     key = ec.generate_private_key(ec.SECP256R1())
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     (tmp_path / "signing.pem").write_bytes(pem)
     overrides: dict[str, Any] = {
         "storage": "redis",

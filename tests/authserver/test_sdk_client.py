@@ -13,7 +13,12 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 
 from tests.authserver.flow import REDIRECT
 from tests.authserver.test_flow import idp, start_proxy  # noqa: F401 - the fixture
@@ -52,7 +57,11 @@ async def test_mcp_sdk_oauth_client_logs_in_and_calls_tools(tmp_path: Path, idp:
                 location = answer.headers["location"]
                 if location.startswith(REDIRECT):
                     query = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
-                    came_back.append(AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss")))
+                    came_back.append(
+                        AuthorizationCodeResult(
+                            code=query["code"], state=query.get("state"), iss=query.get("iss")
+                        )
+                    )
                     return
                 answer = await http.get(location)
         raise AssertionError(f"the login did not come back: {answer.status_code} {answer.text}")
