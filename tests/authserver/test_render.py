@@ -107,3 +107,29 @@ def test_http_issuer_and_oidc_together_are_problems() -> None:
     joined = " ".join(plan.problems)
     assert "embeddedAuthServer.issuer" in joined and "remove oidcConfig" in joined
     assert not plan.containers
+
+
+def test_gateway_cannot_log_in_to_an_embedded_auth_server_backend() -> None:
+    from mcpfleet.reconcile import virtualmcpserver
+
+    auth = obj(AUTH)
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'uvx://mcp-server-time', groupRef: g,"
+        " externalAuthConfigRef: {name: eas}}"
+    )
+    gateway = obj(
+        "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g}, incomingAuth: {type: anonymous}}"
+    )
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        external_auth_configs={"eas": auth},
+        groups={"g": group},
+        servers=(server,),
+        virtual_servers=(gateway,),
+    )
+    plan = virtualmcpserver.plan(gateway, world)
+    assert any("embeddedAuthServer is not supported by the gateway" in p for p in plan.problems), (
+        plan.problems
+    )
