@@ -220,3 +220,23 @@ async def test_confidential_registration_only_when_allowed(tmp_path: Path, idp: 
     finally:
         await proxy.stop()
         await backend_served.stop()
+
+
+async def test_expired_upstream_token_is_refreshed_before_injection(tmp_path: Path, idp: Issuer) -> None:
+    idp.access_token_lifetime = 5  # inside the 30 s margin: every use refreshes it first
+    backend = JsonRpcBackend("backend")
+    backend_served = await Served(backend).start()
+    proxy, _ = await start_proxy(tmp_path, backend_served.url, idp)
+    try:
+        async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
+            done = await login(http, proxy.url)
+            first_upstream = next(iter(idp.access_tokens))
+            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
+            answer = await http.post(proxy.url, json=initialize_request(), headers=headers)
+            assert answer.status_code == 200, answer.text
+        injected = backend.headers_by_method["initialize"]["authorization"].removeprefix("Bearer ")
+        assert injected != first_upstream and idp.access_tokens[injected] == "user-1"
+        assert [r["grant_type"] for r in idp.token_requests] == ["authorization_code", "refresh_token"]
+    finally:
+        await proxy.stop()
+        await backend_served.stop()
