@@ -52,8 +52,10 @@ spec:
     kube.wait_phase("MCPServer", "guarded", "Running", timeout=120)
     status = kube.cluster.wait_for(
         "auth-with-redis references",
-        lambda: kube.status("MCPExternalAuthConfig", "auth-with-redis").get("referencingWorkloads")
-        and kube.status("MCPExternalAuthConfig", "auth-with-redis"),
+        lambda: (
+            kube.status("MCPExternalAuthConfig", "auth-with-redis").get("referencingWorkloads")
+            and kube.status("MCPExternalAuthConfig", "auth-with-redis")
+        ),
         timeout=60,
     )
     assert status["referencingWorkloads"] == [{"kind": "MCPServer", "name": "guarded"}]
