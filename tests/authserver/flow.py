@@ -13,7 +13,23 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from mcpfleet.auth.authserver.config import AuthServerSettings, Upstream
+
 REDIRECT = "http://127.0.0.1:9/callback"
+ISSUER = "http://127.0.0.1:1"
+UPSTREAM_AUTHORIZE = "http://127.0.0.1:2/authorize"
+
+
+def unreachable_upstream_settings(**extra: Any) -> AuthServerSettings:
+    """Settings for in-process tests that never reach the IdP (an oauth2 upstream needs no discovery)."""
+    upstream = Upstream(
+        name="idp",
+        type="oauth2",
+        authorization_endpoint=UPSTREAM_AUTHORIZE,
+        token_endpoint="http://127.0.0.1:2/token",
+        client_id="c",
+    )
+    return AuthServerSettings(**{"issuer": ISSUER, "upstream": upstream, **extra})
 
 
 @dataclass

@@ -10,12 +10,9 @@ from pathlib import Path
 import httpx
 from aiohttp import web
 
-from mcpfleet.auth.authserver.config import AuthServerSettings, Upstream
 from mcpfleet.auth.authserver.server import AuthServer
 from mcpfleet.devcluster.pki import ensure_pki
-from tests.authserver.flow import REDIRECT, pkce
-
-ISSUER = "http://127.0.0.1:1"
+from tests.authserver.flow import ISSUER, REDIRECT, pkce, unreachable_upstream_settings
 
 
 async def test_cimd_client_is_resolved_over_https(tmp_path: Path) -> None:
@@ -38,17 +35,7 @@ async def test_cimd_client_is_resolved_over_https(tmp_path: Path) -> None:
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    settings = AuthServerSettings(
-        issuer=ISSUER,
-        upstream=Upstream(
-            name="idp",
-            type="oauth2",
-            authorization_endpoint="http://127.0.0.1:2/authorize",
-            token_endpoint="http://127.0.0.1:2/token",
-            client_id="c",
-        ),
-        cimd_enabled=True,
-    )
+    settings = unreachable_upstream_settings(cimd_enabled=True)
     verify = ssl.create_default_context(cafile=str(pki.ca_cert))
     server = AuthServer(settings, resource=ISSUER + "/mcp", http=httpx.AsyncClient(verify=verify, timeout=5))
     _, challenge = pkce()

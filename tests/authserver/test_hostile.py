@@ -16,23 +16,11 @@ from hypothesis import strategies as st
 
 from mcpfleet.auth.authserver.config import AuthServerSettings, Upstream
 from mcpfleet.auth.authserver.server import AuthServer
-from tests.authserver.flow import REDIRECT, pkce
-
-ISSUER = "http://127.0.0.1:1"
+from tests.authserver.flow import ISSUER, REDIRECT, pkce, unreachable_upstream_settings
 
 
 def _server(tmp_path: Path) -> AuthServer:
-    settings = AuthServerSettings(
-        issuer=ISSUER,
-        upstream=Upstream(
-            name="idp",
-            type="oauth2",
-            authorization_endpoint="http://127.0.0.1:2/authorize",
-            token_endpoint="http://127.0.0.1:2/token",
-            client_id="c",
-        ),
-    )
-    return AuthServer(settings, resource=ISSUER + "/mcp")
+    return AuthServer(unreachable_upstream_settings(), resource=ISSUER + "/mcp")
 
 
 @pytest.fixture(scope="module")

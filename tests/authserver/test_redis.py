@@ -50,7 +50,7 @@ def sentinel(redis_server: RedisServer, tmp_path: Path) -> Iterator[int]:  # noq
     deadline = time.monotonic() + 20
     while True:
         try:
-            if client.execute_command("SENTINEL", "get-master-addr-by-name", "mymaster"):
+            if client.execute_command("SENTINEL", "get-master-addr-by-name", "mymaster"):  # type: ignore[no-untyped-call]
                 break
         except redis.exceptions.ConnectionError:
             pass
@@ -110,7 +110,9 @@ async def test_redis_sentinel_storage_is_shared_and_holds_no_token(
             again = await token(http, metadata_second, form)
             assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
             stored = redis_server.client()
-            keys = [k.decode() for k in stored.keys("mcpfleet:authserver:*")]
+            keys = [
+                k.decode() if isinstance(k, bytes) else str(k) for k in stored.keys("mcpfleet:authserver:*")
+            ]
             assert any(k.startswith("mcpfleet:authserver:client:") for k in keys), keys
             assert any(k.startswith("mcpfleet:authserver:refresh:") for k in keys), keys
             dump = " ".join(keys) + " ".join(str(stored.get(k)) for k in keys)

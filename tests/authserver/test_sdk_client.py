@@ -73,7 +73,7 @@ async def test_mcp_sdk_oauth_client_logs_in_and_calls_tools(tmp_path: Path, idp:
     provider = OAuthClientProvider(
         server_url=proxy.url,
         client_metadata=OAuthClientMetadata(
-            redirect_uris=[REDIRECT],  # type: ignore[list-item]
+            redirect_uris=[REDIRECT],
             client_name="mcp sdk",
             grant_types=["authorization_code", "refresh_token"],
             token_endpoint_auth_method="none",
@@ -84,7 +84,7 @@ async def test_mcp_sdk_oauth_client_logs_in_and_calls_tools(tmp_path: Path, idp:
     )
     try:
         transport = streamable_http_client(proxy.url, http_client=create_mcp_http_client(auth=provider))
-        async with Client(transport, mode="legacy") as client:  # type: ignore[arg-type]
+        async with Client(transport, mode="legacy") as client:
             tools = await client.list_tools()
         assert [t.name for t in tools.tools] == ["echo"]
         assert storage.tokens is not None and storage.client is not None
