@@ -81,7 +81,21 @@ def _no_reserved_params(params: dict[str, str] | None) -> dict[str, str] | None:
 
 AuthorizeParams = Annotated[
     dict[str, str] | None,
-    Field(default=None, json_schema_extra={"maxProperties": 16}),
+    Field(
+        default=None,
+        json_schema_extra={
+            "maxProperties": 16,
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.exists(k, k in ["
+                    + ", ".join(f"'{p}'" for p in sorted(RESERVED_AUTHORIZE_PARAMS))
+                    + "])",
+                    "message": "response_type, client_id, redirect_uri, scope, state, code_challenge,"
+                    " code_challenge_method and nonce are set by the authorization server itself",
+                }
+            ],
+        },
+    ),
     AfterValidator(_no_reserved_params),
 ]
 
