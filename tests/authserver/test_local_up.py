@@ -21,6 +21,34 @@ from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 SECRETS = ("upstream-secret-value", "h" * 40)
 
 
+def _auth_manifest(idp: Issuer, port: int) -> str:
+    """An embeddedAuthServer whose issuer is the proxy's URL, the test IdP as its oauth2 upstream."""
+    return manifest(
+        "MCPExternalAuthConfig",
+        "login",
+        {
+            "type": "embeddedAuthServer",
+            "embeddedAuthServer": {
+                "issuer": f"http://127.0.0.1:{port}",
+                "upstreamProviders": [
+                    {
+                        "name": "test-idp",
+                        "type": "oauth2",
+                        "oauth2Config": {
+                            "authorizationEndpoint": idp.base + "/authorize",
+                            "tokenEndpoint": idp.base + "/token",
+                            "clientId": "mcpfleet",
+                            "clientSecretRef": {"name": "idp", "key": "client-secret"},
+                            "identityFromToken": {"subjectPath": "user.id"},
+                        },
+                    }
+                ],
+                "hmacSecretRefs": [{"name": "as-keys", "key": "hmac"}],
+            },
+        },
+    )
+
+
 @pytest.mark.timeout(240)
 async def test_embedded_auth_server_through_mcpfleet_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -36,32 +64,7 @@ async def test_embedded_auth_server_through_mcpfleet_up(
     port = free_port()
     manifests = tmp_path / "m"
     manifests.mkdir()
-    (manifests / "auth.yaml").write_text(
-        manifest(
-            "MCPExternalAuthConfig",
-            "login",
-            {
-                "type": "embeddedAuthServer",
-                "embeddedAuthServer": {
-                    "issuer": f"http://127.0.0.1:{port}",
-                    "upstreamProviders": [
-                        {
-                            "name": "test-idp",
-                            "type": "oauth2",
-                            "oauth2Config": {
-                                "authorizationEndpoint": idp.base + "/authorize",
-                                "tokenEndpoint": idp.base + "/token",
-                                "clientId": "mcpfleet",
-                                "clientSecretRef": {"name": "idp", "key": "client-secret"},
-                                "identityFromToken": {"subjectPath": "user.id"},
-                            },
-                        }
-                    ],
-                    "hmacSecretRefs": [{"name": "as-keys", "key": "hmac"}],
-                },
-            },
-        )
-    )
+    (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
     spec = {"remoteURL": backend_served.url, "externalAuthConfigRef": {"name": "login"}}
     (manifests / "proxy.yaml").write_text(manifest("MCPRemoteProxy", "guarded", spec))
     state_dir = tmp_path / "state"
@@ -95,4 +98,45 @@ async def test_embedded_auth_server_through_mcpfleet_up(
         await runner.shutdown()
         await state.close()
         await backend_served.stop()
+        await idp_served.stop()
+
+
+@pytest.mark.timeout(240)
+async def test_stdio_server_behind_the_embedded_auth_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stdio server's in-process proxy (`mcpfleet up` hosts it) runs the authorization server too."""
+    idp = Issuer()
+    idp.clients["mcpfleet"] = SECRETS[0]
+    idp_served = await Served(idp).start()
+    idp.base = idp_served.base
+    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
+    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
+    port = free_port()
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    spec = {"image": "uvx://mcp-server-time", "externalAuthConfigRef": {"name": "login"}}
+    (manifests / "time.yaml").write_text(manifest("MCPServer", "time", spec))
+    state = await State.open(tmp_path / "state")
+    runner = Runner(manifests, state, port_range=(port, port))
+    try:
+
+        async def running() -> dict[str, object] | None:
+            obj = await state.get_object("MCPServer", "default", "time")
+            status = dict(obj.status) if obj is not None else {}
+            return status if status.get("phase") == "Running" and status.get("url") else None
+
+        status = await reconcile_until(runner, "time Running with a URL", running, within=120)
+        url = str(status["url"])
+        async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
+            done = await login(http, url)
+            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
+            answer = await http.post(url, json=initialize_request(), headers=headers)
+            anonymous = await http.post(url, json=initialize_request(), headers=dict(STREAMABLE_HTTP_HEADERS))
+        assert answer.status_code == 200 and "serverInfo" in answer.text, answer.text
+        assert anonymous.status_code == 401
+    finally:
+        await runner.shutdown()
+        await state.close()
         await idp_served.stop()
