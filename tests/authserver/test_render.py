@@ -106,6 +106,9 @@ def test_http_issuer_and_oidc_together_are_problems() -> None:
     )
     joined = " ".join(plan.problems)
     assert "embeddedAuthServer.issuer" in joined and "remove oidcConfig" in joined
+    with_path = obj(AUTH.replace("https://mcp.example.com", "https://mcp.example.com/auth"))
+    assert isinstance(with_path, MCPExternalAuthConfig) and with_path.spec.embedded_auth_server is not None
+    assert "a path is not supported" in " ".join(with_path.spec.embedded_auth_server.problems())
     assert not plan.containers
 
 

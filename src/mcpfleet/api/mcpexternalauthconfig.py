@@ -418,8 +418,10 @@ class EmbeddedAuthServerConfig(RuleModel):
     Authorization, Cookie and Proxy-Authorization instead."""
 
     def problems(self) -> list[str]:
-        """Rules CEL cannot express (hostnames), checked by the reconciler and the server alike."""
+        """Rules CEL cannot express (hostnames, paths), checked by the reconciler (a workload problem)."""
         found: list[str] = []
+        if urlsplit(self.issuer).path not in {"", "/"}:
+            found.append("issuer: a path is not supported (the proxy serves the endpoints at its root)")
         if (
             self.issuer.startswith("http://")
             and not self.insecure_allow_http
