@@ -5,6 +5,7 @@ the JWT; the backend sees the user's upstream token; no secret is in any rendere
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,29 @@ from tests.oidc import Issuer
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
 SECRETS = ("upstream-secret-value", "h" * 40)
+
+
+@pytest.fixture
+async def idp(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Issuer]:
+    """The test IdP with the upstream client, and the local Secrets the manifests name."""
+    issuer = Issuer()
+    issuer.clients["mcpfleet"] = SECRETS[0]
+    served = await Served(issuer).start()
+    issuer.base = served.base
+    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
+    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
+    yield issuer
+    await served.stop()
+
+
+async def _running_url(runner: Runner, state: State, kind: str, name: str) -> str:
+    async def running() -> dict[str, object] | None:
+        obj = await state.get_object(kind, "default", name)
+        status = dict(obj.status) if obj is not None else {}
+        return status if status.get("phase") == "Running" and status.get("url") else None
+
+    status = await reconcile_until(runner, f"{name} Running with a URL", running, within=120)
+    return str(status["url"])
 
 
 def _auth_manifest(idp: Issuer, port: int) -> str:
@@ -50,17 +74,9 @@ def _auth_manifest(idp: Issuer, port: int) -> str:
 
 
 @pytest.mark.timeout(240)
-async def test_embedded_auth_server_through_mcpfleet_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    idp = Issuer()
-    idp.clients["mcpfleet"] = SECRETS[0]
-    idp_served = await Served(idp).start()
-    idp.base = idp_served.base
+async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Issuer) -> None:
     backend = JsonRpcBackend("remote")
     backend_served = await Served(backend).start()
-    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
-    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
     port = free_port()
     manifests = tmp_path / "m"
     manifests.mkdir()
@@ -71,14 +87,7 @@ async def test_embedded_auth_server_through_mcpfleet_up(
     state = await State.open(state_dir)
     runner = Runner(manifests, state, port_range=(port, port))
     try:
-
-        async def running() -> dict[str, object] | None:
-            obj = await state.get_object("MCPRemoteProxy", "default", "guarded")
-            status = dict(obj.status) if obj is not None else {}
-            return status if status.get("phase") == "Running" and status.get("url") else None
-
-        status = await reconcile_until(runner, "guarded Running with a URL", running, within=120)
-        url = str(status["url"])
+        url = await _running_url(runner, state, "MCPRemoteProxy", "guarded")
         assert url == f"http://127.0.0.1:{port}/mcp"
         async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
             done = await login(http, url)
@@ -98,20 +107,11 @@ async def test_embedded_auth_server_through_mcpfleet_up(
         await runner.shutdown()
         await state.close()
         await backend_served.stop()
-        await idp_served.stop()
 
 
 @pytest.mark.timeout(240)
-async def test_stdio_server_behind_the_embedded_auth_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_stdio_server_behind_the_embedded_auth_server(tmp_path: Path, idp: Issuer) -> None:
     """A stdio server's in-process proxy (`mcpfleet up` hosts it) runs the authorization server too."""
-    idp = Issuer()
-    idp.clients["mcpfleet"] = SECRETS[0]
-    idp_served = await Served(idp).start()
-    idp.base = idp_served.base
-    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
-    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
     port = free_port()
     manifests = tmp_path / "m"
     manifests.mkdir()
@@ -121,14 +121,7 @@ async def test_stdio_server_behind_the_embedded_auth_server(
     state = await State.open(tmp_path / "state")
     runner = Runner(manifests, state, port_range=(port, port))
     try:
-
-        async def running() -> dict[str, object] | None:
-            obj = await state.get_object("MCPServer", "default", "time")
-            status = dict(obj.status) if obj is not None else {}
-            return status if status.get("phase") == "Running" and status.get("url") else None
-
-        status = await reconcile_until(runner, "time Running with a URL", running, within=120)
-        url = str(status["url"])
+        url = await _running_url(runner, state, "MCPServer", "time")
         async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
             done = await login(http, url)
             headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
@@ -139,4 +132,3 @@ async def test_stdio_server_behind_the_embedded_auth_server(
     finally:
         await runner.shutdown()
         await state.close()
-        await idp_served.stop()
