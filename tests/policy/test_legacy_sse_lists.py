@@ -159,6 +159,11 @@ INIT = {
 }
 
 
+async def body(stream: Any, data: bytes) -> None:
+    """One chunk of the GET stream's body, as the transport sends it."""
+    await stream.send({"type": "http.response.body", "body": data, "more_body": True})
+
+
 async def test_waiting_lists_are_bounded_per_stream(monkeypatch: Any) -> None:
     """A client that posts lists and never reads the stream holds at most MAX_PENDING of them."""
     monkeypatch.setattr(legacy_sse, "MAX_PENDING", 4)
@@ -170,41 +175,21 @@ async def test_waiting_lists_are_bounded_per_stream(monkeypatch: Any) -> None:
 
     stream = streams.open(send)
     await stream.send({"type": "http.response.start", "status": 200, "headers": []})
-    await stream.send(
-        {
-            "type": "http.response.body",
-            "body": b"event: endpoint\r\ndata: /messages/?session_id=ab\r\n\r\n",
-            "more_body": True,
-        }
-    )
+    await body(stream, b"event: endpoint\r\ndata: /messages/?session_id=ab\r\n\r\n")
     assert sent[-1]["body"] == b"event: endpoint\ndata: /messages/?session_id=ab\n\n"
     # A second endpoint event (another session's) is not relayed: lists there would go unfiltered.
-    await stream.send(
-        {
-            "type": "http.response.body",
-            "body": b"event: endpoint\ndata: /messages/?session_id=cd\n\n",
-            "more_body": True,
-        }
-    )
+    await body(stream, b"event: endpoint\ndata: /messages/?session_id=cd\n\n")
     assert sent[-1]["body"] == b"" and not streams.knows(b"session_id=cd")
     assert all(streams.expect(b"session_id=ab", i, "tools/list", None) is None for i in range(4))
     assert "more than 4" in (streams.expect(b"session_id=ab", 4, "tools/list", None) or "")
     assert streams.expect(b"session_id=zz", 5, "tools/list", None) is not None
     answer = {"jsonrpc": "2.0", "id": 2.0, "result": {"tools": [{"name": "weather"}, {"name": "calculator"}]}}
-    await stream.send(
-        {"type": "http.response.body", "body": b"data: " + orjson.dumps(answer) + b"\n\n", "more_body": True}
-    )
+    await body(stream, b"data: " + orjson.dumps(answer) + b"\n\n")
     (_, data), *_ = client_events(sent[-1]["body"])
     assert data is not None and orjson.loads(data)["result"]["tools"] == [{"name": "weather"}]
     # The same answer again, under "2" and 2: still filtered; a batch too.
     for again in ({**answer, "id": "2"}, {**answer, "id": 2}, [{**answer, "id": 3}]):
-        await stream.send(
-            {
-                "type": "http.response.body",
-                "body": b"data: " + orjson.dumps(again) + b"\n\n",
-                "more_body": True,
-            }
-        )
+        await body(stream, b"data: " + orjson.dumps(again) + b"\n\n")
         (_, data), *_ = client_events(sent[-1]["body"])
         got = orjson.loads(data or b"null")
         got = got[0] if isinstance(got, list) else got
@@ -214,28 +199,14 @@ async def test_waiting_lists_are_bounded_per_stream(monkeypatch: Any) -> None:
     streams.max_event = 1000
     stream2 = streams.open(send)
     await stream2.send({"type": "http.response.start", "status": 200, "headers": []})
-    await stream2.send(
-        {
-            "type": "http.response.body",
-            "body": b"event: endpoint\ndata: /messages/?session_id=ef\n\n",
-            "more_body": True,
-        }
-    )
+    await body(stream2, b"event: endpoint\ndata: /messages/?session_id=ef\n\n")
     assert streams.expect(b"session_id=ef", 7, "tools/list", None) is None
     huge = {"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": f"t{i}"} for i in range(200)]}}
-    await stream2.send(
-        {"type": "http.response.body", "body": b"data: " + orjson.dumps(huge), "more_body": True}
-    )
+    await body(stream2, b"data: " + orjson.dumps(huge))
     (_, data), *_ = client_events(sent[-1]["body"])
     assert orjson.loads(data or b"null")["error"]["code"] == -32603
     small = {"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "calculator"}]}}
-    await stream2.send(
-        {
-            "type": "http.response.body",
-            "body": b"\n\ndata: " + orjson.dumps(small) + b"\n\n",
-            "more_body": True,
-        }
-    )
+    await body(stream2, b"\n\ndata: " + orjson.dumps(small) + b"\n\n")
     assert client_events(sent[-1]["body"]) == []
     streams.close(stream2)
     streams.close(stream)
