@@ -72,6 +72,14 @@ class InlineOIDCConfig(ApiModel):
     """Allow an http:// issuer (development only)."""
 
 
+class ConfigMapOIDCRef(ConfigMapKeyRef):
+    """A ConfigMap key holding the OIDC settings as JSON (or YAML); the key defaults to `oidc.json`,
+    as in ToolHive's CRD."""
+
+    key: str = Field(default="oidc.json", min_length=1)
+    """Key inside the ConfigMap (default oidc.json)."""
+
+
 class KubernetesOIDCConfig(ApiModel):
     """Validate Kubernetes service-account tokens."""
 
@@ -113,8 +121,8 @@ class OIDCConfig(RuleModel):
     """kubernetes (service-account tokens), configMap (settings in a ConfigMap) or inline."""
     inline: InlineOIDCConfig | None = None
     """Settings written here."""
-    config_map: ConfigMapKeyRef | None = None
-    """A ConfigMap key holding the settings as JSON."""
+    config_map: ConfigMapOIDCRef | None = None
+    """A ConfigMap key holding the settings as JSON (key default oidc.json)."""
     kubernetes: KubernetesOIDCConfig | None = None
     """Service-account token settings."""
     resource_url: str | None = None

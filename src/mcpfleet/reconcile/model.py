@@ -132,9 +132,10 @@ def secret_file_path(platform: Platform, filename: str) -> str:
 
 @dataclass(frozen=True)
 class ConfigMapFile:
-    """A key of a ConfigMap the user manages, mounted as a file in `KUBERNETES_CONFIGMAP_DIR` (Kubernetes
-    only; e.g. shared OIDC settings). Its content is not known to the plan, so a change to it reaches
-    the workload at its next start."""
+    """A key of a ConfigMap the user manages, mounted as a file in `KUBERNETES_CONFIGMAP_DIR` on
+    Kubernetes (e.g. shared OIDC settings); the local platform writes it from its ConfigMap source
+    (`STATE/configmaps/<name>/<key>`) as the volume `config_map_volume(filename)`. Its content is not
+    known to the plan, so a change to it reaches the workload at its next start."""
 
     filename: str
     config_map: ConfigMapKeyRef
@@ -142,6 +143,19 @@ class ConfigMapFile:
 
 LOCAL_VOLUME_DIR = "volumes"
 """Where the local platform writes `VolumeFiles`: relative to the config dir, one folder per volume."""
+
+
+def config_map_volume(filename: str) -> str:
+    """The local volume (folder under `LOCAL_VOLUME_DIR`) a ConfigMapFile is written into."""
+    return f"configmap-{filename}"
+
+
+def config_map_file_path(platform: Platform, filename: str) -> str:
+    """The path a rendered config names for the ConfigMapFile `filename` on `platform` (locally
+    relative to the config dir, which services resolve their relative paths against)."""
+    if platform == "kubernetes":
+        return f"{KUBERNETES_CONFIGMAP_DIR}/{filename}"
+    return f"{LOCAL_VOLUME_DIR}/{config_map_volume(filename)}/{filename}"
 
 
 @dataclass(frozen=True)

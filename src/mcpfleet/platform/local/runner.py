@@ -69,9 +69,11 @@ from mcpfleet.reconcile.model import (
     LOCAL_VOLUME_DIR,
     Container,
     SecretEnv,
+    VolumeFiles,
     WorkloadObservation,
     WorkloadPlan,
     World,
+    config_map_volume,
 )
 from mcpfleet.yamlread import ManifestLimits
 
@@ -450,12 +452,21 @@ class Runner:
         for path, content in config_paths:
             self._write(path, content)
         self._write_secret_files(config_dir, plan)
-        if plan.volume_files or safe_join(config_dir, LOCAL_VOLUME_DIR).exists():
+        # The user's ConfigMap keys a pod would mount (e.g. OIDC settings) are volumes here too.
+        volumes = plan.volume_files + tuple(
+            VolumeFiles(
+                config_map_volume(f.filename),
+                config_map=f.config_map.name,
+                items=((f.config_map.key, f.filename),),
+            )
+            for f in plan.config_map_files
+        )
+        if volumes or safe_join(config_dir, LOCAL_VOLUME_DIR).exists():
             try:
                 write_volumes(
                     config_dir,
                     self.state_dir,
-                    plan.volume_files,
+                    volumes,
                     lambda name, key: self._secret(SecretEnv(key, SecretKeyRef(name=name, key=key))),
                 )
             except VolumeError as exc:
