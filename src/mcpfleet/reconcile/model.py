@@ -171,6 +171,9 @@ class VolumeFiles:
     secret: str | None = None
     items: tuple[tuple[str, str], ...] | None = None
     optional: bool = False
+    claim: str | None = None
+    """A PersistentVolumeClaim: the folder `STATE/persistentvolumeclaims/<claim>/`, linked (not copied:
+    what is written there later is seen at once, as on a mounted volume)."""
 
 
 @dataclass(frozen=True)
