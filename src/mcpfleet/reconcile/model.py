@@ -29,6 +29,7 @@ from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef, SecretKeyRef
 from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import LIVE_CONFIG_FIELDS, VirtualMCPServer
+from mcpfleet.reconcile.enforce import RegistryImages
 
 KUBERNETES_CONFIG_DIR = "/etc/mcpfleet/config"
 """Where ConfigFiles are mounted on Kubernetes (the value of `{config_dir}` there)."""
@@ -376,3 +377,6 @@ class World:
     """EmbeddingServers by name: the URL of a Ready one, None while it is not Ready."""
     server_entries: tuple[MCPServerEntry, ...] = ()
     """MCPServerEntries (for a VirtualMCPServer: those of its group)."""
+    registry_images: dict[str, RegistryImages] = field(default_factory=dict)
+    """MCPRegistries of the namespace with the images they list, when one of them sets
+    enforceServers (for MCPServer and EmbeddingServer: `reconcile/enforce.py`); else empty."""
