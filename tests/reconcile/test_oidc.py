@@ -189,6 +189,7 @@ def test_kubernetes_type_reads_the_api_servers_jwks_with_a_mounted_token() -> No
         "jwksCaFile": "/var/run/secrets/mcpfleet/serviceaccount/ca.crt",
         "jwksTokenFile": "/var/run/secrets/mcpfleet/serviceaccount/token",
         "serviceAccountNamespace": "clients",
+        "jwksAllowPrivateIP": True,  # the in-cluster API server, as in ToolHive
     }
     assert serving(plan).service_account_token
     pod = pod_of(plan)

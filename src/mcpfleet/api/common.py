@@ -70,6 +70,9 @@ class InlineOIDCConfig(ApiModel):
     """Scopes advertised to clients."""
     insecure_allow_http: bool = Field(default=False, alias="insecureAllowHTTP")
     """Allow an http:// issuer (development only)."""
+    jwks_allow_private_ip: bool = Field(default=False, alias="jwksAllowPrivateIP")
+    """Let discovery / JWKS / introspection reach private, loopback or link-local addresses (refused
+    by default, as in ToolHive; an issuer on a loopback host is allowed for development)."""
 
 
 class ConfigMapOIDCRef(ConfigMapKeyRef):

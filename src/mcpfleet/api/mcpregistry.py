@@ -462,7 +462,7 @@ class MCPRegistrySpec(RuleModel):
 
     display_name: str | None = Field(default=None, max_length=256)
     """Human-readable name."""
-    enforce_servers: bool = False
+    enforce_servers: bool | None = None
     """When any MCPRegistry of the namespace sets this, an MCPServer (or EmbeddingServer) of the
     namespace runs only if its image is listed by one of the enforcing registries (ToolHive's v1alpha1
     rule; the label `toolhive.stacklok.io/registry-name` picks one registry). Otherwise it is Failed

@@ -111,6 +111,7 @@ def incoming_auth(
             "introspectionUrl": inline.introspection_url,
             "scopes": list(inline.scopes) if inline.scopes else None,
             "insecureAllowHTTP": inline.insecure_allow_http or None,
+            "jwksAllowPrivateIP": inline.jwks_allow_private_ip or None,
             **resource,
         }
         if inline.client_secret_ref is not None:
@@ -141,6 +142,8 @@ def incoming_auth(
             "jwksTokenFile": f"{token_dir}/token",
             "serviceAccountNamespace": kube.namespace if kube else None,
             "serviceAccountName": kube.service_account if kube else None,
+            # The API server is in-cluster (a private address): allowed, as ToolHive does.
+            "jwksAllowPrivateIP": True,
             **resource,
         }
     )

@@ -189,6 +189,7 @@ def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
         insecure_allow_http=any(u is not None and u.startswith("http://") for u in urls),
         jwks_ca_file=file("caCertPath", provider.ca_cert_path),
         jwks_token_file=file("authTokenFile", provider.auth_token_file),
+        jwks_allow_private_ip=provider.allow_private_ip,
     )
     return IncomingAuth(type="oidc", oidc=oidc)
 
