@@ -6,59 +6,20 @@ children are accepted by the API server (server-side dry run) and mount each cla
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import yaml
 
-from mcpfleet.api.mcpregistry import MCPRegistry
 from mcpfleet.devcluster.handle import ClusterHandle
-from mcpfleet.operator.store import parse
-from mcpfleet.platform.kubernetes.render import Owner, render
-from mcpfleet.reconcile import mcpregistry
-from mcpfleet.reconcile.model import World
+from tests.reconcile.test_registry_configyaml import _ported, apply_and_render
 from tests.reference import TOOLHIVE
 
 EXAMPLES = TOOLHIVE / "examples-v1alpha1" / "mcp-registries"
 
 
-def _ported(name: str, namespace: str) -> list[dict[str, Any]]:
-    documents = [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
-    for document in documents:
-        document["apiVersion"] = document["apiVersion"].replace("toolhive.stacklok.dev", "mcpfleet.dev")
-        document["metadata"]["namespace"] = namespace
-    return documents
-
-
 def _rendered(dev_cluster: ClusterHandle, namespace: str, name: str) -> dict[str, Any]:
-    documents = _ported(name, namespace)
-    dev_cluster.kubectl(
-        "apply", "--validate=strict", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(documents)
-    )
-    (source,) = [d for d in documents if d["kind"] == "MCPRegistry"]
-    stored = json.loads(
-        dev_cluster.kubectl(
-            "get", "-n", namespace, f"mcpregistries.mcpfleet.dev/{source['metadata']['name']}", "-o", "json"
-        ).stdout
-    )
-    entry = parse(stored)
-    assert entry.error is None and isinstance(entry.model, MCPRegistry), entry.error
-    world = World(platform="kubernetes", namespace=namespace)
-    plan = mcpregistry.plan(entry.model, world)
-    assert plan.problems == (), plan.problems
-    manifests = render(
-        plan, Owner("MCPRegistry", entry.model.name, namespace, stored["metadata"]["uid"]), world.images
-    )
-    dev_cluster.kubectl(
-        "apply",
-        "--dry-run=server",
-        "--validate=strict",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=yaml.safe_dump_all(manifests),
-    )
+    documents = _ported(name, namespace, EXAMPLES)
+    manifests = list(apply_and_render(dev_cluster, namespace, documents, "v1alpha1").values())
     (config_map,) = [m for m in manifests if m["kind"] == "ConfigMap"]
     (deployment,) = [m for m in manifests if m["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
