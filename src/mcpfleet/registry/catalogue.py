@@ -9,6 +9,10 @@ ends on a short or empty page).
 
 Search is served from trigram indexes (`SearchIndex`, built on first use per field set), so a search
 the page cache cannot answer walks one posting list from the cursor on instead of every entry.
+
+A publish or a status change touches one name: `Catalogue.replaced` derives the next generation from
+the current one with just that name's items swapped, keeping every cached page whose span (the names
+it was built from) does not reach that name, and the search indexes when no position moved.
 """
 
 from __future__ import annotations
@@ -72,6 +76,11 @@ class Page:
     etag: str
 
 
+Span = tuple[str | None, str | None]
+"""The names a cached page was built from: (first, last), None meaning unbounded on that side; a
+change to a name outside it cannot change the page."""
+
+
 def encode_cursor(name: str, version: str) -> str:
     return base64.urlsafe_b64encode(orjson.dumps([name, version])).decode().rstrip("=")
 
@@ -130,6 +139,17 @@ def _text(item: Item) -> str:
     return f"{item.name}\n{server.get('title', '')}\n{server.get('description', '')}".lower()
 
 
+def _field_text(fields: str, item: Item) -> str:
+    """What a search of `fields` (SEARCH_NAME or SEARCH_TEXT) matches in `item`."""
+    return item.name.lower() if fields == SEARCH_NAME else _text(item)
+
+
+def _reaches(span: Span, name: str) -> bool:
+    """Whether a change to `name` can change a page built from `span`."""
+    first, last = span
+    return (first is None or first <= name) and (last is None or name <= last)
+
+
 def _trigrams(text: str) -> set[str]:
     return {text[i : i + 3] for i in range(len(text) - 2)}
 
@@ -182,22 +202,60 @@ class Catalogue:
             self.by_name[item.name].append(item)
         self.active_count = sum(1 for i in self.items if i.status != STATUS_DELETED)
         self._indexes: dict[str, SearchIndex] = {}
-        self._pages: OrderedDict[tuple[Any, ...], Page] = OrderedDict()
+        self._pages: OrderedDict[tuple[Any, ...], tuple[Page, Span]] = OrderedDict()
         self._page_bytes = 0
         self._evicted_bytes = 0
 
-    def _cached(self, key: tuple[Any, ...]) -> Page | None:
-        page = self._pages.get(key)
-        if page is not None:
-            self._pages.move_to_end(key)
-        return page
+    def replaced(self, generation: int, name: str, rows: list[CatalogueRow]) -> Catalogue:
+        """The next generation: this one with the items of `name` replaced by `rows` (all of that
+        name's rows in the store, none when it is gone). Equal to a catalogue built from every row;
+        this one is left as it is for the readers holding it."""
+        new = items_of(rows)
+        new.sort(key=lambda i: (i.name, i.version))
+        old = self.by_name.get(name, [])
+        lo = bisect.bisect_left(self.keys, (name,))  # (name,) sorts before every (name, version)
+        hi = lo + len(old)
+        out = Catalogue.__new__(Catalogue)
+        out.generation = generation
+        out.items = [*self.items[:lo], *new, *self.items[hi:]]
+        out.keys = [*self.keys[:lo], *((i.name, i.version) for i in new), *self.keys[hi:]]
+        out.by_name = defaultdict(list, self.by_name)
+        if new:
+            out.by_name[name] = new
+        else:
+            out.by_name.pop(name, None)
+        out.active_count = (
+            self.active_count
+            - sum(1 for i in old if i.status != STATUS_DELETED)
+            + sum(1 for i in new if i.status != STATUS_DELETED)
+        )
+        # An index maps texts to positions: reusable when no position moved and the texts are the
+        # same (a status change); otherwise rebuilt on the next search, as after a full reload.
+        out._indexes = {}
+        if len(new) == len(old):
+            for fields, index in self._indexes.items():
+                if index.texts[lo:hi] == [_field_text(fields, i) for i in new]:
+                    out._indexes[fields] = index
+        out._pages = OrderedDict(
+            (key, cached) for key, cached in self._pages.items() if not _reaches(cached[1], name)
+        )
+        out._page_bytes = sum(len(page.body) for page, _span in out._pages.values())
+        out._evicted_bytes = 0
+        return out
 
-    def _store(self, key: tuple[Any, ...], body: bytes) -> Page:
+    def _cached(self, key: tuple[Any, ...]) -> Page | None:
+        cached = self._pages.get(key)
+        if cached is None:
+            return None
+        self._pages.move_to_end(key)
+        return cached[0]
+
+    def _store(self, key: tuple[Any, ...], body: bytes, span: Span) -> Page:
         page = Page(body, _etag(body))
-        self._pages[key] = page
+        self._pages[key] = (page, span)
         self._page_bytes += len(body)
         while len(self._pages) > _PAGE_CACHE_SIZE or self._page_bytes > _PAGE_CACHE_BYTES:
-            _, evicted = self._pages.popitem(last=False)
+            _, (evicted, _span) = self._pages.popitem(last=False)
             self._page_bytes -= len(evicted.body)
             self._evicted_bytes += len(evicted.body)
         if self._evicted_bytes > _TRIM_AFTER_BYTES:
@@ -209,10 +267,7 @@ class Catalogue:
         """The search index of `fields` (SEARCH_NAME or SEARCH_TEXT), built on first use."""
         found = self._indexes.get(fields)
         if found is None:
-            if fields == SEARCH_NAME:
-                texts = [i.name.lower() for i in self.items]
-            else:
-                texts = [_text(i) for i in self.items]
+            texts = [_field_text(fields, i) for i in self.items]
             found = self._indexes[fields] = SearchIndex.build(texts)
         return found
 
@@ -232,9 +287,8 @@ class Catalogue:
         page = self._cached(key)
         if page is not None:
             return page
-        start = 0
-        if cursor:
-            start = bisect.bisect_right(self.keys, decode_cursor(cursor))
+        after = decode_cursor(cursor) if cursor else None
+        start = bisect.bisect_right(self.keys, after) if after else 0
         positions: Iterator[int] | range = (
             self.index(search_fields).candidates(search.lower(), start)
             if search
@@ -262,7 +316,13 @@ class Catalogue:
         body = (
             b'{"servers":[' + b",".join(i.body for i in chosen) + b'],"metadata":' + orjson.dumps(meta) + b"}"
         )
-        return self._store(key, body)
+        # From the cursor's name (its later versions are on the page) to the last item of a full page;
+        # a short page saw every entry after the cursor.
+        span: Span = (
+            after[0] if after else None,
+            chosen[-1].name if len(chosen) == limit else None,
+        )
+        return self._store(key, body, span)
 
     def versions_page(self, name: str, include_deleted: bool) -> Page | None:
         """All versions of `name`, newest published first; None when the server is unknown."""
@@ -276,7 +336,7 @@ class Catalogue:
         items.sort(key=lambda i: (i.published_at, i.is_latest, i.version), reverse=True)
         meta = orjson.dumps({"count": len(items)})
         body = b'{"servers":[' + b",".join(i.body for i in items) + b'],"metadata":' + meta + b"}"
-        return self._store(key, body)
+        return self._store(key, body, (name, name))
 
     def get(self, name: str, version: str, include_deleted: bool) -> Page | None:
         """One version (`latest` = the latest one); None when unknown. Not page-cached: each item

@@ -363,7 +363,7 @@ class Publisher:
                     "body.version",
                     entry.version,
                 )
-            await service.reload()
+            await service.refresh(entry.name)
         log.info("published %s %s", entry.name, entry.version)
         return self._response(entry.name, entry.version)
 
@@ -397,7 +397,7 @@ class Publisher:
             if not changed and not bulk:
                 raise Problem(400, f"No changes to apply: status is already {status}", "body.status", status)
             if changed:
-                await service.reload()
+                await service.refresh(name)
         log.info("status of %s %s set to %s", name, version or "(all versions)", status)
         if not bulk:
             assert version is not None

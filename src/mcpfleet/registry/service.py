@@ -98,6 +98,22 @@ class RegistryService:
         self.metrics.catalogue_entries.set(catalogue.active_count)
         self.metrics.generation.set(generation)
 
+    async def refresh(self, name: str) -> None:
+        """Serve the store's current rows of `name` (after a publish or a status change wrote them):
+        the catalogue's next generation with only that name's items replaced, as a full `reload`
+        would build it, in the time of one name instead of every entry. Falls back to `reload` when
+        the store moved on by more than this one change (another replica wrote meanwhile)."""
+        generation, rows = await self.store.name_rows(name)
+        current = self.catalogue
+        if generation == current.generation:
+            return  # nothing changed
+        if generation != current.generation + 1:
+            await self.reload()
+            return
+        self.catalogue = current.replaced(generation, name, rows)
+        self.metrics.catalogue_entries.set(self.catalogue.active_count)
+        self.metrics.generation.set(generation)
+
     def _file(self, path: str | None) -> str | None:
         """A file path of the config, relative ones against the config file's folder."""
         return str(self.base_dir / path) if path else None

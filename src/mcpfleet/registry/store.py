@@ -32,6 +32,7 @@ from sqlalchemy import (
     Column,
     Integer,
     MetaData,
+    Select,
     String,
     Table,
     Text,
@@ -174,6 +175,11 @@ _CATALOGUE_COLUMNS = (
 T = TypeVar("T")
 
 
+def _catalogue_row(r: Any) -> CatalogueRow:
+    """A row selected with `_CATALOGUE_COLUMNS`."""
+    return CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8])
+
+
 def _order_key(order: list[str]) -> str:
     """The merge order as stored (source names are DNS labels or `@published`: no newline in them)."""
     return "\n".join(order)
@@ -248,6 +254,34 @@ def _winners(rows: Any, order: list[str]) -> dict[tuple[str, str], tuple[str, st
         for src, name, version, status, h in rows
         if src in rank and winner.get(name) == rank[src]
     }
+
+
+def _merge_queries(order: list[str], names: set[str] | None) -> tuple[Select[Any], Select[Any]]:
+    """What a merge reads: the source entries and the served rows (of `names` only, unless None)."""
+    source_query = select(
+        source_entries.c.source,
+        source_entries.c.name,
+        source_entries.c.version,
+        source_entries.c.status,
+        source_entries.c.content_hash,
+    )
+    served_query = select(
+        servers.c.name,
+        servers.c.version,
+        servers.c.source,
+        servers.c.status,
+        servers.c.content_hash,
+        servers.c.published_at,
+        servers.c.is_latest,
+    )
+    if names is not None:
+        # Sources outside `order` never win (`_winners`): naming them lets the primary key
+        # (source, name, version) find the rows instead of a scan of every source entry.
+        source_query = source_query.where(
+            source_entries.c.source.in_(order), source_entries.c.name.in_(sorted(names))
+        )
+        served_query = served_query.where(servers.c.name.in_(sorted(names)))
+    return source_query, served_query
 
 
 class Store:
@@ -412,7 +446,10 @@ class Store:
                     document=document,
                 )
             )
-            return await self._merge(conn, order, {PUBLISHED: {entry.key: (document, digest)}})
+            # Only this name's rows can change (the merge is per name): a scoped merge, not a full one.
+            return await self._merge(
+                conn, order, {PUBLISHED: {entry.key: (document, digest)}}, names={entry.name}
+            )
 
     async def set_published_status(
         self, name: str, version: str | None, status: str, message: str | None, order: list[str]
@@ -455,7 +492,7 @@ class Store:
                     "status_message": bindparam("message"),
                 }
                 await conn.execute(update(source_entries).where(key).values(**values), changes)
-                await self._merge(conn, order, {})
+                await self._merge(conn, order, {}, names={name})
             return sorted(c["k_version"] for c in changes)
 
     async def _merge(
@@ -463,35 +500,15 @@ class Store:
         conn: AsyncConnection,
         order: list[str],
         known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
+        names: set[str] | None = None,
     ) -> MergeStats:
-        rows = (
-            await conn.execute(
-                select(
-                    source_entries.c.source,
-                    source_entries.c.name,
-                    source_entries.c.version,
-                    source_entries.c.status,
-                    source_entries.c.content_hash,
-                )
-            )
-        ).all()
+        """Bring `registry_servers` in line with the source entries and `order`; `names`: only those
+        names (a publish or a status change touches one name, and which source wins, which version
+        is the latest and what is a tombstone are all decided per name), None: every name."""
+        source_query, served_query = _merge_queries(order, names)
+        rows = (await conn.execute(source_query)).all()
         desired = _winners(rows, order)
-        current = {
-            (r.name, r.version): r
-            for r in (
-                await conn.execute(
-                    select(
-                        servers.c.name,
-                        servers.c.version,
-                        servers.c.source,
-                        servers.c.status,
-                        servers.c.content_hash,
-                        servers.c.published_at,
-                        servers.c.is_latest,
-                    )
-                )
-            ).all()
-        }
+        current = {(r.name, r.version): r for r in (await conn.execute(served_query)).all()}
         now = now_iso()
         stats = MergeStats()
         published: dict[tuple[str, str], str] = {
@@ -545,7 +562,7 @@ class Store:
             for k, r in current.items()
             if k not in desired and r.status != STATUS_DELETED
         ]
-        docs = await self._documents(conn, need_doc, known_docs)
+        docs = await self._documents(conn, need_doc, known_docs, names)
         for row in inserts:
             row["document"], row["status_message"] = docs[(row["source"], row["name"], row["version"])]
         for row in updates:
@@ -577,12 +594,8 @@ class Store:
             len(updates) + len(flag_updates),
             len(tombstones),
         )
-        if stats.changed:
-            await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
-        await conn.execute(update(registry_meta).values(merge_order=_order_key(order)))
-        stats.generation = int(
-            await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
-        )
+        # Only a full merge applies the order to every name: a scoped one must not record it.
+        await _finish_merge(conn, stats, order if names is None else None)
         return stats
 
     async def _documents(
@@ -590,6 +603,7 @@ class Store:
         conn: AsyncConnection,
         keys: list[tuple[str, str, str]],
         known: dict[str, dict[tuple[str, str], tuple[str, str]]],
+        names: set[str] | None = None,
     ) -> dict[tuple[str, str, str], tuple[str, str | None]]:
         """(document, status message) of each (source, name, version); `known` documents (just
         written by a sync or a publish) carry no message."""
@@ -602,14 +616,15 @@ class Store:
             else:
                 missing[src].add((name, version))
         for src, wanted in missing.items():
-            result = await conn.execute(
-                select(
-                    source_entries.c.name,
-                    source_entries.c.version,
-                    source_entries.c.document,
-                    source_entries.c.status_message,
-                ).where(source_entries.c.source == src)
-            )
+            query = select(
+                source_entries.c.name,
+                source_entries.c.version,
+                source_entries.c.document,
+                source_entries.c.status_message,
+            ).where(source_entries.c.source == src)
+            if names is not None:
+                query = query.where(source_entries.c.name.in_(sorted(names)))
+            result = await conn.execute(query)
             for name, version, document, message in result:
                 if (name, version) in wanted:
                     out[(src, name, version)] = (document, message)
@@ -628,6 +643,14 @@ class Store:
                 await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
         return purged
 
+    async def name_rows(self, name: str) -> tuple[int, list[CatalogueRow]]:
+        """The generation and the merged catalogue's rows of one name, read together."""
+        async with self.engine.connect() as conn:
+            generation = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
+            result = await conn.execute(select(*_CATALOGUE_COLUMNS).where(servers.c.name == name))
+            rows = [_catalogue_row(r) for r in result]
+        return int(generation or 0), rows
+
     async def catalogue_items(
         self, convert: Callable[[list[CatalogueRow]], list[T]], chunk: int = 1000
     ) -> tuple[int, list[T]]:
@@ -639,11 +662,21 @@ class Store:
             generation = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
             result = await conn.stream(select(*_CATALOGUE_COLUMNS))
             async for part in result.partitions(chunk):
-                rows = [
-                    CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in part
-                ]
+                rows = [_catalogue_row(r) for r in part]
                 out.extend(await asyncio.to_thread(convert, rows))
         return int(generation or 0), out
+
+
+async def _finish_merge(conn: AsyncConnection, stats: MergeStats, order: list[str] | None) -> None:
+    """Bump the generation when the merge changed rows, record `order` (unless None), and read the
+    generation into `stats`."""
+    if stats.changed:
+        await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+    if order is not None:
+        await conn.execute(update(registry_meta).values(merge_order=_order_key(order)))
+    stats.generation = int(
+        await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
+    )
 
 
 async def _bulk_insert(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
