@@ -105,9 +105,8 @@ def test_served_state_equals_a_full_reload(
     asyncio.run(run())
 
 
-async def test_concurrent_publishes_are_all_kept(tmp_path: Any) -> None:
-    db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    async with registry(db, tmp_path) as (issuer, h):
+async def test_concurrent_publishes_are_all_kept(db_url: str, tmp_path: Any) -> None:
+    async with registry(db_url, tmp_path) as (issuer, h):
         auth = bearer(token(issuer))
         docs = [server_doc(f"com.acme/c{i % 4}", f"1.{i}.0") for i in range(12)]
         codes = await asyncio.gather(*(h.client.post("/v0.1/publish", json=d, headers=auth) for d in docs))
