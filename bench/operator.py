@@ -53,7 +53,8 @@ from typing import Any
 import aiohttp
 import httpx
 
-from mcpfleet.api.meta import API_VERSION, LABEL_INSTANCE
+from mcpfleet.api.meta import LABEL_INSTANCE
+from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.devcluster.cluster import DevCluster, acquire_for_tests, release_for_tests
 from mcpfleet.devcluster.handle import ClusterHandle
 from mcpfleet.operator.settings import from_environment
@@ -71,9 +72,13 @@ STATE_DIR = Path(
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 
 
+CLIENT_VERSION = "v1alpha1"
+"""The version the benchmark's client (the user) creates and watches servers in (`--api-version`)."""
+
+
 def server(name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "mcpfleet.dev/v1alpha1",
+        "apiVersion": f"mcpfleet.dev/{CLIENT_VERSION}",
         "kind": "MCPServer",
         "metadata": {"name": name},
         "spec": {"image": "uvx://mcp-server-time@2025.1", "args": ["--local-timezone", "UTC"]},
@@ -197,7 +202,7 @@ async def create_and_wait(
     Ready. The client is kept light on purpose (aiohttp, watches instead of polling LISTs): it
     shares the two cores with the cluster it measures.
     """
-    path = f"/apis/mcpfleet.dev/v1alpha1/namespaces/{namespace}/mcpservers"
+    path = f"/apis/mcpfleet.dev/{CLIENT_VERSION}/namespaces/{namespace}/mcpservers"
     pods = f"/api/v1/namespaces/{namespace}/pods"
     connector = aiohttp.TCPConnector(ssl=handle.info.ssl_context(), limit=40)
     async with aiohttp.ClientSession(base_url=handle.server, connector=connector) as api:
@@ -279,7 +284,7 @@ class FloorClient:
         self.patches: set[asyncio.Task[None]] = set()
 
     async def converge(self, created: dict[str, Any]) -> None:
-        entry = parse({**created, "apiVersion": API_VERSION, "kind": "MCPServer"})
+        entry = parse({**created, "kind": "MCPServer"})
         model = entry.model
         assert model is not None, entry.error
         plan = kinds.plan(model, self.world)
@@ -305,7 +310,9 @@ class FloorClient:
         observation = WorkloadObservation(plan.replicas, plan.replicas, url_of(plan))
         status = kinds.status(model.status, model, plan, observation, self.world)
         body = {"status": status.dump()}
-        patch = self.api.patch(API_VERSION, "MCPServer", self.namespace, name, body, subresource="status")
+        patch = self.api.patch(
+            STORAGE_API_VERSION, "MCPServer", self.namespace, name, body, subresource="status"
+        )
 
         async def send() -> None:
             await patch
@@ -356,7 +363,9 @@ def measured(
     components = {**components, "client": os.getpid()}
     cpu_before = {name: cpu_seconds(pid) for name, pid in components.items()}
     served_before = apiserver_requests(handle)
+    converted_before = handle.conversion_counts()
     result: dict[str, Any] = dict(run())
+    converted = handle.conversion_counts()
     cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in components.items()}
     served = apiserver_requests(handle)
     result["cpu_s_until_running"] = dict(sorted(cpu.items(), key=lambda kv: -kv[1]))
@@ -369,6 +378,10 @@ def measured(
         if count - served_before.get((verb, resource), (0, 0))[0] >= n / 10
     }
     result["apiserver_requests_per_object"] = dict(sorted(by_request.items(), key=lambda kv: -kv[1]))
+    # The conversion webhook's work until all Running (every caller: user, operator, collector).
+    result["conversion_webhook"] = {
+        k: v - converted_before.get(k, 0.0) for k, v in converted.items() if v != converted_before.get(k, 0.0)
+    }
     return result
 
 
@@ -500,7 +513,16 @@ def main() -> int:
         help="private: a throwaway dev cluster whose Service range and node count hold 1,000+ servers "
         "(default); shared: the test cluster (3 nodes x 110 pods and a /24 Service range cap N near 250).",
     )
+    parser.add_argument(
+        "--api-version",
+        choices=("v1alpha1", "v1beta1"),
+        default="v1alpha1",
+        help="the version the benchmark's client (the user) creates and watches MCPServers in; the "
+        "operator always speaks the stored version, v1beta1",
+    )
     args = parser.parse_args()
+    global CLIENT_VERSION
+    CLIENT_VERSION = args.api_version
     progress = lambda m: print(f"[dev-cluster] {m}", file=sys.stderr)  # noqa: E731
     private_dir: Path | None = None
     if args.cluster == "private":

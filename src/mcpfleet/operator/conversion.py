@@ -32,7 +32,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from mcpfleet.api.conversion import CONVERT_PATH, SERVICE_NAME, SERVICE_PORT, app
+from mcpfleet.api.conversion import (
+    CONVERT_PATH,
+    SERVICE_NAME,
+    SERVICE_PORT,
+    ConversionCounts,
+    app,
+    server_config,
+)
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 
@@ -154,9 +161,10 @@ async def inject_ca_bundle(api: KubeApi, namespace: str, ca_pem: bytes) -> list[
 
 
 async def serve_conversion_webhook(
-    api: KubeApi, namespace: str, port: int, host: str = "0.0.0.0"
+    api: KubeApi, namespace: str, port: int, host: str = "0.0.0.0", counts: ConversionCounts | None = None
 ) -> asyncio.Task[None]:
-    """Ensure the TLS Secret and the CRDs' CA bundle, then serve the webhook (a task of the caller's loop)."""
+    """Ensure the TLS Secret and the CRDs' CA bundle, then serve the webhook (a task of the caller's
+    loop), counting what it converts in `counts` (also at its GET /metrics)."""
     tls = await ensure_tls(api, namespace)
     crds = await inject_ca_bundle(api, namespace, tls["ca.crt"])
     directory = Path(tempfile.mkdtemp(prefix="mcpfleet-conversion-"))
@@ -164,16 +172,7 @@ async def serve_conversion_webhook(
     cert.write_bytes(tls["tls.crt"])
     key.touch(mode=0o600)
     key.write_bytes(tls["tls.key"])
-    config = uvicorn.Config(
-        app(),
-        host=host,
-        port=port,
-        ssl_certfile=str(cert),
-        ssl_keyfile=str(key),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
+    config = server_config(app(counts), host, port, str(cert), str(key), lifespan="off")
     server = _Server(config)
     log.info("conversion webhook on https://%s:%d%s for %s", host, port, CONVERT_PATH, ", ".join(crds))
     return asyncio.create_task(server.serve(), name="conversion-webhook")
