@@ -114,3 +114,11 @@ async def test_idle_connection_stays_open_and_conversions_are_counted(tmp_path: 
     finally:
         server.should_exit = True
         await task
+
+
+def test_the_gateway_speaks_the_stored_version() -> None:
+    """The data plane keeps its own copy of the constant (the API models are heavy for its start)."""
+    from mcpfleet.api.versions import STORAGE_VERSION
+    from mcpfleet.vmcp import backends, status
+
+    assert backends.API_VERSION == status.API_VERSION == STORAGE_VERSION
