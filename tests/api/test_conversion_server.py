@@ -11,25 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import ssl
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 
 from mcpfleet.api.conversion import KEEP_ALIVE_SECONDS, SERVICE_NAME, ConversionCounts, app, server_config
 from mcpfleet.operator.conversion import new_tls
+from tests.vmcp.servers import free_port
 
 IDLE = 7.0
 """Longer than uvicorn's default keep-alive timeout (5 s), which closed the webhook's connections."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def _exchange(
@@ -48,23 +40,12 @@ async def _exchange(
 
 
 def _review(uid: str) -> bytes:
-    review: dict[str, Any] = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "ConversionReview",
-        "request": {
-            "uid": uid,
-            "desiredAPIVersion": "mcpfleet.dev/v1beta1",
-            "objects": [
-                {
-                    "apiVersion": "mcpfleet.dev/v1alpha1",
-                    "kind": "MCPServer",
-                    "metadata": {"name": "s"},
-                    "spec": {"image": "uvx://x", "groupRef": "g"},
-                }
-            ],
-        },
-    }
-    return json.dumps(review).encode()
+    server = {"apiVersion": "mcpfleet.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "s"}}
+    server["spec"] = {"image": "uvx://x", "groupRef": "g"}
+    request = {"uid": uid, "desiredAPIVersion": "mcpfleet.dev/v1beta1", "objects": [server]}
+    return json.dumps(
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "request": request}
+    ).encode()
 
 
 async def test_idle_connection_stays_open_and_conversions_are_counted(tmp_path: Path) -> None:
@@ -73,7 +54,7 @@ async def test_idle_connection_stays_open_and_conversions_are_counted(tmp_path: 
     (tmp_path / "tls.crt").write_bytes(tls["tls.crt"])
     (tmp_path / "tls.key").write_bytes(tls["tls.key"])
     counts = ConversionCounts()
-    port = _free_port()
+    port = free_port()
     config = server_config(
         app(counts), "127.0.0.1", port, str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), lifespan="off"
     )
