@@ -186,6 +186,44 @@ Converge = Callable[[dict[str, Any]], Awaitable[None]]
 """What the floor client does with a server just created (None in operator mode: the operator acts)."""
 
 
+async def follow(
+    api: aiohttp.ClientSession,
+    url: str,
+    version: str,
+    n: int,
+    limit_s: float,
+    seen: Callable[[dict[str, Any]], str | None],
+    done: asyncio.Event,
+) -> None:
+    """Watch `url` from `version` until `seen` has named n distinct objects, then set `done`."""
+    found: set[str] = set()
+
+    def note(obj: dict[str, Any]) -> bool:
+        name = seen(obj)
+        if name is not None and name not in found:
+            found.add(name)
+            if len(found) >= n:
+                done.set()
+        return done.is_set()
+
+    while True:
+        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(int(limit_s))}
+        async with api.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
+            async for line in stream.content:
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    break  # e.g. 410 Gone: list again below
+                if note(event["object"]):
+                    return
+        # The API server ended the watch (a timeout, a slow client's closed stream, an
+        # ERROR): list what exists now and watch on from there, missing nothing.
+        listing = await (await api.get(url)).json()
+        for obj in listing.get("items", ()):
+            if note(obj):
+                return
+        version = listing["metadata"]["resourceVersion"]
+
+
 async def create_and_wait(
     handle: ClusterHandle,
     namespace: str,
@@ -213,21 +251,13 @@ async def create_and_wait(
         progress = Progress(n, on_ready)
         all_running, all_pods_ready = asyncio.Event(), asyncio.Event()
 
-        async def watch(url: str, seen: Callable[[dict[str, Any]], str | None], done: asyncio.Event) -> None:
-            params = {"watch": "1", "resourceVersion": versions[url], "timeoutSeconds": str(int(limit_s))}
-            found: set[str] = set()
-            async with api.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
-                async for line in stream.content:
-                    name = seen(json.loads(line)["object"])
-                    if name is not None and name not in found:
-                        found.add(name)
-                        if len(found) >= n:
-                            done.set()
-                            return
-
         watchers = [
-            asyncio.create_task(watch(path, progress.server_running, all_running)),
-            asyncio.create_task(watch(pods, progress.pod_ready, all_pods_ready)),
+            asyncio.create_task(
+                follow(api, path, versions[path], n, limit_s, progress.server_running, all_running)
+            ),
+            asyncio.create_task(
+                follow(api, pods, versions[pods], n, limit_s, progress.pod_ready, all_pods_ready)
+            ),
         ]
         started = time.monotonic()
         semaphore, workers = asyncio.Semaphore(32), asyncio.Semaphore(32)
@@ -563,13 +593,15 @@ def main() -> int:
     print()
     print(
         "| mode | N | create s | pods Ready s | all Running s | writes / object (of which Events) "
-        "| CPU s (sum / cores) | load average | writes per idle resync | writes per restart | operator RSS MB |"
+        "| CPU s (sum / cores) | load average | writes per idle resync | writes per restart | operator RSS MB "
+        "| objects converted by the webhook / server |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         events = r["writes_per_obj"] - r["object_writes_per_obj"]
         cpu = ", ".join(f"{k} {v}" for k, v in r["cpu_s_until_running"].items())
         load = " ".join(f"{x:.1f}" for x in r["load_average"])
+        converted = sum(v for k, v in r["conversion_webhook"].items() if k != "reviews")
         operator_only = (
             f"{r['idle_resync_writes']} ({r['idle_resync_reconciles']} reconciles) | {r['restart_writes']} "
             f"({max(x['seconds_to_idle'] for x in r['restarts'])} s to idle) | {r['rss_mb']:.0f}"
@@ -579,7 +611,7 @@ def main() -> int:
         print(
             f"| {r['mode']} | {r['n']} | {r['create_s']:.1f} | {r['pods_ready_s']:.1f} | {r['ready_s']:.1f} | "
             f"{r['writes_per_obj']:.2f} ({events:.2f}) | {r['cpu_s_total']} ({r['cpu_bound_s']} s): {cpu} "
-            f"| {load} | {operator_only} |"
+            f"| {load} | {operator_only} | {converted / r['n']:.2f} |"
         )
     return 0
 

@@ -58,7 +58,15 @@ def _webhook_port(k: ClusterHandle, port: str) -> None:
     k.kubectl(
         "-n", NAMESPACE, "set", "env", f"deployment/{DEPLOYMENT}", f"MCPFLEET_CONVERSION_WEBHOOK_PORT={port}"
     )
-    k.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=180s", timeout=200)
+    proc = k.kubectl(
+        "-n", NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=180s", check=False, timeout=200
+    )  # fmt: skip
+    if proc.returncode != 0:
+        logs = k.kubectl("-n", NAMESPACE, "logs", "-l", "app.kubernetes.io/name=mcpfleet-operator", "--tail=40", "--prefix", check=False)  # fmt: skip
+        raise AssertionError(
+            f"the operator did not roll out with the webhook port {port!r}:\n{proc.stderr}\n"
+            f"{logs.stdout[-6000:]}{logs.stderr}\n{k.describe(NAMESPACE)}"
+        )
 
 
 def _get(k: ClusterHandle, ns: str, resource: str, name: str) -> dict[str, Any]:
