@@ -160,6 +160,23 @@ async def inject_ca_bundle(api: KubeApi, namespace: str, ca_pem: bytes) -> list[
     return patched
 
 
+def _pem_file(name: str, data: bytes) -> str:
+    """A path the TLS loader can read `data` from (it takes file names only).
+
+    In memory where Linux allows it (an anonymous memfd, read through /proc/self/fd, kept open for
+    the process's life): the operator's pod has a read-only root filesystem and no writable /tmp,
+    and the private key is better never on a disk. Elsewhere a 0600 file in a fresh temp folder.
+    """
+    if hasattr(os, "memfd_create") and Path("/proc/self/fd").is_dir():
+        fd = os.memfd_create(f"mcpfleet-conversion-{name}")
+        os.write(fd, data)
+        return f"/proc/self/fd/{fd}"
+    path = Path(tempfile.mkdtemp(prefix="mcpfleet-conversion-")) / name
+    path.touch(mode=0o600)
+    path.write_bytes(data)
+    return str(path)
+
+
 async def serve_conversion_webhook(
     api: KubeApi, namespace: str, port: int, host: str = "0.0.0.0", counts: ConversionCounts | None = None
 ) -> asyncio.Task[None]:
@@ -167,12 +184,8 @@ async def serve_conversion_webhook(
     loop), counting what it converts in `counts` (also at its GET /metrics)."""
     tls = await ensure_tls(api, namespace)
     crds = await inject_ca_bundle(api, namespace, tls["ca.crt"])
-    directory = Path(tempfile.mkdtemp(prefix="mcpfleet-conversion-"))
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    cert.write_bytes(tls["tls.crt"])
-    key.touch(mode=0o600)
-    key.write_bytes(tls["tls.key"])
-    config = server_config(app(counts), host, port, str(cert), str(key), lifespan="off")
+    cert, key = _pem_file("tls.crt", tls["tls.crt"]), _pem_file("tls.key", tls["tls.key"])
+    config = server_config(app(counts), host, port, cert, key, lifespan="off")
     server = _Server(config)
     log.info("conversion webhook on https://%s:%d%s for %s", host, port, CONVERT_PATH, ", ".join(crds))
     return asyncio.create_task(server.serve(), name="conversion-webhook")
