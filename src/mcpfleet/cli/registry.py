@@ -59,6 +59,7 @@ def serve(
             port=cfg.server.port if port is None else port,
             loop="uvloop",
             http="httptools",
+            ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
             log_level=log_level,
             access_log=False,
             lifespan="on",

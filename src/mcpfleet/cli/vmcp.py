@@ -103,6 +103,7 @@ def serve(
             host=host,
             port=port,
             loop="uvloop",
+            ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
             lifespan="on",
             proxy_headers=False,  # nothing here reads X-Forwarded-*; skip the middleware on the hot path
             timeout_graceful_shutdown=5,  # notification streams never end by themselves
