@@ -80,7 +80,7 @@ proxy.build(command, **params)
             "mcpfleet.vmcp.server",
             {"sqlalchemy", "kopf", "lightkube", "redis", "jwt", "mcp", "mcp_types", "cedarpy"},
         ),
-        ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt"}),
+        ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt", "sqlalchemy"}),
     ],
 )
 def test_services_load_only_their_stack(module: str, unwanted: set[str]) -> None:

@@ -30,7 +30,8 @@ def serve(
     """
     import logging
 
-    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE, Config
+    from uvicorn.server import Server
 
     from mcpfleet import telemetry
     from mcpfleet.registry.app import create_app
@@ -51,9 +52,19 @@ def serve(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if log_level.lower() != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)  # migration chatter at every start
-    service = RegistryService(cfg, config.resolve().parent, tracer=tracer)
-    try:
-        uvicorn.run(
+    failed: list[BaseException] = []
+
+    def stop_serving(exc: BaseException) -> None:  # the store did not open after the stored catalogue
+        failed.append(exc)
+        server.should_exit = True
+
+    # Serve the catalogue stored in SQLite while SQLAlchemy loads and the store opens (issue 17).
+    service = RegistryService(
+        cfg, config.resolve().parent, tracer=tracer, serve_stored_first=True, on_failure=stop_serving
+    )
+    # uvicorn.run's one-process case, with a handle to stop the server.
+    server = Server(
+        Config(
             create_app(service, tracer=tracer),
             host=host or cfg.server.host,
             port=cfg.server.port if port is None else port,
@@ -64,5 +75,12 @@ def serve(
             access_log=False,
             lifespan="on",
         )
+    )
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
     finally:
         telemetry.shutdown(provider)  # flush the spans still buffered
+    if failed or not server.started:
+        sys.exit(STARTUP_FAILURE)  # as uvicorn.run does when a start fails
