@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -151,3 +152,63 @@ loaded = {m.split(".")[0] for m in sys.modules}
 assert not loaded & {"typer", "click", "rich"}, sorted(loaded & {"typer", "click", "rich"})
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("service", ["proxy", "vmcp", "registry"])
+def test_services_start_without_the_command_line_libraries(service: str, tmp_path: Path) -> None:
+    """The real commands, started as a user starts them, until /health answers: neither typer nor
+    rich is ever imported (`-X importtime` lists every import), nor click by vMCP or the registry
+    (the proxy's MCP SDK transport imports uvicorn's command line itself, through sse_starlette)."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    port = _free_port()
+    if service == "proxy":
+        args = ["proxy", "--port", str(port), "--", sys.executable, "-c", "import time; time.sleep(60)"]
+        unwanted = {"typer", "rich"}
+    elif service == "vmcp":
+        (tmp_path / "v.yaml").write_text(
+            f"name: t\nbackends:\n  - {{name: b, url: 'http://127.0.0.1:{_free_port()}/mcp'}}\n"
+        )
+        args = ["vmcp", "serve", "--config", str(tmp_path / "v.yaml"), "--port", str(port)]
+        unwanted = {"typer", "rich", "click"}
+    else:
+        (tmp_path / "s.json").write_text('{"servers": []}')
+        (tmp_path / "r.yaml").write_text(
+            f"registryName: r\nsources:\n  - name: f\n    file: {{path: {tmp_path / 's.json'}}}\n"
+        )
+        args = ["registry", "serve", "--config", str(tmp_path / "r.yaml"), "--port", str(port)]
+        unwanted = {"typer", "rich", "click"}
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "mcpfleet.cli.main", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, f"{service}: no /health answer"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    imported = {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    assert "mcpfleet.cli.options" in imported  # (the listing is complete)
+    assert not {m.split(".")[0] for m in imported} & unwanted, sorted(unwanted & {m.split(".")[0] for m in imported})

@@ -55,12 +55,14 @@ def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
 def _policy(authz_config: str | None, audit_config: str | None, component: str) -> Policy:
     """`--authz-config` / `--audit-config`, read at start (an invalid file stops the proxy: it never
     serves without the policies it was configured with); the authz file is then followed for changes."""
-    from mcpfleet.policy.config import AuthzConfigError
-    from mcpfleet.policy.engine import PolicyEngine
     from mcpfleet.policy.guard import Policy, load_audit
 
     policy = Policy()
     if authz_config is not None:
+        # (the authz models and their YAML reader: only for a proxy given an authz file)
+        from mcpfleet.policy.config import AuthzConfigError
+        from mcpfleet.policy.engine import PolicyEngine
+
         try:
             policy.engine = PolicyEngine(path=authz_config)
         except AuthzConfigError as exc:

@@ -30,10 +30,7 @@ def serve(
     """
     import logging
 
-    from uvicorn.config import STARTUP_FAILURE, Config
-    from uvicorn.server import Server
-
-    from mcpfleet import telemetry
+    from mcpfleet import telemetry, uvicornserver
     from mcpfleet.registry.app import create_app
     from mcpfleet.registry.config import ConfigError, load_config
     from mcpfleet.registry.service import RegistryService
@@ -62,25 +59,20 @@ def serve(
     service = RegistryService(
         cfg, config.resolve().parent, tracer=tracer, serve_stored_first=True, on_failure=stop_serving
     )
-    # uvicorn.run's one-process case, with a handle to stop the server.
-    server = Server(
-        Config(
-            create_app(service, tracer=tracer),
-            host=host or cfg.server.host,
-            port=cfg.server.port if port is None else port,
-            loop="uvloop",
-            http="httptools",
-            ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
-            log_level=log_level,
-            access_log=False,
-            lifespan="on",
-        )
+    server = uvicornserver.server(
+        create_app(service, tracer=tracer),
+        host=host or cfg.server.host,
+        port=cfg.server.port if port is None else port,
+        loop="uvloop",
+        http="httptools",
+        ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
     )
     try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
+        uvicornserver.run(server)
     finally:
         telemetry.shutdown(provider)  # flush the spans still buffered
-    if failed or not server.started:
-        sys.exit(STARTUP_FAILURE)  # as uvicorn.run does when a start fails
+    if failed:
+        sys.exit(uvicornserver.STARTUP_FAILURE)

@@ -61,9 +61,7 @@ def serve(
     """
     import logging
 
-    import uvicorn
-
-    from mcpfleet import malloctune, telemetry
+    from mcpfleet import malloctune, telemetry, uvicornserver
     from mcpfleet.httplimits import BodyLimits, uvicorn_options
     from mcpfleet.vmcp.config import ConfigError, load_config
     from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
@@ -98,7 +96,7 @@ def serve(
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     try:
-        uvicorn.run(
+        server = uvicornserver.server(
             BodyLimits(asgi, limits),
             host=host,
             port=port,
@@ -111,5 +109,6 @@ def serve(
             access_log=False,
             **uvicorn_options(limits),
         )
+        uvicornserver.run(server)
     finally:
         telemetry.shutdown(provider)  # flush the spans still buffered
