@@ -53,7 +53,16 @@ ARGVS: dict[tuple[str, ...], list[list[str]]] = {
         ["-c", "v.yaml", "--port", "4483", "--log-level", "warning", "--status-file", "s.json"],
         ["--config=v.yaml", "--allowed-host", "a:*", "--allowed-host", "b", "--max-sessions", "5"],
         ["-c", "v.yaml", "--session-idle-timeout", "30m", "--trace-exporter", "otlp", "--otlp-endpoint", "h"],
-        ["-c", "v.yaml", "--status-resource", "ns/name", "--public-url", "https://x", "--max-header-bytes", "99"],
+        [
+            "-c",
+            "v.yaml",
+            "--status-resource",
+            "ns/name",
+            "--public-url",
+            "https://x",
+            "--max-header-bytes",
+            "99",
+        ],
         # Left to typer:
         [],
         ["--port", "1"],
@@ -130,7 +139,11 @@ def test_errors_read_as_the_full_cli_prints_them(argv: list[str]) -> None:
         [sys.executable, "-m", "mcpfleet.cli.main", *argv], capture_output=True, text=True, timeout=60
     )
     full = subprocess.run(
-        [sys.executable, "-c", f"from mcpfleet.cli.app import command; command()({argv!r}, prog_name='mcpfleet')"],
+        [
+            sys.executable,
+            "-c",
+            f"from mcpfleet.cli.app import command; command()({argv!r}, prog_name='mcpfleet')",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -209,6 +222,10 @@ def test_services_start_without_the_command_line_libraries(service: str, tmp_pat
     finally:
         proc.terminate()
         _, stderr = proc.communicate(timeout=30)
-    imported = {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")
+    }
     assert "mcpfleet.cli.options" in imported  # (the listing is complete)
-    assert not {m.split(".")[0] for m in imported} & unwanted, sorted(unwanted & {m.split(".")[0] for m in imported})
+    assert not {m.split(".")[0] for m in imported} & unwanted, sorted(
+        unwanted & {m.split(".")[0] for m in imported}
+    )

@@ -56,7 +56,13 @@ proxy.build(command, **params)
     # imports sse_starlette, which patches uvicorn's command-line module.)
     unwanted |= {"typer", "rich"}
     assert _tops(loaded).isdisjoint(unwanted), sorted(_tops(loaded) & unwanted)
-    for package in ("mcpfleet.auth", "mcpfleet.proxy.attach", "mcpfleet.proxy.remote", "mcpfleet.operator", "yaml"):
+    for package in (
+        "mcpfleet.auth",
+        "mcpfleet.proxy.attach",
+        "mcpfleet.proxy.remote",
+        "mcpfleet.operator",
+        "yaml",
+    ):
         assert package not in loaded, package
     # Of the MCP SDK only the transport it serves with: not its package __init__s (client, server
     # frameworks), not every protocol version's request types (loaded after start: jsonrpc.py), not
@@ -84,7 +90,10 @@ proxy.build(command, **params)
             "mcpfleet.vmcp.server",
             {"sqlalchemy", "kopf", "lightkube", "redis", "jwt", "mcp", "mcp_types", "cedarpy"},
         ),
-        ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt", "sqlalchemy"}),
+        (
+            "mcpfleet.registry.app",
+            {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt", "sqlalchemy"},
+        ),
     ],
 )
 def test_services_load_only_their_stack(module: str, unwanted: set[str]) -> None:
@@ -159,4 +168,3 @@ assert "__getattr__" not in vars(uvicorn) and uvicorn.__version__
 assert us.STARTUP_FAILURE == uvicorn.config.STARTUP_FAILURE
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-

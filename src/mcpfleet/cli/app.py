@@ -79,4 +79,3 @@ def command() -> Any:
     cli = typer.main.get_command(app)
     _plain_metavars(cli)
     return cli
-

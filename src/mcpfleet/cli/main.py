@@ -42,20 +42,21 @@ def _report(path: tuple[str, ...], exc: Exception) -> NoReturn:
     for name in path:
         sub = ctx.command.commands[name]
         ctx = sub.context_class(sub, info_name=name, parent=ctx)
-    if getattr(exc, "ctx", False) is None:
-        exc.ctx, exc.cmd = ctx, ctx.command  # what click's invoke adds to an error it passes on
+    usage: Any = exc  # (a click UsageError has a context: what click's invoke adds to one it passes on)
+    if getattr(usage, "ctx", False) is None:
+        usage.ctx, usage.cmd = ctx, ctx.command
     show()
     sys.exit(getattr(exc, "exit_code", 1))
 
 
 def fast(argv: list[str]) -> bool:
     """Run a service command from `argv` without typer; False: not a case for the fast path."""
-    for path, (module, name, command_line) in FAST.items():
-        if tuple(argv[: len(path)]) == path:
-            break
-    else:
+    path = next((p for p in FAST if tuple(argv[: len(p)]) == p), None)
+    if path is None:
         return False
     from mcpfleet.cli.options import parse
+
+    module, name, command_line = FAST[path]
 
     func = getattr(importlib.import_module(module), name)
     parsed = parse(func, argv[len(path) :], command_line=command_line)

@@ -39,7 +39,7 @@ class Option:
     help: str
 
 
-def Opt(default: Any, *flags: str, help: str) -> Any:  # noqa: N802 (reads like typer.Option)
+def Opt(default: Any, *flags: str, help: str) -> Any:
     """Declare an option (the default of a command function's parameter), as `typer.Option` would."""
     return Option(default, flags, help)
 
@@ -129,6 +129,12 @@ def parse(
             values.setdefault(param.name, []).append(converted)
         else:
             values[param.name] = converted
+    params = _with_defaults(by_flag, values)
+    return None if params is None else (rest, params)
+
+
+def _with_defaults(by_flag: dict[str, _Param], values: dict[str, Any]) -> dict[str, Any] | None:
+    """`values` and the default of every option not given (None: a required one is missing)."""
     params: dict[str, Any] = {}
     for param in {id(p): p for p in by_flag.values()}.values():
         if param.name in values:
@@ -140,7 +146,7 @@ def parse(
             params[param.name] = () if default is None else list(default)
         else:
             params[param.name] = param.option.default
-    return rest, params
+    return params
 
 
 def typer_command(func: Callable[..., Any], *, command_line: bool = False) -> Callable[..., Any]:

@@ -159,12 +159,8 @@ def proxy(
         "streamable-http", "--transport", help="streamable-http (/mcp) or sse (/sse + /messages/, plus /mcp)."
     ),
     host: str = Opt("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = Opt(
-        8080, "--port", help="Port to listen on (0 = any free port; the URL is printed)."
-    ),
-    remote: str | None = Opt(
-        None, "--remote", help="Forward to this remote MCP URL instead of a command."
-    ),
+    port: int = Opt(8080, "--port", help="Port to listen on (0 = any free port; the URL is printed)."),
+    remote: str | None = Opt(None, "--remote", help="Forward to this remote MCP URL instead of a command."),
     header_from_env: list[str] = Opt(
         [],
         "--header-from-env",
@@ -328,9 +324,7 @@ def build(
             )
         elif remote is not None:
             if command:
-                raise _bad(
-                    "give either --remote or a command after --, not both", param_hint="--remote"
-                )
+                raise _bad("give either --remote or a command after --, not both", param_hint="--remote")
             app = _remote_app(
                 remote, host, allowed_host, header_from_env, bearer_token_from_env, forward_all_paths
             )

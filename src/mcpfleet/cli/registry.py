@@ -13,9 +13,7 @@ HELP = "The MCP registry server (upstream registry API over synced sources)."
 
 def serve(
     config: Path = Opt(REQUIRED, "--config", "-c", help="Registry config file (YAML or JSON)."),
-    host: str | None = Opt(
-        None, "--host", help="Address to bind (default: server.host, 127.0.0.1)."
-    ),
+    host: str | None = Opt(None, "--host", help="Address to bind (default: server.host, 127.0.0.1)."),
     port: int | None = Opt(None, "--port", help="Port to bind (default: server.port, 8080)."),
     log_level: str = Opt("info", "--log-level", help="debug, info, warning or error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,

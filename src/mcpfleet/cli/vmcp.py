@@ -15,9 +15,7 @@ def serve(
     config: Path = Opt(REQUIRED, "--config", "-c", help="vMCP config file (YAML or JSON)."),
     host: str = Opt("127.0.0.1", "--host", help="Address to bind."),
     port: int = Opt(4483, "--port", help="Port to bind."),
-    status_file: Path | None = Opt(
-        None, "--status-file", help="Write the /status document to this file."
-    ),
+    status_file: Path | None = Opt(None, "--status-file", help="Write the /status document to this file."),
     status_resource: str | None = Opt(
         None, "--status-resource", help="Patch the status of this VirtualMCPServer (Kubernetes)."
     ),
@@ -27,9 +25,7 @@ def serve(
         help="Host header values to accept (glob, e.g. 'vmcp.example.com:*'). Default: "
         "loopback names when bound to loopback, anything otherwise.",
     ),
-    public_url: str | None = Opt(
-        None, "--public-url", help="External base URL (OAuth resource metadata)."
-    ),
+    public_url: str | None = Opt(None, "--public-url", help="External base URL (OAuth resource metadata)."),
     max_sessions: int | None = Opt(
         None,
         "--max-sessions",

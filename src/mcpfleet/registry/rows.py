@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -52,9 +52,9 @@ CATALOGUE_COLUMNS = (
 """The columns of `registry_servers` a `CatalogueRow` holds, in its field order."""
 
 
-def row_of(r: tuple[object, ...]) -> CatalogueRow:
+def row_of(r: tuple[Any, ...]) -> CatalogueRow:
     """A row of CATALOGUE_COLUMNS as a CatalogueRow (SQLite stores booleans as integers)."""
-    return CatalogueRow(*r[:3], bool(r[3]), *r[4:])  # type: ignore[arg-type]
+    return CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8])
 
 
 def sqlite_path(url: str | None, default_path: Path) -> Path | None:

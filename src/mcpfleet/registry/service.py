@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -227,6 +228,5 @@ def _stored_catalogue(path: Path) -> Catalogue | None:
 
 def _import_store() -> None:
     """Load the store, the syncer and the SQLite driver's dialect (what `_open` will need)."""
-    import mcpfleet.registry.store
-    import mcpfleet.registry.sync
-    import sqlalchemy.dialects.sqlite.aiosqlite  # noqa: F401
+    for name in ("mcpfleet.registry.store", "mcpfleet.registry.sync", "sqlalchemy.dialects.sqlite.aiosqlite"):
+        importlib.import_module(name)
