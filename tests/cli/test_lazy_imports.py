@@ -100,6 +100,8 @@ def test_services_load_only_their_stack(module: str, unwanted: set[str]) -> None
     loaded = _loaded_after(f"import {module}")
     assert _tops(loaded).isdisjoint(unwanted), sorted(_tops(loaded) & unwanted)
     assert not any(m.startswith("mcpfleet.operator") for m in loaded)
+    # The OpenTelemetry SDK only when tracing is on (telemetry.setup_tracing): the API suffices off.
+    assert not any(m.startswith("opentelemetry.sdk") for m in loaded)
 
 
 def test_deferred_sdk_packages_are_the_real_ones_on_first_use() -> None:
