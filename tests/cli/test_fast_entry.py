@@ -30,6 +30,7 @@ ARGVS: dict[tuple[str, ...], list[list[str]]] = {
         ["--transport", "sse", "--log-level", "debug", "--run-config", "rc.json", "--", "s"],
         ["--auth-config", "a.json", "--authz-config", "z.json", "--audit-config", "u.json", "--", "s"],
         ["--webhook-config", "w.json", "--public-url", "https://p", "--max-json-depth", "9", "--", "s"],
+        ["--remote", "https://e.com/mcp", "--authserver-config", "as.json", "--public-url", "https://p"],
         ["--attach", "ns/pod", "--kubeconfig", "k", "--context", "c", "--header-timeout", "3"],
         ["--", "--port", "9", "--help"],  # all of it the server's command line
         [],
@@ -118,7 +119,7 @@ def test_left_to_typer_cases_are_left() -> None:
         )
         is not None
     }
-    assert len(answered) == 12 + 1 + 5 + 3, sorted(answered)
+    assert len(answered) == 13 + 1 + 5 + 3, sorted(answered)
 
 
 @pytest.mark.parametrize(
