@@ -126,3 +126,40 @@ loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "aio
 assert not loaded, loaded
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(tmp_path: Path) -> None:
+    """The stored catalogue reads, the store then does not open (a table is missing): the service
+    reports it, and `mcpfleet registry serve` exits with uvicorn's start-failure status."""
+    config = _config(tmp_path)
+    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+        await h.sync()
+    db = sqlite3.connect(tmp_path / "r.db")
+    db.execute("DROP TABLE registry_source_state")
+    db.commit()
+    db.close()
+    failures: list[BaseException] = []
+    async with running(config, tmp_path, serve_stored_first=True, on_failure=failures.append) as h:  # type: ignore[arg-type]
+        assert h.service.opening is not None
+        await asyncio.wait_for(asyncio.shield(h.service.opening), 60)
+        assert failures and "registry_source_state" in str(failures[0]), failures
+        assert not h.service.ready
+    cfg = tmp_path / "c.json"
+    cfg.write_text(
+        '{"registryName": "r", "sources": [{"name": "f", "file": {"path": "s.json"}}], '
+        f'"database": {{"url": "sqlite+aiosqlite:///{tmp_path / "r.db"}"}}}}'
+    )
+    cli = [
+        sys.executable,
+        "-m",
+        "mcpfleet.cli.main",
+        "registry",
+        "serve",
+        "--config",
+        str(cfg),
+        "--port",
+        "0",
+    ]
+    result = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "cannot open the registry's store" in result.stderr
