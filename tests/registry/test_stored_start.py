@@ -160,6 +160,6 @@ async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(
         "--port",
         "0",
     ]
-    result = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    result = await asyncio.to_thread(subprocess.run, cli, capture_output=True, text=True, timeout=120)
     assert result.returncode == 3, result.stderr[-2000:]
     assert "cannot open the registry's store" in result.stderr
