@@ -230,3 +230,17 @@ def test_services_start_without_the_command_line_libraries(service: str, tmp_pat
     assert not {m.split(".")[0] for m in imported} & unwanted, sorted(
         unwanted & {m.split(".")[0] for m in imported}
     )
+
+
+def test_an_option_not_declared_with_opt_is_refused() -> None:
+    """A `typer.Option` default would reach the command as its value on the fast path: both
+    builders refuse it (the full CLI then fails at import, in every test)."""
+    import typer
+
+    from mcpfleet.cli.options import Opt, typer_command
+
+    def command(a: str = Opt("x", "--a", help="a"), b: str = typer.Option("y", "--b")) -> None: ...
+
+    for build in (lambda: parse(command, []), lambda: typer_command(command)):
+        with pytest.raises(TypeError, match="declare the option with Opt"):
+            build()

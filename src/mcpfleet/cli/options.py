@@ -67,12 +67,15 @@ class _Param:
 
 
 def _params(func: Callable[..., Any]) -> dict[str, _Param]:
-    """The options of `func` by flag. Raises TypeError for an annotation the fast parser cannot
-    convert (a test imports every command, so a new kind of option fails there, not in a user's hands)."""
+    """The options of `func` by flag. Raises TypeError for an option not declared with `Opt` or
+    of a type the fast parser cannot convert (tests/cli/test_fast_entry.py parses with every service
+    command, so a new option of another kind fails there, not in a user's hands)."""
     by_flag: dict[str, _Param] = {}
     for p in inspect.signature(func).parameters.values():
+        if p.default is inspect.Parameter.empty:
+            continue  # the command line after `--`
         if not isinstance(p.default, Option):
-            continue
+            raise TypeError(f"{func.__name__}({p.name}): declare the option with Opt, not {p.default!r}")
         annotation = str(p.annotation).removesuffix(" | None")
         multiple = annotation.startswith("list[")
         base = annotation.removeprefix("list[").removesuffix("]") if multiple else annotation
@@ -157,6 +160,7 @@ def typer_command(func: Callable[..., Any], *, command_line: bool = False) -> Ca
 
     import typer
 
+    _params(func)  # every option declared with Opt, of a type both parsers read (else TypeError)
     signature = inspect.signature(func)
     hints = typing.get_type_hints(func)
     params = [
