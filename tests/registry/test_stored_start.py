@@ -20,6 +20,7 @@ from mcpfleet.registry.rows import read_sqlite, sqlite_path
 from mcpfleet.registry.service import RegistryService
 from mcpfleet.registry.store import Store
 from tests.registry.conftest import make_config, running, server_doc, write_json
+from tests.registry.test_cli_and_store import _cli
 
 PAGES = ("/v0.1/servers?limit=100", "/v0.1/servers/io.example%2Fs007/versions", "/v0.1/servers?search=s01")
 
@@ -149,17 +150,7 @@ async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(
         '{"registryName": "r", "sources": [{"name": "f", "file": {"path": "s.json"}}], '
         f'"database": {{"url": "sqlite+aiosqlite:///{tmp_path / "r.db"}"}}}}'
     )
-    cli = [
-        sys.executable,
-        "-m",
-        "mcpfleet.cli.main",
-        "registry",
-        "serve",
-        "--config",
-        str(cfg),
-        "--port",
-        "0",
-    ]
+    cli = _cli("serve", "--config", str(cfg), "--port", "0")
     result = await asyncio.to_thread(subprocess.run, cli, capture_output=True, text=True, timeout=120)
     assert result.returncode == 3, result.stderr[-2000:]
     assert "cannot open the registry's store" in result.stderr
