@@ -29,8 +29,9 @@ from typing import Any
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
-from mcpfleet.api.meta import API_VERSION, LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
+from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.operator.pods import stuck_reason
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
@@ -347,7 +348,7 @@ class Controller:
         seen_children: set[tuple[str, str, str, str]] = set()
         for scope in scopes:
             for kind in ALL_KINDS:
-                for raw in await self.api.list(API_VERSION, kind.info.kind, scope):
+                for raw in await self.api.list(STORAGE_API_VERSION, kind.info.kind, scope):
                     meta = raw["metadata"]
                     if self._watched(meta["namespace"]):
                         seen_objects.add((kind.info.kind, meta["namespace"], meta["name"]))
@@ -403,12 +404,12 @@ class Controller:
 
     async def _reread(self, key: ObjKey) -> None:
         kind, namespace, name = key
-        fresh = await self.api.get(API_VERSION, kind, namespace, name)
+        fresh = await self.api.get(STORAGE_API_VERSION, kind, namespace, name)
         if fresh is None:
             self.store.remove(kind, namespace, name)
         else:
             fresh.setdefault("kind", kind)
-            fresh.setdefault("apiVersion", API_VERSION)
+            fresh.setdefault("apiVersion", STORAGE_API_VERSION)
             self.on_object("MODIFIED", fresh)
 
     async def _event(self, entry: Entry, reason: str, message: str, type_: str = "Normal") -> None:
@@ -722,9 +723,11 @@ class Controller:
     async def _set_finalizers(self, entry: Entry, finalizers: list[str]) -> None:
         meta = entry.raw["metadata"]
         body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-        fresh = await self.api.patch(API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], body)
+        fresh = await self.api.patch(
+            STORAGE_API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], body
+        )
         fresh.setdefault("kind", entry.raw["kind"])
-        fresh.setdefault("apiVersion", API_VERSION)
+        fresh.setdefault("apiVersion", STORAGE_API_VERSION)
         self.on_object("MODIFIED", fresh)
 
     async def _write_status(self, entry: Entry, status: ApiModel) -> bool:
@@ -739,10 +742,15 @@ class Controller:
         meta = entry.raw["metadata"]
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": body}
         fresh = await self.api.patch(
-            API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], patch, subresource="status"
+            STORAGE_API_VERSION,
+            entry.raw["kind"],
+            meta["namespace"],
+            meta["name"],
+            patch,
+            subresource="status",
         )
         fresh.setdefault("kind", entry.raw["kind"])
-        fresh.setdefault("apiVersion", API_VERSION)
+        fresh.setdefault("apiVersion", STORAGE_API_VERSION)
         # Through the event intake: a changed url must reach the VirtualMCPServers of the group.
         self.on_object("MODIFIED", fresh)
         return True
