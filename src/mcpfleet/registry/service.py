@@ -212,8 +212,11 @@ class RegistryService:
         while True:
             await asyncio.sleep(_GENERATION_POLL_SECONDS)
             try:
-                if await self.store.generation() != self.catalogue.generation:
-                    await self.reload()
+                # Under the write lock: a publish of this replica between its commit and its
+                # `refresh` is not mistaken for another replica's change (a needless full reload).
+                async with self.syncer.write_lock:
+                    if await self.store.generation() != self.catalogue.generation:
+                        await self.reload()
             except Exception:
                 log.exception("cannot check the catalogue generation")
 
