@@ -35,7 +35,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -267,18 +267,19 @@ class Runner:
         wanted: set[str] = set()
         for namespace in sorted({r.namespace for r in resources}):
             in_ns = [r for r in resources if r.namespace == namespace]
-            world = self._world(namespace, in_ns, stored)
             for kind in WORKLOAD_ORDER:
+                # Rebuilt per kind from the statuses written so far in this pass: a server that just
+                # became Running gives its URL to the gateway and registry at once, not a pass later.
+                world = self._world(namespace, in_ns, stored)
                 for resource in (r for r in in_ns if r.kind == kind):
                     try:
-                        wanted |= await self._reconcile_workload(
-                            resource, world, stored[(kind, namespace, resource.name)]
-                        )
+                        wanted |= await self._reconcile_workload(resource, world, stored)
                     except Exception:
                         # One object's bug must not stall the others, nor stop what already runs for it.
                         log.exception("reconciling %s/%s failed", kind, resource.name)
                         prefix = workload_key(kind, namespace, resource.name) + "/"
                         wanted |= {k for k in self.supervisor.keys() if k.startswith(prefix)}
+            world = self._world(namespace, in_ns, stored)
             for resource in in_ns:
                 try:
                     await self._reconcile_other(
@@ -411,7 +412,12 @@ class Runner:
 
     # -- workloads ----------------------------------------------------------------------------
 
-    async def _reconcile_workload(self, resource: Resource, world: World, stored: StoredObject) -> set[str]:
+    async def _reconcile_workload(
+        self, resource: Resource, world: World, objects: dict[Key, StoredObject]
+    ) -> set[str]:
+        """Converge one workload; its new status also replaces its entry in `objects` (the pass' view)."""
+        key = (resource.kind, resource.namespace, resource.name)
+        stored = objects[key]
         plan = rules.plan(resource, world)
         desired = Desired(plan)
         if not plan.problems:
@@ -422,11 +428,12 @@ class Runner:
         observation = self._observe(desired)
         report = self._vmcp_report(resource) if isinstance(resource, VirtualMCPServer) else None
         status = rules.status(resource, stored.status, plan, observation, world, report)
-        status = self._mark_kept((resource.kind, resource.namespace, resource.name), status, stored.status)
+        status = self._mark_kept(key, status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
+            objects[key] = replace(stored, status=status)
             if status.get("phase") != (stored.status or {}).get("phase"):
-                for key in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
-                    self.supervisor.milestone(key, f"status {status.get('phase')}")
+                for process in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
+                    self.supervisor.milestone(process, f"status {status.get('phase')}")
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}
