@@ -117,10 +117,14 @@ class State:
         if self._db is None:
             # Autocommit: reads are single statements; writes open their transaction explicitly.
             db = await aiosqlite.connect(self.state_dir / DB_FILENAME, isolation_level=None)
-            # WAL: `mcpfleet get` and the discovery readers never block the reconcile loop's writes.
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA busy_timeout=5000")
-            await db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                await db.execute("PRAGMA busy_timeout=5000")  # first: the next pragma may wait for a lock
+                # WAL: `mcpfleet get` and the discovery readers never block the reconcile loop's writes.
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                await db.close()  # its thread must not outlive the failed open
+                raise
             self._db = db
         return self._db
 
