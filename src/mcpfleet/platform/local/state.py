@@ -1,4 +1,4 @@
-"""The local platform's state: one SQLite file in the state dir (aiosqlite).
+"""The local platform's state: one SQLite file in the state dir (the standard library's sqlite3).
 
 Owns four tables: `objects` (each manifest as last loaded, its local generation and its status,
 in exactly the Kubernetes status shape), `processes` (what `up` started: pid, port, log file),
@@ -7,11 +7,13 @@ in exactly the Kubernetes status shape), `processes` (what `up` started: pid, po
 down`, the vMCP and registry discovery), so the file runs in WAL mode and every operation is a
 short transaction.
 
-Plain SQL through aiosqlite, not an ORM: four tables of a few columns, and `mcpfleet up` reaches
-its first spawn without loading SQLAlchemy (~0.2-0.3 s of imports). The tables are the ones the
-earlier SQLAlchemy models created (same names, columns and constraints), so a state dir written
-by an older `up` opens unchanged. One connection per `State`; its operations are serialised by a
-lock, so that each one is its own transaction even when tasks interleave.
+Plain SQL, not an ORM: four tables of a few columns, and `mcpfleet up` reaches its first spawn
+without loading SQLAlchemy (~0.2-0.3 s of imports). The tables are the ones the earlier SQLAlchemy
+models created (same names, columns and constraints), so a state dir written by an older `up`
+opens unchanged. Each `State` has one connection, used only by its own worker thread; every
+operation is one function run there (one hand-over between the event loop and the thread per
+operation, not one per statement: under load each hand-over waits for a CPU), so operations are
+serialised and each is its own transaction, completed even when its caller is cancelled.
 """
 
 from __future__ import annotations
@@ -19,12 +21,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+import sqlite3
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import Any, TypeVar
 
 from mcpfleet.api.meta import now_rfc3339
 from mcpfleet.platform.local.snapshot import DB_FILENAME, RecordedProcess, StoredObject
@@ -65,6 +66,7 @@ SCHEMA = (
         PRIMARY KEY ("key")
     )""",
 )
+T = TypeVar("T")
 _OBJECT_COLUMNS = "kind, namespace, name, manifest, generation, status, source, created"
 
 
@@ -92,8 +94,8 @@ class State:
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
-        self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpfleet-state")
 
     @classmethod
     async def open(cls, state_dir: Path, create: bool = True) -> State:
@@ -101,52 +103,63 @@ class State:
         process), nothing is touched until the first query."""
         state = cls(state_dir)
         if create:
-            await asyncio.to_thread(state_dir.mkdir, parents=True, exist_ok=True)
-            async with state._write() as db:
+
+            def schema(db: sqlite3.Connection) -> None:
                 for statement in SCHEMA:
-                    await db.execute(statement)
+                    db.execute(statement)
+
+            await asyncio.to_thread(state_dir.mkdir, parents=True, exist_ok=True)
+            await state._write(schema)
         return state
 
     async def close(self) -> None:
-        async with self._lock:
-            if self._db is not None:
-                await self._db.close()
-                self._db = None
+        def close(db: sqlite3.Connection | None) -> None:
+            if db is not None:
+                db.close()
 
-    async def _connection(self) -> aiosqlite.Connection:
+        # The thread stays (it ends with the State): a closed State reconnects if used again.
+        db, self._db = self._db, None
+        await asyncio.get_running_loop().run_in_executor(self._thread, close, db)
+
+    def _connection(self) -> sqlite3.Connection:
+        """The connection (opened at first use), on the state's own thread only."""
         if self._db is None:
             # Autocommit: reads are single statements; writes open their transaction explicitly.
-            db = await aiosqlite.connect(self.state_dir / DB_FILENAME, isolation_level=None)
+            db = sqlite3.connect(
+                self.state_dir / DB_FILENAME, timeout=5, isolation_level=None, check_same_thread=False
+            )
             try:
-                await db.execute("PRAGMA busy_timeout=5000")  # first: the next pragma may wait for a lock
+                db.execute("PRAGMA busy_timeout=5000")  # first: the next pragma may wait for a lock
                 # WAL: `mcpfleet get` and the discovery readers never block the reconcile loop's writes.
-                await db.execute("PRAGMA journal_mode=WAL")
-                await db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
             except BaseException:
-                await db.close()  # its thread must not outlive the failed open
+                db.close()
                 raise
             self._db = db
         return self._db
 
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            yield await self._connection()
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, lambda: work(self._connection())
+        )
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction (BEGIN IMMEDIATE: the write lock is taken, or waited for, up front)."""
-        async with self._lock:
-            db = await self._connection()
-            if db.in_transaction:  # a transaction cut short by a cancellation
-                await db.execute("ROLLBACK")
-            await db.execute("BEGIN IMMEDIATE")
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in one write transaction (BEGIN IMMEDIATE: the write lock is taken, or waited
+        for, up front)."""
+
+        def transaction() -> T:
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
             try:
-                yield db
+                result = work(db)
             except BaseException:
-                await db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
-            await db.execute("COMMIT")
+            db.execute("COMMIT")
+            return result
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, transaction)
 
     # -- objects ------------------------------------------------------------------------------
 
@@ -157,17 +170,18 @@ class State:
         digest = spec_hash(manifest)
         encoded = json.dumps(manifest)
         key = (kind, namespace, name)
-        async with self._write() as db:
-            cursor = await db.execute(
+
+        def upsert(db: sqlite3.Connection) -> StoredObject:
+            row = db.execute(
                 "SELECT manifest, spec_hash, generation, status, source, created FROM objects "
                 "WHERE kind = ? AND namespace = ? AND name = ?",
                 key,
-            )
-            row = await cursor.fetchone()
+            ).fetchone()
             if row is None:
                 created = now_rfc3339()
-                await db.execute(
-                    f"INSERT INTO objects ({_OBJECT_COLUMNS}, spec_hash) VALUES (?, ?, ?, ?, 1, '{{}}', ?, ?, ?)",
+                db.execute(
+                    f"INSERT INTO objects ({_OBJECT_COLUMNS}, spec_hash) "
+                    "VALUES (?, ?, ?, ?, 1, '{}', ?, ?, ?)",
                     (*key, encoded, source, created, digest),
                 )
                 return StoredObject(kind, namespace, name, manifest, 1, {}, source, created)
@@ -176,18 +190,21 @@ class State:
                 generation += 1
             # An unchanged re-read writes nothing.
             if old_digest != digest or old_manifest != encoded or old_source != source:
-                await db.execute(
+                db.execute(
                     "UPDATE objects SET manifest = ?, spec_hash = ?, generation = ?, source = ? "
                     "WHERE kind = ? AND namespace = ? AND name = ?",
                     (encoded, digest, generation, source, *key),
                 )
             return _object((*key, encoded, generation, status, source, created))
 
+        return await self._write(upsert)
+
     async def delete_object(self, kind: str, namespace: str, name: str) -> None:
-        async with self._write() as db:
-            await db.execute(
+        await self._write(
+            lambda db: db.execute(
                 "DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?", (kind, namespace, name)
             )
+        )
 
     async def objects(self, kind: str | None = None) -> list[StoredObject]:
         query = f"SELECT {_OBJECT_COLUMNS} FROM objects"
@@ -195,82 +212,91 @@ class State:
         if kind is not None:
             query += " WHERE kind = ?"
             params = (kind,)
-        async with self._read() as db:
-            rows = await db.execute_fetchall(query + " ORDER BY kind, namespace, name", params)
+        rows = await self._read(
+            lambda db: db.execute(query + " ORDER BY kind, namespace, name", params).fetchall()
+        )
         return [_object(r) for r in rows]
 
     async def get_object(self, kind: str, namespace: str, name: str) -> StoredObject | None:
-        async with self._read() as db:
-            cursor = await db.execute(
+        row = await self._read(
+            lambda db: db.execute(
                 f"SELECT {_OBJECT_COLUMNS} FROM objects WHERE kind = ? AND namespace = ? AND name = ?",
                 (kind, namespace, name),
-            )
-            row = await cursor.fetchone()
+            ).fetchone()
+        )
         return None if row is None else _object(row)
 
     async def set_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> bool:
         """Write the status; returns False (and writes nothing) when it is unchanged."""
         encoded = json.dumps(status, sort_keys=True)
-        async with self._write() as db:
-            cursor = await db.execute(
-                "UPDATE objects SET status = ? WHERE kind = ? AND namespace = ? AND name = ? AND status != ?",
-                (encoded, kind, namespace, name, encoded),
+        changed = await self._write(
+            lambda db: (
+                db.execute(
+                    "UPDATE objects SET status = ? WHERE kind = ? AND namespace = ? AND name = ? AND status != ?",
+                    (encoded, kind, namespace, name, encoded),
+                ).rowcount
             )
-            return cursor.rowcount > 0
+        )
+        return changed > 0
 
     # -- processes ----------------------------------------------------------------------------
 
     async def record_process(
         self, key: str, kind: str, name: str, pid: int, port: int | None, log_path: str, restarts: int
     ) -> None:
-        async with self._write() as db:
-            await db.execute(
+        row = (key, kind, name, pid, port, log_path, restarts, now_rfc3339())
+        await self._write(
+            lambda db: db.execute(
                 'INSERT OR REPLACE INTO processes ("key", kind, name, pid, port, log_path, restarts, started) '
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, kind, name, pid, port, log_path, restarts, now_rfc3339()),
+                row,
             )
+        )
 
     async def forget_process(self, key: str) -> None:
-        async with self._write() as db:
-            await db.execute('DELETE FROM processes WHERE "key" = ?', (key,))
+        await self._write(lambda db: db.execute('DELETE FROM processes WHERE "key" = ?', (key,)))
 
     async def processes(self) -> list[RecordedProcess]:
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
+        rows = await self._read(
+            lambda db: db.execute(
                 'SELECT "key", kind, name, pid, port, log_path FROM processes ORDER BY "key"'
-            )
+            ).fetchall()
+        )
         return [RecordedProcess(*row) for row in rows]
 
     # -- ports --------------------------------------------------------------------------------
 
     async def ports(self) -> dict[str, int]:
-        async with self._read() as db:
-            rows = await db.execute_fetchall('SELECT "key", port FROM ports')
+        rows = await self._read(lambda db: db.execute('SELECT "key", port FROM ports').fetchall())
         return {key: port for key, port in rows}
 
     async def save_port(self, key: str, port: int) -> None:
         """Hold `port` for `key` (`sqlite3.IntegrityError` when another key holds it)."""
-        async with self._write() as db:
-            await db.execute(
-                'INSERT INTO ports ("key", port) VALUES (?, ?) ON CONFLICT ("key") DO UPDATE SET port = excluded.port',
+        await self._write(
+            lambda db: db.execute(
+                'INSERT INTO ports ("key", port) VALUES (?, ?) '
+                'ON CONFLICT ("key") DO UPDATE SET port = excluded.port',
                 (key, port),
             )
+        )
 
     async def release_port(self, key: str) -> None:
-        async with self._write() as db:
-            await db.execute('DELETE FROM ports WHERE "key" = ?', (key,))
+        await self._write(lambda db: db.execute('DELETE FROM ports WHERE "key" = ?', (key,)))
 
     # -- meta ---------------------------------------------------------------------------------
 
     async def set_meta(self, key: str, value: str | None) -> None:
-        async with self._write() as db:
-            if value is None:
-                await db.execute('DELETE FROM meta WHERE "key" = ?', (key,))
-            else:
-                await db.execute('INSERT OR REPLACE INTO meta ("key", value) VALUES (?, ?)', (key, value))
+        if value is None:
+            await self._write(lambda db: db.execute('DELETE FROM meta WHERE "key" = ?', (key,)))
+        else:
+            await self._write(
+                lambda db: db.execute(
+                    'INSERT OR REPLACE INTO meta ("key", value) VALUES (?, ?)', (key, value)
+                )
+            )
 
     async def get_meta(self, key: str) -> str | None:
-        async with self._read() as db:
-            cursor = await db.execute('SELECT value FROM meta WHERE "key" = ?', (key,))
-            row = await cursor.fetchone()
+        row = await self._read(
+            lambda db: db.execute('SELECT value FROM meta WHERE "key" = ?', (key,)).fetchone()
+        )
         return None if row is None else str(row[0])
