@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcpfleet.vmcp.config import ConfigError, load_config
 from mcpfleet.vmcp.server import ServeOptions, build_app
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
-from tests.oidc import Issuer
+from tests.oidc import Issuer, read_form
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
@@ -37,13 +36,7 @@ class TokenEndpoint:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        form = dict(urllib.parse.parse_qsl(body.decode()))
+        form = await read_form(receive)
         self.requests.append(form)
         self.auth.append(dict((k.decode(), v.decode()) for k, v in scope["headers"]).get("authorization", ""))
         if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" or not form.get(

@@ -44,6 +44,22 @@ def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
         raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
 
 
+def _embedded_authserver(path: str, inner: object, mcp_path: str, public_url: str | None) -> object:
+    """The proxy behind its embedded authorization server (`auth/authserver/`), read once at start:
+    an invalid file or secret stops the proxy, which never serves without the auth it was given."""
+    from mcpfleet.auth.authserver.config import AuthServerConfigError, load_settings
+    from mcpfleet.auth.authserver.guard import build_app
+    from mcpfleet.auth.authserver.server import AuthServer
+
+    try:
+        settings = load_settings(path)
+        resource = (public_url or settings.issuer).rstrip("/") + mcp_path
+        server = AuthServer(settings, resource=resource)
+    except (AuthServerConfigError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--authserver-config") from exc
+    return build_app(inner, server, mcp_path=mcp_path)  # type: ignore[arg-type]
+
+
 def _policy(authz_config: str | None, audit_config: str | None, component: str) -> Policy:
     """`--authz-config` / `--audit-config`, read at start (an invalid file stops the proxy: it never
     serves without the policies it was configured with); the authz file is then followed for changes."""
@@ -214,6 +230,12 @@ def proxy(
         help="Mutating and validating webhooks called on each request (JSON: {mutating, validating, ...}, "
         "rendered from an MCPWebhookConfig).",
     ),
+    authserver_config: str | None = typer.Option(
+        None,
+        "--authserver-config",
+        help="Run the embedded OAuth 2.1 authorization server (JSON rendered from an MCPExternalAuthConfig "
+        "embeddedAuthServer); every path but /health and its endpoints then needs a token it issued.",
+    ),
     public_url: str | None = typer.Option(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
     ),
@@ -264,6 +286,7 @@ def build(
     authz_config: str | None = None,
     audit_config: str | None = None,
     webhook_config: str | None = None,
+    authserver_config: str | None = None,
     body_timeout: float | None,
     header_timeout: float | None,
     max_header_bytes: int | None,
@@ -346,6 +369,20 @@ def build(
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
+    if authserver_config is not None:
+        if auth is not None and auth.type != "anonymous":
+            raise typer.BadParameter(
+                "give either --auth-config or --authserver-config", param_hint="--authserver-config"
+            )
+        inner = with_auth(
+            app,
+            None,
+            policy=policy,
+            limiter=limiter,
+            webhooks=webhooks,
+            max_json_depth=limits.max_json_depth,
+        )
+        return _embedded_authserver(authserver_config, inner, mcp_path, public_url), limits
     served = with_auth(
         app,
         auth,

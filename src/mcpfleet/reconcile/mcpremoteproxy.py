@@ -8,7 +8,8 @@ so no header value is ever written into a ConfigMap or the command line.
 `--header-from-env NAME=MCPFLEET_EXTERNAL_AUTH`, `bearerToken` as `--bearer-token-from-env
 MCPFLEET_EXTERNAL_AUTH`, the value as secretKeyRef env (a local Secret on the local platform).
 `tokenExchange` needs the client's token, which only a VirtualMCPServer over the proxy's group holds
-(it applies it there); `unauthenticated` adds nothing.
+(it applies it there); `unauthenticated` adds nothing. `embeddedAuthServer` makes the proxy an OAuth
+2.1 authorization server for its clients (`reconcile/authserver.py`: `--authserver-config`).
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
 itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream. So are
@@ -22,6 +23,7 @@ from __future__ import annotations
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.reconcile import (
+    authserver,
     configkinds,
     mcpauthzconfig,
     mcpoidcconfig,
@@ -58,7 +60,13 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
         mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world).problems
     )
     problems.extend(_webhooks(proxy, world).problems)
+    problems.extend(_authserver(proxy, world).problems)
     return problems
+
+
+def _authserver(proxy: MCPRemoteProxy, world: World) -> authserver.AuthServerPlan:
+    incoming = _auth(proxy, world).document is not None
+    return authserver.plan(proxy.spec.external_auth_config_ref, world, incoming_oidc=incoming)
 
 
 def _webhooks(proxy: MCPRemoteProxy, world: World) -> mcpwebhookconfig.WebhookPlan:
@@ -152,6 +160,8 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     command += policy.proxy_args()
     webhooks = _webhooks(proxy, world)
     command += webhooks.proxy_args()
+    embedded = _authserver(proxy, world)
+    command += embedded.proxy_args()
     container = Container(
         name=PROXY_CONTAINER,
         command=tuple(command),
@@ -166,6 +176,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     config_files.extend(policy.proxy_files())
     config_files.extend(webhooks.proxy_files())
+    config_files.extend(embedded.proxy_files())
     problems = _problems(proxy, world)
     workload = WorkloadPlan(
         kind="MCPRemoteProxy",
@@ -179,7 +190,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         health_path="/health",
         config_files=tuple(config_files),
         config_map_files=auth.config_map_files + policy.config_map_files,
-        secret_files=webhooks.secret_files,
+        secret_files=webhooks.secret_files + embedded.secret_files,
         service_account=spec.service_account,
         labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
         conditions=(

@@ -11,7 +11,8 @@
 `authzConfig` (Cedar) and `audit` (`reconcile/policy.py`) are enforced by the proxy as well
 (`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below. So
 are the webhooks of a `webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `--webhook-config`, the
-Secret keys as SecretFiles mounted into the proxy only).
+Secret keys as SecretFiles mounted into the proxy only), and the OAuth 2.1 authorization server of an
+`externalAuthConfigRef` of type `embeddedAuthServer` (`reconcile/authserver.py`: `--authserver-config`).
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
 (`--auth-config {config_dir}/auth.json`). An http server has no proxy of its own, so with OIDC one
@@ -36,6 +37,7 @@ from __future__ import annotations
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
 from mcpfleet.reconcile import (
+    authserver,
     configkinds,
     mcpauthzconfig,
     mcpoidcconfig,
@@ -85,6 +87,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     problems.extend(auth.problems)
     problems.extend(_policy(server, world).problems)
     problems.extend(_webhooks(server, world).problems)
+    problems.extend(_authserver(server, world).problems)
     if spec.rate_limiting is not None and spec.transport != "stdio":
         problems.append(
             "spec.rateLimiting: enforced by mcpfleet's proxy, which only stdio servers run behind; put an"
@@ -111,10 +114,17 @@ def _webhooks(server: MCPServer, world: World) -> mcpwebhookconfig.WebhookPlan:
     )
 
 
+def _authserver(server: MCPServer, world: World) -> authserver.AuthServerPlan:
+    incoming = _auth(server, world).document is not None
+    return authserver.plan(server.spec.external_auth_config_ref, world, incoming_oidc=incoming)
+
+
 def _fronted(server: MCPServer, world: World) -> bool:
-    """An http server that needs the proxy in front of it: incoming OIDC, authorization, audit or webhooks."""
+    """An http server that needs the proxy in front of it: incoming OIDC, an embedded authorization
+    server, authorization, audit or webhooks."""
     return (
         _auth(server, world).document is not None
+        or _authserver(server, world).settings is not None
         or _policy(server, world).active
         or _webhooks(server, world).active
     )
@@ -169,10 +179,17 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     auth = _auth(server, world)
     policy = _policy(server, world)
     if spec.transport != "stdio" and _fronted(server, world):
-        return _behind_auth_proxy(server, auth, policy, _webhooks(server, world), allowed)
+        return _behind_auth_proxy(
+            server, auth, policy, _webhooks(server, world), allowed, _authserver(server, world)
+        )
     # The proxy enforces incoming auth: its settings in auth.json, the client secret as env; and
     # the authorization policies and audit (authz.json, audit.json).
-    auth_args = proxy_args(auth) + policy.proxy_args() + _webhooks(server, world).proxy_args()
+    auth_args = (
+        proxy_args(auth)
+        + _authserver(server, world).proxy_args()
+        + policy.proxy_args()
+        + _webhooks(server, world).proxy_args()
+    )
     # ...and the MCPToolConfig, which it reads from the run config (only given when one is referenced).
     run_config_args = (
         ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref or spec.rate_limiting else ()
@@ -262,6 +279,7 @@ def _behind_auth_proxy(
     policy: PolicyPlan,
     webhooks: mcpwebhookconfig.WebhookPlan,
     allowed: tuple[str, ...],
+    embedded: authserver.AuthServerPlan,
 ) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
     """An http server with incoming OIDC, authzConfig or audit: it has none of its own, so `mcpfleet proxy --remote`
     runs beside it in the pod, checks every request and forwards it (every path: /mcp, or /sse and
@@ -296,6 +314,7 @@ def _behind_auth_proxy(
             "{port}",
             *allowed,
             *proxy_args(auth),
+            *embedded.proxy_args(),
             *policy.proxy_args(),
             *webhooks.proxy_args(),
         ),
@@ -334,9 +353,11 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     auth = _auth(server, world)
     policy = _policy(server, world)
     webhooks = _webhooks(server, world)
+    embedded = _authserver(server, world)
     # Never run without the auth / policies / webhooks the spec asks for.
     if problems and (
         auth.problems
+        or embedded.problems
         or policy.problems
         or webhooks.problems
         or (world.platform == "local" and not spec.is_package)
@@ -353,6 +374,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
     config_files.extend(policy.proxy_files())
     config_files.extend(webhooks.proxy_files())
+    config_files.extend(embedded.proxy_files())
     containers = with_proxy_env(containers, PROXY_CONTAINER, spec.resource_overrides)
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
@@ -369,7 +391,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         health_path="/health" if serving == PROXY_CONTAINER else "",
         config_files=tuple(config_files),
         config_map_files=auth.config_map_files + policy.config_map_files if serving is not None else (),
-        secret_files=webhooks.secret_files if serving is not None else (),
+        secret_files=webhooks.secret_files + embedded.secret_files if serving is not None else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("MCPServer", server.name, "mcp-server"),

@@ -211,9 +211,11 @@ def _member_auth_ref(name: str, world: World) -> str | None:
         if proxy.name == name and proxy.spec.external_auth_config_ref is not None:
             ref = proxy.spec.external_auth_config_ref.name
             # A remote proxy applies headers / bearer tokens toward the remote itself: the gateway
-            # must not send that secret to the proxy. Only token exchange needs the client's token.
+            # must not send that secret to the proxy. Only token exchange needs the client's token;
+            # an embedded authorization server needs a user's login the gateway cannot make (refused).
             auth = world.external_auth_configs.get(ref)
-            return ref if auth is None or auth.spec.type == "tokenExchange" else None
+            needs_gateway = auth is None or auth.spec.type in {"tokenExchange", "embeddedAuthServer"}
+            return ref if needs_gateway else None
     return None
 
 

@@ -495,9 +495,11 @@ class Runner:
                         plan.kind == "MCPServer"
                         and plan.health_path == "/health"
                         and "--auth-config" not in container.command
+                        and "--authserver-config" not in container.command
                     ):
                         # A stdio server behind `mcpfleet proxy`: Running means it answers MCP
-                        # (not probed through incoming auth: the probe holds no token).
+                        # (not probed through incoming auth / the embedded authorization server:
+                        # the probe holds no token).
                         probe = f"http://{LOOPBACK}:{port}/mcp"
                 log_name = plan.name if single else f"{plan.name}-{container.name}-{replica}"
                 if plan.kind != "MCPServer":

@@ -1,0 +1,80 @@
+"""Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document, used by MCP clients):
+a `client_id` that is an https URL names a JSON document at that URL describing the client.
+
+The document is fetched without following redirects, bounded (`MAX_DOCUMENT_BYTES`, 5 s), must name
+the same `client_id`, and is cached (`cacheFallbackTtl`, LRU of `cacheMaxSize`). Such a client is
+always public (`none`): its redirect URIs are validated like a registration's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+MAX_DOCUMENT_BYTES = 64 * 1024
+FETCH_TIMEOUT = 5.0
+
+
+class CIMDResolver:
+    def __init__(self, http: httpx.AsyncClient, ttl: float, max_size: int) -> None:
+        self.http = http
+        self.ttl = ttl
+        self.max_size = max_size
+        self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+
+    async def resolve(self, client_id: str) -> dict[str, Any]:
+        from mcpfleet.auth.authserver.server import OAuthError
+
+        now = time.monotonic()
+        cached = self._cache.get(client_id)
+        if cached is not None and cached[0] > now:
+            self._cache.move_to_end(client_id)
+            return cached[1]
+        parts = urlsplit(client_id)
+        if parts.scheme != "https" or not parts.hostname or parts.fragment or not parts.path.strip("/"):
+            raise OAuthError(
+                "invalid_client", "client_id: a metadata document URL must be https with a path", 401
+            )
+        body = b""
+        try:
+            async with self.http.stream(
+                "GET", client_id, headers={"accept": "application/json"}, timeout=FETCH_TIMEOUT
+            ) as response:
+                if response.status_code != 200:
+                    raise OAuthError(
+                        "invalid_client",
+                        f"client_id: its metadata document answered HTTP {response.status_code}",
+                        401,
+                    )
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_DOCUMENT_BYTES:
+                        raise OAuthError(
+                            "invalid_client", "client_id: its metadata document is too large", 401
+                        )
+        except httpx.HTTPError as exc:
+            raise OAuthError(
+                "invalid_client", "client_id: its metadata document could not be fetched", 401
+            ) from exc
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise OAuthError("invalid_client", "client_id: its metadata document is not JSON", 401) from exc
+        if not isinstance(document, dict) or document.get("client_id") != client_id:
+            raise OAuthError(
+                "invalid_client", "client_id: its metadata document names another client_id", 401
+            )
+        kept = {
+            k: document[k]
+            for k in ("redirect_uris", "client_name", "grant_types", "response_types", "scope")
+            if k in document
+        }
+        self._cache[client_id] = (now + self.ttl, kept)
+        while len(self._cache) > self.max_size:
+            self._cache.popitem(last=False)
+        return kept

@@ -1,0 +1,134 @@
+"""Through `mcpfleet up`: an MCPRemoteProxy whose `externalAuthConfigRef` is an embeddedAuthServer
+(oauth2 upstream = the test IdP on loopback, client secret and HMAC key from local Secrets) in front
+of a recording MCP backend. A client registers, logs in through the IdP and calls the backend with
+the JWT; the backend sees the user's upstream token; no secret is in any rendered file or log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mcpfleet.platform.local.runner import Runner
+from mcpfleet.platform.local.state import State
+from tests.authserver.flow import login
+from tests.local.conftest import manifest, reconcile_until
+from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
+from tests.oidc import Issuer
+from tests.vmcp.servers import JsonRpcBackend, Served, free_port
+
+SECRETS = ("upstream-secret-value", "h" * 40)
+
+
+@pytest.fixture
+async def idp(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Issuer]:
+    """The test IdP with the upstream client, and the local Secrets the manifests name."""
+    issuer = Issuer()
+    issuer.clients["mcpfleet"] = SECRETS[0]
+    served = await Served(issuer).start()
+    issuer.base = served.base
+    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
+    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
+    yield issuer
+    await served.stop()
+
+
+async def _running_url(runner: Runner, state: State, kind: str, name: str) -> str:
+    async def running() -> dict[str, object] | None:
+        obj = await state.get_object(kind, "default", name)
+        status = dict(obj.status) if obj is not None else {}
+        return status if status.get("phase") == "Running" and status.get("url") else None
+
+    status = await reconcile_until(runner, f"{name} Running with a URL", running, within=120)
+    return str(status["url"])
+
+
+def _auth_manifest(idp: Issuer, port: int) -> str:
+    """An embeddedAuthServer whose issuer is the proxy's URL, the test IdP as its oauth2 upstream."""
+    return manifest(
+        "MCPExternalAuthConfig",
+        "login",
+        {
+            "type": "embeddedAuthServer",
+            "embeddedAuthServer": {
+                "issuer": f"http://127.0.0.1:{port}",
+                "upstreamProviders": [
+                    {
+                        "name": "test-idp",
+                        "type": "oauth2",
+                        "oauth2Config": {
+                            "authorizationEndpoint": idp.base + "/authorize",
+                            "tokenEndpoint": idp.base + "/token",
+                            "clientId": "mcpfleet",
+                            "clientSecretRef": {"name": "idp", "key": "client-secret"},
+                            "identityFromToken": {"subjectPath": "user.id"},
+                        },
+                    }
+                ],
+                "hmacSecretRefs": [{"name": "as-keys", "key": "hmac"}],
+            },
+        },
+    )
+
+
+@pytest.mark.timeout(240)
+async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Issuer) -> None:
+    backend = JsonRpcBackend("remote")
+    backend_served = await Served(backend).start()
+    port = free_port()
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    spec = {"remoteURL": backend_served.url, "externalAuthConfigRef": {"name": "login"}}
+    (manifests / "proxy.yaml").write_text(manifest("MCPRemoteProxy", "guarded", spec))
+    state_dir = tmp_path / "state"
+    state = await State.open(state_dir)
+    runner = Runner(manifests, state, port_range=(port, port))
+    try:
+        url = await _running_url(runner, state, "MCPRemoteProxy", "guarded")
+        assert url == f"http://127.0.0.1:{port}/mcp"
+        async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
+            done = await login(http, url)
+            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
+            answer = await http.post(url, json=initialize_request(), headers=headers)
+        assert answer.status_code == 200, answer.text
+        upstream = backend.headers_by_method["initialize"]["authorization"].removeprefix("Bearer ")
+        assert idp.access_tokens[upstream] == "user-1"
+        rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
+        assert any(p.name == "authserver.json" for p in rendered), rendered
+        shown = [p.read_text() for p in rendered] + [
+            (state_dir / "logs" / "mcpremoteproxy-guarded.log").read_text()
+        ]
+        for text in shown:
+            assert not any(s in text for s in SECRETS)
+    finally:
+        await runner.shutdown()
+        await state.close()
+        await backend_served.stop()
+
+
+@pytest.mark.timeout(240)
+async def test_stdio_server_behind_the_embedded_auth_server(tmp_path: Path, idp: Issuer) -> None:
+    """A stdio server's in-process proxy (`mcpfleet up` hosts it) runs the authorization server too."""
+    port = free_port()
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    spec = {"image": "uvx://mcp-server-time", "externalAuthConfigRef": {"name": "login"}}
+    (manifests / "time.yaml").write_text(manifest("MCPServer", "time", spec))
+    state = await State.open(tmp_path / "state")
+    runner = Runner(manifests, state, port_range=(port, port))
+    try:
+        url = await _running_url(runner, state, "MCPServer", "time")
+        async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
+            done = await login(http, url)
+            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
+            answer = await http.post(url, json=initialize_request(), headers=headers)
+            anonymous = await http.post(url, json=initialize_request(), headers=dict(STREAMABLE_HTTP_HEADERS))
+        assert answer.status_code == 200 and "serverInfo" in answer.text, answer.text
+        assert anonymous.status_code == 401
+    finally:
+        await runner.shutdown()
+        await state.close()

@@ -1,0 +1,138 @@
+"""What an `externalAuthConfigRef` of type embeddedAuthServer renders on both platforms: the proxy's
+`--authserver-config` document naming Secret files (mounted into the proxy container only on
+Kubernetes), never a secret value in a ConfigMap, argument or environment value; ToolHive's Redis
+Sentinel example as the Service's DNS name; problems naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.platform.kubernetes.render import Owner, render
+from mcpfleet.reconcile import mcpremoteproxy, mcpserver
+from mcpfleet.reconcile.model import Images, World
+from tests.api.corpus import toolhive_documents
+from tests.reconcile.conftest import obj
+
+AUTH = """
+kind: MCPExternalAuthConfig
+metadata: {name: eas}
+spec:
+  type: embeddedAuthServer
+  embeddedAuthServer:
+    issuer: https://mcp.example.com
+    upstreamProviders:
+      - name: google
+        type: oidc
+        oidcConfig: {issuerUrl: 'https://accounts.google.com', clientId: cid, clientSecretRef: {name: idp, key: secret}}
+    signingKeySecretRefs: [{name: keys, key: signing.pem}]
+    hmacSecretRefs: [{name: keys, key: hmac}]
+    tokenLifespans: {accessTokenLifespan: 30m}
+"""
+
+
+def _redis_example() -> MCPExternalAuthConfig:
+    for label, document in toolhive_documents("v1beta1"):
+        if "redis-storage/mcpexternalauthconfig" in label:
+            found = obj(yaml.safe_dump({k: v for k, v in document.items() if k != "apiVersion"}))
+            assert isinstance(found, MCPExternalAuthConfig)
+            return found
+    raise AssertionError("ToolHive's redis-storage example is missing")
+
+
+def test_kubernetes_mounts_secrets_into_the_proxy_only() -> None:
+    auth = obj(AUTH)
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'ghcr.io/x/y:1', transport: streamable-http,"
+        " mcpPort: 8081, externalAuthConfigRef: {name: eas}}"
+    )
+    world = World(platform="kubernetes", namespace="team", external_auth_configs={"eas": auth})
+    plan = mcpserver.plan(server, world)
+    assert not plan.problems, plan.problems
+    proxy = next(c for c in plan.containers if c.name == "proxy")
+    assert "--authserver-config" in proxy.command
+    document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+    assert document["upstream"]["clientSecretFile"].startswith("/")
+    assert document["accessTokenLifespan"] == 1800.0
+    assert {f.secret.name for f in plan.secret_files} == {"idp", "keys"}
+    manifests = render(plan, Owner("MCPServer", "api", "team", "uid"), Images())
+    text = json.dumps([m for m in manifests if m["kind"] in {"ConfigMap", "Deployment"}])
+    deployment = next(m for m in manifests if m["kind"] == "Deployment")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    mounted = {c["name"]: [v["name"] for v in c.get("volumeMounts", ())] for c in containers}
+    secret_volumes = [
+        v["name"]
+        for v in deployment["spec"]["template"]["spec"]["volumes"]
+        if "secret" in v or "projected" in v
+    ]
+    assert secret_volumes and any(v in mounted["proxy"] for v in secret_volumes)
+    assert not any(v in mounted["mcp"] for v in secret_volumes)
+    for container in containers:
+        for env in container.get("env", ()):
+            assert "value" not in env or "secret" not in env["value"].lower()
+    assert "upstream-secret" not in text  # values never known to the plan at all
+
+
+def test_redis_sentinel_example_and_local_problems() -> None:
+    auth = _redis_example()
+    proxy = obj(
+        "kind: MCPRemoteProxy\nmetadata: {name: r}\nspec: {remoteURL: 'https://remote.example.com/mcp',"
+        " externalAuthConfigRef: {name: auth-with-redis}}"
+    )
+    world = World(platform="kubernetes", namespace="default", external_auth_configs={"auth-with-redis": auth})
+    plan = mcpremoteproxy.plan(proxy, world)
+    assert not plan.problems, plan.problems
+    document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+    assert document["storage"] == "redis"
+    assert document["redis"]["sentinelAddrs"] == ["redis-sentinel.redis.svc:26379"]
+    assert document["redis"]["masterName"] == "mymaster"
+    assert {f.secret.name for f in plan.secret_files} == {"google-oauth-secret", "redis-credentials"}
+    local = mcpremoteproxy.plan(
+        proxy, World(platform="local", namespace="default", external_auth_configs={"auth-with-redis": auth})
+    )
+    assert any("sentinelService" in p for p in local.problems), local.problems
+
+
+def test_http_issuer_and_oidc_together_are_problems() -> None:
+    auth = obj(AUTH.replace("https://mcp.example.com", "http://mcp.example.com"))
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'uvx://mcp-server-time', externalAuthConfigRef: {name: eas},"
+        " oidcConfig: {type: inline, inline: {issuer: 'https://idp.example.com', audience: a}}}"
+    )
+    plan = mcpserver.plan(
+        server, World(platform="local", namespace="default", external_auth_configs={"eas": auth})
+    )
+    joined = " ".join(plan.problems)
+    assert "embeddedAuthServer.issuer" in joined and "remove oidcConfig" in joined
+    with_path = obj(AUTH.replace("https://mcp.example.com", "https://mcp.example.com/auth"))
+    assert isinstance(with_path, MCPExternalAuthConfig) and with_path.spec.embedded_auth_server is not None
+    assert "a path is not supported" in " ".join(with_path.spec.embedded_auth_server.problems())
+    assert not plan.containers
+
+
+def test_gateway_cannot_log_in_to_an_embedded_auth_server_backend() -> None:
+    from mcpfleet.reconcile import virtualmcpserver
+
+    auth = obj(AUTH)
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'uvx://mcp-server-time', groupRef: g,"
+        " externalAuthConfigRef: {name: eas}}"
+    )
+    gateway = obj(
+        "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g}, incomingAuth: {type: anonymous}}"
+    )
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        external_auth_configs={"eas": auth},
+        groups={"g": group},
+        servers=(server,),
+        virtual_servers=(gateway,),
+    )
+    plan = virtualmcpserver.plan(gateway, world)
+    assert any("embeddedAuthServer is not supported by the gateway" in p for p in plan.problems), (
+        plan.problems
+    )
