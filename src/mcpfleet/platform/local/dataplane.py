@@ -28,11 +28,12 @@ from typing import Any
 from mcpfleet import malloctune, telemetry
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.platform.local import hosted
-from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads
+from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads, state_changes
 from mcpfleet.reconcile.model import is_member_backend
 
 log = logging.getLogger("mcpfleet.local.dataplane")
-FOLLOW_INTERVAL = 0.5
+FOLLOW_INTERVAL = 2.0
+"""The registry re-reads the labelled workloads at least this often; at once on a state change."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -186,8 +187,7 @@ async def _follow_workloads(service: object, state_dir: Path, registry: str, nam
     sources = [s.name for s in service.config.sources if s.kubernetes is not None]
     last: str | None = None
     try:
-        while True:
-            await asyncio.sleep(FOLLOW_INTERVAL)
+        async for _ in state_changes(state_dir, FOLLOW_INTERVAL):
             try:
                 current = await watcher.fingerprint()
             except Exception as exc:
