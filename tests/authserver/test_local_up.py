@@ -1,4 +1,4 @@
-"""Through `mcpfleet up`: an MCPRemoteProxy whose `externalAuthConfigRef` is an embeddedAuthServer
+"""Through `mcpfleet up`: an MCPRemoteProxy whose `externalAuthConfigRef` (or `authServerRef`) is an embeddedAuthServer
 (oauth2 upstream = the test IdP on loopback, client secret and HMAC key from local Secrets) in front
 of a recording MCP backend. A client registers, logs in through the IdP and calls the backend with
 the JWT; the backend sees the user's upstream token; no secret is in any rendered file or log."""
@@ -19,7 +19,7 @@ from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
-SECRETS = ("upstream-secret-value", "h" * 40)
+SECRETS = ("upstream-secret-value", "h" * 40, "remote-static-token")
 
 
 @pytest.fixture
@@ -31,6 +31,7 @@ async def idp(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Issuer]:
     issuer.base = served.base
     monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
     monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
+    monkeypatch.setenv("MCPFLEET_SECRET_REMOTE_TOKEN", SECRETS[2])
     yield issuer
     await served.stop()
 
@@ -132,3 +133,44 @@ async def test_stdio_server_behind_the_embedded_auth_server(tmp_path: Path, idp:
     finally:
         await runner.shutdown()
         await state.close()
+
+
+@pytest.mark.timeout(240)
+async def test_auth_server_ref_with_outgoing_bearer_token(tmp_path: Path, idp: Issuer) -> None:
+    """ToolHive's split: `authServerRef` runs the login for the proxy's clients, `externalAuthConfigRef`
+    (a bearerToken here) is what the remote gets instead of the user's upstream token."""
+    backend = JsonRpcBackend("remote")
+    backend_served = await Served(backend).start()
+    port = free_port()
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    outgoing = {"type": "bearerToken", "bearerToken": {"tokenSecretRef": {"name": "remote", "key": "token"}}}
+    (manifests / "outgoing.yaml").write_text(manifest("MCPExternalAuthConfig", "remote-key", outgoing))
+    spec = {
+        "remoteURL": backend_served.url,
+        "authServerRef": {"kind": "MCPExternalAuthConfig", "name": "login"},
+        "externalAuthConfigRef": {"name": "remote-key"},
+    }
+    (manifests / "proxy.yaml").write_text(manifest("MCPRemoteProxy", "split", spec))
+    state_dir = tmp_path / "state"
+    state = await State.open(state_dir)
+    runner = Runner(manifests, state, port_range=(port, port))
+    try:
+        url = await _running_url(runner, state, "MCPRemoteProxy", "split")
+        async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
+            anonymous = await http.post(url, json=initialize_request(), headers=dict(STREAMABLE_HTTP_HEADERS))
+            done = await login(http, url)
+            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
+            answer = await http.post(url, json=initialize_request(), headers=headers)
+        assert anonymous.status_code == 401
+        assert answer.status_code == 200, answer.text
+        assert backend.headers_by_method["initialize"]["authorization"] == f"Bearer {SECRETS[2]}"
+        login_config = await state.get_object("MCPExternalAuthConfig", "default", "login")
+        assert login_config is not None
+        referencing = dict(login_config.status).get("referencingWorkloads")
+        assert referencing == [{"kind": "MCPRemoteProxy", "name": "split"}], referencing
+    finally:
+        await runner.shutdown()
+        await state.close()
+        await backend_served.stop()

@@ -136,3 +136,55 @@ def test_gateway_cannot_log_in_to_an_embedded_auth_server_backend() -> None:
     assert any("embeddedAuthServer is not supported by the gateway" in p for p in plan.problems), (
         plan.problems
     )
+
+
+def test_auth_server_ref_renders_the_server_and_names_its_problems() -> None:
+    """`authServerRef` renders as an embeddedAuthServer externalAuthConfigRef does; it must name that type,
+    not be doubled by an embeddedAuthServer externalAuthConfigRef, and a gateway cannot use it as a backend."""
+    from mcpfleet.reconcile import virtualmcpserver
+
+    auth = obj(AUTH)
+    bearer = obj(
+        "kind: MCPExternalAuthConfig\nmetadata: {name: key}\nspec: {type: bearerToken,"
+        " bearerToken: {tokenSecretRef: {name: k, key: token}}}"
+    )
+    configs = {"eas": auth, "key": bearer}
+
+    def proxy_plan(refs: str) -> list[str]:
+        proxy = obj(
+            f"kind: MCPRemoteProxy\nmetadata: {{name: r}}\nspec: {{remoteURL: 'https://remote.example.com/mcp', {refs}}}"
+        )
+        plan = mcpremoteproxy.plan(
+            proxy, World(platform="kubernetes", namespace="team", external_auth_configs=configs)
+        )
+        if not plan.problems:
+            command = next(c for c in plan.containers if c.name == "proxy").command
+            assert "--authserver-config" in command and "--bearer-token-from-env" in command
+        return list(plan.problems)
+
+    assert proxy_plan("authServerRef: {name: eas}, externalAuthConfigRef: {name: key}") == []
+    assert "is of type bearerToken" in " ".join(proxy_plan("authServerRef: {name: key}"))
+    assert "MCPExternalAuthConfig nope not found" in " ".join(proxy_plan("authServerRef: {name: nope}"))
+    doubled = " ".join(proxy_plan("authServerRef: {name: eas}, externalAuthConfigRef: {name: eas}"))
+    assert doubled.startswith("spec.externalAuthConfigRef: names an embeddedAuthServer"), doubled
+
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'ghcr.io/x/y:1', transport: streamable-http,"
+        " mcpPort: 8081, groupRef: g, authServerRef: {kind: MCPExternalAuthConfig, name: eas}}"
+    )
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        external_auth_configs=configs,
+        groups={"g": obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")},
+        servers=(server,),
+        virtual_servers=(
+            obj(
+                "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g}, incomingAuth: {type: anonymous}}"
+            ),
+        ),
+    )
+    served = mcpserver.plan(server, world)
+    assert not served.problems and any(f.filename == "authserver.json" for f in served.config_files)
+    gateway = virtualmcpserver.plan(world.virtual_servers[0], world)
+    assert any("api.spec.authServerRef" in p for p in gateway.problems), gateway.problems

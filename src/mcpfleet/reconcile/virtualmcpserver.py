@@ -17,6 +17,8 @@ from __future__ import annotations
 import yaml
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import (
@@ -204,6 +206,15 @@ def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> Outgoi
 
 
 def _member_auth_ref(name: str, world: World) -> str | None:
+    members: tuple[MCPServer | MCPRemoteProxy, ...] = (*world.servers, *world.remote_proxies)
+    for member in members:
+        if member.name == name and member.spec.auth_server_ref is not None:
+            # Its clients log in interactively at its embedded authorization server: the gateway
+            # cannot obtain such a token for them (as with an embeddedAuthServer externalAuthConfigRef).
+            raise RenderError(
+                f"{name}.spec.authServerRef: the backend runs an embedded authorization server whose tokens"
+                " the gateway cannot obtain; name it in spec.outgoingAuth.backends or take it out of the group"
+            )
     for server in world.servers:
         if server.name == name and server.spec.external_auth_config_ref is not None:
             return server.spec.external_auth_config_ref.name
