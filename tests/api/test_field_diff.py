@@ -117,7 +117,6 @@ MISSING: dict[str, str] = {
         "our status carries validity as the Valid condition"
     ),
     # VirtualMCPServer
-    "VirtualMCPServer v1beta1 spec.authServerConfig": "issue 14 item 2",
     "VirtualMCPServer v1beta1 spec.config.aggregation.defaultToolVisibility": "default-deny tool advertising: "
     + NOT_BUILT,
     "VirtualMCPServer v1beta1 spec.config.audit.detectApplicationErrors": "audit body inspection: "
@@ -159,7 +158,8 @@ MISSING: dict[str, str] = {
     ),
     "VirtualMCPServer v1beta1 spec.imagePullSecrets": "pull secrets for the gateway pod: " + NOT_BUILT,
     "VirtualMCPServer v1beta1 spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider": (
-        "deprecated by ToolHive for spec.authServerConfig.primaryUpstreamProvider: issue 14 item 2"
+        "deprecated by ToolHive for spec.authServerConfig.primaryUpstreamProvider, which we take (one"
+        " upstream, whose subject is the JWT's sub that Cedar reads)"
     ),
     "VirtualMCPServer v1beta1 spec.sessionAffinity": "Service session affinity of the gateway: " + NOT_BUILT,
     "VirtualMCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
@@ -181,6 +181,14 @@ MISSING: dict[str, str] = {
     ),
 }
 """ToolHive property paths our CRDs lack, each with why: `Kind version path` -> reason."""
+
+_EMBEDDED = {
+    k.removeprefix("MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer."): v
+    for k, v in MISSING.items()
+    if k.startswith("MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.")
+}
+# VirtualMCPServer.spec.authServerConfig has the embedded server's shape: the same parts are missing.
+MISSING.update({f"VirtualMCPServer v1beta1 spec.authServerConfig.{k}": v for k, v in _EMBEDDED.items()})
 
 
 def _walk(schema: dict[str, Any], prefix: str, out: set[str]) -> None:

@@ -5,7 +5,6 @@ the JWT; the backend sees the user's upstream token; no secret is in any rendere
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -13,36 +12,23 @@ import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
+from tests.authserver.conftest import SECRETS
 from tests.authserver.flow import login
 from tests.local.conftest import manifest, reconcile_until
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
-SECRETS = ("upstream-secret-value", "h" * 40, "remote-static-token")
 
+async def _running_url(runner: Runner, state: State, kind: str, name: str, phase: str = "Running") -> str:
+    """The URL in the status once the workload reached `phase` (a VirtualMCPServer says Ready)."""
 
-@pytest.fixture
-async def idp(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Issuer]:
-    """The test IdP with the upstream client, and the local Secrets the manifests name."""
-    issuer = Issuer()
-    issuer.clients["mcpfleet"] = SECRETS[0]
-    served = await Served(issuer).start()
-    issuer.base = served.base
-    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
-    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
-    monkeypatch.setenv("MCPFLEET_SECRET_REMOTE_TOKEN", SECRETS[2])
-    yield issuer
-    await served.stop()
-
-
-async def _running_url(runner: Runner, state: State, kind: str, name: str) -> str:
     async def running() -> dict[str, object] | None:
         obj = await state.get_object(kind, "default", name)
         status = dict(obj.status) if obj is not None else {}
-        return status if status.get("phase") == "Running" and status.get("url") else None
+        return status if status.get("phase") == phase and status.get("url") else None
 
-    status = await reconcile_until(runner, f"{name} Running with a URL", running, within=120)
+    status = await reconcile_until(runner, f"{name} {phase} with a URL", running, within=120)
     return str(status["url"])
 
 

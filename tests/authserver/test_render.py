@@ -188,3 +188,37 @@ def test_auth_server_ref_renders_the_server_and_names_its_problems() -> None:
     assert not served.problems and any(f.filename == "authserver.json" for f in served.config_files)
     gateway = virtualmcpserver.plan(world.virtual_servers[0], world)
     assert any("api.spec.authServerRef" in p for p in gateway.problems), gateway.problems
+
+
+def test_gateway_auth_server_config_renders_on_kubernetes() -> None:
+    """VirtualMCPServer `authServerConfig`: the gateway container gets `--authserver-config` and the
+    Secret files; incomingAuth must be oidc with the same issuer (else a problem naming the field)."""
+    from mcpfleet.reconcile import virtualmcpserver
+
+    settings = yaml.safe_load(AUTH)["spec"]["embeddedAuthServer"]
+
+    def gateway(issuer: str) -> object:
+        spec = {
+            "config": {"groupRef": "g"},
+            "incomingAuth": {
+                "type": "oidc",
+                "oidcConfig": {"type": "inline", "inline": {"issuer": issuer, "audience": "a"}},
+            },
+            "authServerConfig": settings,
+        }
+        return obj(yaml.safe_dump({"kind": "VirtualMCPServer", "metadata": {"name": "gw"}, "spec": spec}))
+
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        groups={"g": obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")},
+    )
+    plan = virtualmcpserver.plan(gateway("https://mcp.example.com"), world)  # type: ignore[arg-type]
+    assert not plan.problems, plan.problems
+    assert "--authserver-config" in plan.containers[0].command
+    assert {f.secret.name for f in plan.secret_files} == {"idp", "keys"}
+    manifests = render(plan, Owner("VirtualMCPServer", "gw", "team", "uid"), Images())
+    deployment = next(m for m in manifests if m["kind"] == "Deployment")
+    assert any("secret" in v or "projected" in v for v in deployment["spec"]["template"]["spec"]["volumes"])
+    wrong = virtualmcpserver.plan(gateway("https://other.example.com"), world)  # type: ignore[arg-type]
+    assert any(p.startswith("spec.authServerConfig.issuer") for p in wrong.problems), wrong.problems

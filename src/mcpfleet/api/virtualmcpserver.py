@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef, PodTemplatePatch, TelemetryConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
+from mcpfleet.api.mcpexternalauthconfig import EmbeddedAuthServerConfig
 from mcpfleet.api.mcptoolconfig import ToolOverride
 from mcpfleet.api.meta import (
     WORKLOAD_COLUMNS,
@@ -674,6 +675,11 @@ class VirtualMCPServerSpec(RuleModel):
     passthrough_headers: PassthroughHeaders
     """Client request headers forwarded verbatim to every backend (see `config.passthroughHeaders`);
     takes precedence over `config.passthroughHeaders`."""
+    auth_server_config: EmbeddedAuthServerConfig | None = None
+    """An OAuth 2.1 authorization server the gateway runs (ToolHive's `authServerConfig`): it is the
+    issuer of the tokens clients bring (incomingAuth must be oidc with the same issuer), logs users in
+    through the upstream provider and serves its endpoints beside `/mcp` (docs/authserver.md). One
+    upstream provider (see upstreamProviders); backends get what outgoingAuth says."""
 
 
 class DiscoveredBackend(ApiModel):

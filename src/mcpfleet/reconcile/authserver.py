@@ -213,14 +213,33 @@ def plan(
     found = world.external_auth_configs.get(ref.name) if ref is not None else None
     if found is None or found.spec.embedded_auth_server is None:
         return AuthServerPlan()
-    spec = found.spec.embedded_auth_server
-    where = f"{field}: MCPExternalAuthConfig {found.name} spec.embeddedAuthServer"
-    problems = [f"{where}.{p}" for p in spec.problems()]
+    extra = []
     if incoming_oidc:
-        problems.append(
+        extra.append(
             f"{field}: the embedded authorization server authenticates clients itself; remove oidcConfig /"
             " oidcConfigRef"
         )
+    return settings_plan(
+        found.spec.embedded_auth_server,
+        world,
+        where=f"{field}: MCPExternalAuthConfig {found.name} spec.embeddedAuthServer",
+        config_hash=configkinds.config_hash(found),
+        problems=extra,
+    )
+
+
+def settings_plan(
+    spec: EmbeddedAuthServerConfig,
+    world: World,
+    *,
+    where: str,
+    config_hash: str,
+    problems: list[str] | None = None,
+) -> AuthServerPlan:
+    """The AuthServerPlan of embedded-server settings (an MCPExternalAuthConfig's, or a
+    VirtualMCPServer's `authServerConfig`); `where` prefixes each problem, `config_hash` rolls the
+    workload when the settings change."""
+    problems = [*(f"{where}.{p}" for p in spec.problems()), *(problems or ())]
     files = _Files(world)
     primary = next(
         (p for p in spec.upstream_providers if p.name == spec.primary_upstream_provider),
@@ -267,6 +286,6 @@ def plan(
         cimd_cache_max_size=(spec.cimd.cache_max_size or 256) if spec.cimd else 256,
         disable_upstream_token_injection=spec.disable_upstream_token_injection,
         insecure_allow_http=spec.insecure_allow_http,
-        config_hash=configkinds.config_hash(found),
+        config_hash=config_hash,
     )
     return AuthServerPlan(settings=settings, secret_files=tuple(files.files))
