@@ -156,12 +156,10 @@ MISSING: dict[str, str] = {
     "VirtualMCPServer v1beta1 spec.config.telemetry": (
         "superseded by spec.telemetryConfigRef; set that (ToolHive deprecates the inline block)"
     ),
-    "VirtualMCPServer v1beta1 spec.imagePullSecrets": "pull secrets for the gateway pod: " + NOT_BUILT,
     "VirtualMCPServer v1beta1 spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider": (
         "deprecated by ToolHive for spec.authServerConfig.primaryUpstreamProvider, which we take (one"
         " upstream, whose subject is the JWT's sub that Cedar reads)"
     ),
-    "VirtualMCPServer v1beta1 spec.sessionAffinity": "Service session affinity of the gateway: " + NOT_BUILT,
     "VirtualMCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
     + NOT_BUILT,
     "VirtualMCPServer v1beta1 status.discoveredBackends[].authConfigRef": "per-backend auth in status: "

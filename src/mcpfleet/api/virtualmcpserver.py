@@ -666,6 +666,11 @@ class VirtualMCPServerSpec(RuleModel):
     """Existing ServiceAccount to run as; one is created when unset."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     """Type of the gateway's Service."""
+    session_affinity: Literal["ClientIP", "None"] = "ClientIP"
+    """Session affinity of the gateway's Service (ToolHive's default ClientIP: MCP sessions are
+    stateful; None for sessionless clients or an external load balancer with its own affinity)."""
+    image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=20)
+    """Pull secrets of the gateway pod (Kubernetes only); a podTemplateSpec's are merged onto them."""
     pod_template_spec: PodTemplatePatch
     """A PodTemplateSpec merged onto the gateway's pod (strategic merge; Kubernetes only)."""
     telemetry_config_ref: TelemetryConfigRef | None = None

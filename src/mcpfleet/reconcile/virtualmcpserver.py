@@ -469,6 +469,9 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
                 resource_names=(vmcp.name,),
             ),
         )
+    overrides = kubernetes_overrides(
+        spec.pod_template_spec, None, image_pull_secrets=tuple(s.name for s in spec.image_pull_secrets or ())
+    )
     container = Container(
         name=CONTAINER,
         command=tuple(command),
@@ -494,11 +497,12 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),
         conditions=(
             *group_condition(group, world),
-            *local_condition(world, kubernetes_overrides(spec.pod_template_spec, None)),
+            *local_condition(world, overrides),
         ),
         problems=tuple(problems),
         service_type=spec.service_type,
-        overrides=kubernetes_overrides(spec.pod_template_spec, None),
+        session_affinity=spec.session_affinity,
+        overrides=overrides,
     )
     return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=CONTAINER)
 
