@@ -53,7 +53,8 @@ from typing import Any
 import aiohttp
 import httpx
 
-from mcpfleet.api.meta import API_VERSION, LABEL_INSTANCE
+from mcpfleet.api.meta import LABEL_INSTANCE
+from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.devcluster.cluster import DevCluster, acquire_for_tests, release_for_tests
 from mcpfleet.devcluster.handle import ClusterHandle
 from mcpfleet.operator.settings import from_environment
@@ -71,9 +72,13 @@ STATE_DIR = Path(
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 
 
+CLIENT_VERSION = "v1alpha1"
+"""The version the benchmark's client (the user) creates and watches servers in (`--api-version`)."""
+
+
 def server(name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "mcpfleet.dev/v1alpha1",
+        "apiVersion": f"mcpfleet.dev/{CLIENT_VERSION}",
         "kind": "MCPServer",
         "metadata": {"name": name},
         "spec": {"image": "uvx://mcp-server-time@2025.1", "args": ["--local-timezone", "UTC"]},
@@ -181,6 +186,44 @@ Converge = Callable[[dict[str, Any]], Awaitable[None]]
 """What the floor client does with a server just created (None in operator mode: the operator acts)."""
 
 
+async def follow(
+    api: aiohttp.ClientSession,
+    url: str,
+    version: str,
+    n: int,
+    limit_s: float,
+    seen: Callable[[dict[str, Any]], str | None],
+    done: asyncio.Event,
+) -> None:
+    """Watch `url` from `version` until `seen` has named n distinct objects, then set `done`."""
+    found: set[str] = set()
+
+    def note(obj: dict[str, Any]) -> bool:
+        name = seen(obj)
+        if name is not None and name not in found:
+            found.add(name)
+            if len(found) >= n:
+                done.set()
+        return done.is_set()
+
+    while True:
+        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(int(limit_s))}
+        async with api.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
+            async for line in stream.content:
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    break  # e.g. 410 Gone: list again below
+                if note(event["object"]):
+                    return
+        # The API server ended the watch (a timeout, a slow client's closed stream, an
+        # ERROR): list what exists now and watch on from there, missing nothing.
+        listing = await (await api.get(url)).json()
+        for obj in listing.get("items", ()):
+            if note(obj):
+                return
+        version = listing["metadata"]["resourceVersion"]
+
+
 async def create_and_wait(
     handle: ClusterHandle,
     namespace: str,
@@ -197,7 +240,7 @@ async def create_and_wait(
     Ready. The client is kept light on purpose (aiohttp, watches instead of polling LISTs): it
     shares the two cores with the cluster it measures.
     """
-    path = f"/apis/mcpfleet.dev/v1alpha1/namespaces/{namespace}/mcpservers"
+    path = f"/apis/mcpfleet.dev/{CLIENT_VERSION}/namespaces/{namespace}/mcpservers"
     pods = f"/api/v1/namespaces/{namespace}/pods"
     connector = aiohttp.TCPConnector(ssl=handle.info.ssl_context(), limit=40)
     async with aiohttp.ClientSession(base_url=handle.server, connector=connector) as api:
@@ -208,21 +251,13 @@ async def create_and_wait(
         progress = Progress(n, on_ready)
         all_running, all_pods_ready = asyncio.Event(), asyncio.Event()
 
-        async def watch(url: str, seen: Callable[[dict[str, Any]], str | None], done: asyncio.Event) -> None:
-            params = {"watch": "1", "resourceVersion": versions[url], "timeoutSeconds": str(int(limit_s))}
-            found: set[str] = set()
-            async with api.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None)) as stream:
-                async for line in stream.content:
-                    name = seen(json.loads(line)["object"])
-                    if name is not None and name not in found:
-                        found.add(name)
-                        if len(found) >= n:
-                            done.set()
-                            return
-
         watchers = [
-            asyncio.create_task(watch(path, progress.server_running, all_running)),
-            asyncio.create_task(watch(pods, progress.pod_ready, all_pods_ready)),
+            asyncio.create_task(
+                follow(api, path, versions[path], n, limit_s, progress.server_running, all_running)
+            ),
+            asyncio.create_task(
+                follow(api, pods, versions[pods], n, limit_s, progress.pod_ready, all_pods_ready)
+            ),
         ]
         started = time.monotonic()
         semaphore, workers = asyncio.Semaphore(32), asyncio.Semaphore(32)
@@ -279,7 +314,7 @@ class FloorClient:
         self.patches: set[asyncio.Task[None]] = set()
 
     async def converge(self, created: dict[str, Any]) -> None:
-        entry = parse({**created, "apiVersion": API_VERSION, "kind": "MCPServer"})
+        entry = parse({**created, "kind": "MCPServer"})
         model = entry.model
         assert model is not None, entry.error
         plan = kinds.plan(model, self.world)
@@ -305,7 +340,9 @@ class FloorClient:
         observation = WorkloadObservation(plan.replicas, plan.replicas, url_of(plan))
         status = kinds.status(model.status, model, plan, observation, self.world)
         body = {"status": status.dump()}
-        patch = self.api.patch(API_VERSION, "MCPServer", self.namespace, name, body, subresource="status")
+        patch = self.api.patch(
+            STORAGE_API_VERSION, "MCPServer", self.namespace, name, body, subresource="status"
+        )
 
         async def send() -> None:
             await patch
@@ -356,7 +393,9 @@ def measured(
     components = {**components, "client": os.getpid()}
     cpu_before = {name: cpu_seconds(pid) for name, pid in components.items()}
     served_before = apiserver_requests(handle)
+    converted_before = handle.conversion_counts()
     result: dict[str, Any] = dict(run())
+    converted = handle.conversion_counts()
     cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in components.items()}
     served = apiserver_requests(handle)
     result["cpu_s_until_running"] = dict(sorted(cpu.items(), key=lambda kv: -kv[1]))
@@ -369,6 +408,10 @@ def measured(
         if count - served_before.get((verb, resource), (0, 0))[0] >= n / 10
     }
     result["apiserver_requests_per_object"] = dict(sorted(by_request.items(), key=lambda kv: -kv[1]))
+    # The conversion webhook's work until all Running (every caller: user, operator, collector).
+    result["conversion_webhook"] = {
+        k: v - converted_before.get(k, 0.0) for k, v in converted.items() if v != converted_before.get(k, 0.0)
+    }
     return result
 
 
@@ -500,7 +543,16 @@ def main() -> int:
         help="private: a throwaway dev cluster whose Service range and node count hold 1,000+ servers "
         "(default); shared: the test cluster (3 nodes x 110 pods and a /24 Service range cap N near 250).",
     )
+    parser.add_argument(
+        "--api-version",
+        choices=("v1alpha1", "v1beta1"),
+        default="v1alpha1",
+        help="the version the benchmark's client (the user) creates and watches MCPServers in; the "
+        "operator always speaks the stored version, v1beta1",
+    )
     args = parser.parse_args()
+    global CLIENT_VERSION
+    CLIENT_VERSION = args.api_version
     progress = lambda m: print(f"[dev-cluster] {m}", file=sys.stderr)  # noqa: E731
     private_dir: Path | None = None
     if args.cluster == "private":
@@ -541,13 +593,15 @@ def main() -> int:
     print()
     print(
         "| mode | N | create s | pods Ready s | all Running s | writes / object (of which Events) "
-        "| CPU s (sum / cores) | load average | writes per idle resync | writes per restart | operator RSS MB |"
+        "| CPU s (sum / cores) | load average | writes per idle resync | writes per restart | operator RSS MB "
+        "| objects converted by the webhook / server |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         events = r["writes_per_obj"] - r["object_writes_per_obj"]
         cpu = ", ".join(f"{k} {v}" for k, v in r["cpu_s_until_running"].items())
         load = " ".join(f"{x:.1f}" for x in r["load_average"])
+        converted = sum(v for k, v in r["conversion_webhook"].items() if k != "reviews")
         operator_only = (
             f"{r['idle_resync_writes']} ({r['idle_resync_reconciles']} reconciles) | {r['restart_writes']} "
             f"({max(x['seconds_to_idle'] for x in r['restarts'])} s to idle) | {r['rss_mb']:.0f}"
@@ -557,7 +611,7 @@ def main() -> int:
         print(
             f"| {r['mode']} | {r['n']} | {r['create_s']:.1f} | {r['pods_ready_s']:.1f} | {r['ready_s']:.1f} | "
             f"{r['writes_per_obj']:.2f} ({events:.2f}) | {r['cpu_s_total']} ({r['cpu_bound_s']} s): {cpu} "
-            f"| {load} | {operator_only} |"
+            f"| {load} | {operator_only} | {converted / r['n']:.2f} |"
         )
     return 0
 

@@ -8,6 +8,10 @@ Measures, per backend:
   with wrk (`apt-get install -y wrk`), against `mcpfleet registry serve` (uvicorn, uvloop, httptools);
 - requests/s, p50 and p99 of uncached unique searches `GET /v0.1/servers?search=…` (10,000 different
   needles in turn, more than the page cache holds, so every request is a cache miss);
+- requests/s, p50 and p99 of `POST /v0.1/publish` on SQLite with the 10,000 entries synced: each request
+  a new server (unique name per wrk thread and request), with a bearer token of a local OIDC issuer
+  (tests/oidc.py, served in this process), so a figure includes token validation, server.json schema
+  validation, the SQLite write and the catalogue update readers see at once;
 - the server's RSS after those runs, and the time from process start to the first answer of
   `GET /v0.1/servers` on the existing database (before any sync of the sources), with the CPU time the
   server used until then (what start-up costs, whatever else runs on the machine).
@@ -15,7 +19,7 @@ Each figure is reported against its target (issue 17). Writes a Markdown table t
 docs/bench-registry.md (or --out).
 
 Run: .venv/bin/python -P bench/registry.py  (-P: bench/ holds operator.py, which would shadow the stdlib)
-     [--duration 10] [--backends sqlite,postgres]
+     [--duration 10] [--backends sqlite,postgres] [--publish-only]
 """
 
 from __future__ import annotations
@@ -301,8 +305,24 @@ end
 def wrk(base: str, paths: list[str], duration: int, workdir: Path) -> dict[str, float]:
     script = workdir / f"paths-{len(paths)}.lua"
     script.write_text(LUA % ",".join(json.dumps(p) for p in paths))
+    return run_wrk(base, script, duration)
+
+
+def run_wrk(
+    base: str, script: Path, duration: int, connections: int = CONNECTIONS, timeout: str = "2s"
+) -> dict[str, float]:
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{duration}s", "--latency", "-s", str(script), base],
+        [
+            "wrk",
+            "-t2",
+            f"-c{connections}",
+            f"-d{duration}s",
+            f"--timeout={timeout}",
+            "--latency",
+            "-s",
+            str(script),
+            base,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -318,6 +338,120 @@ def wrk(base: str, paths: list[str], duration: int, workdir: Path) -> dict[str, 
     if errors:
         raise SystemExit(f"wrk saw {errors.group(1)} error responses:\n{out}")
     return {"rps": rps, "p50": latency("50"), "p99": latency("99")}
+
+
+PUBLISH_LUA = """
+-- Every request publishes a new server: thread id + counter make each name unique.
+local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+  thread:set("tid", #threads)
+end
+local n = 0
+local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer %s"}
+request = function()
+  n = n + 1
+  local body = string.format(%s, tid, n, tid, n)
+  return wrk.format("POST", "/v0.1/publish", headers, body)
+end
+"""
+PUBLISH_AUDIENCE = "registry-publish-bench"
+PUBLISH_CONNECTIONS = 2
+
+
+def publish_template() -> str:
+    """A server.json like the generated ones, as a Lua format string (%%d: thread, counter)."""
+    doc = {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": "com.example.bench/published-@T-@N",
+        "title": "Published bench server",
+        "description": "Published by the registry benchmark @T-@N",
+        "version": "1.0.0",
+        "repository": {"url": "https://github.com/example/published", "source": "github"},
+        "packages": [
+            {
+                "registryType": "oci",
+                "identifier": "ghcr.io/example/published:1.0.0",
+                "transport": {"type": "stdio"},
+            }
+        ],
+        "remotes": [{"type": "streamable-http", "url": "https://published.example.com/mcp"}],
+    }
+    text = json.dumps(doc).replace("%", "%%").replace("@T", "%d").replace("@N", "%d")
+    return json.dumps(text)  # a Lua string literal (JSON escapes are Lua escapes for this text)
+
+
+def run_publish(db_url: str, data: Path, duration: int, workdir: Path) -> dict[str, Any]:
+    """Publish throughput at 10,000 served entries (see the module docstring)."""
+    import threading
+
+    import uvicorn
+
+    sys.path.insert(0, str(ROOT))
+    from tests.oidc import Issuer  # a real JWKS + discovery endpoint, as the publish tests use
+
+    issuer = Issuer()
+    issuer_port = free_port()
+    issuer.base = f"http://127.0.0.1:{issuer_port}"
+    issuer.add_rsa("bench")
+    server = uvicorn.Server(
+        uvicorn.Config(issuer, host="127.0.0.1", port=issuer_port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    config = workdir / "publish.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "registryName": "bench",
+                "sources": [{"name": "gen", "file": {"path": str(data)}, "syncPolicy": {"interval": "1h"}}],
+                "database": {"url": db_url},
+                "publish": {
+                    "auth": {
+                        "type": "oidc",
+                        "oidc": {
+                            "issuer": issuer.base,
+                            "audience": PUBLISH_AUDIENCE,
+                            "insecureAllowHTTP": True,
+                        },
+                    },
+                    "grants": [{"claims": {}, "publish": ["com.example.bench/*"]}],
+                },
+            }
+        )
+    )
+    token = issuer.token(
+        "bench",
+        aud=PUBLISH_AUDIENCE,
+        sub="bench",
+        exp=time.time() + 3600,
+        extra={"scope": "mcp-registry:publish"},
+    )
+    script = workdir / "publish.lua"
+    script.write_text(PUBLISH_LUA % (token, publish_template()))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = serve(config, port)
+    try:
+        wait_ready(base)
+        with urllib.request.urlopen(base + "/status") as r:
+            entries = json.loads(r.read())["entries"]
+        assert entries >= N_ENTRIES, entries
+        # Publishes take the registry's write lock one at a time: a few connections keep it busy,
+        # and a long timeout counts slow ones instead of dropping them.
+        result = run_wrk(base, script, duration, PUBLISH_CONNECTIONS, "120s")
+        with urllib.request.urlopen(base + "/status") as r:
+            after = json.loads(r.read())["entries"]
+        # Every publish is visible to readers at once: the catalogue grew by what wrk counted.
+        result["published"] = after - entries
+        result["entries_before"] = entries
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        server.should_exit = True
+        thread.join(timeout=10)
+    result["load"] = os.getloadavg()
+    return result
 
 
 BASELINE_APP = """
@@ -414,6 +548,25 @@ def run_backend(
     }
 
 
+def render_publish(publish: dict[str, Any] | None, duration: int) -> list[str]:
+    if publish is None:
+        return []
+    return [
+        "## Publishing (SQLite, 10,000 entries served)",
+        "",
+        f"`POST /v0.1/publish`, each request a new server, wrk {PUBLISH_CONNECTIONS} connections, {duration} s, one",
+        "bearer token of a local OIDC issuer (validated per request); the server keeps serving reads meanwhile.",
+        "Each publish rebuilds the whole in-memory catalogue (`RegistryService.reload`), so a publish costs",
+        "about what a catalogue rebuild after a sync of 10,000 entries costs.",
+        "",
+        "| entries before | published (visible to readers after the run) | req/s | p50 | p99 | load avg (1 min) |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| {publish['entries_before']:,} | {publish['published']:,} | {publish['rps']:,.2f} | {publish['p50']:.2f} ms "
+        f"| {publish['p99']:.2f} ms | {publish['load'][0]:.1f} |",
+        "",
+    ]
+
+
 def render(results: list[dict[str, Any]], duration: int) -> str:
     cpu = platform.processor() or platform.machine()
     lines = [
@@ -477,6 +630,11 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "bench-registry.md")
+    parser.add_argument(
+        "--publish-only",
+        action="store_true",
+        help="only the publish benchmark (SQLite); prints, writes nothing",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install -y wrk")
@@ -484,6 +642,17 @@ def main() -> None:
     data = workdir / "servers.json"
     names = generate(data)
     results = []
+    publish = None
+    if args.publish_only:
+        try:
+            publish = run_publish(
+                f"sqlite+aiosqlite:///{workdir / 'publish.db'}", data, args.duration, workdir
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(json.dumps(publish))
+        print("\n".join(render_publish(publish, args.duration)))
+        return
     try:
         for backend in args.backends.split(","):
             if backend == "sqlite":
@@ -504,9 +673,14 @@ def main() -> None:
                 finally:
                     pg.stop()
             print(json.dumps(results[-1]), flush=True)
+        if "sqlite" in args.backends.split(","):
+            publish = run_publish(
+                f"sqlite+aiosqlite:///{workdir / 'publish.db'}", data, args.duration, workdir
+            )
+            print(json.dumps(publish), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    text = render(results, args.duration)
+    text = render(results, args.duration) + "\n".join(render_publish(publish, args.duration))
     args.out.write_text(text)
     print(text)
 

@@ -12,6 +12,12 @@ top-level names therefore still gets them; only code that never asks skips the c
 
 Called from `mcpfleet/__init__.py`, so it is in place before any mcpfleet module imports the SDK; a
 process that imported `mcp` already keeps it as it is.
+
+uvicorn's package is deferred the same way: its `__init__` imports its command line (`uvicorn.main`,
+and with it click), which a service that builds a `uvicorn.config.Config` and a
+`uvicorn.server.Server` never uses. Its one name its own modules import from the package
+(`from uvicorn import Config`, in `uvicorn.lifespan.on`) is answered without the `__init__`, from
+the module the `__init__` takes it from (`CHEAP`); any other name runs the `__init__`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ import threading
 from types import ModuleType
 
 PACKAGES = ("mcp", "mcp.server")
+UVICORN = "uvicorn"
+CHEAP: dict[str, dict[str, str]] = {UVICORN: {"Config": "uvicorn.config"}}
+"""Per deferred package: names served without its `__init__`, from the module its `__init__` imports them from."""
 _lock = threading.RLock()
 
 
@@ -32,7 +41,11 @@ def _deferred(name: str) -> ModuleType | None:
     module = importlib.util.module_from_spec(spec)
     loader = spec.loader
 
+    cheap = CHEAP.get(name, {})
+
     def __getattr__(attr: str) -> object:  # PEP 562: only for names the module does not have yet
+        if attr in cheap and module.__dict__.get("__getattr__") is __getattr__:
+            return getattr(importlib.import_module(cheap[attr]), attr)
         with _lock:
             if module.__dict__.get("__getattr__") is __getattr__:
                 del module.__dict__["__getattr__"]
@@ -47,8 +60,13 @@ def _deferred(name: str) -> ModuleType | None:
 
 
 def register() -> None:
-    """Defer the `__init__` of `mcp` and `mcp.server` (no-op if `mcp` is imported or missing)."""
+    """Defer the `__init__` of `mcp`, `mcp.server` and `uvicorn` (no-op for a package that is
+    imported already or missing)."""
     with _lock:
+        if UVICORN not in sys.modules:
+            module = _deferred(UVICORN)
+            if module is not None:
+                sys.modules[UVICORN] = module
         if PACKAGES[0] in sys.modules:
             return
         for name in PACKAGES:

@@ -18,10 +18,11 @@ HEAVY += ("opentelemetry", "rich", "yaml", "watchfiles", "lightkube", "uvloop")
 
 def _loaded_after(code: str) -> set[str]:
     """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp` and
-    `mcp.server` only once their `__init__` ran (mcpfleet registers them deferred: `mcpsdk.py`)."""
+    `mcp.server` and uvicorn's only once their `__init__` ran (mcpfleet registers them deferred:
+    `mcpsdk.py`)."""
     probe = (
         f"{code}\nimport sys, json\n"
-        "deferred = {n for n in ('mcp', 'mcp.server') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
+        "deferred = {n for n in ('mcp', 'mcp.server', 'uvicorn') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
         "print(json.dumps(sorted(set(sys.modules) - deferred)))"
     )
     out = subprocess.run(
@@ -44,17 +45,24 @@ def test_plain_stdio_proxy_loads_no_auth_remote_or_control_plane() -> None:
     """A stdio proxy without --auth-config builds its app without aiohttp, the OIDC stack, the
     Kubernetes attach client or anything of the control plane."""
     code = """
-import typer
 from mcpfleet.cli import proxy
-app = typer.Typer()
-app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(proxy.proxy)
-ctx = typer.main.get_command(app).make_context("proxy", ["--port", "0", "--", "true"])
-proxy.build(list(ctx.args), **ctx.params)
+from mcpfleet.cli.options import parse
+command, params = parse(proxy.proxy, ["--port", "0", "--", "true"], command_line=True)
+proxy.build(command, **params)
 """
     loaded = _loaded_after(code)
     unwanted = {"aiohttp", "sqlalchemy", "kopf", "lightkube", "redis", "jwt", "cryptography"}
+    # The fast start path (cli/main.py) reads the argv itself. (click still loads: the SDK's transport
+    # imports sse_starlette, which patches uvicorn's command-line module.)
+    unwanted |= {"typer", "rich"}
     assert _tops(loaded).isdisjoint(unwanted), sorted(_tops(loaded) & unwanted)
-    for package in ("mcpfleet.auth", "mcpfleet.proxy.attach", "mcpfleet.proxy.remote", "mcpfleet.operator"):
+    for package in (
+        "mcpfleet.auth",
+        "mcpfleet.proxy.attach",
+        "mcpfleet.proxy.remote",
+        "mcpfleet.operator",
+        "yaml",
+    ):
         assert package not in loaded, package
     # Of the MCP SDK only the transport it serves with: not its package __init__s (client, server
     # frameworks), not every protocol version's request types (loaded after start: jsonrpc.py), not
@@ -70,6 +78,7 @@ proxy.build(list(ctx.args), **ctx.params)
         "mcp.server.auth",
         "mcp_types.methods",
         "mcpfleet.api.mcptoolconfig",
+        "mcpfleet.policy.config",  # the authz models: only with --authz-config
     ):
         assert module not in loaded, module
 
@@ -81,13 +90,18 @@ proxy.build(list(ctx.args), **ctx.params)
             "mcpfleet.vmcp.server",
             {"sqlalchemy", "kopf", "lightkube", "redis", "jwt", "mcp", "mcp_types", "cedarpy"},
         ),
-        ("mcpfleet.registry.app", {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt"}),
+        (
+            "mcpfleet.registry.app",
+            {"mcp", "kopf", "lightkube", "fastapi", "alembic", "redis", "jwt", "sqlalchemy"},
+        ),
     ],
 )
 def test_services_load_only_their_stack(module: str, unwanted: set[str]) -> None:
     loaded = _loaded_after(f"import {module}")
     assert _tops(loaded).isdisjoint(unwanted), sorted(_tops(loaded) & unwanted)
     assert not any(m.startswith("mcpfleet.operator") for m in loaded)
+    # The OpenTelemetry SDK only when tracing is on (telemetry.setup_tracing): the API suffices off.
+    assert not any(m.startswith("opentelemetry.sdk") for m in loaded)
 
 
 def test_deferred_sdk_packages_are_the_real_ones_on_first_use() -> None:
@@ -132,5 +146,27 @@ deadline = time.monotonic() + 60
 while "mcp_types.methods" not in sys.modules and time.monotonic() < deadline:
     time.sleep(0.01)
 assert "mcp_types.methods" in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_uvicorn_serves_without_its_command_line() -> None:
+    """uvicorn's package `__init__` (its command line, click) is deferred like the SDK's: a server
+    built from `uvicorn.config` and `uvicorn.server` (`mcpfleet.uvicornserver`) never loads it, and
+    the package's names are the real ones on first use."""
+    code = """
+import sys
+import mcpfleet.uvicornserver as us
+server = us.server(lambda scope, receive, send: None, lifespan="on", loop="uvloop", http="httptools", ws="none")
+server.config.load()
+assert "click" not in sys.modules and "uvicorn.main" not in sys.modules, "uvicorn's command line loaded"
+import uvicorn
+import uvicorn.config
+from uvicorn.lifespan.on import LifespanOn
+assert "click" not in sys.modules
+assert uvicorn.run is not None and "click" in sys.modules
+assert uvicorn.Config is uvicorn.config.Config and uvicorn.Server is uvicorn.server.Server
+assert "__getattr__" not in vars(uvicorn) and uvicorn.__version__
+assert us.STARTUP_FAILURE == uvicorn.config.STARTUP_FAILURE
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -106,9 +106,9 @@ async def test_configyaml_volume_without_local_meaning_fails_naming_it(running_u
     registry = _ported(_documents("mcpregistry-configyaml-configmap.yaml")[1])
     registry["spec"]["volumes"][0] = {
         "name": "registry-data-production",
-        "persistentVolumeClaim": {"claimName": "data"},
+        "csi": {"driver": "secrets-store.csi.k8s.io"},
     }
     up: Up = running_up({"file.yaml": yaml.safe_dump(registry)})
     status = await up.wait_phase("MCPRegistry", "configmap-configyaml", {"Failed"})
-    assert "spec.volumes[0].persistentVolumeClaim" in status["message"], status["message"]
+    assert "spec.volumes[0].csi" in status["message"], status["message"]
     assert "sources[0].file.path" in status["message"], status["message"]

@@ -48,7 +48,7 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
         meta = child["metadata"]
         assert meta["ownerReferences"] == [  # type: ignore[index]
             {
-                "apiVersion": "mcpfleet.dev/v1alpha1",
+                "apiVersion": "mcpfleet.dev/v1beta1",  # the stored version: no conversion for the GC
                 "kind": "MCPServer",
                 "name": "time",
                 "uid": "uid-1",

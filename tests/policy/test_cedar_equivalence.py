@@ -17,7 +17,7 @@ import orjson
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from mcpfleet.policy import cedar
+from mcpfleet.policy import cedar, cedar_call
 from mcpfleet.policy.cedar import Authorizer
 from mcpfleet.policy.config import parse_document
 from mcpfleet.policy.engine import PolicyEngine
@@ -168,7 +168,10 @@ def test_fast_path_decides_as_plain_cedar(policies: list[str], requests: list[An
     authorizer = build(policies)
     for req in [*requests, *requests]:  # the second pass is answered from the cache
         got = authorizer.authorize(*req)
-        event(f"allowed={got.allowed} whole_context={authorizer._usage.whole_context}")
+        event(
+            f"allowed={got.allowed} whole_context={authorizer._usage.whole_context} "
+            f"hierarchy={authorizer._usage.hierarchy}"
+        )
         try:
             want = reference(authorizer, policies, req)
         except ValueError:  # text Cedar cannot hold (a lone surrogate): refused, never allowed
@@ -185,10 +188,74 @@ def test_usage_finds_whole_context_and_attributes() -> None:
         ['permit(principal, action, resource) when { context.arg_text == "x" && principal.claim_r == 1 };']
     )
     assert a._usage.attrs == {"arg_text", "claim_r"} and not a._usage.whole_context
+    assert a._usage.context_attrs == {"arg_text"} and a._usage.entity_attrs == {"claim_r"}
+    assert not a._usage.hierarchy
+    # Read on the principal only: not in the context; read in the context only: not on the principal.
+    principal, _, context = a.inputs({"sub": "a", "r": 1, "groups": ["g"]}, "tool", "t0", {"text": "x"})
+    assert principal["attrs"] == {"claim_r": 1} and context == {"arg_text": "x"}
+    assert principal["parents"] == []  # no policy uses `in`: parents are unobservable
     b = build(["permit(principal, action, resource) unless { context == {} };"])
     assert b._usage.whole_context
     principal, _, context = b.inputs({"sub": "a", "x": 1}, "tool", "t0", {"y": 2})
     assert context == {"claim_sub": "a", "claim_x": 1, "arg_y": 2} and principal["attrs"] == {}
+    for text in (
+        'permit(principal in THVGroup::"g", action, resource);',
+        'permit(principal, action, resource) when { principal in THVGroup::"g" };',
+        'permit(principal is Client in THVGroup::"g", action, resource);',
+    ):
+        c = build([text])
+        assert c._usage.hierarchy, text
+        principal, _, _ = c.inputs({"sub": "a", "groups": ["g"]}, "tool", "t0")
+        assert principal["parents"] == [{"type": "THVGroup", "id": "g"}]
+        assert c.authorize({"sub": "a", "groups": ["g"]}, "tool", "t0").allowed
+        assert not c.authorize({"sub": "a", "groups": ["h"]}, "tool", "t0").allowed
+
+
+def test_the_direct_extension_call_is_used_and_answers_as_the_public_api() -> None:
+    """`cedar_call` calls cedarpy's extension directly only when it answers as `is_authorized` does;
+    with the installed cedarpy it must (else every decision pays the wrapper)."""
+    assert cedar_call._direct_agrees()
+    a = build(
+        [
+            "permit(principal, action, resource) when { context.arg_n > 1 };",
+            'forbid(principal, action, resource == Tool::"t2");',
+        ]
+    )
+    request = {
+        "principal": {"type": "Client", "id": "u"},
+        "action": {"type": "Action", "id": "call_tool"},
+        "resource": {"type": "Tool", "id": "t0"},
+    }
+    policies = cedarpy.PolicySet.from_str("\n".join(a.policies))
+    entities = cedarpy.Entities.from_json_str("[]")
+    for tool, context in (
+        ("t0", '{"arg_n": 2}'),
+        ("t0", "{}"),
+        ("t2", '{"arg_n": 2}'),
+        ("t1", '{"arg_n": 0}'),
+    ):
+        req = {**request, "resource": {"type": "Tool", "id": tool}, "context": context}
+        assert cedar_call._direct(req, policies, entities) == cedar_call._public(req, policies, entities)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(policy(), min_size=1, max_size=6), st.lists(request(), min_size=1, max_size=4))
+def test_the_public_api_fallback_decides_as_plain_cedar(policies: list[str], requests: list[Any]) -> None:
+    """The path kept for a cedarpy whose extension answers otherwise: the same decisions."""
+    saved = cedar_call._decide
+    cedar_call._decide = cedar_call._public
+    try:
+        authorizer = build(policies)
+        for req in requests:
+            got = authorizer.authorize(*req)
+            try:
+                want = reference(authorizer, policies, req)
+            except ValueError:
+                assert not got.allowed and got.reason.startswith("evaluation failed"), (req, got)
+                continue
+            assert got.allowed == want.allowed, (policies, req, got)
+    finally:
+        cedar_call._decide = saved
 
 
 def test_large_inputs_bypass_the_cache_and_still_decide() -> None:
@@ -209,6 +276,10 @@ def test_cache_is_bounded() -> None:
     for i in range(cedar.DECISION_CACHE_SIZE + 50):
         assert a.authorize({"sub": "u"}, "tool", "t1", {"n": i}).allowed
     assert len(a._decisions) == cedar.DECISION_CACHE_SIZE
+    for i in range(cedar.RESOURCE_CACHE_SIZE + 20):
+        assert a.authorize({"sub": "u"}, "tool", f"tool{i}", {"n": 1}).allowed
+    assert len(a._resource_entities) == cedar.RESOURCE_CACHE_SIZE
+    assert len(a._entity_cache) == cedar.ENTITY_CACHE_SIZE
 
 
 def test_a_policy_change_is_not_answered_from_the_old_cache() -> None:

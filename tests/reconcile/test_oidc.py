@@ -150,8 +150,6 @@ def test_oidc_config_ref_mounts_oidc_json_and_overrides_audience_and_scopes() ->
 @pytest.mark.parametrize(
     ("auth", "field"),
     [
-        (CONFIG_MAP, "spec.oidcConfig.configMap: OIDC settings from a ConfigMap need Kubernetes"),
-        (REF, "spec.oidcConfigRef: OIDC settings from a ConfigMap need Kubernetes"),
         (KUBERNETES, "spec.oidcConfig.type: kubernetes (service-account tokens) needs Kubernetes"),
         ("oidcConfig: {}", "spec.oidcConfig.type: kubernetes (service-account tokens) needs Kubernetes"),
     ],
@@ -160,6 +158,25 @@ def test_kubernetes_only_forms_are_problems_locally(auth: str, field: str) -> No
     for plan in (mcpserver.plan(server(auth), local()), mcpremoteproxy.plan(remote(auth), local())):
         (problem,) = plan.problems
         assert problem.startswith(field), problem
+
+
+@pytest.mark.parametrize(
+    ("auth", "ref"),
+    [(CONFIG_MAP, ("shared-oidc", "settings.json")), (REF, ("team-oidc", "oidc.json"))],
+)
+def test_config_map_forms_read_the_local_config_map_source(auth: str, ref: tuple[str, str]) -> None:
+    # Locally the key comes from STATE/configmaps/<name>/<key>, written into the config folder.
+    for plan in (mcpserver.plan(server(auth), local()), mcpremoteproxy.plan(remote(auth), local())):
+        assert plan.problems == ()
+        assert auth_document(plan)["oidcFile"] == "volumes/configmap-oidc.json/oidc.json"
+        (file,) = plan.config_map_files
+        assert (file.config_map.name, file.config_map.key) == ref
+
+
+def test_config_map_key_defaults_to_oidc_json_as_in_toolhive() -> None:
+    plan = mcpserver.plan(server("oidcConfig: {type: configMap, configMap: {name: shared}}"), k8s())
+    (file,) = plan.config_map_files
+    assert (file.config_map.name, file.config_map.key) == ("shared", "oidc.json")
 
 
 def test_kubernetes_type_reads_the_api_servers_jwks_with_a_mounted_token() -> None:
@@ -172,6 +189,7 @@ def test_kubernetes_type_reads_the_api_servers_jwks_with_a_mounted_token() -> No
         "jwksCaFile": "/var/run/secrets/mcpfleet/serviceaccount/ca.crt",
         "jwksTokenFile": "/var/run/secrets/mcpfleet/serviceaccount/token",
         "serviceAccountNamespace": "clients",
+        "jwksAllowPrivateIP": True,  # the in-cluster API server, as in ToolHive
     }
     assert serving(plan).service_account_token
     pod = pod_of(plan)
@@ -316,8 +334,6 @@ def test_vmcp_inline_client_secret_and_kubernetes_tokens() -> None:
 @pytest.mark.parametrize(
     ("auth", "field"),
     [
-        (CONFIG_MAP, "spec.incomingAuth.oidcConfig.configMap:"),
-        (REF, "spec.incomingAuth.oidcConfigRef:"),
         (KUBERNETES, "spec.incomingAuth.oidcConfig.type:"),
     ],
 )

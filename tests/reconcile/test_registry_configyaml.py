@@ -7,6 +7,7 @@ asks for: the translated registry config, the user's volumes and mounts, pgpass 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +27,8 @@ EXAMPLES = TOOLHIVE_EXAMPLES_V1BETA1 / "mcp-registries"
 NAMES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
 
 
-def _ported(name: str, namespace: str) -> list[dict[str, Any]]:
-    documents = [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+def _ported(name: str, namespace: str, examples: Path = EXAMPLES) -> list[dict[str, Any]]:
+    documents = [d for d in yaml.safe_load_all((examples / name).read_text()) if d]
     for document in documents:
         document["apiVersion"] = document["apiVersion"].replace("toolhive.stacklok.dev", "mcpfleet.dev")
         document["metadata"]["namespace"] = namespace
@@ -40,6 +41,40 @@ def _objects(registry: MCPRegistry, uid: str) -> dict[tuple[str, str], dict[str,
     assert plan.problems == (), plan.problems
     manifests = render(plan, Owner("MCPRegistry", registry.name, registry.namespace, uid), world.images)
     return {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+
+
+def apply_and_render(
+    dev_cluster: ClusterHandle, namespace: str, documents: list[dict[str, Any]], version: str
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Apply the ported documents strictly, read the MCPRegistry back at `version` (its spec
+    unchanged), plan and render it as the operator would; the children must pass a server-side
+    dry run."""
+    dev_cluster.kubectl(
+        "apply", "--validate=strict", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(documents)
+    )
+    (source,) = [d for d in documents if d["kind"] == "MCPRegistry"]
+    name = source["metadata"]["name"]
+    stored = json.loads(
+        dev_cluster.kubectl(
+            "get", "-n", namespace, f"mcpregistries.{version}.mcpfleet.dev/{name}", "-o", "json"
+        ).stdout
+    )
+    assert stored["spec"] == source["spec"], f"{name}: the API server changed the spec"
+    entry = parse(stored)  # what the operator holds
+    assert entry.error is None and isinstance(entry.model, MCPRegistry), entry.error
+    objects = _objects(entry.model, stored["metadata"]["uid"])
+    # Every child is a valid Kubernetes object for the API server.
+    dev_cluster.kubectl(
+        "apply",
+        "--dry-run=server",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=yaml.safe_dump_all(list(objects.values())),
+    )
+    return objects
 
 
 def _config(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
@@ -55,35 +90,7 @@ def test_toolhive_examples_apply_strictly_and_render(
     rendered: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for name in NAMES:
         documents = _ported(name, namespace)
-        dev_cluster.kubectl(
-            "apply", "--validate=strict", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(documents)
-        )
-        (source,) = [d for d in documents if d["kind"] == "MCPRegistry"]
-        stored = json.loads(
-            dev_cluster.kubectl(
-                "get",
-                "-n",
-                namespace,
-                f"mcpregistries.v1beta1.mcpfleet.dev/{source['metadata']['name']}",
-                "-o",
-                "json",
-            ).stdout
-        )
-        assert stored["spec"] == source["spec"], f"{name}: the API server changed the spec"
-        entry = parse(stored)  # what the operator holds
-        assert entry.error is None and isinstance(entry.model, MCPRegistry), entry.error
-        objects = _objects(entry.model, stored["metadata"]["uid"])
-        # Every child is a valid Kubernetes object for the API server.
-        dev_cluster.kubectl(
-            "apply",
-            "--dry-run=server",
-            "--validate=strict",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            input=yaml.safe_dump_all(list(objects.values())),
-        )
+        objects = apply_and_render(dev_cluster, namespace, documents, "v1beta1")
         # No secret value is rendered anywhere but in the user's own Secret.
         text = json.dumps(list(objects.values()))
         for secret in (d for d in documents if d["kind"] == "Secret"):

@@ -651,7 +651,7 @@ def test_registry_publish_renders_auth_grants_and_storage_on_both_platforms() ->
     local_config = RegistryConfig.model_validate(yaml.safe_load(local_plan.config_files[0].content))
     assert local_config.publish == config.publish
 
-    # An oidcConfigRef needs Kubernetes (a ConfigMap); the problem names the field.
+    # An oidcConfigRef names a ConfigMap: mounted on Kubernetes, the local ConfigMap source locally.
     ref = PUBLISHING.replace(
         """    oidcConfig:
       type: inline
@@ -662,6 +662,7 @@ def test_registry_publish_renders_auth_grants_and_storage_on_both_platforms() ->
 """,
         "    oidcConfigRef: {name: shared-oidc, audience: registry}\n",
     )
-    assert any("spec.publish.oidcConfigRef" in p for p in mcpregistry.plan(obj(ref), local()).problems)
+    local_ref = mcpregistry.plan(obj(ref), local())
+    assert local_ref.problems == () and [f.filename for f in local_ref.config_map_files] == ["oidc.json"]
     k8s_ref = mcpregistry.plan(obj(ref + "  storage: {persistentVolumeClaimName: d}\n"), k8s())
     assert k8s_ref.problems == () and [f.filename for f in k8s_ref.config_map_files] == ["oidc.json"]

@@ -391,6 +391,11 @@ async def test_a_read_only_registry_says_so(tmp_path: Path) -> None:
         r = await h.client.post("/v0.1/publish", json=server_doc("io.other/y"))
         assert "read-only" in assert_problem(r, 405)["detail"]
         assert_problem(await h.client.delete(path("io.other/x", "versions", "1.0.0")), 405)
+        # ... as its /openapi.json documents.
+        import schemathesis
+
+        schema = schemathesis.openapi.from_dict((await h.get("/openapi.json")).json())
+        schema["/v0.1/publish"]["POST"].validate_response(r)
 
 
 def test_publish_config_is_checked() -> None:
@@ -477,3 +482,98 @@ async def test_published_entries_survive_switching_publishing_off_and_on(tmp_pat
             "/v0.1/publish", json=server_doc("com.acme/kept"), headers=bearer(token(issuer))
         )
         assert_problem(again, 400, "body.version")
+
+
+async def test_write_operations_answer_as_the_served_openapi_says(tmp_path: Path) -> None:
+    """/openapi.json documents publish, both status updates, delete and (refused) update as the
+    upstream API defines them; every answer of a real publishing registry — successes and each kind
+    of refusal — has a documented status and content type, and its body conforms to the schema."""
+    import schemathesis
+    import yaml
+
+    from tests.reference import OPENAPI_FILE
+
+    upstream = yaml.safe_load(OPENAPI_FILE.read_text())
+    db = f"sqlite+aiosqlite:///{tmp_path / 'openapi.db'}"
+    async with registry(db, tmp_path) as (issuer, h):
+        spec = (await h.get("/openapi.json")).json()
+        for upath, methods in {
+            "/v0.1/publish": ["post"],
+            "/v0.1/servers/{serverName}/status": ["patch"],
+            "/v0.1/servers/{serverName}/versions/{version}/status": ["patch"],
+            "/v0.1/servers/{serverName}/versions/{version}": ["delete", "put"],
+        }.items():
+            for method in methods:
+                for prefix in ("/v0.1", "/v0"):
+                    own = spec["paths"][prefix + upath.removeprefix("/v0.1")][method]
+                    theirs = upstream["paths"][upath][method]
+                    assert own.get("requestBody") == theirs.get("requestBody"), (prefix, upath, method)
+                    if method != "put":  # refused here: versions are immutable
+                        assert own["responses"]["200"] == theirs["responses"]["200"]
+        schema = schemathesis.openapi.from_dict(spec)
+        auth = bearer(token(issuer))
+        calls: list[tuple[str, str, httpx.Response]] = []
+
+        async def call(method: str, template: str, url: str, **kw: Any) -> None:
+            calls.append((method, template, await h.client.request(method, url, **kw)))
+
+        pub, ver = "/v0.1/publish", "/v0.1/servers/{serverName}/versions/{version}"
+        status = "/v0.1/servers/{serverName}/versions/{version}/status"
+        every = "/v0.1/servers/{serverName}/status"
+        deprecated = {"status": "deprecated", "statusMessage": "old"}
+        doc = "com.acme/doc"
+        plain = {**auth, "content-type": "text/plain"}
+        # (method, operation, url, body, headers); body None: none sent, bytes: sent as they are
+        plan: list[tuple[str, str, str, Any, dict[str, str]]] = [
+            ("POST", pub, pub, server_doc(doc, "1.0.0"), auth),  # 200
+            ("POST", "/v0/publish", "/v0/publish", server_doc(doc, "1.1.0"), auth),  # 200 under /v0
+            ("POST", pub, pub, server_doc(doc, "1.0.0"), auth),  # 400: versions are immutable
+            ("POST", pub, pub, server_doc(doc, "2.0.0"), {}),  # 401
+            ("POST", pub, pub, server_doc("org.other/x", "1.0.0"), auth),  # 403
+            ("POST", pub, pub, {"name": doc}, auth),  # 422
+            ("POST", pub, pub, b"x", plain),  # 415
+            ("POST", pub, pub, server_doc(SYNCED, "9.0.0"), auth),
+            ("PATCH", status, path(doc, "versions", "1.0.0", "status"), deprecated, auth),  # 200
+            ("PATCH", status, path(doc, "versions", "1.0.0", "status"), deprecated, auth),  # 400
+            ("PATCH", status, path(doc, "versions", "7.0.0", "status"), deprecated, auth),  # 404
+            ("PATCH", status, path(doc, "versions", "1.0.0", "status"), {"status": "x"}, auth),  # 422
+            ("PATCH", every, path(doc, "status"), {"status": "active"}, auth),
+            ("PATCH", every, path("com.acme/none", "status"), {"status": "active"}, auth),
+            ("DELETE", ver, path(doc, "versions", "1.1.0"), None, auth),  # 200
+            ("DELETE", ver, path(doc, "versions", "5.0.0"), None, auth),  # 404
+            ("PUT", ver, path(doc, "versions", "1.0.0"), server_doc(doc), auth),  # 405
+        ]
+        for method, template, url, body, headers in plan:
+            if isinstance(body, bytes):
+                await call(method, template, url, content=body, headers=headers)
+            elif body is None:
+                await call(method, template, url, headers=headers)
+            else:
+                await call(method, template, url, json=body, headers=headers)
+        seen = set()
+        for method, template, response in calls:
+            operation = schema[template][method]
+            documented = operation.definition.raw["responses"]
+            assert str(response.status_code) in documented, (
+                method,
+                template,
+                response.status_code,
+                response.text,
+            )
+            content_type = response.headers["content-type"].split(";")[0]
+            assert content_type in documented[str(response.status_code)].get("content", {}), (
+                method,
+                template,
+            )
+            operation.validate_response(response)
+            seen.add((method, response.status_code))
+        assert {
+            ("POST", 200),
+            ("POST", 400),
+            ("POST", 401),
+            ("POST", 403),
+            ("POST", 415),
+            ("POST", 422),
+        } <= seen
+        assert {("PATCH", 200), ("PATCH", 400), ("PATCH", 404), ("PATCH", 422), ("DELETE", 200)} <= seen
+        assert {("DELETE", 404), ("PUT", 405)} <= seen

@@ -70,6 +70,17 @@ class InlineOIDCConfig(ApiModel):
     """Scopes advertised to clients."""
     insecure_allow_http: bool = Field(default=False, alias="insecureAllowHTTP")
     """Allow an http:// issuer (development only)."""
+    jwks_allow_private_ip: bool = Field(default=False, alias="jwksAllowPrivateIP")
+    """Let discovery / JWKS / introspection reach private, loopback or link-local addresses (refused
+    by default, as in ToolHive; an issuer on a loopback host is allowed for development)."""
+
+
+class ConfigMapOIDCRef(ConfigMapKeyRef):
+    """A ConfigMap key holding the OIDC settings as JSON (or YAML); the key defaults to `oidc.json`,
+    as in ToolHive's CRD."""
+
+    key: str = Field(default="oidc.json", min_length=1)
+    """Key inside the ConfigMap (default oidc.json)."""
 
 
 class KubernetesOIDCConfig(ApiModel):
@@ -113,8 +124,8 @@ class OIDCConfig(RuleModel):
     """kubernetes (service-account tokens), configMap (settings in a ConfigMap) or inline."""
     inline: InlineOIDCConfig | None = None
     """Settings written here."""
-    config_map: ConfigMapKeyRef | None = None
-    """A ConfigMap key holding the settings as JSON."""
+    config_map: ConfigMapOIDCRef | None = None
+    """A ConfigMap key holding the settings as JSON (key default oidc.json)."""
     kubernetes: KubernetesOIDCConfig | None = None
     """Service-account token settings."""
     resource_url: str | None = None

@@ -44,8 +44,8 @@ class InlineOIDCSettings(ApiModel):
     jwks_auth_token_path: str | None = Field(default=None, max_length=4096, pattern=r"^/[^\s]*$")
     """File holding a bearer token sent with the JWKS request."""
     jwks_allow_private_ip: bool = Field(default=False, alias="jwksAllowPrivateIP")
-    """Allow JWKS / discovery endpoints on private addresses (mcpfleet never blocks them; accepted for
-    ToolHive manifests)."""
+    """Let discovery / JWKS / introspection reach private, loopback or link-local addresses (refused by
+    default, as in ToolHive; an issuer on a loopback host is allowed for development)."""
     protected_resource_allow_private_ip: bool = Field(default=False, alias="protectedResourceAllowPrivateIP")
     """Allow a private protected-resource URL (accepted for ToolHive manifests; never blocked)."""
     insecure_allow_http: bool = Field(default=False, alias="insecureAllowHTTP")

@@ -24,7 +24,12 @@ from mcpfleet.api.resource import Resource
 if TYPE_CHECKING:
     from mcpfleet.api.registryconfig import RegistryServerConfig
 
-SOURCE_FIELDS = ("configMapRef", "git", "api", "url", "kubernetes")
+_SEGMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+"""One path segment that is not `..` (CRD patterns are RE2: no look-around)."""
+PVC_FILE_PATH = rf"^(?:{_SEGMENT}/)*[^/]*\.json$"
+"""A relative path ending in .json with no `..` segment (the last segment cannot be `..`)."""
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+SOURCE_FIELDS = ("configMapRef", "git", "api", "url", "kubernetes", "pvcRef")
 SourceFormat = Literal["toolhive", "upstream"]
 """toolhive (legacy ToolHive registry file) or upstream (server.json)."""
 
@@ -91,6 +96,17 @@ class KubernetesSource(ApiModel):
     """Namespaces to look in; the registry's own namespace when unset."""
 
 
+class PVCSource(ApiModel):
+    """A registry file on a PersistentVolumeClaim (ToolHive's `pvcRef`). On Kubernetes the claim is
+    mounted read-only at `/config/registry/<source name>/` of the registry pod and the file read from
+    there; locally the claim is the folder `STATE/persistentvolumeclaims/<claimName>/`."""
+
+    claim_name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+    """Name of the PersistentVolumeClaim, in the registry's namespace."""
+    path: str = Field(default="registry.json", max_length=1024, pattern=PVC_FILE_PATH)
+    """Path of the registry file inside the claim (relative, no `..`, ending in .json)."""
+
+
 class GlobFilter(ApiModel):
     """Include / exclude glob patterns."""
 
@@ -130,7 +146,7 @@ class SyncPolicy(RuleModel):
 
 
 class RegistrySource(RuleModel):
-    """One source of the catalogue: exactly one of configMapRef, git, api, url, kubernetes."""
+    """One source of the catalogue: exactly one of configMapRef, git, api, url, kubernetes, pvcRef."""
 
     rules = (
         Rule(
@@ -138,7 +154,8 @@ class RegistrySource(RuleModel):
             message="exactly one registry source must be set: " + ", ".join(SOURCE_FIELDS),
             field_path="",
             check=lambda s: (
-                sum(x is not None for x in (s.config_map_ref, s.git, s.api, s.url, s.kubernetes)) == 1
+                sum(x is not None for x in (s.config_map_ref, s.git, s.api, s.url, s.kubernetes, s.pvc_ref))
+                == 1
             ),
         ),
     )
@@ -157,6 +174,8 @@ class RegistrySource(RuleModel):
     """A registry file over HTTP(S)."""
     kubernetes: KubernetesSource | None = None
     """Label-based discovery of workloads in the cluster."""
+    pvc_ref: PVCSource | None = None
+    """A registry file on a PersistentVolumeClaim."""
     sync_policy: SyncPolicy | None = None
     """Periodic sync; without it the source is synced at start and when it changes."""
     filter: RegistryFilter = Field(default_factory=RegistryFilter)
@@ -252,8 +271,6 @@ RESERVED_VOLUMES = ("config", "secrets", "configmaps", "data", "mcpfleet-token",
 """Volume names of the pod mcpfleet renders; a user volume may not take them."""
 RESERVED_MOUNT_PREFIXES = ("/etc/mcpfleet", "/var/lib/mcpfleet", "/var/run/mcpfleet", "/var/run/secrets")
 """Where mcpfleet mounts its own volumes (config, Secret files, data, pgpass, tokens)."""
-_SEGMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
-"""One path segment that is not `..` (CRD patterns are RE2: no look-around)."""
 RELATIVE_PATH = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
 ABSOLUTE_PATH = rf"^(?:/{_SEGMENT})+$"
 VOLUME_SOURCES = (
@@ -445,6 +462,11 @@ class MCPRegistrySpec(RuleModel):
 
     display_name: str | None = Field(default=None, max_length=256)
     """Human-readable name."""
+    enforce_servers: bool | None = None
+    """When any MCPRegistry of the namespace sets this, an MCPServer (or EmbeddingServer) of the
+    namespace runs only if its image is listed by one of the enforcing registries (ToolHive's v1alpha1
+    rule; the label `toolhive.stacklok.io/registry-name` picks one registry). Otherwise it is Failed
+    with the condition ImageValidated False (docs/registry.md#enforceservers)."""
     registries: list[RegistrySource] | None = Field(
         default=None,
         min_length=1,

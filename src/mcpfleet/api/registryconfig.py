@@ -237,7 +237,8 @@ class OAuthProvider(ApiModel):
     introspection_url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://[^\s]+$")
     """RFC 7662 introspection endpoint for opaque tokens."""
     allow_private_ip: bool = False
-    """Accepted for compatibility: the issuer's address is not filtered."""
+    """Let discovery / JWKS / introspection reach private addresses (refused by default; an issuer on a
+    loopback host is allowed for development)."""
 
     _files = field_validator("client_secret_file", "ca_cert_path", "auth_token_file")(
         lambda v: None if v is None else _absolute(v)

@@ -28,6 +28,9 @@ HUB_VERSION = "v1alpha1"
 """The shape of the pydantic models (what the reconcile code reads)."""
 STORAGE_VERSION = "v1beta1"
 """The version the API server writes to etcd: ToolHive's current shapes."""
+STORAGE_API_VERSION = f"{GROUP}/{STORAGE_VERSION}"
+"""What the operator reads, watches and writes (and names in owner references): the API server
+serves it from etcd as stored, without calling the conversion webhook."""
 SERVED_VERSIONS: tuple[str, ...] = ("v1alpha1", "v1beta1")
 SERVED_API_VERSIONS: tuple[str, ...] = tuple(f"{GROUP}/{v}" for v in SERVED_VERSIONS)
 

@@ -49,14 +49,16 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-# The settings models live in a module of their own (pydantic only), so a config that merely holds an
-# incoming-auth block (the registry's) does not import aiohttp and the JWT stack; re-exported here.
 from mcpfleet.auth.settings import (
     AuthConfigError,
     IncomingAuth,
     OIDCConfig,
     load_auth_config,
 )
+
+# The settings models live in a module of their own (pydantic only), so a config that merely holds an
+# incoming-auth block (the registry's) does not import aiohttp and the JWT stack; re-exported here.
+from mcpfleet.netguard import PrivateAddressError, guarded_socket_factory
 
 __all__ = [
     "ALGORITHMS",
@@ -102,6 +104,18 @@ class AnonymousAuthenticator:
 
     def challenge(self, error: str | None, resource_metadata: str | None = None) -> str:
         return "Bearer"
+
+
+def _refused_address(exc: BaseException) -> str | None:
+    """The guard's message when `exc` is (or wraps) a refused non-public address."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain: aiohttp's connector error holds the socket error
+        if seen is None:
+            break
+        if isinstance(seen, PrivateAddressError):
+            return str(seen)
+        seen = getattr(seen, "os_error", None) or seen.__cause__ or seen.__context__
+    return None
 
 
 class OIDCAuthenticator:
@@ -210,7 +224,13 @@ class OIDCAuthenticator:
         import aiohttp
 
         if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+            # The request-forgery guard (mcpfleet.netguard): checked on each address connected to.
+            connector = (
+                None
+                if self.cfg.private_addresses_allowed
+                else aiohttp.TCPConnector(socket_factory=guarded_socket_factory())
+            )
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), connector=connector)
         return self._http
 
     def _fetch_options(self) -> dict[str, Any]:
@@ -262,6 +282,10 @@ class OIDCAuthenticator:
                 data = await r.json(content_type=None)
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
             self._fetched_at = time.monotonic()
+            if _refused_address(exc):
+                log.error(
+                    "OIDC keys not fetched: %s (set jwksAllowPrivateIP to allow it)", _refused_address(exc)
+                )
             raise AuthError(f"cannot fetch the issuer's keys: {type(exc).__name__}") from None
         self.fetches += 1
         keys: dict[str, _Key] = {}
@@ -290,6 +314,10 @@ class OIDCAuthenticator:
                 r.raise_for_status()
                 answer = await r.json(content_type=None)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
+            if _refused_address(exc):
+                log.error(
+                    "token not introspected: %s (set jwksAllowPrivateIP to allow it)", _refused_address(exc)
+                )
             raise AuthError(f"cannot introspect the token: {type(exc).__name__}") from None
         if not isinstance(answer, dict) or answer.get("active") is not True:
             raise AuthError("token is not active")

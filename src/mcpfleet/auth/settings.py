@@ -7,6 +7,7 @@ whose docstring describes what each setting does.
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ import yaml
 from pydantic import AliasChoices, Field, ValidationError
 
 from mcpfleet.api.meta import ApiModel
+from mcpfleet.netguard import is_loopback_host
 
 
 class OIDCConfig(ApiModel):
@@ -45,6 +47,22 @@ class OIDCConfig(ApiModel):
     """Only accept Kubernetes service-account tokens of this namespace."""
     service_account_name: str | None = None
     """Only accept Kubernetes service-account tokens of this service account."""
+    jwks_allow_private_ip: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("jwksAllowPrivateIP", "jwksAllowPrivateIp", "jwks_allow_private_ip"),
+        serialization_alias="jwksAllowPrivateIP",
+    )
+    """Let discovery / JWKS / introspection connect to non-public addresses (ToolHive's field and
+    default: refused, checked on the address connected to; `mcpfleet.netguard`)."""
+
+    @property
+    def private_addresses_allowed(self) -> bool:
+        """`jwksAllowPrivateIP`, or an issuer on a loopback host (development: ToolHive relaxes its
+        guard for loopback hosts an operator configured)."""
+        if self.jwks_allow_private_ip:
+            return True
+        host = urllib.parse.urlsplit(self.issuer or "").hostname or ""
+        return is_loopback_host(host)
 
     @property
     def expected_audience(self) -> str | None:

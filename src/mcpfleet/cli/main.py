@@ -1,77 +1,100 @@
-"""Entry point of the `mcpfleet` command: assembles the command groups.
+"""Entry point of the `mcpfleet` command (the console script): a fast path for the services.
 
-Each command module keeps its heavy imports inside the command functions so that
-`mcpfleet --help` and `mcpfleet --version` start fast.
+`mcpfleet proxy`, `mcpfleet vmcp serve` and `mcpfleet registry serve` are what containers and
+`mcpfleet up` start, and how soon they answer is the start of every workload (issue 19). For them,
+`main()` reads the argv with `cli.options.parse` from the command's one declaration of its options,
+without importing typer or click or building every command group: a fair share of a service's
+start. Everything else — the other commands, `--help`, and any argv the fast parser leaves alone
+(an error, a rare form) — goes to the full typer CLI (`cli/app.py`), which answers as it always did.
+A usage error raised by a service command on the fast path is reported as typer would report it.
+
+`app` and `command()` (the full CLI) are still importable from here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import sys
+from typing import Any, NoReturn
 
-import typer
-
-from mcpfleet import __version__
-from mcpfleet.cli import crds, devcluster, local, operator, proxy, registry, vmcp
-
-app = typer.Typer(
-    name="mcpfleet",
-    help="Run, register and aggregate fleets of MCP servers, on Kubernetes or on one machine.",
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    rich_markup_mode=None,
-)
+# The commands with a fast path: argv prefix -> (module, function, takes a command line after `--`).
+FAST: dict[tuple[str, ...], tuple[str, str, bool]] = {
+    ("proxy",): ("mcpfleet.cli.proxy", "proxy", True),
+    ("vmcp", "serve"): ("mcpfleet.cli.vmcp", "serve", False),
+    ("registry", "serve"): ("mcpfleet.cli.registry", "serve", False),
+}
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"mcpfleet {__version__}")
-        raise typer.Exit()
+def _report(path: tuple[str, ...], exc: Exception) -> NoReturn:
+    """Exit as typer's standalone mode does for an error a command raised: a usage error with the
+    command's usage line and hint, `typer.Exit` with its code; anything else propagates."""
+    import typer
+
+    from mcpfleet.cli.app import command
+
+    if isinstance(exc, typer.Exit):
+        sys.exit(exc.exit_code)
+    show = getattr(exc, "show", None)
+    if not isinstance(exc, typer.exceptions.TyperException) or show is None:
+        raise exc
+    cli = command()
+    ctx = cli.context_class(cli, info_name="mcpfleet")
+    for name in path:
+        sub = ctx.command.commands[name]
+        ctx = sub.context_class(sub, info_name=name, parent=ctx)
+    usage: Any = exc  # (a click UsageError has a context: what click's invoke adds to one it passes on)
+    if getattr(usage, "ctx", False) is None:
+        usage.ctx, usage.cmd = ctx, ctx.command
+    show()
+    sys.exit(getattr(exc, "exit_code", 1))
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
-    ),
-) -> None:
-    """mcpfleet: a control plane for MCP servers."""
+def fast(argv: list[str]) -> bool:
+    """Run a service command from `argv` without typer; False: not a case for the fast path."""
+    path = next((p for p in FAST if tuple(argv[: len(p)]) == p), None)
+    if path is None:
+        return False
+    from mcpfleet.cli.options import parse
 
+    module, name, command_line = FAST[path]
 
-app.command("crds")(crds.crds)
-app.add_typer(devcluster.app, name="dev-cluster")
-app.add_typer(operator.app, name="operator")
-app.add_typer(registry.app, name="registry")
-app.add_typer(vmcp.app, name="vmcp")
-for _name in ("up", "down", "get", "describe", "logs"):
-    app.command(_name)(getattr(local, _name))
-app.command("proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(proxy.proxy)
-
-
-def _plain_metavars(command: Any) -> None:
-    """`--port-range PORT_RANGE`, not typer's `<str>`: a value's placeholder names what it is.
-
-    (Duck-typed: typer builds its commands on its own copy of click's classes.)
-    """
-    for param in command.params:
-        if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
-            param.metavar = param.name.upper()
-        if param.param_type_name == "argument":
-            # typer's arguments print their type (`<path>`) after the name; the name says enough.
-            param.display_type_rich = lambda ctx: None
-    for sub in (getattr(command, "commands", None) or {}).values():
-        _plain_metavars(sub)
-
-
-def command() -> Any:
-    """The `mcpfleet` command, with plain help (no rich boxes that cut variable names) and
-    placeholders named after the value."""
-    cli = typer.main.get_command(app)
-    _plain_metavars(cli)
-    return cli
+    func = getattr(importlib.import_module(module), name)
+    parsed = parse(func, argv[len(path) :], command_line=command_line)
+    if parsed is None:
+        return False
+    rest, params = parsed
+    try:
+        if command_line:
+            func(rest, **params)
+        else:
+            func(**params)
+    except KeyboardInterrupt:  # as click's standalone mode
+        print("\nAborted!", file=sys.stderr)
+        sys.exit(1)
+    except Exception as exc:
+        if "typer" not in sys.modules:  # typer errors are made by importing typer
+            raise
+        _report(path, exc)
+    return True
 
 
 def main() -> None:
-    command()()
+    if not fast(sys.argv[1:]):
+        command()()
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, the full CLI's typer app, for tests and scripts (typer loads on first use)."""
+    if name == "app":
+        return getattr(importlib.import_module("mcpfleet.cli.app"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def command() -> Any:
+    """The full `mcpfleet` click command (cli/app.py)."""
+    from mcpfleet.cli.app import command as full
+
+    return full()
 
 
 if __name__ == "__main__":

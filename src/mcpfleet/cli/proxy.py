@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import typer
-
 from mcpfleet.cli import limit_options
+from mcpfleet.cli.options import Opt
 
 if TYPE_CHECKING:
+    import typer
+
     from mcpfleet.auth.oidc import IncomingAuth
     from mcpfleet.httplimits import HttpLimits
     from mcpfleet.policy.guard import Policy
@@ -21,12 +22,19 @@ if TYPE_CHECKING:
     from mcpfleet.webhook.config import WebhookDocument
 
 
+def _bad(message: str, param_hint: str | None = None) -> typer.BadParameter:
+    """A usage error, as typer reports it (typer is loaded only then: the start path never needs it)."""
+    import typer
+
+    return typer.BadParameter(message, param_hint=param_hint)
+
+
 def _pairs(values: list[str], flag: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in values:
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
-            raise typer.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint=flag)
+            raise _bad(f"expected NAME=VALUE, got {item!r}", param_hint=flag)
         out[name] = value
     return out
 
@@ -41,7 +49,7 @@ def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
     try:
         return load_auth_config(auth_config)
     except AuthConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--auth-config") from exc
+        raise _bad(str(exc), param_hint="--auth-config") from exc
 
 
 def _embedded_authserver(path: str, inner: object, mcp_path: str, public_url: str | None) -> object:
@@ -56,28 +64,30 @@ def _embedded_authserver(path: str, inner: object, mcp_path: str, public_url: st
         resource = (public_url or settings.issuer).rstrip("/") + mcp_path
         server = AuthServer(settings, resource=resource)
     except (AuthServerConfigError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--authserver-config") from exc
+        raise _bad(str(exc), param_hint="--authserver-config") from exc
     return build_app(inner, server, mcp_path=mcp_path)  # type: ignore[arg-type]
 
 
 def _policy(authz_config: str | None, audit_config: str | None, component: str) -> Policy:
     """`--authz-config` / `--audit-config`, read at start (an invalid file stops the proxy: it never
     serves without the policies it was configured with); the authz file is then followed for changes."""
-    from mcpfleet.policy.config import AuthzConfigError
-    from mcpfleet.policy.engine import PolicyEngine
     from mcpfleet.policy.guard import Policy, load_audit
 
     policy = Policy()
     if authz_config is not None:
+        # (the authz models and their YAML reader: only for a proxy given an authz file)
+        from mcpfleet.policy.config import AuthzConfigError
+        from mcpfleet.policy.engine import PolicyEngine
+
         try:
             policy.engine = PolicyEngine(path=authz_config)
         except AuthzConfigError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--authz-config") from exc
+            raise _bad(str(exc), param_hint="--authz-config") from exc
     if audit_config is not None:
         try:
             policy.audit = load_audit(audit_config, component)
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--audit-config") from exc
+            raise _bad(str(exc), param_hint="--audit-config") from exc
     return policy
 
 
@@ -90,9 +100,9 @@ def _tool_policy(run_config: str | None, remote: str | None) -> ToolPolicy | Non
     try:
         tool_policy = load_run_config(run_config).tool_policy()
     except RunConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
+        raise _bad(str(exc), param_hint="--run-config") from exc
     if tool_policy is not None and remote is not None:
-        raise typer.BadParameter(
+        raise _bad(
             "toolConfig cannot be enforced in --remote mode (a byte relay); give it to a stdio proxy",
             param_hint="--run-config",
         )
@@ -111,7 +121,7 @@ def _limiter(run_config: str | None) -> Limiter | None:
         scope = f"{config.namespace or 'local'}/{config.name or 'proxy'}"
         return ratelimit.build(config.rate_limiting, config.session_storage, scope)
     except (RunConfigError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--run-config") from exc
+        raise _bad(str(exc), param_hint="--run-config") from exc
 
 
 def _webhooks(webhook_config: str | None) -> WebhookDocument | None:
@@ -132,7 +142,7 @@ def _webhooks(webhook_config: str | None) -> WebhookDocument | None:
                     f"{webhook_config}: webhook {endpoint.name}: TLS files unusable: {exc}"
                 ) from exc
     except WebhookConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--webhook-config") from exc
+        raise _bad(str(exc), param_hint="--webhook-config") from exc
     return document
 
 
@@ -151,7 +161,7 @@ def _remote_app(
     headers = headers_from_env(_pairs(header_from_env, "--header-from-env"))
     if bearer_token_from_env is not None:
         if any(name.lower() == "authorization" for name in headers):
-            raise typer.BadParameter(
+            raise _bad(
                 "Authorization is already set by --header-from-env", param_hint="--bearer-token-from-env"
             )
         headers.update(bearer_from_env(bearer_token_from_env))
@@ -160,86 +170,82 @@ def _remote_app(
 
 
 def proxy(
-    ctx: typer.Context,
-    transport: str = typer.Option(
+    command: list[str],
+    transport: str = Opt(
         "streamable-http", "--transport", help="streamable-http (/mcp) or sse (/sse + /messages/, plus /mcp)."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(
-        8080, "--port", help="Port to listen on (0 = any free port; the URL is printed)."
-    ),
-    remote: str | None = typer.Option(
-        None, "--remote", help="Forward to this remote MCP URL instead of a command."
-    ),
-    header_from_env: list[str] = typer.Option(
+    host: str = Opt("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = Opt(8080, "--port", help="Port to listen on (0 = any free port; the URL is printed)."),
+    remote: str | None = Opt(None, "--remote", help="Forward to this remote MCP URL instead of a command."),
+    header_from_env: list[str] = Opt(
         [],
         "--header-from-env",
         help="HEADER=ENV_VAR: add a header to remote requests, value from the environment.",
     ),
-    bearer_token_from_env: str | None = typer.Option(
+    bearer_token_from_env: str | None = Opt(
         None,
         "--bearer-token-from-env",
         help="ENV_VAR: send `Authorization: Bearer $ENV_VAR` to the remote (--remote only).",
     ),
-    attach: str | None = typer.Option(
+    attach: str | None = Opt(
         None,
         "--attach",
         help="NAMESPACE/POD or NAMESPACE/POD/CONTAINER: use a container's stdio via the Kubernetes attach API.",
     ),
-    kubeconfig: str | None = typer.Option(
+    kubeconfig: str | None = Opt(
         None, "--kubeconfig", help="Kubeconfig for --attach (default: the pod's service account)."
     ),
-    context: str | None = typer.Option(None, "--context", help="Kubeconfig context for --attach."),
-    isolation: str = typer.Option(
+    context: str | None = Opt(None, "--context", help="Kubeconfig context for --attach."),
+    isolation: str = Opt(
         "shared",
         "--isolation",
         help="shared: one server process for all handshake-era sessions; session: one per session.",
     ),
-    allowed_host: list[str] = typer.Option(
+    allowed_host: list[str] = Opt(
         [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."
     ),
-    forward_all_paths: bool = typer.Option(
+    forward_all_paths: bool = Opt(
         False,
         "--forward-all-paths",
         help="--remote: forward every path (not only /mcp) to the same path on the remote's origin.",
     ),
-    auth_config: str | None = typer.Option(
+    auth_config: str | None = Opt(
         None,
         "--auth-config",
         help="Incoming auth (JSON: {type: oidc, oidc: {...}, oidcFile: ...}); every path but /health needs a token.",
     ),
-    run_config: str | None = typer.Option(
+    run_config: str | None = Opt(
         None,
         "--run-config",
         help="The server's runconfig.json: its toolConfig (MCPToolConfig filter / overrides) and rateLimiting are enforced.",
     ),
-    authz_config: str | None = typer.Option(
+    authz_config: str | None = Opt(
         None,
         "--authz-config",
         help="Cedar authorization (ToolHive's authz file: {version, type: cedarv1, cedar: {policies, "
         "entities_json}}); followed for changes.",
     ),
-    audit_config: str | None = typer.Option(
+    audit_config: str | None = Opt(
         None,
         "--audit-config",
         help="Audit logging settings (JSON: {enabled, logFile, includeRequestData, ...}): one JSON line per request.",
     ),
-    webhook_config: str | None = typer.Option(
+    webhook_config: str | None = Opt(
         None,
         "--webhook-config",
         help="Mutating and validating webhooks called on each request (JSON: {mutating, validating, ...}, "
         "rendered from an MCPWebhookConfig).",
     ),
-    authserver_config: str | None = typer.Option(
+    authserver_config: str | None = Opt(
         None,
         "--authserver-config",
         help="Run the embedded OAuth 2.1 authorization server (JSON rendered from an MCPExternalAuthConfig "
         "embeddedAuthServer); every path but /health and its endpoints then needs a token it issued.",
     ),
-    public_url: str | None = typer.Option(
+    public_url: str | None = Opt(
         None, "--public-url", help="External base URL, for the OAuth protected-resource metadata."
     ),
-    log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+    log_level: str = Opt("warning", "--log-level", help="debug, info, warning or error."),
     max_body_bytes: int | None = limit_options.MAX_BODY_BYTES,
     body_timeout: float | None = limit_options.BODY_TIMEOUT,
     header_timeout: float | None = limit_options.HEADER_TIMEOUT,
@@ -255,10 +261,12 @@ def proxy(
       mcpfleet proxy --port 8080 -- uvx mcp-server-time
       mcpfleet proxy --port 8081 --remote https://example.com/mcp
     """
+    options = dict(locals())  # every option, first thing: build() takes them by name
+    del options["command"]
     from mcpfleet.proxy.serve import run
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    served, limits = build(list(ctx.args), **ctx.params)
+    served, limits = build(command, **options)
     try:
         run(served, host, port, log_level, limits)
     except KeyboardInterrupt:
@@ -316,7 +324,7 @@ def build(
     app: ProxyApp | RemoteProxyApp
     try:
         if sum((remote is not None, attach is not None, bool(command))) > 1:
-            raise typer.BadParameter("give exactly one of: a command after --, --remote, --attach")
+            raise _bad("give exactly one of: a command after --, --remote, --attach")
         if attach is not None:
             from mcpfleet.proxy.attach import (
                 AttachTarget,
@@ -339,21 +347,19 @@ def build(
             )
         elif remote is not None:
             if command:
-                raise typer.BadParameter(
-                    "give either --remote or a command after --, not both", param_hint="--remote"
-                )
+                raise _bad("give either --remote or a command after --, not both", param_hint="--remote")
             app = _remote_app(
                 remote, host, allowed_host, header_from_env, bearer_token_from_env, forward_all_paths
             )
         else:
             if not command:
-                raise typer.BadParameter("give the stdio server command after `--`", param_hint="COMMAND")
+                raise _bad("give the stdio server command after `--`", param_hint="COMMAND")
             if header_from_env:
-                raise typer.BadParameter("only used with --remote", param_hint="--header-from-env")
+                raise _bad("only used with --remote", param_hint="--header-from-env")
             if bearer_token_from_env is not None:
-                raise typer.BadParameter("only used with --remote", param_hint="--bearer-token-from-env")
+                raise _bad("only used with --remote", param_hint="--bearer-token-from-env")
             if forward_all_paths:
-                raise typer.BadParameter("only used with --remote", param_hint="--forward-all-paths")
+                raise _bad("only used with --remote", param_hint="--forward-all-paths")
             app = build_stdio_app(
                 command,
                 host=host,
@@ -367,13 +373,11 @@ def build(
                 hooks=hooks,
             )
     except (ValueError, OSError) as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise _bad(str(exc)) from exc
     mcp_path = "/sse" if transport == "sse" and remote is None else "/mcp"
     if authserver_config is not None:
         if auth is not None and auth.type != "anonymous":
-            raise typer.BadParameter(
-                "give either --auth-config or --authserver-config", param_hint="--authserver-config"
-            )
+            raise _bad("give either --auth-config or --authserver-config", param_hint="--authserver-config")
         inner = with_auth(
             app,
             None,

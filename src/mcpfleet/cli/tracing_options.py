@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import typer
+from mcpfleet.cli.options import Opt
 
-TRACE_EXPORTER = typer.Option(
+TRACE_EXPORTER = Opt(
     None,
     "--trace-exporter",
     help="Trace exporters: otlp, console or none (comma-separated). Default: $OTEL_TRACES_EXPORTER; "
     "otlp when an OTLP endpoint is set; else tracing is off. See docs/observability.md.",
 )
-OTLP_ENDPOINT = typer.Option(
+OTLP_ENDPOINT = Opt(
     None,
     "--otlp-endpoint",
     help="OTLP/HTTP base URL of the collector, e.g. http://collector:4318 "

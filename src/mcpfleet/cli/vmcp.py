@@ -2,56 +2,49 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import typer
-
 from mcpfleet.cli import limit_options, tracing_options
+from mcpfleet.cli.options import REQUIRED, Opt
 
-app = typer.Typer(
-    help="Virtual MCP gateway: one MCP endpoint in front of a group of servers.", no_args_is_help=True
-)
+HELP = "Virtual MCP gateway: one MCP endpoint in front of a group of servers."
 
 
-@app.command()
 def serve(
-    config: Path = typer.Option(..., "--config", "-c", help="vMCP config file (YAML or JSON)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
-    port: int = typer.Option(4483, "--port", help="Port to bind."),
-    status_file: Path | None = typer.Option(
-        None, "--status-file", help="Write the /status document to this file."
-    ),
-    status_resource: str | None = typer.Option(
+    config: Path = Opt(REQUIRED, "--config", "-c", help="vMCP config file (YAML or JSON)."),
+    host: str = Opt("127.0.0.1", "--host", help="Address to bind."),
+    port: int = Opt(4483, "--port", help="Port to bind."),
+    status_file: Path | None = Opt(None, "--status-file", help="Write the /status document to this file."),
+    status_resource: str | None = Opt(
         None, "--status-resource", help="Patch the status of this VirtualMCPServer (Kubernetes)."
     ),
-    allowed_host: list[str] | None = typer.Option(
+    allowed_host: list[str] | None = Opt(
         None,
         "--allowed-host",
         help="Host header values to accept (glob, e.g. 'vmcp.example.com:*'). Default: "
         "loopback names when bound to loopback, anything otherwise.",
     ),
-    public_url: str | None = typer.Option(
-        None, "--public-url", help="External base URL (OAuth resource metadata)."
-    ),
-    max_sessions: int | None = typer.Option(
+    public_url: str | None = Opt(None, "--public-url", help="External base URL (OAuth resource metadata)."),
+    max_sessions: int | None = Opt(
         None,
         "--max-sessions",
         help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503. "
         "Default: $MCPFLEET_VMCP_MAX_SESSIONS, else 10000.",
     ),
-    session_idle_timeout: str | None = typer.Option(
+    session_idle_timeout: str | None = Opt(
         None,
         "--session-idle-timeout",
         help="Forget a client session unused this long (no request, no open stream), e.g. 30m. "
         "Default: $MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT, else 1h.",
     ),
-    authserver_config: str | None = typer.Option(
+    authserver_config: str | None = Opt(
         None,
         "--authserver-config",
         help="Embedded OAuth 2.1 authorization server settings (JSON; VirtualMCPServer authServerConfig): "
         "the gateway serves its endpoints and accepts only the tokens it issued.",
     ),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error."),
+    log_level: str = Opt("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
     max_body_bytes: int | None = limit_options.MAX_BODY_BYTES,
@@ -70,9 +63,7 @@ def serve(
     """
     import logging
 
-    import uvicorn
-
-    from mcpfleet import malloctune, telemetry
+    from mcpfleet import malloctune, telemetry, uvicornserver
     from mcpfleet.httplimits import BodyLimits, uvicorn_options
     from mcpfleet.vmcp.config import ConfigError, load_config
     from mcpfleet.vmcp.server import (
@@ -112,14 +103,15 @@ def serve(
         app = build_app(cfg, opts, tracer=telemetry.tracer_of(provider), auth_server=auth_server)
         asgi = with_auth_server(app, auth_server) if auth_server is not None else app
     except (ConfigError, telemetry.TracingConfigError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     try:
-        uvicorn.run(
+        server = uvicornserver.server(
             BodyLimits(asgi, limits),
             host=host,
             port=port,
             loop="uvloop",
+            ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
             lifespan="on",
             proxy_headers=False,  # nothing here reads X-Forwarded-*; skip the middleware on the hot path
             timeout_graceful_shutdown=5,  # notification streams never end by themselves
@@ -127,5 +119,6 @@ def serve(
             access_log=False,
             **uvicorn_options(limits),
         )
+        uvicornserver.run(server)
     finally:
         telemetry.shutdown(provider)  # flush the spans still buffered

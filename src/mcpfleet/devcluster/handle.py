@@ -135,6 +135,31 @@ class ClusterHandle:
 
         return f"https://127.0.0.1:{self.info.ports['conversion']}{CONVERT_PATH}"
 
+    def conversion_counts(self) -> dict[str, float]:
+        """What the dev control plane's conversion webhook converted so far (its GET /metrics):
+        `reviews` (ConversionReviews answered) and objects by `Kind v1alpha1->v1beta1`."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        port = self.info.ports["conversion"]
+        response = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=self.info.ssl_context(), timeout=30)
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"the dev conversion webhook's /metrics answered HTTP {response.status_code} "
+                "(a cluster started by an older mcpfleet: `mcpfleet dev-cluster down` and up again)"
+            )
+        counts: dict[str, float] = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                if sample.name == "mcpfleet_conversion_reviews_total":
+                    counts["reviews"] = counts.get("reviews", 0.0) + sample.value
+                elif sample.name == "mcpfleet_conversion_objects_total":
+                    labels = sample.labels
+                    source = labels["from_version"].rsplit("/", 1)[-1]
+                    target = labels["to_version"].rsplit("/", 1)[-1]
+                    key = f"{labels['kind']} {source}->{target}"
+                    counts[key] = counts.get(key, 0.0) + sample.value
+        return counts
+
     def _use_dev_conversion_webhook(self, document: dict[str, Any]) -> None:
         """A CRD converting through the operator's Service converts through the dev webhook instead,
         trusted through the cluster CA (nothing in a kwok cluster can serve a Service)."""

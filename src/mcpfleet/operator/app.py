@@ -29,7 +29,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from mcpfleet.api.kinds import ALL_KINDS
-from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY, VERSION
+from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY
+from mcpfleet.api.versions import STORAGE_VERSION
 from mcpfleet.operator import logfilter
 from mcpfleet.operator.controller import Controller
 from mcpfleet.operator.conversion import serve_conversion_webhook, webhook_port_from_env
@@ -95,9 +96,10 @@ def build_registry(controller: Controller, settings: OperatorSettings) -> kopf.O
         controller.on_child(event.get("type"), dict(event["object"]))
 
     for kind in ALL_KINDS:
-        kopf.on.event(GROUP, VERSION, kind.info.plural, registry=registry, id=f"watch-{kind.info.plural}")(
-            on_object
-        )
+        # The stored version: watch events come from etcd as they are, with no webhook call each.
+        kopf.on.event(
+            GROUP, STORAGE_VERSION, kind.info.plural, registry=registry, id=f"watch-{kind.info.plural}"
+        )(on_object)
     for group, version, plural in CHILD_RESOURCES:
         kopf.on.event(
             group,

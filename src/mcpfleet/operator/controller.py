@@ -29,8 +29,9 @@ from typing import Any
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
-from mcpfleet.api.meta import API_VERSION, LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
+from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.operator.pods import stuck_reason
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
@@ -39,7 +40,7 @@ from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 from mcpfleet.platform.kubernetes.apply import apply_children
 from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
-from mcpfleet.reconcile import configkinds, kinds, mcpgroup, mcpserverentry
+from mcpfleet.reconcile import configkinds, enforce, kinds, mcpgroup, mcpserverentry
 from mcpfleet.reconcile.common import MANAGED_BY, child_name
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
@@ -70,6 +71,11 @@ class Stats:
     reconciles_by_kind: collections.Counter[str]
     errors: int = 0
     conflicts: int = 0
+
+
+def _enforces(entry: Entry | None) -> bool:
+    """An MCPRegistry entry that sets enforceServers (its servers depend on its sources)."""
+    return entry is not None and bool((entry.raw.get("spec") or {}).get("enforceServers"))
 
 
 def _relevant(entry: Entry | None) -> dict[str, Any]:
@@ -226,6 +232,9 @@ class Controller:
         elif kind == "VirtualMCPServer":
             for ref_kind, ref_name in _refs(previous) | _refs(current):
                 self.queue.add((ref_kind, namespace, ref_name))
+        if kind == "MCPRegistry" and (_enforces(previous) or _enforces(current)):
+            # enforceServers: the namespace's servers are checked against the registries again.
+            self._enqueue_where(namespace, ("MCPServer", "EmbeddingServer"), lambda e: True)
 
     def _enqueue_where(
         self, namespace: str, kinds_: tuple[str, ...], wanted: Callable[[Entry], bool]
@@ -339,7 +348,7 @@ class Controller:
         seen_children: set[tuple[str, str, str, str]] = set()
         for scope in scopes:
             for kind in ALL_KINDS:
-                for raw in await self.api.list(API_VERSION, kind.info.kind, scope):
+                for raw in await self.api.list(STORAGE_API_VERSION, kind.info.kind, scope):
                     meta = raw["metadata"]
                     if self._watched(meta["namespace"]):
                         seen_objects.add((kind.info.kind, meta["namespace"], meta["name"]))
@@ -395,12 +404,12 @@ class Controller:
 
     async def _reread(self, key: ObjKey) -> None:
         kind, namespace, name = key
-        fresh = await self.api.get(API_VERSION, kind, namespace, name)
+        fresh = await self.api.get(STORAGE_API_VERSION, kind, namespace, name)
         if fresh is None:
             self.store.remove(kind, namespace, name)
         else:
             fresh.setdefault("kind", kind)
-            fresh.setdefault("apiVersion", API_VERSION)
+            fresh.setdefault("apiVersion", STORAGE_API_VERSION)
             self.on_object("MODIFIED", fresh)
 
     async def _event(self, entry: Entry, reason: str, message: str, type_: str = "Normal") -> None:
@@ -496,6 +505,29 @@ class Controller:
             server_entries=tuple(store.models("MCPServerEntry", namespace)),
         )
 
+    async def _registry_images(self, namespace: str) -> dict[str, enforce.RegistryImages]:
+        """enforceServers: the images the namespace's enforcing registries list, read from their
+        ConfigMap sources (GET: user ConfigMaps are not watched; nothing is read without an enforcing
+        registry). A ConfigMap edit is seen at the server's next pass (resync, or any change)."""
+        registries = list(self.store.models("MCPRegistry", namespace))
+        contents: dict[enforce.Read, bytes | str] = {}
+        for registry, index, source in enforce.to_read(registries, local=False):
+            assert source.config_map_ref is not None
+            ref = source.config_map_ref
+            try:
+                found = await self.api.get("v1", "ConfigMap", namespace, ref.name)
+            except Exception as exc:  # unreachable API: the server is refused naming why, and retried
+                contents[(registry.name, index)] = f"ConfigMap {ref.name} not read ({exc})"
+                continue
+            data = (found or {}).get("data") or {}
+            if found is None:
+                contents[(registry.name, index)] = f"ConfigMap {ref.name} not found"
+            elif ref.key not in data:
+                contents[(registry.name, index)] = f"ConfigMap {ref.name} has no key {ref.key}"
+            else:
+                contents[(registry.name, index)] = str(data[ref.key]).encode()
+        return enforce.gather(registries, contents, local=False)
+
     async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
         kind, namespace, name = key
         if entry.model is None:
@@ -503,6 +535,8 @@ class Controller:
             return
         model: Any = entry.model
         world = self.world(kind, namespace, model)
+        if kind in ("MCPServer", "EmbeddingServer"):
+            world = replace(world, registry_images=await self._registry_images(namespace))
         plan = kinds.plan(model, world)
         rejected = None
         if not plan.problems and not entry.deleting:
@@ -689,9 +723,11 @@ class Controller:
     async def _set_finalizers(self, entry: Entry, finalizers: list[str]) -> None:
         meta = entry.raw["metadata"]
         body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-        fresh = await self.api.patch(API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], body)
+        fresh = await self.api.patch(
+            STORAGE_API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], body
+        )
         fresh.setdefault("kind", entry.raw["kind"])
-        fresh.setdefault("apiVersion", API_VERSION)
+        fresh.setdefault("apiVersion", STORAGE_API_VERSION)
         self.on_object("MODIFIED", fresh)
 
     async def _write_status(self, entry: Entry, status: ApiModel) -> bool:
@@ -706,10 +742,15 @@ class Controller:
         meta = entry.raw["metadata"]
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": body}
         fresh = await self.api.patch(
-            API_VERSION, entry.raw["kind"], meta["namespace"], meta["name"], patch, subresource="status"
+            STORAGE_API_VERSION,
+            entry.raw["kind"],
+            meta["namespace"],
+            meta["name"],
+            patch,
+            subresource="status",
         )
         fresh.setdefault("kind", entry.raw["kind"])
-        fresh.setdefault("apiVersion", API_VERSION)
+        fresh.setdefault("apiVersion", STORAGE_API_VERSION)
         # Through the event intake: a changed url must reach the VirtualMCPServers of the group.
         self.on_object("MODIFIED", fresh)
         return True

@@ -32,7 +32,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from mcpfleet.api.conversion import CONVERT_PATH, SERVICE_NAME, SERVICE_PORT, app
+from mcpfleet.api.conversion import (
+    CONVERT_PATH,
+    SERVICE_NAME,
+    SERVICE_PORT,
+    ConversionCounts,
+    app,
+    server_config,
+)
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.platform.kubernetes.api import ApiError, KubeApi
 
@@ -153,27 +160,32 @@ async def inject_ca_bundle(api: KubeApi, namespace: str, ca_pem: bytes) -> list[
     return patched
 
 
+def _pem_file(name: str, data: bytes) -> str:
+    """A path the TLS loader can read `data` from (it takes file names only).
+
+    In memory where Linux allows it (an anonymous memfd, read through /proc/self/fd, kept open for
+    the process's life): the operator's pod has a read-only root filesystem and no writable /tmp,
+    and the private key is better never on a disk. Elsewhere a 0600 file in a fresh temp folder.
+    """
+    if hasattr(os, "memfd_create") and Path("/proc/self/fd").is_dir():
+        fd = os.memfd_create(f"mcpfleet-conversion-{name}")
+        os.write(fd, data)
+        return f"/proc/self/fd/{fd}"
+    path = Path(tempfile.mkdtemp(prefix="mcpfleet-conversion-")) / name
+    path.touch(mode=0o600)
+    path.write_bytes(data)
+    return str(path)
+
+
 async def serve_conversion_webhook(
-    api: KubeApi, namespace: str, port: int, host: str = "0.0.0.0"
+    api: KubeApi, namespace: str, port: int, host: str = "0.0.0.0", counts: ConversionCounts | None = None
 ) -> asyncio.Task[None]:
-    """Ensure the TLS Secret and the CRDs' CA bundle, then serve the webhook (a task of the caller's loop)."""
+    """Ensure the TLS Secret and the CRDs' CA bundle, then serve the webhook (a task of the caller's
+    loop), counting what it converts in `counts` (also at its GET /metrics)."""
     tls = await ensure_tls(api, namespace)
     crds = await inject_ca_bundle(api, namespace, tls["ca.crt"])
-    directory = Path(tempfile.mkdtemp(prefix="mcpfleet-conversion-"))
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    cert.write_bytes(tls["tls.crt"])
-    key.touch(mode=0o600)
-    key.write_bytes(tls["tls.key"])
-    config = uvicorn.Config(
-        app(),
-        host=host,
-        port=port,
-        ssl_certfile=str(cert),
-        ssl_keyfile=str(key),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
+    cert, key = _pem_file("tls.crt", tls["tls.crt"]), _pem_file("tls.key", tls["tls.key"])
+    config = server_config(app(counts), host, port, cert, key, lifespan="off")
     server = _Server(config)
     log.info("conversion webhook on https://%s:%d%s for %s", host, port, CONVERT_PATH, ", ".join(crds))
     return asyncio.create_task(server.serve(), name="conversion-webhook")

@@ -7,9 +7,9 @@ messages (streamable HTTP `/mcp` in both protocol eras, the SSE transport's `/me
   JSON-RPC error (`FORBIDDEN`) and never reaches the server;
 * a list request's response (JSON, or the SSE stream of that POST: `policy.sse`) is rewritten to
   keep only the items the caller may use, failing closed: a response too large to hold
-  (`MAX_LIST_BYTES`) or not JSON is replaced by a JSON-RPC error. With the SSE transport the
-  response travels on the GET stream, which this layer does not rewrite: lists there are filtered
-  only through the gateway (docs/policy.md);
+  (`MAX_LIST_BYTES`) or not JSON is replaced by a JSON-RPC error. With the legacy SSE transport
+  the response travels on the `GET /sse` stream: that stream is rewritten too, each list answer
+  filtered for the caller who POSTed the request (`policy.legacy_sse`);
 * each request gets one audit event, its outcome read from the response it got.
 
 The caller's claims are the ones `auth.asgi.AuthGuard` validated (its `Identity` under
@@ -29,6 +29,7 @@ from mcpfleet.httplimits import Message as ReadMessage
 from mcpfleet.httplimits import read_body, replay_messages
 from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.guard import LISTS, Policy, forbidden_error, target_of
+from mcpfleet.policy.legacy_sse import LegacyStreams
 from mcpfleet.policy.sse import MAX_EVENT_BYTES, SseRewriter
 
 Scope = dict[str, Any]
@@ -50,9 +51,23 @@ class PolicyMiddleware:
     def __init__(self, app: ASGIApp, policy: Policy) -> None:
         self.app = app
         self.policy = policy
+        self.legacy = LegacyStreams(policy, MAX_LIST_BYTES) if policy.engine is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST" or not _is_mcp(scope["path"]):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.legacy is not None and scope.get("method") == "GET" and scope["path"] in ("/sse", "/sse/"):
+            stream = self.legacy.open(send)
+            try:
+                await self.app(scope, receive, stream.send)
+            finally:
+                self.legacy.close(stream)
+            return
+        is_mcp = _is_mcp(scope["path"]) or (
+            self.legacy is not None and self.legacy.knows(scope.get("query_string", b""))
+        )
+        if scope.get("method") != "POST" or not is_mcp:
             await self.app(scope, receive, send)
             return
         body, chunks = await read_body(receive)
@@ -81,18 +96,48 @@ class PolicyMiddleware:
         if target is not None:
             decision = self.policy.check(claims, target)
             if decision is not None and not decision.allowed:
-                sse_transport = scope["path"].startswith("/messages")
-                # The SSE transport answers POSTs with 202 and the response on the GET stream:
-                # a refusal there is an HTTP 403 carrying the same JSON-RPC error.
-                await _json(send, 403 if sse_transport else 200, forbidden_error(request_id, method, target))
+                await self._refuse(scope, send, forbidden_error(request_id, method, target))
                 self._audit(scope, message, "denied", started, decision.reason)
                 return
-        watcher = _ResponseWatcher(send, request_id, method, self.policy, claims)
+        legacy = self.legacy is not None and method in LISTS and not scope["path"].startswith("/mcp")
+        if legacy:
+            assert self.legacy is not None
+            # The answer comes on the GET stream: recorded before the server can send it.
+            refused = self.legacy.expect(scope.get("query_string", b""), request_id, method, claims)
+            if refused is not None:
+                error = {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {
+                        "code": UNFILTERABLE,
+                        "message": f"{method}: {refused} (it cannot be authorized)",
+                    },
+                }
+                await self._refuse(scope, send, error)
+                self._audit(scope, message, "error", started, refused)
+                return
+        # A legacy POST is answered 202 with no list in it: nothing to filter there.
+        watcher = _ResponseWatcher(send, request_id, method, self.policy, claims, filter_lists=not legacy)
         try:
             await self.app(scope, replay_messages(chunks, receive), watcher.send)
         finally:
             if self.policy.audit is not None:
                 self._audit(scope, message, watcher.outcome(), started, None)
+
+    async def _refuse(self, scope: Scope, send: Send, error: Message) -> None:
+        """Answer a request here: on streamable HTTP in the POST's response; on the legacy SSE
+        transport as the transport answers (202, the response on the session's GET stream), or a
+        403 carrying the error when that stream is not one this layer relays."""
+        if scope["path"].startswith("/mcp"):
+            await _json(send, 200, error)
+            return
+        stream = self.legacy.stream(scope.get("query_string", b"")) if self.legacy is not None else None
+        if stream is None:
+            await _json(send, 403, error)
+            return
+        await stream.inject(error)
+        await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"8")]})
+        await send({"type": "http.response.body", "body": b"Accepted"})
 
     def _audit(
         self, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
@@ -144,10 +189,12 @@ class _ResponseWatcher:
         policy: Policy,
         claims: Any,
         max_list: int | None = None,
+        *,
+        filter_lists: bool = True,
     ) -> None:
         self._send = send
         self._id = request_id
-        self._filter = policy.engine is not None and method in LISTS
+        self._filter = filter_lists and policy.engine is not None and method in LISTS
         self._method = method
         self._policy = policy
         self._claims = claims

@@ -14,13 +14,17 @@ dropped — so what the client reads is what was authorized. Hostile streams are
 * an event whose data is not JSON is dropped (a lenient client parser could read items from it);
 * every relayed JSON event is re-serialized from what was parsed, so a client cannot read a
   different message (duplicate keys, odd numbers) than the one that was filtered.
+
+`rewrite` and `overflow` may answer `DROP` (relay nothing) or `Events(...)` (one event per message);
+`text` decides what to relay for an event whose data is not JSON (the legacy transport's
+`endpoint` event: `policy.legacy_sse`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -31,15 +35,25 @@ BOM = b"\xef\xbb\xbf"
 """A client drops one at the start of the stream (so `<BOM>data:` is data): so must the rewriter."""
 
 
+DROP: Final = object()
+"""What `rewrite` / `overflow` answer to relay nothing."""
+
+
+class Events(tuple[Any, ...]):
+    """What `rewrite` / `overflow` answer to relay several messages, one event each."""
+
+
 class SseRewriter:
     def __init__(
         self,
         rewrite: Callable[[Any], Any],
         overflow: Callable[[], Any],
         max_event: int = MAX_EVENT_BYTES,
+        text: Callable[[list[bytes], bytes], bytes] | None = None,
     ) -> None:
         self._rewrite = rewrite
         self._overflow = overflow
+        self._text = text
         self._max = max_event
         self._buf = bytearray()  # bytes of a line not yet ended
         self._lines: list[bytes] = []  # the lines of the event being read
@@ -111,7 +125,7 @@ class SseRewriter:
         self._lines = []
         self._size = 0
         log.warning("an SSE event over %d bytes in a filtered stream was not relayed", self._max)
-        out += _event([], self._overflow())
+        out += _events([], self._overflow())
 
     def _line(self, line: bytes, blank: bool, out: bytearray) -> None:
         if not blank:
@@ -144,10 +158,30 @@ class SseRewriter:
         try:
             message = orjson.loads(b"\n".join(data))
         except orjson.JSONDecodeError:
+            if self._text is not None:
+                return self._text(others, b"\n".join(data))
             log.warning("an SSE event whose data is not JSON was dropped from a filtered stream")
             return b""
-        return _event(others, self._rewrite(message))
+        return _events(others, self._rewrite(message))
+
+
+def _events(others: list[bytes], answer: Any) -> bytes:
+    if answer is DROP:
+        return b""
+    if isinstance(answer, Events):
+        return b"".join(_event(others, message) for message in answer)
+    return _event(others, answer)
 
 
 def _event(others: list[bytes], message: Any) -> bytes:
     return b"\n".join([*others, b"data: " + orjson.dumps(message)]) + b"\n\n"
+
+
+def event(message: Any) -> bytes:
+    """A JSON-RPC message as one `message` event (the legacy transport's form)."""
+    return _event([b"event: message"], message)
+
+
+def text_event(others: list[bytes], data: bytes) -> bytes:
+    """An event with these non-data lines and this (non-JSON) data, as a client reads it back."""
+    return b"\n".join([*others, *(b"data: " + line for line in data.split(b"\n"))]) + b"\n\n"

@@ -156,6 +156,7 @@ async def serve(
     config = uvicorn.Config(
         BodyLimits(app, limits),
         loop="uvloop",
+        ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
         lifespan="on",
         log_level=log_level,
         access_log=False,

@@ -19,6 +19,7 @@ from typing import Any
 
 from mcpfleet.api.embeddingserver import EmbeddingServer, EmbeddingServerStatus
 from mcpfleet.api.meta import SecretKeyRef, WorkloadStatus
+from mcpfleet.reconcile import enforce
 from mcpfleet.reconcile.common import (
     child_name_problem,
     labels,
@@ -83,6 +84,9 @@ def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
     kubernetes = world.platform == "kubernetes"
     if kubernetes:
         problems.extend(child_name_problem("EmbeddingServer", server.name))
+    verdict = enforce.check(spec.image, server.metadata.labels or {}, world.registry_images)
+    if verdict.problem is not None:
+        problems.append(verdict.problem)
     if is_package(spec.image):
         container = Container(
             name=CONTAINER,
@@ -128,6 +132,7 @@ def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
         health_path="/health",
         labels=labels("EmbeddingServer", server.name, "embedding"),
         problems=tuple(problems),
+        conditions=() if verdict.condition is None else (verdict.condition,),
         data_dir=DATA_DIR if kubernetes and not is_package(spec.image) else None,
         volume_claim=claim if kubernetes else None,
         pod_template=spec.pod_template_spec if kubernetes else None,

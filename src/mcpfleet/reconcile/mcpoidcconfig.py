@@ -140,6 +140,8 @@ def _extras(found: MCPOIDCConfig, plan: IncomingAuthPlan, platform: Platform, fi
             block["jwksCaFile"] = f"{KUBERNETES_CONFIGMAP_DIR}/{CA_FILE}"
         if spec.inline.jwks_auth_token_path is not None:
             block["jwksTokenFile"] = spec.inline.jwks_auth_token_path
+        if spec.inline.jwks_allow_private_ip:
+            block["jwksAllowPrivateIP"] = True
     elif spec.kubernetes_service_account is not None and spec.kubernetes_service_account.jwks_url:
         block["jwksUrl"] = spec.kubernetes_service_account.jwks_url
     return replace(plan, document={**plan.document, "oidc": block}, config_map_files=tuple(files))

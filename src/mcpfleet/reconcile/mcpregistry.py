@@ -26,11 +26,14 @@ from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.reconcile.common import child_name_problem, labels, serve_command, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
+    LOCAL_VOLUME_DIR,
     ConfigFile,
     Container,
     KubernetesOverrides,
+    Platform,
     RbacRule,
     SecretFile,
+    VolumeFiles,
     WorkloadObservation,
     WorkloadPlan,
     World,
@@ -44,6 +47,7 @@ from mcpfleet.registry.config import (
     ApiSource,
     ConfigMapSource,
     Database,
+    FileSource,
     GitSource,
     Publish,
     RegistryConfig,
@@ -56,6 +60,8 @@ CONTAINER = "registry"
 PORT = 8080
 DATA_DIR = "/var/lib/mcpfleet"
 DB_PASSWORD_FILE = "db-password"
+PVC_MOUNT_ROOT = "/config/registry"
+"""Where `pvcRef` claims are mounted, one folder per source (ToolHive's path)."""
 
 
 def git_password_file(source: str) -> str:
@@ -97,7 +103,50 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
         namespaces = source.kubernetes.namespaces or [registry.namespace]
         fields["kubernetes"] = KubernetesSource(namespaces=namespaces)
         fields["format"] = "upstream"
+    elif source.pvc_ref is not None:
+        fields["file"] = FileSource(path=claim_file_path(world.platform, source.name, source.pvc_ref.path))
     return Source(**fields)
+
+
+def claim_volume(source: str) -> str:
+    """The volume (pod volume on Kubernetes, local volume folder) of a `pvcRef` source."""
+    return f"pvc-{source}"[:63].rstrip("-")
+
+
+def claim_file_path(platform: Platform, source: str, path: str) -> str:
+    """Where the registry reads a `pvcRef` source's file: under the claim's mount at
+    `/config/registry/<source>/` (ToolHive's layout) or, locally, under the claim's folder linked
+    into the config folder (relative paths are read against it)."""
+    if platform == "kubernetes":
+        return f"{PVC_MOUNT_ROOT}/{source}/{path}"
+    return f"{LOCAL_VOLUME_DIR}/{claim_volume(source)}/{path}"
+
+
+def _claims(
+    registry: MCPRegistry, platform: Platform
+) -> tuple[dict[str, Any] | None, tuple[VolumeFiles, ...]]:
+    """The pod template (Kubernetes) or local volumes of the `pvcRef` sources: each claim mounted
+    read-only (the registry only reads it)."""
+    sources = [s for s in registry.spec.registries or () if s.pvc_ref is not None]
+    if not sources:
+        return None, ()
+    if platform != "kubernetes":
+        return None, tuple(
+            VolumeFiles(claim_volume(s.name), claim=s.pvc_ref.claim_name) for s in sources if s.pvc_ref
+        )
+    volumes = [
+        {
+            "name": claim_volume(s.name),
+            "persistentVolumeClaim": {"claimName": s.pvc_ref.claim_name, "readOnly": True},
+        }
+        for s in sources
+        if s.pvc_ref
+    ]
+    mounts = [
+        {"name": claim_volume(s.name), "mountPath": f"{PVC_MOUNT_ROOT}/{s.name}", "readOnly": True}
+        for s in sources
+    ]
+    return {"spec": {"volumes": volumes, "containers": [{"name": CONTAINER, "volumeMounts": mounts}]}}, ()
 
 
 def _database(registry: MCPRegistry, world: World) -> Database:
@@ -185,6 +234,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         except RenderError as exc:
             problems.append(str(exc))
     command = serve_command("registry", CONFIG_FILE)
+    claim_pod, claim_volumes = _claims(registry, world.platform)
     rbac: tuple[RbacRule, ...] = ()
     secret_files = _git_secret_files(registry) + translated.secret_files
     kubernetes = world.platform == "kubernetes"
@@ -240,8 +290,8 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         problems=tuple(problems),
         secret_files=secret_files,
         config_map_files=auth.config_map_files,
-        volume_files=translated.volume_files,
-        pod_template=translated.pod_template,
+        volume_files=translated.volume_files + claim_volumes,
+        pod_template=translated.pod_template or claim_pod,
         overrides=_overrides(registry) if kubernetes else None,
         conditions=local_condition(world, _overrides(registry)),
         data_dir=DATA_DIR

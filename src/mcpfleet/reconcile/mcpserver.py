@@ -39,6 +39,7 @@ from mcpfleet.api.meta import ConditionStatus
 from mcpfleet.reconcile import (
     authserver,
     configkinds,
+    enforce,
     mcpauthzconfig,
     mcpoidcconfig,
     mcptelemetryconfig,
@@ -333,6 +334,11 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     spec = server.spec
     problems = _problems(server, world)
     conditions: list[tuple[str, ConditionStatus, str, str]] = list(group_condition(spec.group_ref, world))
+    verdict = enforce.check(spec.image, server.metadata.labels or {}, world.registry_images)
+    if verdict.problem is not None:
+        problems.append(verdict.problem)
+    if verdict.condition is not None:
+        conditions.append(verdict.condition)
     if spec.transport == "stdio":
         requested = 1 if spec.replicas is None else spec.replicas
         if requested > 1:

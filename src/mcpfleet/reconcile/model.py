@@ -29,6 +29,7 @@ from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef, SecretKeyRef
 from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import LIVE_CONFIG_FIELDS, VirtualMCPServer
+from mcpfleet.reconcile.enforce import RegistryImages
 
 KUBERNETES_CONFIG_DIR = "/etc/mcpfleet/config"
 """Where ConfigFiles are mounted on Kubernetes (the value of `{config_dir}` there)."""
@@ -132,9 +133,10 @@ def secret_file_path(platform: Platform, filename: str) -> str:
 
 @dataclass(frozen=True)
 class ConfigMapFile:
-    """A key of a ConfigMap the user manages, mounted as a file in `KUBERNETES_CONFIGMAP_DIR` (Kubernetes
-    only; e.g. shared OIDC settings). Its content is not known to the plan, so a change to it reaches
-    the workload at its next start."""
+    """A key of a ConfigMap the user manages, mounted as a file in `KUBERNETES_CONFIGMAP_DIR` on
+    Kubernetes (e.g. shared OIDC settings); the local platform writes it from its ConfigMap source
+    (`STATE/configmaps/<name>/<key>`) as the volume `config_map_volume(filename)`. Its content is not
+    known to the plan, so a change to it reaches the workload at its next start."""
 
     filename: str
     config_map: ConfigMapKeyRef
@@ -142,6 +144,19 @@ class ConfigMapFile:
 
 LOCAL_VOLUME_DIR = "volumes"
 """Where the local platform writes `VolumeFiles`: relative to the config dir, one folder per volume."""
+
+
+def config_map_volume(filename: str) -> str:
+    """The local volume (folder under `LOCAL_VOLUME_DIR`) a ConfigMapFile is written into."""
+    return f"configmap-{filename}"
+
+
+def config_map_file_path(platform: Platform, filename: str) -> str:
+    """The path a rendered config names for the ConfigMapFile `filename` on `platform` (locally
+    relative to the config dir, which services resolve their relative paths against)."""
+    if platform == "kubernetes":
+        return f"{KUBERNETES_CONFIGMAP_DIR}/{filename}"
+    return f"{LOCAL_VOLUME_DIR}/{config_map_volume(filename)}/{filename}"
 
 
 @dataclass(frozen=True)
@@ -157,6 +172,9 @@ class VolumeFiles:
     secret: str | None = None
     items: tuple[tuple[str, str], ...] | None = None
     optional: bool = False
+    claim: str | None = None
+    """A PersistentVolumeClaim: the folder `STATE/persistentvolumeclaims/<claim>/`, linked (not copied:
+    what is written there later is seen at once, as on a mounted volume)."""
 
 
 @dataclass(frozen=True)
@@ -359,3 +377,6 @@ class World:
     """EmbeddingServers by name: the URL of a Ready one, None while it is not Ready."""
     server_entries: tuple[MCPServerEntry, ...] = ()
     """MCPServerEntries (for a VirtualMCPServer: those of its group)."""
+    registry_images: dict[str, RegistryImages] = field(default_factory=dict)
+    """MCPRegistries of the namespace with the images they list, when one of them sets
+    enforceServers (for MCPServer and EmbeddingServer: `reconcile/enforce.py`); else empty."""

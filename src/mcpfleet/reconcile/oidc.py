@@ -8,7 +8,8 @@ The result is an `incomingAuth` document (`mcpfleet.auth.oidc.IncomingAuth`: wha
 * `configMap` / `oidcConfigRef` naming a ConfigMap: the user's ConfigMap key is mounted (`ConfigMapFile`)
   and named by `oidcFile`; the service reads it at start. The audience / scopes / resourceUrl of an
   `oidcConfigRef` override it. (An `oidcConfigRef` naming an MCPOIDCConfig: `reconcile/mcpoidcconfig.py`.)
-  The local platform has no ConfigMaps: a plan problem naming the field.
+  Locally the key is read from the local ConfigMap source (`STATE/configmaps/<name>/<key>`) and
+  written into the workload's config folder (`config_map_file_path`).
 * `kubernetes`: service-account tokens, checked against the API server's `/openid/v1/jwks`, fetched
   with the pod's own token and CA (`Container.service_account_token` mounts them; reading the JWKS
   needs no RBAC object: Kubernetes binds `system:service-account-issuer-discovery` to every service
@@ -24,11 +25,11 @@ from mcpfleet.api.common import OIDCConfig, OIDCConfigRef
 from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef
 from mcpfleet.auth.oidc import OIDCConfig as DataPlaneOIDC
 from mcpfleet.reconcile.model import (
-    KUBERNETES_CONFIGMAP_DIR,
     KUBERNETES_TOKEN_DIR,
     ConfigMapFile,
     Platform,
     SecretEnv,
+    config_map_file_path,
 )
 
 AUTH_CONFIG = "auth.json"
@@ -74,19 +75,11 @@ def incoming_auth(
     service-account token (the vMCP uses the automounted one).
     """
     if ref is not None:
-        field = f"{where}.oidcConfigRef"
-        if platform != "kubernetes":
-            return IncomingAuthPlan(
-                problems=(
-                    f"{field}: OIDC settings from a ConfigMap need Kubernetes (the local platform has "
-                    "no ConfigMaps); use oidcConfig.type inline",
-                )
-            )
         overrides = _drop_none({"audience": ref.audience, "scopes": ref.scopes, "resource": ref.resource_url})
         return IncomingAuthPlan(
             document={
                 "type": "oidc",
-                "oidcFile": f"{KUBERNETES_CONFIGMAP_DIR}/{OIDC_FILE}",
+                "oidcFile": config_map_file_path(platform, OIDC_FILE),
                 "oidc": overrides,
             },
             config_map_files=(ConfigMapFile(OIDC_FILE, ConfigMapKeyRef(name=ref.name, key=OIDC_REF_KEY)),),
@@ -97,20 +90,14 @@ def incoming_auth(
     resource = _drop_none({"resource": oidc.resource_url})
     if oidc.type == "configMap":
         assert oidc.config_map is not None
-        if platform != "kubernetes":
-            return IncomingAuthPlan(
-                problems=(
-                    f"{field}.configMap: OIDC settings from a ConfigMap need Kubernetes (the local "
-                    "platform has no ConfigMaps); use type inline",
-                )
-            )
+        ref_cm = ConfigMapKeyRef(name=oidc.config_map.name, key=oidc.config_map.key)
         return IncomingAuthPlan(
             document={
                 "type": "oidc",
-                "oidcFile": f"{KUBERNETES_CONFIGMAP_DIR}/{OIDC_FILE}",
+                "oidcFile": config_map_file_path(platform, OIDC_FILE),
                 "oidc": resource,
             },
-            config_map_files=(ConfigMapFile(OIDC_FILE, oidc.config_map),),
+            config_map_files=(ConfigMapFile(OIDC_FILE, ref_cm),),
         )
     if oidc.type == "inline":
         assert oidc.inline is not None
@@ -124,6 +111,7 @@ def incoming_auth(
             "introspectionUrl": inline.introspection_url,
             "scopes": list(inline.scopes) if inline.scopes else None,
             "insecureAllowHTTP": inline.insecure_allow_http or None,
+            "jwksAllowPrivateIP": inline.jwks_allow_private_ip or None,
             **resource,
         }
         if inline.client_secret_ref is not None:
@@ -154,6 +142,8 @@ def incoming_auth(
             "jwksTokenFile": f"{token_dir}/token",
             "serviceAccountNamespace": kube.namespace if kube else None,
             "serviceAccountName": kube.service_account if kube else None,
+            # The API server is in-cluster (a private address): allowed, as ToolHive does.
+            "jwksAllowPrivateIP": True,
             **resource,
         }
     )

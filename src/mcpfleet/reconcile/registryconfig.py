@@ -13,8 +13,9 @@ Files named in configYAML are where `volumeMounts` put them:
   in the pod provides it).
 * Local (`mcpfleet up`): a path under a mount of a configMap / secret / emptyDir volume becomes
   `volumes/<volume>/…` in the registry's config folder, written from the local ConfigMap and Secret
-  sources (`VolumeFiles`); other volume kinds have no local meaning and are refused naming the
-  volume; a path under no mount is a path on this machine.
+  sources (`VolumeFiles`); a persistentVolumeClaim volume is a link there to the claim's folder
+  `STATE/persistentvolumeclaims/<claimName>/`; other volume kinds have no local meaning and are
+  refused naming the volume; a path under no mount is a path on this machine.
 
 `pgpassSecretRef` is ToolHive's plumbing: libpq (and asyncpg) ignore a pgpass file readable by others,
 and Secret volumes are root-owned or group-readable, so an init container copies the key into an
@@ -56,7 +57,7 @@ PGPASS_VOLUME = "pgpass"
 PGPASS_INIT = "pgpass"
 """Name of the init container; its image is the registry's (filled in by the Kubernetes renderer)."""
 DEFAULT_PUBLIC_PATHS = ("/health", "/readiness", "/version")
-LOCAL_VOLUME_KINDS = ("configMap", "secret", "emptyDir")
+LOCAL_VOLUME_KINDS = ("configMap", "secret", "emptyDir", "persistentVolumeClaim")
 
 
 @dataclass
@@ -103,7 +104,8 @@ class _Paths:
         if volume.kind not in LOCAL_VOLUME_KINDS:
             self.problems.append(
                 f"spec.volumes[{index}].{volume.kind}: {key} reads {path} from it, but only configMap, "
-                "secret and emptyDir volumes exist locally (as files in the registry's state folder)"
+                "secret, emptyDir and persistentVolumeClaim volumes exist locally (as files in the "
+                "registry's state folder; a claim is STATE/persistentvolumeclaims/<claimName>/)"
             )
             return path
         rest = path[len(mount.mount_path) :].lstrip("/")
@@ -187,6 +189,7 @@ def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
         insecure_allow_http=any(u is not None and u.startswith("http://") for u in urls),
         jwks_ca_file=file("caCertPath", provider.ca_cert_path),
         jwks_token_file=file("authTokenFile", provider.auth_token_file),
+        jwks_allow_private_ip=provider.allow_private_ip,
     )
     return IncomingAuth(type="oidc", oidc=oidc)
 
@@ -206,10 +209,12 @@ def _volume_files(registry: MCPRegistry, problems: list[str]) -> tuple[VolumeFil
             )
         elif volume.empty_dir is not None:
             out.append(VolumeFiles(volume.name))
+        elif volume.persistent_volume_claim is not None:
+            out.append(VolumeFiles(volume.name, claim=volume.persistent_volume_claim.claim_name))
         else:
             problems.append(
-                f"spec.volumes[{index}].{volume.kind}: no local meaning; locally only configMap, secret "
-                "and emptyDir volumes exist (as files in the registry's state folder)"
+                f"spec.volumes[{index}].{volume.kind}: no local meaning; locally only configMap, secret, "
+                "emptyDir and persistentVolumeClaim volumes exist (as files in the registry's state folder)"
             )
     return tuple(out)
 

@@ -27,7 +27,7 @@ import orjson
 
 from mcpfleet.registry.entry import OFFICIAL_META, STATUS_DELETED
 from mcpfleet.registry.memory import return_free_memory
-from mcpfleet.registry.store import CatalogueRow
+from mcpfleet.registry.rows import CatalogueRow
 
 # Full pages are ~70 KB; 512 of them bound the cache near 36 MB.
 _PAGE_CACHE_SIZE = 512

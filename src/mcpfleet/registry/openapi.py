@@ -4,7 +4,10 @@ It keeps the upstream read operations verbatim (schemas included), serves them u
 `/v0`, and adds what this server does beyond them or where the official registry's implementation
 differs from the document: the problem+json 400 / 404 / 422 answers (as the official registry sends
 them), the 304 answer, the bounds of `limit` and `search`, the `search_fields` extension, and the
-operational endpoints. Because the upstream schemas are reused as they are, a client (or schemathesis)
+operational endpoints. The write operations (publish, the two status updates, delete, and the
+optional update, which this registry refuses: versions are immutable) keep the upstream request and
+success schemas; their error answers are this server's problem+json ones (`registry.publish`),
+including 405 on a registry with publishing off. Because the upstream schemas are reused as they are, a client (or schemathesis)
 checking responses against this document checks them against the upstream API.
 """
 
@@ -69,6 +72,89 @@ def _problem(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}}}
 
 
+_WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
+    # (upstream path, method): (operationId, {status: what this server answers it for})
+    ("/v0.1/publish", "post"): (
+        "publish",
+        {
+            "400": "The body is not JSON, or this version was already published (versions are immutable)",
+            "409": "A synced source serves this name and ranks above published entries",
+            "413": "The body is larger than publish.maxBodyBytes",
+            "415": "The body is not JSON (Content-Type)",
+            "422": "The body is not a valid server.json; `errors` names the field",
+        },
+    ),
+    ("/v0.1/servers/{serverName}/versions/{version}/status", "patch"): (
+        "update_server_version_status",
+        {
+            "400": "The body is not JSON, or the status is already the one asked for",
+            "404": "Server version not found",
+            "409": "The version comes from a synced source: its status is changed there",
+            "413": "The body is larger than publish.maxBodyBytes",
+            "415": "The body is not JSON (Content-Type)",
+            "422": "Not {status, statusMessage?} with a known status",
+        },
+    ),
+    ("/v0.1/servers/{serverName}/status", "patch"): (
+        "update_server_status",
+        {
+            "400": "The body is not JSON",
+            "404": "Server not found",
+            "409": "The server comes from a synced source: its status is changed there",
+            "413": "The body is larger than publish.maxBodyBytes",
+            "415": "The body is not JSON (Content-Type)",
+            "422": "Not {status, statusMessage?} with a known status",
+        },
+    ),
+    ("/v0.1/servers/{serverName}/versions/{version}", "delete"): (
+        "delete_server_version",
+        {
+            "404": "Server version not found",
+            "409": "The version comes from a synced source: it is removed there",
+        },
+    ),
+}
+_WRITE_COMMON = {
+    "401": "No token, or not one of the configured issuer and audience (`WWW-Authenticate` says why)",
+    "403": "The token lacks the publish scope, or its grants do not cover this server name",
+    "405": "Publishing is not enabled on this registry (no publish block in its config)",
+}
+
+
+def _write_operations(upstream: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The upstream write operations as this server answers them, by upstream path and method."""
+    out: dict[str, dict[str, Any]] = {}
+    for (path, method), (operation_id, errors) in _WRITES.items():
+        operation = copy.deepcopy(upstream["paths"][path][method])
+        success = operation["responses"]["200"]
+        operation["responses"] = {"200": success} | {
+            status: _problem(text) for status, text in sorted({**_WRITE_COMMON, **errors}.items())
+        }
+        operation["operationId"] = operation_id
+        out.setdefault(path, {})[method] = operation
+    update = copy.deepcopy(upstream["paths"]["/v0.1/servers/{serverName}/versions/{version}"]["put"])
+    update["description"] = (
+        "Optional in the upstream API; this registry refuses it: versions are immutable, publish a new "
+        "version instead."
+    )
+    update.pop("security", None)
+    update["responses"] = {
+        "405": _problem("Versions are immutable (always; `Allow` names the methods the path accepts)")
+    }
+    update["operationId"] = "update_server_version"
+    out["/v0.1/servers/{serverName}/versions/{version}"]["put"] = update
+    return out
+
+
+def _add_writes(paths: dict[str, Any], upstream: dict[str, Any]) -> None:
+    for path, operations in _write_operations(upstream).items():
+        for prefix in ("/v0.1", "/v0"):
+            for method, operation in operations.items():
+                op = copy.deepcopy(operation)
+                op["operationId"] = ("v0_1_" if prefix == "/v0.1" else "v0_") + operation["operationId"]
+                paths.setdefault(prefix + path.removeprefix("/v0.1"), {})[method] = op
+
+
 def build_openapi() -> dict[str, Any]:
     upstream = upstream_openapi()
     paths: dict[str, Any] = {}
@@ -106,6 +192,7 @@ def build_openapi() -> dict[str, Any]:
                 _READ_PATHS[2]: "get_server_version",
             }[path]
             paths[prefix + path.removeprefix("/v0.1")] = {"get": op}
+    _add_writes(paths, upstream)
     status_schema = {
         "type": "object",
         "required": ["status"],
@@ -209,9 +296,14 @@ def build_openapi() -> dict[str, Any]:
         "info": {
             "title": "mcpfleet registry server",
             "version": __version__,
-            "description": "Read side of the MCP Server Registry API " + upstream["info"]["version"] + ".",
+            "description": "The MCP Server Registry API "
+            + upstream["info"]["version"]
+            + ": reads, and the publish / status / delete operations when publishing is enabled.",
             "license": upstream["info"]["license"],
         },
         "paths": paths,
-        "components": {"schemas": copy.deepcopy(upstream["components"]["schemas"])},
+        "components": {
+            "schemas": copy.deepcopy(upstream["components"]["schemas"]),
+            "securitySchemes": copy.deepcopy(upstream["components"].get("securitySchemes", {})),
+        },
     }

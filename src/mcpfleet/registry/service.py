@@ -1,32 +1,36 @@
-"""Wires one registry server together: config → store → sources → syncer → current catalogue."""
+"""Wires one registry server together: config → store → sources → syncer → current catalogue.
+
+The store (SQLAlchemy) and the syncer are imported when the service starts, not with this module: a
+read-only registry on SQLite can serve its stored catalogue before they are loaded (`start`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from sqlalchemy.engine import make_url
 
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.registry.catalogue import Catalogue, items_of
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
-from mcpfleet.registry.sources.base import SourceReader
-from mcpfleet.registry.store import Store, database_url
-from mcpfleet.registry.sync import Syncer, build_reader
+from mcpfleet.registry.rows import read_sqlite, sqlite_path
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient
     from opentelemetry.trace import Tracer
 
     from mcpfleet.registry.publish import Publisher
+    from mcpfleet.registry.sources.base import SourceReader
     from mcpfleet.registry.sources.kubernetes import WorkloadSource
+    from mcpfleet.registry.store import Store
+    from mcpfleet.registry.sync import Syncer
 
 log = logging.getLogger(__name__)
 _GENERATION_POLL_SECONDS = 2.0
@@ -50,6 +54,8 @@ class RegistryService:
         workloads: WorkloadSource | None = None,
         run_loops: bool = True,
         tracer: Tracer | None = None,
+        serve_stored_first: bool = False,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.config = config
         self.tracer = tracer  # for the sync spans; None: tracing off
@@ -64,6 +70,12 @@ class RegistryService:
         self.publisher: Publisher | None = None
         """The publishing API (None: read-only registry, no `publish` in the config)."""
         self._tasks: list[asyncio.Task[None]] = []
+        self.serve_stored_first = serve_stored_first
+        """`start` serves the catalogue stored in SQLite while the store opens (see there)."""
+        self.on_failure = on_failure
+        """Called when opening the store in the background fails (the process should stop)."""
+        self.opening: asyncio.Task[None] | None = None
+        """The background opening of the store after a start from the stored catalogue."""
 
     @property
     def store(self) -> Store:
@@ -86,7 +98,10 @@ class RegistryService:
         """Rebuild the in-memory catalogue from the store (after a sync changed it)."""
         # Serializing 10,000 entries takes a moment: off the event loop, chunk by chunk as rows arrive.
         generation, items = await self.store.catalogue_items(items_of)
-        catalogue = await asyncio.to_thread(Catalogue, generation, [], items)
+        self._install(await asyncio.to_thread(Catalogue, generation, [], items))
+
+    def _install(self, catalogue: Catalogue) -> None:
+        """Serve `catalogue` from now on (unless a newer one is served already)."""
         if catalogue.generation < self.catalogue.generation:
             return  # a concurrent, newer reload already won; never go back in time
         self.catalogue = catalogue
@@ -96,15 +111,51 @@ class RegistryService:
         gc.freeze()
         return_free_memory()
         self.metrics.catalogue_entries.set(catalogue.active_count)
-        self.metrics.generation.set(generation)
+        self.metrics.generation.set(catalogue.generation)
 
     def _file(self, path: str | None) -> str | None:
         """A file path of the config, relative ones against the config file's folder."""
         return str(self.base_dir / path) if path else None
 
     async def start(self) -> None:
-        db = self.config.database
+        """Open the store (migrating its schema), load the catalogue and start syncing.
+
+        With `serve_stored_first`, a read-only registry (no publishing) on an SQLite database at
+        the current schema loads the catalogue stored there with the standard library and returns:
+        the API serves from then on what it would serve after a full start, while SQLAlchemy loads
+        and the store, the syncer and the loops start in the background (`opening`); /readiness
+        says ready once the syncer is, as always. Without a usable stored catalogue, or for a
+        publishing registry (whose writes need the store), the store opens first.
+        """
         default_path = self.base_dir / f"{self.config.registryName}.db"
+        if self.serve_stored_first and self.config.publish is None:
+            path = sqlite_path(self.config.database.url, default_path)
+            stored = await asyncio.to_thread(_stored_catalogue, path) if path is not None else None
+            if stored is not None:
+                self._install(stored)
+                opening = self._open_in_background(default_path, stored.generation)
+                self.opening = asyncio.create_task(opening, name="registry-open")
+                return
+        await self._open(default_path)
+
+    async def _open_in_background(self, default_path: Path, served_generation: int) -> None:
+        try:
+            # SQLAlchemy's import is a fifth of a second of CPU: in a thread, the event loop keeps
+            # answering meanwhile (the GIL is handed over every few milliseconds).
+            await asyncio.to_thread(_import_store)
+            await self._open(default_path, served_generation)
+        except Exception as exc:
+            log.exception("cannot open the registry's store")
+            if self.on_failure is not None:
+                self.on_failure(exc)
+
+    async def _open(self, default_path: Path, served_generation: int | None = None) -> None:
+        from sqlalchemy.engine import make_url
+
+        from mcpfleet.registry.store import Store, database_url
+        from mcpfleet.registry.sync import Syncer, build_reader
+
+        db = self.config.database
         url = database_url(db.url, default_path, self._file(db.passwordFile))
         migration_url = None
         if db.url is not None and db.migrationUser is not None:
@@ -121,7 +172,8 @@ class RegistryService:
             pool["pool_recycle"] = parse_duration(db.poolRecycle)
         postgres = db.url is not None and not db.url.startswith("sqlite")
         self._store = await Store.open(url, migration_url, pool if postgres else None)
-        await self.reload()
+        if served_generation is None or await self._store.generation() != served_generation:
+            await self.reload()  # (else the catalogue served is the stored one already)
         readers: dict[str, SourceReader] = {
             s.name: build_reader(self.config, s, self.base_dir, self._kube_client, self._workloads)
             for s in self.config.sources
@@ -150,6 +202,10 @@ class RegistryService:
                 log.exception("cannot check the catalogue generation")
 
     async def stop(self) -> None:
+        if self.opening is not None:
+            self.opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.opening
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -162,3 +218,15 @@ class RegistryService:
             await self._syncer.close()
         if self._store is not None:
             await self._store.close()
+
+
+def _stored_catalogue(path: Path) -> Catalogue | None:
+    """The catalogue stored in the SQLite database at `path` (None: none at the current schema)."""
+    stored = read_sqlite(path, items_of)
+    return None if stored is None else Catalogue(stored[0], [], stored[1])
+
+
+def _import_store() -> None:
+    """Load the store, the syncer and the SQLite driver's dialect (what `_open` will need)."""
+    for name in ("mcpfleet.registry.store", "mcpfleet.registry.sync", "sqlalchemy.dialects.sqlite.aiosqlite"):
+        importlib.import_module(name)

@@ -49,12 +49,21 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from mcpfleet.registry.entry import PUBLISHED, STATUS_DELETED, Entry
+from mcpfleet.registry.rows import (
+    CATALOGUE_COLUMNS,
+    META_TABLE,
+    SCHEMA_HEAD,
+    SERVERS_TABLE,
+    VERSION_TABLE,
+    CatalogueRow,
+    row_of,
+)
 from mcpfleet.registry.versions import latest_version
 
 metadata = MetaData()
 
 servers = Table(
-    "registry_servers",
+    SERVERS_TABLE,
     metadata,
     Column("name", String(200), primary_key=True),
     Column("version", String(255), primary_key=True),
@@ -95,7 +104,7 @@ source_state = Table(
 )
 
 registry_meta = Table(
-    "registry_meta",
+    META_TABLE,
     metadata,
     Column("id", Integer, primary_key=True),
     Column("generation", BigInteger, nullable=False),
@@ -104,9 +113,6 @@ registry_meta = Table(
 
 _CHUNK = 500
 _COPY_THRESHOLD = 200
-# The newest migration's revision; a test checks it against alembic's head.
-SCHEMA_HEAD = "0002"
-_VERSION_TABLE = "registry_alembic_version"  # as migrations/env.py names it
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
 
@@ -147,30 +153,7 @@ class MergeStats:
         return bool(self.added or self.updated or self.deleted)
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogueRow:
-    name: str
-    version: str
-    status: str
-    is_latest: bool
-    published_at: str
-    updated_at: str
-    status_changed_at: str
-    document: str
-    status_message: str | None = None
-
-
-_CATALOGUE_COLUMNS = (
-    servers.c.name,
-    servers.c.version,
-    servers.c.status,
-    servers.c.is_latest,
-    servers.c.published_at,
-    servers.c.updated_at,
-    servers.c.status_changed_at,
-    servers.c.document,
-    servers.c.status_message,
-)
+_CATALOGUE_COLUMNS = tuple(servers.c[name] for name in CATALOGUE_COLUMNS)
 T = TypeVar("T")
 
 
@@ -203,9 +186,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 async def _schema_version(conn: AsyncConnection) -> str | None:
     """The alembic revision the database is at (None: not created yet). Checked first so that a
     start on an up-to-date database does not import and run alembic (a large part of start-up)."""
-    if not await conn.run_sync(lambda sync: inspect(sync).has_table(_VERSION_TABLE)):
+    if not await conn.run_sync(lambda sync: inspect(sync).has_table(VERSION_TABLE)):
         return None
-    value = await conn.scalar(text(f"SELECT version_num FROM {_VERSION_TABLE}"))
+    value = await conn.scalar(text(f"SELECT version_num FROM {VERSION_TABLE}"))
     return str(value) if value is not None else None
 
 
@@ -639,9 +622,7 @@ class Store:
             generation = await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1))
             result = await conn.stream(select(*_CATALOGUE_COLUMNS))
             async for part in result.partitions(chunk):
-                rows = [
-                    CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in part
-                ]
+                rows = [row_of(tuple(r)) for r in part]
                 out.extend(await asyncio.to_thread(convert, rows))
         return int(generation or 0), out
 

@@ -7,7 +7,7 @@ consecutive sets itself, so sources stay trivial.
 * `StaticBackendSource`: the `backends:` list of the config file; yields once.
 * `QueueBackendSource`: pushed sets (the local platform, tests).
 * `KubernetesBackendSource`: MCPServers and MCPRemoteProxies of a group (`spec.groupRef`) in a
-  namespace with a `status.url`, watched live through lightkube (group mcpfleet.dev/v1alpha1).
+  namespace with a `status.url`, watched live through lightkube (group mcpfleet.dev/v1beta1, the stored version: no conversion webhook call).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any, Protocol
 log = logging.getLogger(__name__)
 
 API_GROUP = "mcpfleet.dev"
-API_VERSION = "v1alpha1"
+API_VERSION = "v1beta1"
+"""The stored version (`mcpfleet.api.versions.STORAGE_VERSION`, not imported: the API models are
+heavy for the gateway's start): the API server answers without calling the conversion webhook."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 * `NoopStatusWriter`: nothing (static mode without a cluster).
 * `FileStatusWriter`: a JSON file, atomically replaced (the local platform reads it).
 * `KubernetesStatusWriter`: merge-patches `status` of the VirtualMCPServer
-  (mcpfleet.dev/v1alpha1 virtualmcpservers) through lightkube's generic resources, so the data
+  (mcpfleet.dev/v1beta1 virtualmcpservers, the stored version: no conversion webhook call) through
+  lightkube's generic resources, so the data
   plane never imports the operator. Fields follow `mcpfleet.api.virtualmcpserver.VirtualMCPServerStatus`.
 """
 
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 API_GROUP = "mcpfleet.dev"
-API_VERSION = "v1alpha1"
+API_VERSION = "v1beta1"
+"""The stored version (`mcpfleet.api.versions.STORAGE_VERSION`, not imported: the API models are
+heavy for the gateway's start): the API server answers without calling the conversion webhook."""
 
 
 class StatusWriter(Protocol):

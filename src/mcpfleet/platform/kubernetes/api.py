@@ -43,7 +43,7 @@ import kopf
 from lightkube.config.kubeconfig import KubeConfig
 
 from mcpfleet.api.kinds import ALL_KINDS
-from mcpfleet.api.meta import API_VERSION
+from mcpfleet.api.versions import SERVED_API_VERSIONS, STORAGE_API_VERSION
 
 FIELD_MANAGER = "mcpfleet"
 WRITE_VERBS = frozenset({"apply", "patch", "create", "update", "delete"})
@@ -113,7 +113,7 @@ class ApiError(Exception):
 def _plurals() -> dict[tuple[str, str], str]:
     return {
         **_BUILTIN_PLURALS,
-        **{(API_VERSION, kind.info.kind): kind.info.plural for kind in ALL_KINDS},
+        **{(v, kind.info.kind): kind.info.plural for kind in ALL_KINDS for v in SERVED_API_VERSIONS},
     }
 
 
@@ -412,7 +412,7 @@ class KubeApi:
             "kind": "Event",
             "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
             "involvedObject": {
-                "apiVersion": involved.get("apiVersion", API_VERSION),
+                "apiVersion": involved.get("apiVersion", STORAGE_API_VERSION),
                 "kind": involved["kind"],
                 "name": meta["name"],
                 "namespace": meta["namespace"],

@@ -223,10 +223,10 @@ def _proxy_command() -> Any:
         import typer
 
         from mcpfleet.cli import proxy as proxy_cli
+        from mcpfleet.cli.app import PROXY_CONTEXT
+        from mcpfleet.cli.options import typer_command
 
         app = typer.Typer()
-        app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-            proxy_cli.proxy
-        )
+        app.command(context_settings=PROXY_CONTEXT)(typer_command(proxy_cli.proxy, command_line=True))
         _command = typer.main.get_command(app)
     return _command

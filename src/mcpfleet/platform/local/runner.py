@@ -43,6 +43,7 @@ from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
 from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
+from mcpfleet.api.mcpregistry import MCPRegistry
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
@@ -61,17 +62,19 @@ from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferre
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
-from mcpfleet.platform.local.volumes import VolumeError, write_volumes
-from mcpfleet.reconcile import kinds, mcpserverentry
+from mcpfleet.platform.local.volumes import CLAIMS_DIR, VolumeError, write_volumes
+from mcpfleet.reconcile import enforce, kinds, mcpserverentry
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
     LOCAL_VOLUME_DIR,
     Container,
     SecretEnv,
+    VolumeFiles,
     WorkloadObservation,
     WorkloadPlan,
     World,
+    config_map_volume,
 )
 from mcpfleet.yamlread import ManifestLimits
 
@@ -407,7 +410,27 @@ class Runner:
                 for (kind, ns, name), entry in stored.items()
                 if kind == "EmbeddingServer" and ns == namespace
             ),
+            registry_images=self._registry_images(of(MCPRegistry)),
         )
+
+    def _registry_images(self, registries: list[MCPRegistry]) -> dict[str, enforce.RegistryImages]:
+        """enforceServers: the images the enforcing registries list, read from the local ConfigMap
+        source (`STATE/configmaps/<name>/<key>`) and claims (`STATE/persistentvolumeclaims/<claim>/`)."""
+        contents: dict[enforce.Read, bytes | str] = {}
+        for registry, index, source in enforce.to_read(registries, local=True):
+            try:
+                if source.config_map_ref is not None:
+                    ref = source.config_map_ref
+                    path = safe_join(self.state_dir, "configmaps", ref.name, ref.key)
+                else:
+                    assert source.pvc_ref is not None
+                    claim = source.pvc_ref
+                    path = safe_join(self.state_dir, CLAIMS_DIR, claim.claim_name, *claim.path.split("/"))
+                with path.open("rb") as handle:
+                    contents[(registry.name, index)] = handle.read(enforce.MAX_REGISTRY_BYTES + 1)
+            except (OSError, PathEscapeError) as exc:
+                contents[(registry.name, index)] = f"cannot read it locally ({exc})"
+        return enforce.gather(registries, contents, local=True)
 
     # -- workloads ----------------------------------------------------------------------------
 
@@ -450,12 +473,21 @@ class Runner:
         for path, content in config_paths:
             self._write(path, content)
         self._write_secret_files(config_dir, plan)
-        if plan.volume_files or safe_join(config_dir, LOCAL_VOLUME_DIR).exists():
+        # The user's ConfigMap keys a pod would mount (e.g. OIDC settings) are volumes here too.
+        volumes = plan.volume_files + tuple(
+            VolumeFiles(
+                config_map_volume(f.filename),
+                config_map=f.config_map.name,
+                items=((f.config_map.key, f.filename),),
+            )
+            for f in plan.config_map_files
+        )
+        if volumes or safe_join(config_dir, LOCAL_VOLUME_DIR).exists():
             try:
                 write_volumes(
                     config_dir,
                     self.state_dir,
-                    plan.volume_files,
+                    volumes,
                     lambda name, key: self._secret(SecretEnv(key, SecretKeyRef(name=name, key=key))),
                 )
             except VolumeError as exc:

@@ -7,7 +7,8 @@ A plan's `VolumeFiles` (MCPRegistry `spec.volumes` with configYAML) become
 `items`, every file in the source folder is a key (a variable cannot be listed: name the items
 then). Every path goes through `safe_join`: a key or item path cannot write outside the folder.
 Files and volumes that are no longer wanted are removed; changed files are replaced atomically, as a
-kubelet updates a mounted volume.
+kubelet updates a mounted volume. A PersistentVolumeClaim volume is a link to the claim's folder
+`STATE/persistentvolumeclaims/<claim>/` (the user's data, read where it is).
 """
 
 from __future__ import annotations
@@ -75,6 +76,33 @@ def _contents(
     return out
 
 
+CLAIMS_DIR = "persistentvolumeclaims"
+"""`STATE/persistentvolumeclaims/<claim>/`: the local twin of a PersistentVolumeClaim."""
+
+
+def _link_claim(root: Path, state_dir: Path, volume: VolumeFiles) -> None:
+    """`<config dir>/volumes/<volume>` -> `STATE/persistentvolumeclaims/<claim>/` (created empty if
+    missing, as a fresh claim is). A link, not a copy: the claim is the user's live data."""
+    assert volume.claim is not None
+    claim = safe_join(state_dir, CLAIMS_DIR, volume.claim)
+    claim.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The name must be one path component; not checked with safe_join, which follows the existing
+    # link out of `root` (the link's target is checked above instead).
+    if volume.volume in ("", ".", "..") or "/" in volume.volume or "\0" in volume.volume:
+        raise PathEscapeError(f"{volume.volume!r} is not a single path component")
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    link = root.resolve() / volume.volume
+    if link.is_symlink():
+        if link.readlink() == claim:
+            return
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    elif link.exists():
+        link.unlink()
+    link.symlink_to(claim, target_is_directory=True)
+
+
 def write_volumes(
     config_dir: Path, state_dir: Path, volumes: tuple[VolumeFiles, ...], secret: Callable[[str, str], str]
 ) -> None:
@@ -91,6 +119,9 @@ def write_volumes(
                 else:
                     stale.unlink(missing_ok=True)
         for volume in volumes:
+            if volume.claim is not None:
+                _link_claim(root, state_dir, volume)
+                continue
             target = safe_join(root, volume.volume)
             files = _contents(volume, state_dir, secret)
             target.mkdir(mode=0o700, parents=True, exist_ok=True)

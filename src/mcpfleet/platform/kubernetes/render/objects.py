@@ -24,12 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mcpfleet.api.meta import (
-    ANNOTATION_CONFIG_CHECKSUM,
-    API_VERSION,
-    GROUP,
-    LABEL_INSTANCE,
-)
+from mcpfleet.api.meta import ANNOTATION_CONFIG_CHECKSUM, GROUP, LABEL_INSTANCE
+from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.platform.kubernetes.render.podtemplate import add_metadata, apply_pod_template, merge
 from mcpfleet.reconcile.common import LABEL_KIND, child_name, service_url, sha256_of
 from mcpfleet.reconcile.model import (
@@ -60,8 +56,10 @@ class Owner:
     uid: str
 
     def reference(self) -> dict[str, Any]:
+        # The stored version: the garbage collector reads owners by this apiVersion, and the
+        # stored version needs no conversion webhook call.
         return {
-            "apiVersion": API_VERSION,
+            "apiVersion": STORAGE_API_VERSION,
             "kind": self.kind,
             "name": self.name,
             "uid": self.uid,

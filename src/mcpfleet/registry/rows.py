@@ -1,0 +1,99 @@
+"""The served catalogue's rows, and reading them from an SQLite database without SQLAlchemy.
+
+`CatalogueRow` and the names of the columns and tables it is read from are declared here, free of
+SQLAlchemy, and `store.py` builds its tables' queries from them. `read_sqlite` reads the stored
+catalogue with the standard library's `sqlite3`, read-only: a read-only registry on SQLite serves
+it while SQLAlchemy loads and the store opens (about a third of a start on an existing database,
+issue 17; `RegistryService.start`). It answers None when the database is not there or not at the
+schema this version writes (then the store opens first, migrating, as before).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# The newest migration's revision; a test checks it against alembic's head.
+SCHEMA_HEAD = "0002"
+VERSION_TABLE = "registry_alembic_version"  # as migrations/env.py names it
+SERVERS_TABLE = "registry_servers"
+META_TABLE = "registry_meta"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueRow:
+    name: str
+    version: str
+    status: str
+    is_latest: bool
+    published_at: str
+    updated_at: str
+    status_changed_at: str
+    document: str
+    status_message: str | None = None
+
+
+CATALOGUE_COLUMNS = (
+    "name",
+    "version",
+    "status",
+    "is_latest",
+    "published_at",
+    "updated_at",
+    "status_changed_at",
+    "document",
+    "status_message",
+)
+"""The columns of `registry_servers` a `CatalogueRow` holds, in its field order."""
+
+
+def row_of(r: tuple[Any, ...]) -> CatalogueRow:
+    """A row of CATALOGUE_COLUMNS as a CatalogueRow (SQLite stores booleans as integers)."""
+    return CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8])
+
+
+def sqlite_path(url: str | None, default_path: Path) -> Path | None:
+    """The file of an SQLite database URL as `store.database_url` opens it (None: not a plain
+    SQLite file URL, e.g. PostgreSQL, an in-memory database or URL parameters)."""
+    if url is None:
+        return default_path
+    prefix = "sqlite+aiosqlite:///"
+    if not url.startswith(prefix) or "?" in url or url == prefix or ":memory:" in url:
+        return None
+    return Path(url[len(prefix) :])
+
+
+def read_sqlite(
+    path: Path, convert: Callable[[list[CatalogueRow]], list[T]], chunk: int = 1000
+) -> tuple[int, list[T]] | None:
+    """The generation and `convert` of every row of the catalogue stored in `path`, `chunk` rows
+    at a time (as `Store.catalogue_items` reads it); None when there is no database at the current
+    schema there. Blocking: run it in a thread."""
+    if not path.is_file():
+        return None
+    # Read-write like the store (a read-only open of a WAL database can fail on its -shm file);
+    # nothing is written.
+    try:
+        db = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("BEGIN")  # one read transaction: the generation and the rows of the same commit
+        version = db.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+        if version is None or version[0] != SCHEMA_HEAD:
+            return None
+        meta = db.execute(f"SELECT generation FROM {META_TABLE} WHERE id = 1").fetchone()
+        out: list[T] = []
+        cursor = db.execute(f"SELECT {', '.join(CATALOGUE_COLUMNS)} FROM {SERVERS_TABLE}")
+        while part := cursor.fetchmany(chunk):
+            out.extend(convert([row_of(r) for r in part]))
+        return int(meta[0] if meta else 0), out
+    except sqlite3.DatabaseError:  # not a database, or no such table: not one this version made
+        return None
+    finally:
+        db.close()

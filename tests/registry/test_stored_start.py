@@ -1,0 +1,156 @@
+"""A read-only registry on SQLite serves its stored catalogue while the store opens (issue 17).
+
+`RegistryService(serve_stored_first=True)` (what `mcpfleet registry serve` runs) loads the catalogue
+from the database with the standard library and serves at once; SQLAlchemy, the store and the syncer
+start in the background. What it serves must be exactly what a full start serves, and the cases it
+cannot read (no database yet, an older schema, a publishing registry) start as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from mcpfleet.registry.catalogue import items_of
+from mcpfleet.registry.config import parse_config
+from mcpfleet.registry.rows import read_sqlite, sqlite_path
+from mcpfleet.registry.service import RegistryService
+from mcpfleet.registry.store import Store
+from tests.registry.conftest import make_config, running, server_doc, write_json
+from tests.registry.test_cli_and_store import _cli
+
+PAGES = ("/v0.1/servers?limit=100", "/v0.1/servers/io.example%2Fs007/versions", "/v0.1/servers?search=s01")
+
+
+def _config(tmp_path: Path, count: int = 30) -> object:
+    docs = [server_doc(f"io.example/s{i:03d}") for i in range(count)]
+    docs.append(server_doc("io.example/s007", version="2.0.0"))
+    source = {"name": "f", "file": {"path": str(write_json(tmp_path / "s.json", {"servers": docs}))}}
+    return make_config([source], f"sqlite+aiosqlite:///{tmp_path / 'r.db'}")
+
+
+async def _served(config: object, tmp_path: Path, **kw: object) -> dict[str, object]:
+    async with running(config, tmp_path, **kw) as h:  # type: ignore[arg-type]
+        if h.service.opening is not None:
+            await asyncio.wait_for(asyncio.shield(h.service.opening), 60)
+        return {p: (await h.get(p)).json() for p in PAGES} | {"generation": h.service.catalogue.generation}
+
+
+async def test_stored_catalogue_is_what_a_full_start_serves(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+        await h.sync()  # the database now holds the catalogue
+    full = await _served(config, tmp_path)
+    async with running(config, tmp_path, serve_stored_first=True) as h:  # type: ignore[arg-type]
+        # Served before the store is open: the same pages as after a full start.
+        assert h.service.opening is not None and h.service._store is None
+        assert not h.service.ready
+        early = {p: (await h.get(p)).json() for p in PAGES}
+        assert early == {p: full[p] for p in PAGES}
+        await asyncio.wait_for(asyncio.shield(h.service.opening), 60)
+        assert h.service._store is not None
+        assert h.service.catalogue.generation == full["generation"]
+        assert {p: (await h.get(p)).json() for p in PAGES} == early
+        await h.sync()  # (the test harness runs no sync loop)
+        assert h.service.ready and h.service.catalogue.generation == full["generation"]
+
+
+async def test_cases_without_a_usable_stored_catalogue_open_the_store_first(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    # No database yet: opened (and created) first.
+    async with running(config, tmp_path, serve_stored_first=True) as h:  # type: ignore[arg-type]
+        assert h.service.opening is None and h.service._store is not None
+        await h.sync()
+    # An older schema: the store opens first and migrates.
+    db = sqlite3.connect(tmp_path / "r.db")
+    db.execute("UPDATE registry_alembic_version SET version_num = '0001'")
+    db.commit()
+    db.close()
+    assert read_sqlite(tmp_path / "r.db", items_of) is None
+    # A publishing registry: its writes need the store.
+    publishing = parse_config(
+        {
+            "registryName": "p",
+            "sources": [{"name": "f", "file": {"path": str(tmp_path / "s.json")}}],
+            "database": {"url": f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"},
+            "publish": {
+                "auth": {
+                    "type": "oidc",
+                    "oidc": {"issuer": "http://127.0.0.1:9", "audience": "r", "insecureAllowHTTP": True},
+                },
+                "grants": [{"claims": {"sub": "me"}, "publish": ["*"]}],
+            },
+        }
+    )
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
+    await store.close()
+    assert read_sqlite(tmp_path / "p.db", items_of) is not None
+    service = RegistryService(publishing, tmp_path, run_loops=False, serve_stored_first=True)
+    await service.start()
+    try:
+        assert service.opening is None and service._store is not None
+    finally:
+        await service.stop()
+
+
+def test_sqlite_path_follows_the_store_url() -> None:
+    default = Path("/d/r.db")
+    assert sqlite_path(None, default) == default
+    assert sqlite_path("sqlite+aiosqlite:////abs/r.db", default) == Path("/abs/r.db")
+    assert sqlite_path("sqlite+aiosqlite:///rel.db", default) == Path("rel.db")
+    for other in ("postgresql+asyncpg://u@h/db", "sqlite+aiosqlite://", "sqlite+aiosqlite:///:memory:"):
+        assert sqlite_path(other, default) is None
+    assert sqlite_path("sqlite+aiosqlite:///r.db?timeout=3", default) is None
+
+
+def test_stored_catalogue_is_read_without_sqlalchemy(tmp_path: Path) -> None:
+    """The registry app and the stored catalogue load without SQLAlchemy (a fresh interpreter)."""
+    config = _config(tmp_path)
+
+    async def fill() -> None:
+        async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+            await h.sync()
+
+    asyncio.run(fill())
+    code = f"""
+import sys
+import mcpfleet.registry.app
+from mcpfleet.registry.catalogue import items_of
+from mcpfleet.registry.service import _stored_catalogue
+from pathlib import Path
+catalogue = _stored_catalogue(Path({str(tmp_path / "r.db")!r}))
+assert catalogue is not None and catalogue.active_count == 31, catalogue.active_count
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "aiosqlite", "alembic"))
+assert not loaded, loaded
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(tmp_path: Path) -> None:
+    """The stored catalogue reads, the store then does not open (a table is missing): the service
+    reports it, and `mcpfleet registry serve` exits with uvicorn's start-failure status."""
+    config = _config(tmp_path)
+    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+        await h.sync()
+    db = sqlite3.connect(tmp_path / "r.db")
+    db.execute("DROP TABLE registry_source_state")
+    db.commit()
+    db.close()
+    failures: list[BaseException] = []
+    async with running(config, tmp_path, serve_stored_first=True, on_failure=failures.append) as h:  # type: ignore[arg-type]
+        assert h.service.opening is not None
+        await asyncio.wait_for(asyncio.shield(h.service.opening), 60)
+        assert failures and "registry_source_state" in str(failures[0]), failures
+        assert not h.service.ready
+    cfg = tmp_path / "c.json"
+    cfg.write_text(
+        '{"registryName": "r", "sources": [{"name": "f", "file": {"path": "s.json"}}], '
+        f'"database": {{"url": "sqlite+aiosqlite:///{tmp_path / "r.db"}"}}}}'
+    )
+    cli = _cli("serve", "--config", str(cfg), "--port", "0")
+    result = await asyncio.to_thread(subprocess.run, cli, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "cannot open the registry's store" in result.stderr
