@@ -15,9 +15,8 @@ import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
-from tests.authserver.conftest import SECRETS
 from tests.authserver.flow import login
-from tests.authserver.test_local_up import _running_url
+from tests.authserver.test_local_up import _running_url, assert_no_secret_shown
 from tests.local.conftest import manifest, reconcile_until
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
@@ -88,12 +87,7 @@ async def test_gateway_is_its_own_authorization_server(tmp_path: Path, idp: Issu
         # The client's JWT is the gateway's business: the backend never sees it.
         sent = backend.headers_by_method["initialize"].get("authorization", "")
         assert done.tokens["access_token"] not in sent
-        rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
-        assert any(p.name == "authserver.json" for p in rendered), rendered
-        for text in [p.read_text() for p in rendered] + [
-            (state_dir / "logs" / "virtualmcpserver-gw.log").read_text()
-        ]:
-            assert not any(s in text for s in SECRETS)
+        assert_no_secret_shown(state_dir, "virtualmcpserver-gw.log")
     finally:
         await runner.shutdown()
         await state.close()

@@ -60,14 +60,29 @@ def _auth_manifest(idp: Issuer, port: int) -> str:
     )
 
 
-@pytest.mark.timeout(240)
-async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Issuer) -> None:
+async def _remote_with_auth(tmp_path: Path, idp: Issuer) -> tuple[JsonRpcBackend, Served, int, Path]:
+    """A recording backend, the port `mcpfleet up` will serve on, and a manifest folder holding the
+    embeddedAuthServer config `login` (issuer = that port)."""
     backend = JsonRpcBackend("remote")
     backend_served = await Served(backend).start()
     port = free_port()
     manifests = tmp_path / "m"
     manifests.mkdir()
     (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    return backend, backend_served, port, manifests
+
+
+def assert_no_secret_shown(state_dir: Path, log_name: str) -> None:
+    """The rendered config (authserver.json among it) and the workload's log hold no secret value."""
+    rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
+    assert any(p.name == "authserver.json" for p in rendered), rendered
+    for text in [p.read_text() for p in rendered] + [(state_dir / "logs" / log_name).read_text()]:
+        assert not any(s in text for s in SECRETS)
+
+
+@pytest.mark.timeout(240)
+async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Issuer) -> None:
+    backend, backend_served, port, manifests = await _remote_with_auth(tmp_path, idp)
     spec = {"remoteURL": backend_served.url, "externalAuthConfigRef": {"name": "login"}}
     (manifests / "proxy.yaml").write_text(manifest("MCPRemoteProxy", "guarded", spec))
     state_dir = tmp_path / "state"
@@ -83,13 +98,7 @@ async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Iss
         assert answer.status_code == 200, answer.text
         upstream = backend.headers_by_method["initialize"]["authorization"].removeprefix("Bearer ")
         assert idp.access_tokens[upstream] == "user-1"
-        rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
-        assert any(p.name == "authserver.json" for p in rendered), rendered
-        shown = [p.read_text() for p in rendered] + [
-            (state_dir / "logs" / "mcpremoteproxy-guarded.log").read_text()
-        ]
-        for text in shown:
-            assert not any(s in text for s in SECRETS)
+        assert_no_secret_shown(state_dir, "mcpremoteproxy-guarded.log")
     finally:
         await runner.shutdown()
         await state.close()
@@ -125,12 +134,7 @@ async def test_stdio_server_behind_the_embedded_auth_server(tmp_path: Path, idp:
 async def test_auth_server_ref_with_outgoing_bearer_token(tmp_path: Path, idp: Issuer) -> None:
     """ToolHive's split: `authServerRef` runs the login for the proxy's clients, `externalAuthConfigRef`
     (a bearerToken here) is what the remote gets instead of the user's upstream token."""
-    backend = JsonRpcBackend("remote")
-    backend_served = await Served(backend).start()
-    port = free_port()
-    manifests = tmp_path / "m"
-    manifests.mkdir()
-    (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    backend, backend_served, port, manifests = await _remote_with_auth(tmp_path, idp)
     outgoing = {"type": "bearerToken", "bearerToken": {"tokenSecretRef": {"name": "remote", "key": "token"}}}
     (manifests / "outgoing.yaml").write_text(manifest("MCPExternalAuthConfig", "remote-key", outgoing))
     spec = {
