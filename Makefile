@@ -9,8 +9,11 @@ PYTEST_ARGS ?=
 .PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
 
 # Dependencies are compiled to bytecode at install: with PYTHONDONTWRITEBYTECODE set (as in some
-# environments) every start would compile each imported module again.
+# environments) every start would compile each imported module again. mcpfleet's own modules (an
+# editable install, so not compiled by the installer) are compiled by every `make venv`: a changed
+# module whose bytecode is stale is simply compiled again at import, as without it.
 venv: $(VENV)/.installed
+	@$(PY) -m compileall -q src
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

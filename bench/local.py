@@ -9,6 +9,13 @@ cold runs point uv and npm at empty cache folders, so packages are downloaded ag
     .venv/bin/python -P bench/local.py [--warm 3] [--cold 1] [--json results.json]
     .venv/bin/python -P bench/local.py --cold 0 --warm 3 --modes inprocess,processes --servers 0,2,20
 
+`--mcpfleet A,B` runs each given `mcpfleet` executable in turn (e.g. this branch's and main's
+`.venv/bin/mcpfleet`), alternating run by run, so both see the same load; the summary is per
+executable. It also prints, per workload and start-up milestone, the median seconds since `up`'s
+supervisor started (the timeline `mcpfleet describe` shows), and "before the supervisor": the time
+from launching `up` to its supervisor's start (the wall time to all ready minus the last workload's
+final status milestone).
+
 `--modes`: `inprocess` (the default: `up` hosts every stdio proxy's endpoint itself) and/or
 `processes` (`MCPFLEET_LOCAL_INPROCESS=0`: one `mcpfleet proxy` interpreter per stdio server, as
 before); the modes alternate run by run, so both see the same machine load. `--servers N` (0 = the
@@ -20,6 +27,8 @@ proxies, vMCP, registry), not the MCP servers and their uv / npm launchers.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import signal
@@ -119,21 +128,35 @@ def _timelines(state_dir: Path) -> dict[str, list[str]]:
     return out
 
 
-def one_run(cold: bool, timeout: float, mode: str = "inprocess", servers: int = 0) -> dict[str, Any]:
+def _stages(timelines: dict[str, list[str]]) -> dict[str, float]:
+    """`workload: milestone` -> seconds (the first occurrence; pids and phases kept in the name)."""
+    out: dict[str, float] = {}
+    for workload, lines in timelines.items():
+        for line in lines:
+            seconds, _, what = line.partition("s ")
+            what = what.split(" (pid")[0]
+            with contextlib.suppress(ValueError):
+                out.setdefault(f"{workload}: {what}", float(seconds.lstrip("+")))
+    return out
+
+
+def one_run(
+    cold: bool, timeout: float, mode: str = "inprocess", servers: int = 0, mcpfleet: str = MCPFLEET
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mcpfleet-bench-") as tmp:
         state_dir = Path(tmp) / "state"
         folder = _servers_folder(Path(tmp), servers) if servers else ROOT / "examples" / "quickstart"
         expected = servers or 4
         env = dict(os.environ)
         env["MCPFLEET_LOCAL_INPROCESS"] = "1" if mode == "inprocess" else "0"
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["PATH"] = f"{Path(mcpfleet).parent}{os.pathsep}{env.get('PATH', '')}"
         if cold:
             env["UV_CACHE_DIR"] = str(Path(tmp) / "uv-cache")
             env["npm_config_cache"] = str(Path(tmp) / "npm-cache")
         started = time.monotonic()
         up = subprocess.Popen(
             [
-                MCPFLEET,
+                mcpfleet,
                 "up",
                 str(folder),
                 "--state-dir",
@@ -172,7 +195,12 @@ def one_run(cold: bool, timeout: float, mode: str = "inprocess", servers: int = 
                     names[pid] = "?"
             own = [p for p in tree if _is_mcpfleet(names[p])]
             timelines = _timelines(state_dir)
+            stages = _stages(timelines)
+            final = max((v for k, v in stages.items() if ": status " in k), default=0.0)
             return {
+                "mcpfleet": mcpfleet,
+                "before_supervisor_seconds": round(ready_after - final, 2),
+                "stages": stages,
                 "mode": mode,
                 "servers": servers,
                 "cold": cold,
@@ -207,38 +235,58 @@ def main() -> int:
     parser.add_argument("--modes", default="inprocess", help="inprocess and/or processes, comma-separated")
     parser.add_argument("--servers", default="0", help="0 (the quickstart) and/or N generated servers")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--mcpfleet", default=MCPFLEET, help="mcpfleet executable(s) to compare, comma-separated"
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     sizes = [int(n) for n in args.servers.split(",")]
-    one_run(cold=False, timeout=args.timeout)  # fill the caches first, so "warm" means warm
+    executables = args.mcpfleet.split(",")
+    for exe in executables:  # fill the caches first, so "warm" means warm
+        one_run(cold=False, timeout=args.timeout, mcpfleet=exe)
     results = []
     for servers in sizes:
         for cold, count in ((True, args.cold), (False, args.warm)):
             for _ in range(count):
-                for mode in modes:  # alternating: both modes see the same neighbours
-                    result = one_run(cold=cold, timeout=args.timeout, mode=mode, servers=servers)
-                    print(json.dumps(result, indent=2), flush=True)
-                    results.append(result)
-    for servers in sizes:
-        for mode in modes:
-            for label, cold in (("cold", True), ("warm", False)):
-                runs = [
-                    r for r in results if r["cold"] is cold and r["mode"] == mode and r["servers"] == servers
-                ]
-                if not runs:
-                    continue
-                times = [r["ready_seconds"] for r in runs]
-                print(
-                    f"{'quickstart' if not servers else f'{servers} servers'} {mode} {label}: all ready in "
-                    f"median {statistics.median(times):.1f}s (min {min(times):.1f}, max {max(times):.1f}, "
-                    f"n={len(runs)}); fleet RSS median {statistics.median(r['rss_mib'] for r in runs):.0f} MiB, "
-                    f"PSS median {statistics.median(r['pss_mib'] for r in runs):.0f} MiB, mcpfleet PSS median "
-                    f"{statistics.median(r['mcpfleet_pss_mib'] for r in runs):.0f} MiB "
-                    f"({runs[0]['mcpfleet_processes']} processes)"
-                )
+                for mode in modes:  # alternating: both modes (and executables) see the same neighbours
+                    for exe in executables:
+                        result = one_run(
+                            cold=cold, timeout=args.timeout, mode=mode, servers=servers, mcpfleet=exe
+                        )
+                        print(json.dumps(result, indent=2), flush=True)
+                        results.append(result)
+    kinds = (("cold", True), ("warm", False))
+    for exe, servers, mode, (label, cold) in itertools.product(executables, sizes, modes, kinds):
+        runs = [
+            r
+            for r in results
+            if r["cold"] is cold and r["mode"] == mode and r["servers"] == servers and r["mcpfleet"] == exe
+        ]
+        if runs:
+            _summary(runs, exe if len(executables) > 1 else "", servers, mode, label)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def _summary(runs: list[dict[str, Any]], exe: str, servers: int, mode: str, label: str) -> None:
+    times = [r["ready_seconds"] for r in runs]
+    before = [r["before_supervisor_seconds"] for r in runs]
+    print(
+        f"{exe + ' ' if exe else ''}{'quickstart' if not servers else f'{servers} servers'} {mode} {label}: all ready in "
+        f"median {statistics.median(times):.2f}s (min {min(times):.2f}, max {max(times):.2f}, "
+        f"n={len(runs)}); before the supervisor median {statistics.median(before):.2f}s; "
+        f"fleet RSS median {statistics.median(r['rss_mib'] for r in runs):.0f} MiB, "
+        f"PSS median {statistics.median(r['pss_mib'] for r in runs):.0f} MiB, mcpfleet PSS median "
+        f"{statistics.median(r['mcpfleet_pss_mib'] for r in runs):.0f} MiB "
+        f"({runs[0]['mcpfleet_processes']} processes)"
+    )
+    stages: dict[str, list[float]] = {}
+    for r in runs:
+        for stage, seconds in r["stages"].items():
+            stages.setdefault(stage, []).append(seconds)
+    for stage, values in sorted(stages.items(), key=lambda item: statistics.median(item[1])):
+        print(f"    +{statistics.median(values):5.2f}s  {stage}  (n={len(values)})")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,10 @@
-"""Through `mcpfleet up`: an MCPRemoteProxy whose `externalAuthConfigRef` is an embeddedAuthServer
+"""Through `mcpfleet up`: an MCPRemoteProxy whose `externalAuthConfigRef` (or `authServerRef`) is an embeddedAuthServer
 (oauth2 upstream = the test IdP on loopback, client secret and HMAC key from local Secrets) in front
 of a recording MCP backend. A client registers, logs in through the IdP and calls the backend with
 the JWT; the backend sees the user's upstream token; no secret is in any rendered file or log."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -13,35 +12,23 @@ import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
+from tests.authserver.conftest import SECRETS
 from tests.authserver.flow import login
 from tests.local.conftest import manifest, reconcile_until
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
 
-SECRETS = ("upstream-secret-value", "h" * 40)
 
+async def _running_url(runner: Runner, state: State, kind: str, name: str, phase: str = "Running") -> str:
+    """The URL in the status once the workload reached `phase` (a VirtualMCPServer says Ready)."""
 
-@pytest.fixture
-async def idp(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Issuer]:
-    """The test IdP with the upstream client, and the local Secrets the manifests name."""
-    issuer = Issuer()
-    issuer.clients["mcpfleet"] = SECRETS[0]
-    served = await Served(issuer).start()
-    issuer.base = served.base
-    monkeypatch.setenv("MCPFLEET_SECRET_IDP_CLIENT_SECRET", SECRETS[0])
-    monkeypatch.setenv("MCPFLEET_SECRET_AS_KEYS_HMAC", SECRETS[1])
-    yield issuer
-    await served.stop()
-
-
-async def _running_url(runner: Runner, state: State, kind: str, name: str) -> str:
     async def running() -> dict[str, object] | None:
         obj = await state.get_object(kind, "default", name)
         status = dict(obj.status) if obj is not None else {}
-        return status if status.get("phase") == "Running" and status.get("url") else None
+        return status if status.get("phase") == phase and status.get("url") else None
 
-    status = await reconcile_until(runner, f"{name} Running with a URL", running, within=120)
+    status = await reconcile_until(runner, f"{name} {phase} with a URL", running, within=120)
     return str(status["url"])
 
 
@@ -73,14 +60,29 @@ def _auth_manifest(idp: Issuer, port: int) -> str:
     )
 
 
-@pytest.mark.timeout(240)
-async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Issuer) -> None:
+async def _remote_with_auth(tmp_path: Path, idp: Issuer) -> tuple[JsonRpcBackend, Served, int, Path]:
+    """A recording backend, the port `mcpfleet up` will serve on, and a manifest folder holding the
+    embeddedAuthServer config `login` (issuer = that port)."""
     backend = JsonRpcBackend("remote")
     backend_served = await Served(backend).start()
     port = free_port()
     manifests = tmp_path / "m"
     manifests.mkdir()
     (manifests / "auth.yaml").write_text(_auth_manifest(idp, port))
+    return backend, backend_served, port, manifests
+
+
+def assert_no_secret_shown(state_dir: Path, log_name: str) -> None:
+    """The rendered config (authserver.json among it) and the workload's log hold no secret value."""
+    rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
+    assert any(p.name == "authserver.json" for p in rendered), rendered
+    for text in [p.read_text() for p in rendered] + [(state_dir / "logs" / log_name).read_text()]:
+        assert not any(s in text for s in SECRETS)
+
+
+@pytest.mark.timeout(240)
+async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Issuer) -> None:
+    backend, backend_served, port, manifests = await _remote_with_auth(tmp_path, idp)
     spec = {"remoteURL": backend_served.url, "externalAuthConfigRef": {"name": "login"}}
     (manifests / "proxy.yaml").write_text(manifest("MCPRemoteProxy", "guarded", spec))
     state_dir = tmp_path / "state"
@@ -96,13 +98,7 @@ async def test_embedded_auth_server_through_mcpfleet_up(tmp_path: Path, idp: Iss
         assert answer.status_code == 200, answer.text
         upstream = backend.headers_by_method["initialize"]["authorization"].removeprefix("Bearer ")
         assert idp.access_tokens[upstream] == "user-1"
-        rendered = [p for p in (state_dir / "config").rglob("*") if p.is_file() and "secrets" not in p.parts]
-        assert any(p.name == "authserver.json" for p in rendered), rendered
-        shown = [p.read_text() for p in rendered] + [
-            (state_dir / "logs" / "mcpremoteproxy-guarded.log").read_text()
-        ]
-        for text in shown:
-            assert not any(s in text for s in SECRETS)
+        assert_no_secret_shown(state_dir, "mcpremoteproxy-guarded.log")
     finally:
         await runner.shutdown()
         await state.close()
@@ -132,3 +128,39 @@ async def test_stdio_server_behind_the_embedded_auth_server(tmp_path: Path, idp:
     finally:
         await runner.shutdown()
         await state.close()
+
+
+@pytest.mark.timeout(240)
+async def test_auth_server_ref_with_outgoing_bearer_token(tmp_path: Path, idp: Issuer) -> None:
+    """ToolHive's split: `authServerRef` runs the login for the proxy's clients, `externalAuthConfigRef`
+    (a bearerToken here) is what the remote gets instead of the user's upstream token."""
+    backend, backend_served, port, manifests = await _remote_with_auth(tmp_path, idp)
+    outgoing = {"type": "bearerToken", "bearerToken": {"tokenSecretRef": {"name": "remote", "key": "token"}}}
+    (manifests / "outgoing.yaml").write_text(manifest("MCPExternalAuthConfig", "remote-key", outgoing))
+    spec = {
+        "remoteURL": backend_served.url,
+        "authServerRef": {"kind": "MCPExternalAuthConfig", "name": "login"},
+        "externalAuthConfigRef": {"name": "remote-key"},
+    }
+    (manifests / "proxy.yaml").write_text(manifest("MCPRemoteProxy", "split", spec))
+    state_dir = tmp_path / "state"
+    state = await State.open(state_dir)
+    runner = Runner(manifests, state, port_range=(port, port))
+    try:
+        url = await _running_url(runner, state, "MCPRemoteProxy", "split")
+        async with httpx.AsyncClient(trust_env=False, timeout=15) as http:
+            anonymous = await http.post(url, json=initialize_request(), headers=dict(STREAMABLE_HTTP_HEADERS))
+            done = await login(http, url)
+            headers = {**STREAMABLE_HTTP_HEADERS, "Authorization": f"Bearer {done.tokens['access_token']}"}
+            answer = await http.post(url, json=initialize_request(), headers=headers)
+        assert anonymous.status_code == 401
+        assert answer.status_code == 200, answer.text
+        assert backend.headers_by_method["initialize"]["authorization"] == f"Bearer {SECRETS[2]}"
+        login_config = await state.get_object("MCPExternalAuthConfig", "default", "login")
+        assert login_config is not None
+        referencing = dict(login_config.status).get("referencingWorkloads")
+        assert referencing == [{"kind": "MCPRemoteProxy", "name": "split"}], referencing
+    finally:
+        await runner.shutdown()
+        await state.close()
+        await backend_served.stop()

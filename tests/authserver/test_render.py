@@ -136,3 +136,89 @@ def test_gateway_cannot_log_in_to_an_embedded_auth_server_backend() -> None:
     assert any("embeddedAuthServer is not supported by the gateway" in p for p in plan.problems), (
         plan.problems
     )
+
+
+def test_auth_server_ref_renders_the_server_and_names_its_problems() -> None:
+    """`authServerRef` renders as an embeddedAuthServer externalAuthConfigRef does; it must name that type,
+    not be doubled by an embeddedAuthServer externalAuthConfigRef, and a gateway cannot use it as a backend."""
+    from mcpfleet.reconcile import virtualmcpserver
+
+    auth = obj(AUTH)
+    bearer = obj(
+        "kind: MCPExternalAuthConfig\nmetadata: {name: key}\nspec: {type: bearerToken,"
+        " bearerToken: {tokenSecretRef: {name: k, key: token}}}"
+    )
+    configs = {"eas": auth, "key": bearer}
+
+    def proxy_plan(refs: str) -> list[str]:
+        proxy = obj(
+            f"kind: MCPRemoteProxy\nmetadata: {{name: r}}\nspec: {{remoteURL: 'https://remote.example.com/mcp', {refs}}}"
+        )
+        plan = mcpremoteproxy.plan(
+            proxy, World(platform="kubernetes", namespace="team", external_auth_configs=configs)
+        )
+        if not plan.problems:
+            command = next(c for c in plan.containers if c.name == "proxy").command
+            assert "--authserver-config" in command and "--bearer-token-from-env" in command
+        return list(plan.problems)
+
+    assert proxy_plan("authServerRef: {name: eas}, externalAuthConfigRef: {name: key}") == []
+    assert "is of type bearerToken" in " ".join(proxy_plan("authServerRef: {name: key}"))
+    assert "MCPExternalAuthConfig nope not found" in " ".join(proxy_plan("authServerRef: {name: nope}"))
+    doubled = " ".join(proxy_plan("authServerRef: {name: eas}, externalAuthConfigRef: {name: eas}"))
+    assert doubled.startswith("spec.externalAuthConfigRef: names an embeddedAuthServer"), doubled
+
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'ghcr.io/x/y:1', transport: streamable-http,"
+        " mcpPort: 8081, groupRef: g, authServerRef: {kind: MCPExternalAuthConfig, name: eas}}"
+    )
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        external_auth_configs=configs,
+        groups={"g": obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")},
+        servers=(server,),
+        virtual_servers=(
+            obj(
+                "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g}, incomingAuth: {type: anonymous}}"
+            ),
+        ),
+    )
+    served = mcpserver.plan(server, world)
+    assert not served.problems and any(f.filename == "authserver.json" for f in served.config_files)
+    gateway = virtualmcpserver.plan(world.virtual_servers[0], world)
+    assert any("api.spec.authServerRef" in p for p in gateway.problems), gateway.problems
+
+
+def test_gateway_auth_server_config_renders_on_kubernetes() -> None:
+    """VirtualMCPServer `authServerConfig`: the gateway container gets `--authserver-config` and the
+    Secret files; incomingAuth must be oidc with the same issuer (else a problem naming the field)."""
+    from mcpfleet.reconcile import virtualmcpserver
+
+    settings = yaml.safe_load(AUTH)["spec"]["embeddedAuthServer"]
+
+    def gateway(issuer: str) -> object:
+        spec = {
+            "config": {"groupRef": "g"},
+            "incomingAuth": {
+                "type": "oidc",
+                "oidcConfig": {"type": "inline", "inline": {"issuer": issuer, "audience": "a"}},
+            },
+            "authServerConfig": settings,
+        }
+        return obj(yaml.safe_dump({"kind": "VirtualMCPServer", "metadata": {"name": "gw"}, "spec": spec}))
+
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        groups={"g": obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")},
+    )
+    plan = virtualmcpserver.plan(gateway("https://mcp.example.com"), world)  # type: ignore[arg-type]
+    assert not plan.problems, plan.problems
+    assert "--authserver-config" in plan.containers[0].command
+    assert {f.secret.name for f in plan.secret_files} == {"idp", "keys"}
+    manifests = render(plan, Owner("VirtualMCPServer", "gw", "team", "uid"), Images())
+    deployment = next(m for m in manifests if m["kind"] == "Deployment")
+    assert any("secret" in v or "projected" in v for v in deployment["spec"]["template"]["spec"]["volumes"])
+    wrong = virtualmcpserver.plan(gateway("https://other.example.com"), world)  # type: ignore[arg-type]
+    assert any(p.startswith("spec.authServerConfig.issuer") for p in wrong.problems), wrong.problems

@@ -8,7 +8,7 @@ import pytest
 
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
-from tests.local.conftest import manifest, pid_alive, reconcile_until
+from tests.local.conftest import gateway_fleet, manifest, pid_alive, reconcile_until
 
 
 @pytest.mark.timeout(120)
@@ -64,6 +64,38 @@ async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
             runner, "the process stopped and the object gone", gone, within=45, interval=0.2
         )
         assert runner.supervisor.keys() == set()
+    finally:
+        await runner.shutdown()
+        await state.close()
+
+
+@pytest.mark.timeout(120)
+async def test_a_pass_gives_the_gateway_the_url_its_backend_got_in_that_pass(tmp_path: Path) -> None:
+    """The gateway's status is computed after its members' in the same pass: once a pass made a
+    member Running with a URL, the gateway's status written by that pass lists the URL too (not
+    "not running" until the next pass, a second later in `up`)."""
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "fleet.yaml").write_text(gateway_fleet("http://127.0.0.1:9/mcp", {}))
+    state = await State.open(tmp_path / "state")
+    runner = Runner(manifests, state, port_range=(43000, 43999))
+    try:
+
+        async def member_running() -> str | None:
+            member = await state.get_object("MCPRemoteProxy", "default", "alpha")
+            gateway = await state.get_object("VirtualMCPServer", "default", "gw")
+            assert member is not None and gateway is not None
+            url = member.status.get("url")
+            listed = {b["name"]: b for b in gateway.status.get("discoveredBackends") or []}
+            if url is not None:
+                # Checked after every pass: never a pass that made it Running but left the gateway behind.
+                assert listed["alpha"].get("url") == url, gateway.status
+            # Until the gateway serves too (stopping it during its start-up is another test's matter).
+            return str(url) if url is not None and gateway.status.get("phase") == "Ready" else None
+
+        await reconcile_until(
+            runner, "the member Running, the gateway Ready", member_running, within=90, interval=0.1
+        )
     finally:
         await runner.shutdown()
         await state.close()

@@ -148,6 +148,42 @@ def test_gateway_and_remote_proxy_take_a_pod_template() -> None:
     assert pod["priorityClassName"] == "high" and pod["imagePullSecrets"] == [{"name": "regcred"}]
 
 
+def test_gateway_session_affinity_and_pull_secrets() -> None:
+    """VirtualMCPServer `sessionAffinity` (ToolHive's default ClientIP) and `imagePullSecrets`, with a
+    pod template's pull secrets merged onto them."""
+
+    def gateway(extra: dict[str, Any]) -> Any:
+        spec = {"groupRef": {"name": "tools"}, "incomingAuth": {"type": "anonymous"}, **extra}
+        return parse_manifest(
+            {
+                "apiVersion": "mcpfleet.dev/v1beta1",
+                "kind": "VirtualMCPServer",
+                "metadata": {"name": "gw", "namespace": "team"},
+                "spec": spec,
+            }
+        )
+
+    default = rendered("VirtualMCPServer", virtualmcpserver.plan(gateway({}), k8s()))
+    assert default["Service"]["spec"]["sessionAffinity"] == "ClientIP"
+    assert "imagePullSecrets" not in default["Deployment"]["spec"]["template"]["spec"]
+    objects = rendered(
+        "VirtualMCPServer",
+        virtualmcpserver.plan(
+            gateway(
+                {
+                    "sessionAffinity": "None",
+                    "imagePullSecrets": [{"name": "regcred"}],
+                    "podTemplateSpec": {"spec": {"imagePullSecrets": [{"name": "other"}]}},
+                }
+            ),
+            k8s(),
+        ),
+    )
+    assert objects["Service"]["spec"]["sessionAffinity"] == "None"
+    pulled = objects["Deployment"]["spec"]["template"]["spec"]["imagePullSecrets"]
+    assert {p["name"] for p in pulled} == {"regcred", "other"}
+
+
 def test_strategic_merge_rules() -> None:
     base = {
         "containers": [

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from mcp.client.client import Client
 
+from mcpfleet.vmcp.health import RECONNECT_MAX, RECONNECT_WINDOW, reconnect_delay
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, sdk_backend
@@ -203,3 +207,73 @@ async def test_status_file_writer(gateway: GatewayFactory, served: Any, tmp_path
     assert doc["name"] == "filegw" and doc["phase"] == "Ready"
     assert doc["backends"][0]["name"] == "filed" and doc["backends"][0]["counts"]["tools"] == 2
     assert doc["counts"]["tools"] == 2
+
+
+def test_reconnect_schedule_is_quick_and_bounded() -> None:
+    """Extra connect tries: 0.1 s doubling to 1 s (a backend that became reachable serves within
+    about a second), only in the window after it joined, never as often as the health checks."""
+    delays: list[float] = []
+    since = 0.0
+    while (delay := reconnect_delay(len(delays), since, check_interval=30.0)) is not None:
+        delays.append(delay)
+        since += delay
+    assert delays[:5] == [0.1, 0.2, 0.4, 0.8, 1.0]
+    assert max(delays) == RECONNECT_MAX == 1.0
+    assert sum(delays) <= RECONNECT_WINDOW
+    assert len(delays) <= 125  # a backend that stays down: ~1 try a second for two minutes, then none
+    # Health checks at least as often as the extra tries would be: no extra tries at all.
+    assert reconnect_delay(0, 0.0, check_interval=0.1) is None
+    assert reconnect_delay(3, 0.0, check_interval=0.5) is None  # 0.8 s would come after the check
+
+
+@dataclass
+class Starting:
+    """A backend whose server is still starting: its first `refusals` requests get 503, then it
+    answers as `backend`. `attempts` has the time of each request seen while refusing."""
+
+    backend: JsonRpcBackend
+    refusals: int
+    attempts: list[float] = field(default_factory=list)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and len(self.attempts) < self.refusals:
+            self.attempts.append(time.monotonic())
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b"starting"})
+            return
+        await self.backend(scope, receive, send)
+
+
+async def test_backend_connects_between_health_checks(gateway: GatewayFactory, served: Any) -> None:
+    """A backend that was not reachable when the gateway started is connected by the extra tries
+    (the health check comes once an hour here), and those tries count no failures."""
+    starting = Starting(JsonRpcBackend("late", tools=["echo"]), refusals=4)
+    be = await served(starting)
+    ops = {"failureHandling": {"healthCheckInterval": "1h", "unhealthyThreshold": 3}}
+    gw = await gateway({"backends": [{"name": "late", "url": be.url}], "operational": ops})
+    await wait_state(gw, "late", "ready")
+    # Refused: the connect at start-up, then extra tries after 0.1, 0.2 and 0.4 s; the 5th answered.
+    assert len(starting.attempts) == 4
+    gaps = [b - a for a, b in itertools.pairwise(starting.attempts)]
+    assert all(gap >= want - 0.02 for gap, want in zip(gaps, [0.1, 0.2, 0.4], strict=True)), gaps
+    assert starting.backend.calls.get("initialize") == 1
+    st = await status(gw)
+    late = st["backends"][0]
+    assert late["connected"] and late["consecutiveFailures"] == 0 and late["counts"]["tools"] == 1
+    assert st["phase"] == "Ready"
+
+
+async def test_extra_tries_are_not_counted_as_failures(gateway: GatewayFactory, served: Any) -> None:
+    """While a backend keeps refusing, only the counted connects (start-up, health checks) move
+    its failure count and state: the extra tries do not make it `unavailable` sooner."""
+    starting = Starting(JsonRpcBackend("slow"), refusals=1_000)
+    be = await served(starting)
+    ops = {"failureHandling": {"healthCheckInterval": "1h", "unhealthyThreshold": 2}}
+    gw = await gateway({"backends": [{"name": "slow", "url": be.url}], "operational": ops})
+
+    async def tried_often() -> bool:
+        return len(starting.attempts) >= 5
+
+    await wait_until(tried_often, "five connect tries", within=30.0)
+    slow = (await status(gw))["backends"][0]
+    assert slow["consecutiveFailures"] == 1 and slow["state"] == "unknown" and not slow["connected"]

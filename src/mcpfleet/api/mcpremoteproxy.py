@@ -16,7 +16,7 @@ from mcpfleet.api.common import (
     ResourceRequirements,
     TelemetryConfigRef,
 )
-from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.meta import AuthServerRef, KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
@@ -47,6 +47,9 @@ class MCPRemoteProxySpec(RuleModel):
     """MCPToolConfig that filters and renames the remote tools."""
     external_auth_config_ref: LocalObjectReference | None = None
     """MCPExternalAuthConfig used toward the remote server."""
+    auth_server_ref: AuthServerRef | None = None
+    """MCPExternalAuthConfig (type embeddedAuthServer) whose OAuth 2.1 authorization server the proxy
+    runs for this workload's clients; externalAuthConfigRef then only says how to reach the upstream."""
     header_forward: HeaderForward | None = None
     """Headers added to every forwarded request."""
     resources: ResourceRequirements | None = None

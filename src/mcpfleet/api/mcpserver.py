@@ -18,7 +18,7 @@ from mcpfleet.api.common import (
     TelemetryConfigRef,
     Transport,
 )
-from mcpfleet.api.meta import KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.meta import AuthServerRef, KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
 from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.ratelimit import (
     NEEDS_REDIS_MESSAGE,
@@ -110,6 +110,9 @@ class MCPServerSpec(RuleModel):
     """MCPToolConfig that filters and renames this server's tools."""
     external_auth_config_ref: LocalObjectReference | None = None
     """MCPExternalAuthConfig used toward this server's upstream."""
+    auth_server_ref: AuthServerRef | None = None
+    """MCPExternalAuthConfig (type embeddedAuthServer) whose OAuth 2.1 authorization server the proxy
+    runs for this workload's clients; externalAuthConfigRef then only says how to reach the upstream."""
     service_account: str | None = None
     """Existing ServiceAccount to run as; one is created when unset."""
     oidc_config: OIDCConfig | None = None

@@ -108,6 +108,17 @@ class LocalObjectReference(ApiModel):
     """Name of the referenced object."""
 
 
+class AuthServerRef(ApiModel):
+    """A workload's embedded OAuth 2.1 authorization server: an MCPExternalAuthConfig of type
+    embeddedAuthServer (ToolHive's `authServerRef`). With it, `externalAuthConfigRef` is left for the
+    credentials toward the upstream (headers, bearer token), as in ToolHive."""
+
+    kind: Literal["MCPExternalAuthConfig"] = "MCPExternalAuthConfig"
+    """Kind of the referenced object; MCPExternalAuthConfig is the only one."""
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the MCPExternalAuthConfig (type embeddedAuthServer) in the same namespace."""
+
+
 class SecretKeyRef(ApiModel):
     """A key of a Secret in the object's namespace: the only way mcpfleet takes secret values."""
 

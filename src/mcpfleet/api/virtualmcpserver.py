@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from mcpfleet.api.common import HttpTransport, OIDCConfig, OIDCConfigRef, PodTemplatePatch, TelemetryConfigRef
 from mcpfleet.api.duration import Duration, parse_duration
+from mcpfleet.api.mcpexternalauthconfig import EmbeddedAuthServerConfig
 from mcpfleet.api.mcptoolconfig import ToolOverride
 from mcpfleet.api.meta import (
     WORKLOAD_COLUMNS,
@@ -665,6 +666,11 @@ class VirtualMCPServerSpec(RuleModel):
     """Existing ServiceAccount to run as; one is created when unset."""
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     """Type of the gateway's Service."""
+    session_affinity: Literal["ClientIP", "None"] = "ClientIP"
+    """Session affinity of the gateway's Service (ToolHive's default ClientIP: MCP sessions are
+    stateful; None for sessionless clients or an external load balancer with its own affinity)."""
+    image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=20)
+    """Pull secrets of the gateway pod (Kubernetes only); a podTemplateSpec's are merged onto them."""
     pod_template_spec: PodTemplatePatch
     """A PodTemplateSpec merged onto the gateway's pod (strategic merge; Kubernetes only)."""
     telemetry_config_ref: TelemetryConfigRef | None = None
@@ -674,6 +680,11 @@ class VirtualMCPServerSpec(RuleModel):
     passthrough_headers: PassthroughHeaders
     """Client request headers forwarded verbatim to every backend (see `config.passthroughHeaders`);
     takes precedence over `config.passthroughHeaders`."""
+    auth_server_config: EmbeddedAuthServerConfig | None = None
+    """An OAuth 2.1 authorization server the gateway runs (ToolHive's `authServerConfig`): it is the
+    issuer of the tokens clients bring (incomingAuth must be oidc with the same issuer), logs users in
+    through the upstream provider and serves its endpoints beside `/mcp` (docs/authserver.md). One
+    upstream provider (see upstreamProviders); backends get what outgoingAuth says."""
 
 
 class DiscoveredBackend(ApiModel):

@@ -38,6 +38,12 @@ def serve(
         help="Forget a client session unused this long (no request, no open stream), e.g. 30m. "
         "Default: $MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT, else 1h.",
     ),
+    authserver_config: str | None = Opt(
+        None,
+        "--authserver-config",
+        help="Embedded OAuth 2.1 authorization server settings (JSON; VirtualMCPServer authServerConfig): "
+        "the gateway serves its endpoints and accepts only the tokens it issued.",
+    ),
     log_level: str = Opt("info", "--log-level", help="debug, info, warning, error."),
     trace_exporter: str | None = tracing_options.TRACE_EXPORTER,
     otlp_endpoint: str | None = tracing_options.OTLP_ENDPOINT,
@@ -60,7 +66,13 @@ def serve(
     from mcpfleet import malloctune, telemetry, uvicornserver
     from mcpfleet.httplimits import BodyLimits, uvicorn_options
     from mcpfleet.vmcp.config import ConfigError, load_config
-    from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits
+    from mcpfleet.vmcp.server import (
+        ServeOptions,
+        build_app,
+        load_auth_server,
+        session_limits,
+        with_auth_server,
+    )
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     malloctune.tune()  # opt-in glibc thresholds (MCPFLEET_MALLOC_TUNE=1); see bench/vmcp_steady.py
@@ -87,7 +99,9 @@ def serve(
             telemetry.TracingOptions(exporter=trace_exporter, endpoint=otlp_endpoint),
             resource_attributes={"mcpfleet.vmcp.name": cfg.name},
         )
-        asgi = build_app(cfg, opts, tracer=telemetry.tracer_of(provider))
+        auth_server = load_auth_server(authserver_config, public_url) if authserver_config else None
+        app = build_app(cfg, opts, tracer=telemetry.tracer_of(provider), auth_server=auth_server)
+        asgi = with_auth_server(app, auth_server) if auth_server is not None else app
     except (ConfigError, telemetry.TracingConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -1,5 +1,5 @@
-"""What a workload's `externalAuthConfigRef` naming an `embeddedAuthServer` MCPExternalAuthConfig
-renders: the proxy in front of the MCP server runs the OAuth 2.1 authorization server
+"""What a workload's `authServerRef` (or, the older way, its `externalAuthConfigRef`) naming an
+`embeddedAuthServer` MCPExternalAuthConfig renders: the proxy in front of the MCP server runs the OAuth 2.1 authorization server
 (`mcpfleet.auth.authserver`), started with `--authserver-config {config_dir}/authserver.json`.
 
 The document (`AuthServerSettings`) names every secret — upstream client secret, signing keys, HMAC
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.api.mcpexternalauthconfig import EmbeddedAuthServerConfig, RedisTLS, UpstreamProvider
-from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
+from mcpfleet.api.meta import AuthServerRef, LocalObjectReference, SecretKeyRef
 from mcpfleet.auth.authserver.config import (
     AuthServerSettings,
     RedisSettings,
@@ -166,8 +166,43 @@ def _redis(
     return settings, problems
 
 
+def workload_plan(
+    auth_server_ref: AuthServerRef | None,
+    external_auth_ref: LocalObjectReference | None,
+    world: World,
+    *,
+    incoming_oidc: bool,
+) -> AuthServerPlan:
+    """The AuthServerPlan of an MCPServer or MCPRemoteProxy. `authServerRef` names the embedded
+    authorization server and leaves `externalAuthConfigRef` to the credentials toward the upstream, as in
+    ToolHive; without it an `externalAuthConfigRef` of type embeddedAuthServer still configures it."""
+    if auth_server_ref is None:
+        return plan(external_auth_ref, world, incoming_oidc=incoming_oidc)
+    field = "spec.authServerRef"
+    found = world.external_auth_configs.get(auth_server_ref.name)
+    if found is None:
+        return AuthServerPlan(problems=(f"{field}: MCPExternalAuthConfig {auth_server_ref.name} not found",))
+    if found.spec.embedded_auth_server is None:
+        return AuthServerPlan(
+            problems=(
+                f"{field}: MCPExternalAuthConfig {found.name} is of type {found.spec.type}; authServerRef"
+                " names one of type embeddedAuthServer (put other types in externalAuthConfigRef)",
+            )
+        )
+    outgoing = world.external_auth_configs.get(external_auth_ref.name) if external_auth_ref else None
+    if outgoing is not None and outgoing.spec.embedded_auth_server is not None:
+        return AuthServerPlan(
+            problems=(
+                "spec.externalAuthConfigRef: names an embeddedAuthServer MCPExternalAuthConfig while"
+                " authServerRef sets the authorization server; a workload runs one (externalAuthConfigRef"
+                " is then for the credentials toward the upstream)",
+            )
+        )
+    return plan(auth_server_ref, world, incoming_oidc=incoming_oidc, field=field)
+
+
 def plan(
-    ref: LocalObjectReference | None,
+    ref: LocalObjectReference | AuthServerRef | None,
     world: World,
     *,
     incoming_oidc: bool,
@@ -178,14 +213,33 @@ def plan(
     found = world.external_auth_configs.get(ref.name) if ref is not None else None
     if found is None or found.spec.embedded_auth_server is None:
         return AuthServerPlan()
-    spec = found.spec.embedded_auth_server
-    where = f"{field}: MCPExternalAuthConfig {found.name} spec.embeddedAuthServer"
-    problems = [f"{where}.{p}" for p in spec.problems()]
+    extra = []
     if incoming_oidc:
-        problems.append(
+        extra.append(
             f"{field}: the embedded authorization server authenticates clients itself; remove oidcConfig /"
             " oidcConfigRef"
         )
+    return settings_plan(
+        found.spec.embedded_auth_server,
+        world,
+        where=f"{field}: MCPExternalAuthConfig {found.name} spec.embeddedAuthServer",
+        config_hash=configkinds.config_hash(found),
+        problems=extra,
+    )
+
+
+def settings_plan(
+    spec: EmbeddedAuthServerConfig,
+    world: World,
+    *,
+    where: str,
+    config_hash: str,
+    problems: list[str] | None = None,
+) -> AuthServerPlan:
+    """The AuthServerPlan of embedded-server settings (an MCPExternalAuthConfig's, or a
+    VirtualMCPServer's `authServerConfig`); `where` prefixes each problem, `config_hash` rolls the
+    workload when the settings change."""
+    problems = [*(f"{where}.{p}" for p in spec.problems()), *(problems or ())]
     files = _Files(world)
     primary = next(
         (p for p in spec.upstream_providers if p.name == spec.primary_upstream_provider),
@@ -232,6 +286,6 @@ def plan(
         cimd_cache_max_size=(spec.cimd.cache_max_size or 256) if spec.cimd else 256,
         disable_upstream_token_injection=spec.disable_upstream_token_injection,
         insecure_allow_http=spec.insecure_allow_http,
-        config_hash=configkinds.config_hash(found),
+        config_hash=config_hash,
     )
     return AuthServerPlan(settings=settings, secret_files=tuple(files.files))

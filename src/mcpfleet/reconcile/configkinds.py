@@ -13,7 +13,13 @@ from typing import Any
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
-from mcpfleet.api.meta import ConfigStatus, LocalObjectReference, WorkloadReference, set_condition
+from mcpfleet.api.meta import (
+    AuthServerRef,
+    ConfigStatus,
+    LocalObjectReference,
+    WorkloadReference,
+    set_condition,
+)
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.reconcile.common import sha256_of
@@ -68,7 +74,7 @@ def run_config_refs(
 def referencing(
     name: str,
     world: World,
-    member_ref: Callable[[Any], LocalObjectReference | None],
+    member_ref: Callable[[Any], LocalObjectReference | AuthServerRef | None],
     gateway_uses: Callable[[VirtualMCPServer], bool],
 ) -> list[WorkloadReference]:
     """Sorted references to the workloads using configuration object `name`: the MCPServers and

@@ -10,7 +10,7 @@ from mcpfleet.reconcile.model import World
 
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
-    """MCPServers, MCPRemoteProxies (externalAuthConfigRef) and VirtualMCPServers (outgoingAuth) using it."""
+    """MCPServers, MCPRemoteProxies (externalAuthConfigRef, authServerRef) and VirtualMCPServers (outgoingAuth) using it."""
 
     def gateway_uses(vmcp: VirtualMCPServer) -> bool:
         outgoing = vmcp.spec.outgoing_auth
@@ -22,7 +22,12 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
             for a in auths
         )
 
-    return configkinds.referencing(name, world, lambda spec: spec.external_auth_config_ref, gateway_uses)
+    outgoing = configkinds.referencing(name, world, lambda spec: spec.external_auth_config_ref, gateway_uses)
+    # authServerRef (MCPServer, MCPRemoteProxy): the workload's embedded authorization server.
+    embedded = configkinds.referencing(name, world, lambda spec: spec.auth_server_ref, lambda _v: False)
+    return sorted(
+        {(r.kind, r.name): r for r in (*outgoing, *embedded)}.values(), key=lambda r: (r.kind, r.name)
+    )
 
 
 def status(

@@ -66,7 +66,10 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
 
 def _authserver(proxy: MCPRemoteProxy, world: World) -> authserver.AuthServerPlan:
     incoming = _auth(proxy, world).document is not None
-    return authserver.plan(proxy.spec.external_auth_config_ref, world, incoming_oidc=incoming)
+    spec = proxy.spec
+    return authserver.workload_plan(
+        spec.auth_server_ref, spec.external_auth_config_ref, world, incoming_oidc=incoming
+    )
 
 
 def _webhooks(proxy: MCPRemoteProxy, world: World) -> mcpwebhookconfig.WebhookPlan:

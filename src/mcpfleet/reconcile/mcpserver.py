@@ -117,7 +117,10 @@ def _webhooks(server: MCPServer, world: World) -> mcpwebhookconfig.WebhookPlan:
 
 def _authserver(server: MCPServer, world: World) -> authserver.AuthServerPlan:
     incoming = _auth(server, world).document is not None
-    return authserver.plan(server.spec.external_auth_config_ref, world, incoming_oidc=incoming)
+    spec = server.spec
+    return authserver.workload_plan(
+        spec.auth_server_ref, spec.external_auth_config_ref, world, incoming_oidc=incoming
+    )
 
 
 def _fronted(server: MCPServer, world: World) -> bool:

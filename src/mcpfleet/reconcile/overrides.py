@@ -19,9 +19,13 @@ KUBERNETES_ONLY = "KubernetesOnly"
 
 
 def kubernetes_overrides(
-    pod_template: dict[str, Any] | None, resource_overrides: ResourceOverrides | None, recreate: bool = False
+    pod_template: dict[str, Any] | None,
+    resource_overrides: ResourceOverrides | None,
+    recreate: bool = False,
+    image_pull_secrets: tuple[str, ...] = (),
 ) -> KubernetesOverrides | None:
-    """The Kubernetes part of the two fields, None when neither adds anything."""
+    """The Kubernetes part of the two fields, None when neither adds anything. `image_pull_secrets`:
+    a kind's own `imagePullSecrets` (rendered first; the pod template's are merged onto them)."""
     deployment = resource_overrides.proxy_deployment if resource_overrides else None
     service = resource_overrides.proxy_service if resource_overrides else None
     pod = deployment.pod_template_metadata_overrides if deployment else None
@@ -32,7 +36,8 @@ def kubernetes_overrides(
         pod_annotations=dict(pod.annotations or {}) if pod else {},
         service_labels=dict(service.labels or {}) if service else {},
         service_annotations=dict(service.annotations or {}) if service else {},
-        image_pull_secrets=tuple(s.name for s in (deployment.image_pull_secrets or ())) if deployment else (),
+        image_pull_secrets=image_pull_secrets
+        + (tuple(s.name for s in (deployment.image_pull_secrets or ())) if deployment else ()),
         pod_template=pod_template,
         recreate=recreate,
     )

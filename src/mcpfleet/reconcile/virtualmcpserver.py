@@ -17,6 +17,8 @@ from __future__ import annotations
 import yaml
 
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
+from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
+from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import (
@@ -30,6 +32,7 @@ from mcpfleet.api.virtualmcpserver import (
 )
 from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.reconcile import (
+    authserver,
     mcpauthzconfig,
     mcpoidcconfig,
     mcpserverentry,
@@ -44,6 +47,7 @@ from mcpfleet.reconcile.common import (
     redis_password_env,
     serve_command,
     service_hosts,
+    sha256_of,
     tracing_env,
 )
 from mcpfleet.reconcile.mcpserver import url_path as server_url_path
@@ -204,6 +208,15 @@ def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> Outgoi
 
 
 def _member_auth_ref(name: str, world: World) -> str | None:
+    members: tuple[MCPServer | MCPRemoteProxy, ...] = (*world.servers, *world.remote_proxies)
+    for member in members:
+        if member.name == name and member.spec.auth_server_ref is not None:
+            # Its clients log in interactively at its embedded authorization server: the gateway
+            # cannot obtain such a token for them (as with an embeddedAuthServer externalAuthConfigRef).
+            raise RenderError(
+                f"{name}.spec.authServerRef: the backend runs an embedded authorization server whose tokens"
+                " the gateway cannot obtain; name it in spec.outgoingAuth.backends or take it out of the group"
+            )
     for server in world.servers:
         if server.name == name and server.spec.external_auth_config_ref is not None:
             return server.spec.external_auth_config_ref.name
@@ -384,6 +397,26 @@ def _config_map_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFi
     return (*_incoming_plan(vmcp, world).config_map_files, *entries.config_map_files)
 
 
+def _authserver(vmcp: VirtualMCPServer, world: World) -> authserver.AuthServerPlan:
+    """`spec.authServerConfig`: the gateway runs the embedded authorization server and is the issuer of
+    the tokens its incomingAuth accepts (an inline issuer is compared here; one from a ConfigMap or an
+    MCPOIDCConfig by the gateway at start, which refuses to serve on a mismatch)."""
+    spec = vmcp.spec.auth_server_config
+    if spec is None:
+        return authserver.AuthServerPlan()
+    where = "spec.authServerConfig"
+    problems: list[str] = []
+    document = _incoming_plan(vmcp, world).document or {}
+    issuer = (document.get("oidc") or {}).get("issuer")
+    if document.get("type") != "oidc":
+        problems.append(f"{where}: needs incomingAuth type oidc with issuer {spec.issuer}")
+    elif issuer is not None and str(issuer).rstrip("/") != spec.issuer.rstrip("/"):
+        problems.append(f"{where}.issuer: {spec.issuer} must equal incomingAuth's OIDC issuer {issuer}")
+    return authserver.settings_plan(
+        spec, world, where=where, config_hash=sha256_of(spec.dump()), problems=problems
+    )
+
+
 def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
     """What should run for `vmcp`: the gateway with its rendered config."""
     spec = vmcp.spec
@@ -401,7 +434,11 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
             config_files = (ConfigFile(CONFIG_FILE, yaml.safe_dump(rendered.dump(), sort_keys=True)),)
         except RenderError as exc:
             problems.append(str(exc))
-    command: list[str] = serve_command("vmcp", CONFIG_FILE)
+    embedded = _authserver(vmcp, world)
+    problems.extend(embedded.problems)
+    if config_files:
+        config_files += embedded.proxy_files()
+    command: list[str] = serve_command("vmcp", CONFIG_FILE) + list(embedded.proxy_args())
     rbac: tuple[RbacRule, ...] = ()
     if world.platform == "kubernetes":
         command += ["--host", "0.0.0.0", "--status-resource", vmcp.name]
@@ -432,12 +469,16 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
                 resource_names=(vmcp.name,),
             ),
         )
+    overrides = kubernetes_overrides(
+        spec.pod_template_spec, None, image_pull_secrets=tuple(s.name for s in spec.image_pull_secrets or ())
+    )
     container = Container(
         name=CONTAINER,
         command=tuple(command),
         port=PORT,
         env=tracing_env(world, "VirtualMCPServer", vmcp.name),
         secret_env=secret_env,
+        secret_files=bool(embedded.secret_files),
     )
     workload = WorkloadPlan(
         kind="VirtualMCPServer",
@@ -449,17 +490,19 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         url_path="/mcp",
         health_path="/health",
         config_files=config_files,
+        secret_files=embedded.secret_files,
         config_map_files=_config_map_files(vmcp, world) + _authz_files(vmcp, world) if config_files else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("VirtualMCPServer", vmcp.name, "vmcp"),
         conditions=(
             *group_condition(group, world),
-            *local_condition(world, kubernetes_overrides(spec.pod_template_spec, None)),
+            *local_condition(world, overrides),
         ),
         problems=tuple(problems),
         service_type=spec.service_type,
-        overrides=kubernetes_overrides(spec.pod_template_spec, None),
+        session_affinity=spec.session_affinity,
+        overrides=overrides,
     )
     return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=CONTAINER)
 

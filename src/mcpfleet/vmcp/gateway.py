@@ -45,7 +45,7 @@ from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.codemode import SCRIPT_TOOL, CodeRunner, tool_definition
 from mcpfleet.vmcp.composite import CompositeRunner
 from mcpfleet.vmcp.config import VMCPConfig
-from mcpfleet.vmcp.health import BackendHealth
+from mcpfleet.vmcp.health import BackendHealth, reconnect_delay
 from mcpfleet.vmcp.metrics import Metrics
 from mcpfleet.vmcp.optimizer import FIND_TOOL, META_TOOLS, ToolFinder, call_arguments, meta_tools
 from mcpfleet.vmcp.reload import ConfigWatcher
@@ -174,6 +174,10 @@ class Backend:
         return self.lists.get(era) or self.lists.get(other) or BackendLists(self.spec.name)
 
     connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    joined: float = field(default_factory=time.monotonic)
+    # Extra connect tries while it is not connected yet (`health.reconnect_delay`).
+    tries: int = 0
+    retry_at: float | None = None
 
     @property
     def connected(self) -> bool:
@@ -241,6 +245,8 @@ class Gateway:
         self.startup_error: str | None = None
         self.legacy_sse = False
         self._status_dirty = asyncio.Event()
+        self._retry_due = asyncio.Event()
+        self._retries: set[asyncio.Task[None]] = set()
         self._tls_sessions: dict[str, aiohttp.ClientSession] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -263,6 +269,7 @@ class Gateway:
             await self.stop()
             raise ConflictError(self.startup_error)
         self._tasks.append(asyncio.create_task(self._health_loop(), name="vmcp-health"))
+        self._tasks.append(asyncio.create_task(self._reconnect_loop(), name="vmcp-reconnect"))
         self._tasks.append(asyncio.create_task(self._session_loop(), name="vmcp-sessions"))
         self._tasks.append(asyncio.create_task(self._status_loop(), name="vmcp-status"))
         if self._watcher is not None:
@@ -272,9 +279,9 @@ class Gateway:
         for ls in list(self.listeners):
             with contextlib.suppress(asyncio.QueueFull):
                 ls.queue.put_nowait({})  # ends the stream
-        for t in self._tasks:
+        for t in [*self._tasks, *self._retries]:
             t.cancel()
-        for t in self._tasks:
+        for t in [*self._tasks, *self._retries]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
@@ -345,7 +352,10 @@ class Gateway:
                 [b.spec.name for b in removed],
             )
 
-    async def _connect(self, b: Backend) -> bool:
+    async def _connect(self, b: Backend, counted: bool = True) -> bool:
+        """Connect (initialize, then the lists); False when it failed. A failure is recorded as a
+        health failure when `counted` (not for the extra tries between checks), and an extra try
+        is scheduled while the backend is in its reconnect window (`health.reconnect_delay`)."""
         async with b.connecting:
             if b.upstream is not None:
                 return True
@@ -374,10 +384,15 @@ class Gateway:
                 with contextlib.suppress(Exception):
                     await up.close()
                 msg = exc.message if isinstance(exc, RPCError) else f"connect: {type(exc).__name__} {exc}"
-                b.health.record_failure(msg)
-                log.warning("backend %s: %s", b.spec.name, msg)
+                if counted:
+                    b.health.record_failure(msg)
+                    log.warning("backend %s: %s", b.spec.name, msg)
+                else:
+                    log.debug("backend %s: not connected yet: %s", b.spec.name, msg)
+                self._schedule_retry(b)
                 return False
             b.upstream = up
+            b.retry_at = None
             b.health.record_success()
             await self._fetch_lists(b, tuple(LISTS))
             self._status_dirty.set()
@@ -1295,13 +1310,13 @@ class Gateway:
             for m in self.rebuild():
                 self.broadcast_list_changed(m)
 
-    async def check_backend(self, b: Backend) -> None:
+    async def check_backend(self, b: Backend, counted: bool = True) -> None:
+        """One health check (`counted`) or extra connect try (not `counted`) of backend `b`."""
         if b.upstream is None:
-            if await self._connect(b):
-                self._on_health_change(b)
-                for m in self.rebuild():
-                    self.broadcast_list_changed(m)
+            await self._connect_and_publish(b, counted)
             return
+        if not counted:
+            return  # connected meanwhile: its health is the health loop's
         try:
             await b.upstream.ping(self._check_timeout)
         except RPCError as exc:
@@ -1318,6 +1333,17 @@ class Gateway:
             if not self.best_effort:
                 for m in self.rebuild():
                     self.broadcast_list_changed(m)
+
+    async def _connect_and_publish(self, b: Backend, counted: bool) -> None:
+        """Connect a backend not connected yet; on success its lists join the aggregate."""
+        if not await self._connect(b, counted):
+            return
+        if self.backends.get(b.spec.name) is not b:
+            await self._disconnect(b)  # removed (or its URL changed) while connecting
+            return
+        self._on_health_change(b)
+        for m in self.rebuild():
+            self.broadcast_list_changed(m)
 
     def prune_sessions(self, idle: float | None = None) -> int:
         """Forget 2025-era client sessions idle for longer than `idle` (clients that never DELETE)."""
@@ -1346,6 +1372,31 @@ class Gateway:
             await asyncio.gather(
                 *(self.check_backend(b) for b in list(self.backends.values())), return_exceptions=True
             )
+
+    def _schedule_retry(self, b: Backend) -> None:
+        delay = reconnect_delay(b.tries, time.monotonic() - b.joined, self._check_interval)
+        b.tries += 1
+        b.retry_at = None if delay is None else time.monotonic() + delay
+        if delay is not None:
+            self._retry_due.set()
+
+    async def _reconnect_loop(self) -> None:
+        """Extra connect tries of the backends not connected yet, each when its retry is due (each
+        in its own task: a backend that hangs does not hold up the others)."""
+        while True:
+            now = time.monotonic()
+            waiting = [b for b in self.backends.values() if b.upstream is None and b.retry_at is not None]
+            for b in waiting:
+                if b.retry_at is not None and b.retry_at <= now:
+                    b.retry_at = None  # `_connect` schedules the next one if this one fails too
+                    task = asyncio.create_task(self.check_backend(b, counted=False))
+                    self._retries.add(task)
+                    task.add_done_callback(self._retries.discard)
+            pending = [b.retry_at for b in waiting if b.retry_at is not None]
+            self._retry_due.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(pending) - now if pending else None):
+                    await self._retry_due.wait()
 
     async def _status_loop(self) -> None:
         while True:

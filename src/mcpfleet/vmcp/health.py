@@ -4,6 +4,12 @@ A backend is `ready` after a successful probe or call, `unavailable` after `unhe
 consecutive failures (probes or calls that failed at the transport level), `unknown` before the
 first observation. The optional circuit breaker opens after `failureThreshold` consecutive
 failures: calls then fail fast until `timeout` elapses, when one half-open trial is let through.
+
+A backend that has not answered `initialize` yet (still starting: a package downloading, a pod
+not ready) is also tried between health checks, on `reconnect_delay`'s schedule: 0.1 s, doubling
+to at most 1 s, for the first `RECONNECT_WINDOW` seconds after it joined; then only at health
+checks. Those extra tries are not health checks: a failed one is not counted as a failure (the
+threshold and the breaker count what they counted before), a successful one is a success.
 """
 
 from __future__ import annotations
@@ -15,7 +21,25 @@ from typing import Literal
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.api.virtualmcpserver import FailureHandling
 
+RECONNECT_FIRST = 0.1
+"""Seconds before the first extra connect try of a backend whose connect failed."""
+RECONNECT_MAX = 1.0
+"""The longest wait between extra tries: a backend serves within about this long of answering."""
+RECONNECT_WINDOW = 120.0
+"""Extra tries stop this many seconds after the backend joined (at most ~125 tries in all)."""
+
 State = Literal["ready", "degraded", "unavailable", "unknown"]
+
+
+def reconnect_delay(tries: int, since_joined: float, check_interval: float) -> float | None:
+    """Seconds until the next extra connect try after `tries` failed tries, or None: the health
+    checks alone go on (the window is over, or they come as often anyway)."""
+    delay = min(RECONNECT_MAX, RECONNECT_FIRST * (1 << min(tries, 16)))
+    if since_joined + delay > RECONNECT_WINDOW or delay >= check_interval:
+        return None
+    return delay
+
+
 Circuit = Literal["closed", "open", "half-open"]
 
 

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet import ratelimit
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.auth.oidc import AuthConfigError, make_authenticator, protected_resource_metadata
+from mcpfleet.auth.oidc import (
+    AuthConfigError,
+    Authenticator,
+    make_authenticator,
+    protected_resource_metadata,
+)
 from mcpfleet.jsonrpc import DEFAULT_MAX_DEPTH
 from mcpfleet.redisconn import redis_client
 from mcpfleet.vmcp.app import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, VMCPApp
@@ -29,6 +34,9 @@ from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopS
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+
+    from mcpfleet.auth.authserver.guard import ASGIApp
+    from mcpfleet.auth.authserver.server import AuthServer
 
 
 @dataclass
@@ -145,11 +153,14 @@ def build_app(
     source: BackendSource | None = None,
     status_writer: StatusWriter | None = None,
     tracer: Tracer | None = None,
+    auth_server: AuthServer | None = None,
 ) -> VMCPApp:
     """The ASGI app; the gateway starts and stops with the ASGI lifespan.
 
     `tracer` (see `mcpfleet.telemetry`) turns on request, backend-call and composite-step spans;
-    None leaves tracing off.
+    None leaves tracing off. `auth_server` (VirtualMCPServer `authServerConfig`) makes the gateway
+    accept only the tokens that embedded authorization server issued; its issuer must be incomingAuth's
+    OIDC issuer. The caller serves its endpoints in front of the app (`with_auth_server`).
     """
     gateway = Gateway(
         config,
@@ -193,6 +204,10 @@ def build_app(
         resource_metadata = protected_resource_metadata(incoming.oidc, f"{base}/mcp")
         # The authenticator opens its HTTP session on first use, inside the server's event loop.
         auth = make_authenticator(incoming, resource_metadata=f"{base}/.well-known/oauth-protected-resource")
+        if auth_server is not None:
+            auth = _own_tokens(auth_server, incoming.oidc.issuer or "", resource_metadata, base)
+    elif auth_server is not None:
+        raise ConfigError("authserver: needs incomingAuth type oidc with the authorization server's issuer")
     return VMCPApp(
         gateway,
         auth,
@@ -203,3 +218,42 @@ def build_app(
         max_json_depth=opts.max_json_depth,
         limiter=ratelimit.build(config.rate_limiting, storage, scope),
     )
+
+
+def _own_tokens(
+    server: AuthServer, issuer: str, resource_metadata: dict[str, Any] | None, base: str
+) -> Authenticator:
+    """The embedded server's authenticator in place of the OIDC one: same issuer, but validated with our
+    own keys (the gateway would otherwise fetch its own JWKS from itself)."""
+    from mcpfleet.auth.authserver.guard import OwnTokenAuthenticator
+
+    if issuer.rstrip("/") != server.issuer.rstrip("/"):
+        raise ConfigError(
+            f"incomingAuth.oidc.issuer: {issuer} must be the embedded authorization server's issuer"
+            f" {server.issuer}"
+        )
+    if resource_metadata is not None:
+        resource_metadata["resource"] = server.resource
+    return OwnTokenAuthenticator(server, f"{base}/.well-known/oauth-protected-resource")
+
+
+def with_auth_server(app: VMCPApp, server: AuthServer) -> ASGIApp:
+    """The gateway behind the embedded server's endpoints (`/oauth/*`, `/.well-known/…`): the protected
+    resource metadata stays the gateway's own."""
+    from mcpfleet.auth.authserver.guard import AuthServerFront
+
+    return AuthServerFront(server, app)
+
+
+def load_auth_server(path: str, public_url: str | None) -> AuthServer:
+    """The embedded authorization server from its settings file (`--authserver-config`), read once at
+    start: an invalid file or secret stops the gateway (a ConfigError), which never serves without the
+    auth it was given. Its protected resource is the gateway's `/mcp`."""
+    from mcpfleet.auth.authserver.config import AuthServerConfigError, load_settings
+    from mcpfleet.auth.authserver.server import AuthServer
+
+    try:
+        settings = load_settings(path)
+        return AuthServer(settings, resource=(public_url or settings.issuer).rstrip("/") + "/mcp")
+    except (AuthServerConfigError, ValueError) as exc:
+        raise ConfigError(f"--authserver-config: {exc}") from exc

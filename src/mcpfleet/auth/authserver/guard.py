@@ -33,8 +33,10 @@ CREDENTIAL_HEADERS = frozenset({b"authorization", b"cookie", b"proxy-authorizati
 class OwnTokenAuthenticator:
     """Validates the access tokens `server` issued (no network: the keys are ours)."""
 
-    def __init__(self, server: AuthServer) -> None:
+    def __init__(self, server: AuthServer, resource_metadata: str | None = None) -> None:
         self.server = server
+        # The RFC 9728 document's URL named in every challenge (the vMCP gateway serves it itself).
+        self.resource_metadata = resource_metadata
 
     async def authenticate(self, authorization: str | None) -> dict[str, Any] | None:
         if not authorization:
@@ -52,6 +54,7 @@ class OwnTokenAuthenticator:
 
     def challenge(self, error: str | None, resource_metadata: str | None = None) -> str:
         parts = ['Bearer realm="mcp"']
+        resource_metadata = resource_metadata or self.resource_metadata
         if resource_metadata:
             parts.append(f'resource_metadata="{resource_metadata}"')
         if error:

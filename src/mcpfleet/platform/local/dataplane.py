@@ -28,11 +28,12 @@ from typing import Any
 from mcpfleet import malloctune, telemetry
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from mcpfleet.platform.local import hosted
-from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads
+from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads, state_changes
 from mcpfleet.reconcile.model import is_member_backend
 
 log = logging.getLogger("mcpfleet.local.dataplane")
-FOLLOW_INTERVAL = 0.5
+FOLLOW_INTERVAL = 2.0
+"""The registry re-reads the labelled workloads at least this often; at once on a state change."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     # vMCP session limits, as `mcpfleet vmcp serve` (default: $MCPFLEET_VMCP_*, else built in).
     parser.add_argument("--max-sessions", default=None)
     parser.add_argument("--session-idle-timeout", default=None)
+    # VirtualMCPServer authServerConfig, as `mcpfleet vmcp serve --authserver-config`.
+    parser.add_argument("--authserver-config", default=None)
     return parser
 
 
@@ -86,7 +89,14 @@ def _say(text: str) -> None:
 async def run_vmcp(args: argparse.Namespace) -> int:
     from mcpfleet.vmcp.backends import BackendSource, CombinedBackendSource
     from mcpfleet.vmcp.config import ConfigError, load_config
-    from mcpfleet.vmcp.server import ServeOptions, build_app, session_limits, static_specs
+    from mcpfleet.vmcp.server import (
+        ServeOptions,
+        build_app,
+        load_auth_server,
+        session_limits,
+        static_specs,
+        with_auth_server,
+    )
     from mcpfleet.vmcp.status import FileStatusWriter, NoopStatusWriter, StatusWriter
 
     try:
@@ -94,6 +104,7 @@ async def run_vmcp(args: argparse.Namespace) -> int:
         limit, idle = session_limits(args.max_sessions, args.session_idle_timeout)
         # HTTP limits from the $MCPFLEET_* variables `mcpfleet up` passes on, as for the CLI.
         limits = HttpLimits.from_env()
+        auth_server = load_auth_server(args.authserver_config, None) if args.authserver_config else None
     except (ConfigError, ValueError) as exc:
         _say(f"error: {exc}")
         return 2
@@ -125,9 +136,19 @@ async def run_vmcp(args: argparse.Namespace) -> int:
     except telemetry.TracingConfigError as exc:
         _say(f"error: {exc}")
         return 2
-    app = build_app(
-        config, options, source=source, status_writer=writer, tracer=telemetry.tracer_of(provider)
-    )
+    try:
+        gateway = build_app(
+            config,
+            options,
+            source=source,
+            status_writer=writer,
+            tracer=telemetry.tracer_of(provider),
+            auth_server=auth_server,
+        )
+    except ConfigError as exc:
+        _say(f"error: {exc}")
+        return 2
+    app = with_auth_server(gateway, auth_server) if auth_server is not None else gateway
     _say(f"mcpfleet vmcp listening on http://{args.host}:{args.port}/mcp")
     try:
         await _serve(app, args.host, args.port, limits)
@@ -186,8 +207,7 @@ async def _follow_workloads(service: object, state_dir: Path, registry: str, nam
     sources = [s.name for s in service.config.sources if s.kubernetes is not None]
     last: str | None = None
     try:
-        while True:
-            await asyncio.sleep(FOLLOW_INTERVAL)
+        async for _ in state_changes(state_dir, FOLLOW_INTERVAL):
             try:
                 current = await watcher.fingerprint()
             except Exception as exc:

@@ -1,10 +1,15 @@
 """Local implementations of the data plane's discovery interfaces, reading the local state file.
 
 * `LocalBackendSource` is the vMCP's `BackendSource`: the members of one group with a status URL,
-  re-read from SQLite every `interval` and yielded whenever the set changes (servers added,
-  removed, restarted on a new URL). It is the local twin of `KubernetesBackendSource`.
+  re-read from SQLite whenever the file changed (`state_changes`) and yielded whenever the set
+  changes (servers added, removed, restarted on a new URL). It is the local twin of
+  `KubernetesBackendSource`.
 * `LocalWorkloads` is the registry's `WorkloadSource`: workloads labelled
   `mcpfleet.dev/registry: <name>` with a status URL, like the `kubernetes` source lists them.
+
+`state_changes` is how both notice a write of the reconcile loop within 0.1 s without querying
+SQLite ten times a second: it watches the state file's size and modification time (a commit in
+WAL mode appends to `state.db-wal`; a checkpoint rewrites `state.db`), two `stat` calls a poll.
 
 Both only read; the reconcile loop is the single writer. Neither imports the operator, so the
 vMCP and registry processes stay data plane plus this read-only view.
@@ -14,18 +19,52 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from mcpfleet.api.meta import LABEL_REGISTRY
-from mcpfleet.platform.local.snapshot import StoredObject
+from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.registry.sources.kubernetes import ANNOTATION_DESCRIPTION, Workload
 from mcpfleet.vmcp.backends import BackendSpec, backends_from_objects
 
 BACKEND_KINDS = ("MCPServer", "MCPRemoteProxy")
 REGISTRY_KINDS = ("MCPServer", "VirtualMCPServer", "MCPRemoteProxy")
+CHANGE_POLL_SECONDS = 0.1
+"""How often `state_changes` looks at the state file's size and modification time."""
+
+
+def _signature(state_dir: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    """Identity, size and modification time of the state file and its WAL (None: missing)."""
+    out: list[tuple[int, int, int] | None] = []
+    for name in (DB_FILENAME, f"{DB_FILENAME}-wal"):
+        try:
+            st = os.stat(state_dir / name)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+async def state_changes(
+    state_dir: Path, every: float, poll: float = CHANGE_POLL_SECONDS
+) -> AsyncIterator[None]:
+    """Yields at once, then as soon as the state file changed (seen within `poll` seconds), and
+    at least every `every` seconds anyway (a change the file's times could hide)."""
+    last = _signature(state_dir)
+    due = time.monotonic() + every
+    yield None
+    while True:
+        await asyncio.sleep(min(poll, every))
+        current = _signature(state_dir)
+        if current != last or time.monotonic() >= due:
+            last = current
+            due = time.monotonic() + every
+            yield None
 
 
 def _document(obj: StoredObject) -> dict[str, Any]:
@@ -39,7 +78,7 @@ def _document(obj: StoredObject) -> dict[str, Any]:
 class LocalBackendSource:
     """The members of `group` in `namespace` that are running, as the vMCP's backend set."""
 
-    def __init__(self, state_dir: Path, group: str, namespace: str, interval: float = 0.5) -> None:
+    def __init__(self, state_dir: Path, group: str, namespace: str, interval: float = 2.0) -> None:
         self.state_dir = state_dir
         self.group = group
         self.namespace = namespace
@@ -58,7 +97,7 @@ class LocalBackendSource:
         state = await State.open(self.state_dir, create=False)
         last: list[BackendSpec] | None = None
         try:
-            while True:
+            async for _ in state_changes(self.state_dir, self.interval):
                 try:
                     current = await self.current(state)
                 except Exception:  # the file is being created or migrated: try again shortly
@@ -66,7 +105,6 @@ class LocalBackendSource:
                 if current != last:
                     last = current
                     yield current
-                await asyncio.sleep(self.interval)
         finally:
             await state.close()
 

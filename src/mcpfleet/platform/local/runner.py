@@ -35,7 +35,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -272,16 +272,18 @@ class Runner:
             in_ns = [r for r in resources if r.namespace == namespace]
             world = self._world(namespace, in_ns, stored)
             for kind in WORKLOAD_ORDER:
+                # Refreshed per kind from the statuses written so far in this pass: a server that just
+                # became Running gives its URL to the gateway and registry at once, not a pass later.
+                world = self._fresh(world, in_ns, stored)
                 for resource in (r for r in in_ns if r.kind == kind):
                     try:
-                        wanted |= await self._reconcile_workload(
-                            resource, world, stored[(kind, namespace, resource.name)]
-                        )
+                        wanted |= await self._reconcile_workload(resource, world, stored)
                     except Exception:
                         # One object's bug must not stall the others, nor stop what already runs for it.
                         log.exception("reconciling %s/%s failed", kind, resource.name)
                         prefix = workload_key(kind, namespace, resource.name) + "/"
                         wanted |= {k for k in self.supervisor.keys() if k.startswith(prefix)}
+            world = self._fresh(world, in_ns, stored)
             for resource in in_ns:
                 try:
                     await self._reconcile_other(
@@ -384,11 +386,6 @@ class Runner:
         def of(kind: type[Any]) -> list[Any]:
             return [r for r in resources if isinstance(r, kind)]
 
-        urls: dict[str, str] = {}
-        for resource in of(MCPServer) + of(MCPRemoteProxy):
-            url = stored[(resource.kind, namespace, resource.name)].status.get("url")
-            if isinstance(url, str):
-                urls[resource.name] = url
         return World(
             platform="local",
             namespace=namespace,
@@ -397,7 +394,7 @@ class Runner:
             remote_proxies=tuple(of(MCPRemoteProxy)),
             tool_configs={t.name: t for t in of(MCPToolConfig)},
             external_auth_configs={e.name: e for e in of(MCPExternalAuthConfig)},
-            backend_urls=urls,
+            backend_urls=self._backend_urls(namespace, resources, stored),
             virtual_servers=tuple(of(VirtualMCPServer)),
             oidc_configs={c.name: c for c in of(MCPOIDCConfig)},
             telemetry_configs={c.name: c for c in of(MCPTelemetryConfig)},
@@ -405,12 +402,36 @@ class Runner:
             webhook_configs={c.name: c for c in of(MCPWebhookConfig)},
             composite_tool_definitions={c.name: c for c in of(VirtualMCPCompositeToolDefinition)},
             server_entries=tuple(of(MCPServerEntry)),
-            embedding_urls=embedding_urls(
-                {"metadata": {"name": name}, "status": entry.status}
-                for (kind, ns, name), entry in stored.items()
-                if kind == "EmbeddingServer" and ns == namespace
-            ),
+            embedding_urls=self._embedding_urls(namespace, stored),
             registry_images=self._registry_images(of(MCPRegistry)),
+        )
+
+    def _fresh(self, world: World, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
+        """`world` with the parts that come from statuses re-read from `stored` (the pass' view)."""
+        return replace(
+            world,
+            backend_urls=self._backend_urls(world.namespace, resources, stored),
+            embedding_urls=self._embedding_urls(world.namespace, stored),
+        )
+
+    @staticmethod
+    def _backend_urls(
+        namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]
+    ) -> dict[str, str]:
+        urls: dict[str, str] = {}
+        for resource in resources:
+            if isinstance(resource, MCPServer | MCPRemoteProxy):
+                url = stored[(resource.kind, namespace, resource.name)].status.get("url")
+                if isinstance(url, str):
+                    urls[resource.name] = url
+        return urls
+
+    @staticmethod
+    def _embedding_urls(namespace: str, stored: dict[Key, StoredObject]) -> dict[str, str | None]:
+        return embedding_urls(
+            {"metadata": {"name": name}, "status": entry.status}
+            for (kind, ns, name), entry in stored.items()
+            if kind == "EmbeddingServer" and ns == namespace
         )
 
     def _registry_images(self, registries: list[MCPRegistry]) -> dict[str, enforce.RegistryImages]:
@@ -434,7 +455,12 @@ class Runner:
 
     # -- workloads ----------------------------------------------------------------------------
 
-    async def _reconcile_workload(self, resource: Resource, world: World, stored: StoredObject) -> set[str]:
+    async def _reconcile_workload(
+        self, resource: Resource, world: World, objects: dict[Key, StoredObject]
+    ) -> set[str]:
+        """Converge one workload; its new status also replaces its entry in `objects` (the pass' view)."""
+        key = (resource.kind, resource.namespace, resource.name)
+        stored = objects[key]
         plan = rules.plan(resource, world)
         desired = Desired(plan)
         if not plan.problems:
@@ -445,11 +471,12 @@ class Runner:
         observation = self._observe(desired)
         report = self._vmcp_report(resource) if isinstance(resource, VirtualMCPServer) else None
         status = rules.status(resource, stored.status, plan, observation, world, report)
-        status = self._mark_kept((resource.kind, resource.namespace, resource.name), status, stored.status)
+        status = self._mark_kept(key, status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
+            objects[key] = replace(stored, status=status)
             if status.get("phase") != (stored.status or {}).get("phase"):
-                for key in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
-                    self.supervisor.milestone(key, f"status {status.get('phase')}")
+                for process in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
+                    self.supervisor.milestone(process, f"status {status.get('phase')}")
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}

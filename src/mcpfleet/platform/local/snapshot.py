@@ -1,7 +1,7 @@
 """Read-only views of the local state for the quick commands (`get`, `logs`, `down`).
 
 They read the SQLite file with the standard library only, so `mcpfleet get` answers without
-loading SQLAlchemy; the tables are the ones `state` defines and writes. WAL mode lets them read
+an event loop or a thread; the tables are the ones `state` defines and writes. WAL mode lets them read
 while `up` writes.
 """
 

@@ -1,10 +1,19 @@
-"""The local platform's state: one SQLite file in the state dir (SQLAlchemy 2, aiosqlite).
+"""The local platform's state: one SQLite file in the state dir (the standard library's sqlite3).
 
-Owns three tables: `objects` (each manifest as last loaded, its local generation and its status,
-in exactly the Kubernetes status shape), `processes` (what `up` started: pid, port, log file) and
-`ports` (persisted port allocations, see `ports`). Readers are other processes too (`mcpfleet get`,
-`mcpfleet down`, the vMCP and registry discovery), so the file runs in WAL mode and every
-operation is a short transaction.
+Owns four tables: `objects` (each manifest as last loaded, its local generation and its status,
+in exactly the Kubernetes status shape), `processes` (what `up` started: pid, port, log file),
+`ports` (persisted port allocations, see `ports`) and `meta` (small key / value facts such as the
+`up` pid and the last load errors). Readers are other processes too (`mcpfleet get`, `mcpfleet
+down`, the vMCP and registry discovery), so the file runs in WAL mode and every operation is a
+short transaction.
+
+Plain SQL, not an ORM: four tables of a few columns, and `mcpfleet up` reaches its first spawn
+without loading SQLAlchemy (~0.2-0.3 s of imports). The tables are the ones the earlier SQLAlchemy
+models created (same names, columns and constraints), so a state dir written by an older `up`
+opens unchanged. Each `State` has one connection, used only by its own worker thread; every
+operation is one function run there (one hand-over between the event loop and the thread per
+operation, not one per statement: under load each hand-over waits for a CPU), so operations are
+serialised and each is its own transaction, completed even when its caller is cancelled.
 """
 
 from __future__ import annotations
@@ -12,61 +21,53 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sqlite3
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Integer, String, Text, delete, event, select
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from typing import Any, TypeVar
 
 from mcpfleet.api.meta import now_rfc3339
-from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
+from mcpfleet.platform.local.snapshot import DB_FILENAME, RecordedProcess, StoredObject
 
-
-class Base(DeclarativeBase):
-    pass
-
-
-class ObjectRow(Base):
-    __tablename__ = "objects"
-
-    kind: Mapped[str] = mapped_column(String, primary_key=True)
-    namespace: Mapped[str] = mapped_column(String, primary_key=True)
-    name: Mapped[str] = mapped_column(String, primary_key=True)
-    manifest: Mapped[str] = mapped_column(Text)
-    spec_hash: Mapped[str] = mapped_column(String)
-    generation: Mapped[int] = mapped_column(Integer, default=1)
-    status: Mapped[str] = mapped_column(Text, default="{}")
-    source: Mapped[str] = mapped_column(String, default="")
-    created: Mapped[str] = mapped_column(String)
-
-
-class ProcessRow(Base):
-    __tablename__ = "processes"
-
-    key: Mapped[str] = mapped_column(String, primary_key=True)
-    """kind/namespace/name/container/replica."""
-    kind: Mapped[str] = mapped_column(String)
-    name: Mapped[str] = mapped_column(String)
-    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    port: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    log_path: Mapped[str] = mapped_column(String)
-    restarts: Mapped[int] = mapped_column(Integer, default=0)
-    started: Mapped[str] = mapped_column(String)
-
-
-class PortRow(Base):
-    __tablename__ = "ports"
-
-    key: Mapped[str] = mapped_column(String, primary_key=True)
-    port: Mapped[int] = mapped_column(Integer, unique=True)
-
-
-class MetaRow(Base):
-    __tablename__ = "meta"
-
-    key: Mapped[str] = mapped_column(String, primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS objects (
+        kind VARCHAR NOT NULL,
+        namespace VARCHAR NOT NULL,
+        name VARCHAR NOT NULL,
+        manifest TEXT NOT NULL,
+        spec_hash VARCHAR NOT NULL,
+        generation INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        source VARCHAR NOT NULL,
+        created VARCHAR NOT NULL,
+        PRIMARY KEY (kind, namespace, name)
+    )""",
+    """CREATE TABLE IF NOT EXISTS processes (
+        "key" VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        name VARCHAR NOT NULL,
+        pid INTEGER,
+        port INTEGER,
+        log_path VARCHAR NOT NULL,
+        restarts INTEGER NOT NULL,
+        started VARCHAR NOT NULL,
+        PRIMARY KEY ("key")
+    )""",
+    """CREATE TABLE IF NOT EXISTS ports (
+        "key" VARCHAR NOT NULL,
+        port INTEGER NOT NULL,
+        PRIMARY KEY ("key"),
+        UNIQUE (port)
+    )""",
+    """CREATE TABLE IF NOT EXISTS meta (
+        "key" VARCHAR NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY ("key")
+    )""",
+)
+T = TypeVar("T")
+_OBJECT_COLUMNS = "kind, namespace, name, manifest, generation, status, source, created"
 
 
 def spec_hash(manifest: dict[str, Any]) -> str:
@@ -74,49 +75,91 @@ def spec_hash(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(manifest.get("spec") or {}, sort_keys=True).encode()).hexdigest()
 
 
-def _row_to_object(row: ObjectRow) -> StoredObject:
+def _object(row: Iterable[Any]) -> StoredObject:
+    kind, namespace, name, manifest, generation, status, source, created = row
     return StoredObject(
-        kind=row.kind,
-        namespace=row.namespace,
-        name=row.name,
-        manifest=json.loads(row.manifest),
-        generation=row.generation,
-        status=json.loads(row.status or "{}"),
-        source=row.source,
-        created=row.created,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        manifest=json.loads(manifest),
+        generation=generation,
+        status=json.loads(status or "{}"),
+        source=source,
+        created=created,
     )
 
 
 class State:
     """Async access to the state file. Create with `await State.open(state_dir)`; `close()` at the end."""
 
-    def __init__(self, engine: AsyncEngine, state_dir: Path) -> None:
-        self.engine = engine
+    def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
-        self._session = async_sessionmaker(engine, expire_on_commit=False)
+        self._db: sqlite3.Connection | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcpfleet-state")
 
     @classmethod
     async def open(cls, state_dir: Path, create: bool = True) -> State:
+        """With `create`, the folder and tables are made now; without (a reader in another
+        process), nothing is touched until the first query."""
+        state = cls(state_dir)
         if create:
+
+            def schema(db: sqlite3.Connection) -> None:
+                for statement in SCHEMA:
+                    db.execute(statement)
+
             await asyncio.to_thread(state_dir.mkdir, parents=True, exist_ok=True)
-        engine = create_async_engine(f"sqlite+aiosqlite:///{state_dir / DB_FILENAME}")
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            # WAL: `mcpfleet get` and the discovery readers never block the reconcile loop's writes.
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout=5000")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-        if create:
-            async with engine.begin() as conn:
-                await conn.run_sync(Base.metadata.create_all)
-        return cls(engine, state_dir)
+            await state._write(schema)
+        return state
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        def close(db: sqlite3.Connection | None) -> None:
+            if db is not None:
+                db.close()
+
+        # The thread stays (it ends with the State): a closed State reconnects if used again.
+        db, self._db = self._db, None
+        await asyncio.get_running_loop().run_in_executor(self._thread, close, db)
+
+    def _connection(self) -> sqlite3.Connection:
+        """The connection (opened at first use), on the state's own thread only."""
+        if self._db is None:
+            # Autocommit: reads are single statements; writes open their transaction explicitly.
+            db = sqlite3.connect(
+                self.state_dir / DB_FILENAME, timeout=5, isolation_level=None, check_same_thread=False
+            )
+            try:
+                db.execute("PRAGMA busy_timeout=5000")  # first: the next pragma may wait for a lock
+                # WAL: `mcpfleet get` and the discovery readers never block the reconcile loop's writes.
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                db.close()
+                raise
+            self._db = db
+        return self._db
+
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, lambda: work(self._connection())
+        )
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in one write transaction (BEGIN IMMEDIATE: the write lock is taken, or waited
+        for, up front)."""
+
+        def transaction() -> T:
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, transaction)
 
     # -- objects ------------------------------------------------------------------------------
 
@@ -125,115 +168,135 @@ class State:
     ) -> StoredObject:
         """Store the manifest; the generation goes up by one when the spec changed."""
         digest = spec_hash(manifest)
-        async with self._session.begin() as session:
-            row = await session.get(ObjectRow, (kind, namespace, name))
+        encoded = json.dumps(manifest)
+        key = (kind, namespace, name)
+
+        def upsert(db: sqlite3.Connection) -> StoredObject:
+            row = db.execute(
+                "SELECT manifest, spec_hash, generation, status, source, created FROM objects "
+                "WHERE kind = ? AND namespace = ? AND name = ?",
+                key,
+            ).fetchone()
             if row is None:
-                row = ObjectRow(
-                    kind=kind,
-                    namespace=namespace,
-                    name=name,
-                    manifest=json.dumps(manifest),
-                    spec_hash=digest,
-                    generation=1,
-                    status="{}",
-                    source=source,
-                    created=now_rfc3339(),
+                created = now_rfc3339()
+                db.execute(
+                    f"INSERT INTO objects ({_OBJECT_COLUMNS}, spec_hash) "
+                    "VALUES (?, ?, ?, ?, 1, '{}', ?, ?, ?)",
+                    (*key, encoded, source, created, digest),
                 )
-                session.add(row)
-            else:
-                if row.spec_hash != digest:
-                    row.generation += 1
-                    row.spec_hash = digest
-                encoded = json.dumps(manifest)
-                if row.manifest != encoded or row.source != source:  # an unchanged re-read writes nothing
-                    row.manifest = encoded
-                    row.source = source
-            return _row_to_object(row)
+                return StoredObject(kind, namespace, name, manifest, 1, {}, source, created)
+            old_manifest, old_digest, generation, status, old_source, created = row
+            if old_digest != digest:
+                generation += 1
+            # An unchanged re-read writes nothing.
+            if old_digest != digest or old_manifest != encoded or old_source != source:
+                db.execute(
+                    "UPDATE objects SET manifest = ?, spec_hash = ?, generation = ?, source = ? "
+                    "WHERE kind = ? AND namespace = ? AND name = ?",
+                    (encoded, digest, generation, source, *key),
+                )
+            return _object((*key, encoded, generation, status, source, created))
+
+        return await self._write(upsert)
 
     async def delete_object(self, kind: str, namespace: str, name: str) -> None:
-        async with self._session.begin() as session:
-            await session.execute(
-                delete(ObjectRow).where(
-                    ObjectRow.kind == kind, ObjectRow.namespace == namespace, ObjectRow.name == name
-                )
+        await self._write(
+            lambda db: db.execute(
+                "DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?", (kind, namespace, name)
             )
+        )
 
     async def objects(self, kind: str | None = None) -> list[StoredObject]:
-        async with self._session() as session:
-            query = select(ObjectRow)
-            if kind is not None:
-                query = query.where(ObjectRow.kind == kind)
-            rows = (
-                await session.scalars(query.order_by(ObjectRow.kind, ObjectRow.namespace, ObjectRow.name))
-            ).all()
-            return [_row_to_object(r) for r in rows]
+        query = f"SELECT {_OBJECT_COLUMNS} FROM objects"
+        params: tuple[str, ...] = ()
+        if kind is not None:
+            query += " WHERE kind = ?"
+            params = (kind,)
+        rows = await self._read(
+            lambda db: db.execute(query + " ORDER BY kind, namespace, name", params).fetchall()
+        )
+        return [_object(r) for r in rows]
 
     async def get_object(self, kind: str, namespace: str, name: str) -> StoredObject | None:
-        async with self._session() as session:
-            row = await session.get(ObjectRow, (kind, namespace, name))
-            return None if row is None else _row_to_object(row)
+        row = await self._read(
+            lambda db: db.execute(
+                f"SELECT {_OBJECT_COLUMNS} FROM objects WHERE kind = ? AND namespace = ? AND name = ?",
+                (kind, namespace, name),
+            ).fetchone()
+        )
+        return None if row is None else _object(row)
 
     async def set_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> bool:
         """Write the status; returns False (and writes nothing) when it is unchanged."""
         encoded = json.dumps(status, sort_keys=True)
-        async with self._session.begin() as session:
-            row = await session.get(ObjectRow, (kind, namespace, name))
-            if row is None or row.status == encoded:
-                return False
-            row.status = encoded
-            return True
+        changed = await self._write(
+            lambda db: (
+                db.execute(
+                    "UPDATE objects SET status = ? WHERE kind = ? AND namespace = ? AND name = ? AND status != ?",
+                    (encoded, kind, namespace, name, encoded),
+                ).rowcount
+            )
+        )
+        return changed > 0
 
     # -- processes ----------------------------------------------------------------------------
 
     async def record_process(
         self, key: str, kind: str, name: str, pid: int, port: int | None, log_path: str, restarts: int
     ) -> None:
-        async with self._session.begin() as session:
-            await session.merge(
-                ProcessRow(
-                    key=key,
-                    kind=kind,
-                    name=name,
-                    pid=pid,
-                    port=port,
-                    log_path=log_path,
-                    restarts=restarts,
-                    started=now_rfc3339(),
-                )
+        row = (key, kind, name, pid, port, log_path, restarts, now_rfc3339())
+        await self._write(
+            lambda db: db.execute(
+                'INSERT OR REPLACE INTO processes ("key", kind, name, pid, port, log_path, restarts, started) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
             )
+        )
 
     async def forget_process(self, key: str) -> None:
-        async with self._session.begin() as session:
-            await session.execute(delete(ProcessRow).where(ProcessRow.key == key))
+        await self._write(lambda db: db.execute('DELETE FROM processes WHERE "key" = ?', (key,)))
 
-    async def processes(self) -> list[ProcessRow]:
-        async with self._session() as session:
-            return list((await session.scalars(select(ProcessRow).order_by(ProcessRow.key))).all())
+    async def processes(self) -> list[RecordedProcess]:
+        rows = await self._read(
+            lambda db: db.execute(
+                'SELECT "key", kind, name, pid, port, log_path FROM processes ORDER BY "key"'
+            ).fetchall()
+        )
+        return [RecordedProcess(*row) for row in rows]
 
     # -- ports --------------------------------------------------------------------------------
 
     async def ports(self) -> dict[str, int]:
-        async with self._session() as session:
-            return {r.key: r.port for r in (await session.scalars(select(PortRow))).all()}
+        rows = await self._read(lambda db: db.execute('SELECT "key", port FROM ports').fetchall())
+        return {key: port for key, port in rows}
 
     async def save_port(self, key: str, port: int) -> None:
-        async with self._session.begin() as session:
-            await session.merge(PortRow(key=key, port=port))
+        """Hold `port` for `key` (`sqlite3.IntegrityError` when another key holds it)."""
+        await self._write(
+            lambda db: db.execute(
+                'INSERT INTO ports ("key", port) VALUES (?, ?) '
+                'ON CONFLICT ("key") DO UPDATE SET port = excluded.port',
+                (key, port),
+            )
+        )
 
     async def release_port(self, key: str) -> None:
-        async with self._session.begin() as session:
-            await session.execute(delete(PortRow).where(PortRow.key == key))
+        await self._write(lambda db: db.execute('DELETE FROM ports WHERE "key" = ?', (key,)))
 
     # -- meta ---------------------------------------------------------------------------------
 
     async def set_meta(self, key: str, value: str | None) -> None:
-        async with self._session.begin() as session:
-            if value is None:
-                await session.execute(delete(MetaRow).where(MetaRow.key == key))
-            else:
-                await session.merge(MetaRow(key=key, value=value))
+        if value is None:
+            await self._write(lambda db: db.execute('DELETE FROM meta WHERE "key" = ?', (key,)))
+        else:
+            await self._write(
+                lambda db: db.execute(
+                    'INSERT OR REPLACE INTO meta ("key", value) VALUES (?, ?)', (key, value)
+                )
+            )
 
     async def get_meta(self, key: str) -> str | None:
-        async with self._session() as session:
-            row = await session.get(MetaRow, key)
-            return None if row is None else row.value
+        row = await self._read(
+            lambda db: db.execute('SELECT value FROM meta WHERE "key" = ?', (key,)).fetchone()
+        )
+        return None if row is None else str(row[0])

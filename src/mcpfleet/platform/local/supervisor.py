@@ -42,6 +42,11 @@ STDERR_TAIL_LINES = 20
 SHOWN_TAIL_LINES = 8
 FAILURE_THRESHOLD = 3
 """Consecutive failed health probes before a ready process counts as not ready."""
+PROBE_STARTING_SECONDS = 0.1
+"""Probe period until ready: a refused connection costs microseconds, a late Ready costs the user."""
+PROBE_READY_SECONDS = 2.0
+RECOVERED_AFTER = 5.0
+"""Seconds of healthy answers before a process that failed counts as ready again."""
 
 
 @dataclass(frozen=True)
@@ -357,8 +362,9 @@ class Managed:
             if healthy:
                 misses = 0
                 healthy_since = healthy_since or now
-                # After a crash, demand a longer healthy run so a crash loop does not flap to Ready.
-                needed = 5.0 if self.state.failed else 0.3
+                # One good answer makes a first start ready (Kubernetes' successThreshold 1); after a
+                # crash, a longer healthy run is demanded so that a crash loop does not flap to Ready.
+                needed = RECOVERED_AFTER if self.state.failed else 0.0
                 if now - healthy_since >= needed:
                     self._set(ready=True, failed=False, failure_message=None)
             else:
@@ -369,7 +375,7 @@ class Managed:
                 elif self.state.ready and misses >= FAILURE_THRESHOLD:
                     # One slow answer on a loaded machine is not an outage (a readiness failureThreshold).
                     self._set(ready=False)
-            await asyncio.sleep(2.0 if self.state.ready else 0.2)
+            await asyncio.sleep(PROBE_READY_SECONDS if self.state.ready else PROBE_STARTING_SECONDS)
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True
