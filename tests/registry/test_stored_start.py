@@ -1,7 +1,8 @@
-"""A read-only registry on SQLite serves its stored catalogue while the store opens (issue 17).
+"""A read-only registry serves its stored catalogue while the store opens (issue 17).
 
 `RegistryService(serve_stored_first=True)` (what `mcpfleet registry serve` runs) loads the catalogue
-from the database with the standard library and serves at once; SQLAlchemy, the store and the syncer
+from the database without SQLAlchemy (SQLite: the standard library; PostgreSQL: asyncpg) and serves
+at once; SQLAlchemy, the store and the syncer
 start in the background. What it serves must be exactly what a full start serves, and the cases it
 cannot read (no database yet, an older schema, a publishing registry) start as before.
 """
@@ -12,24 +13,27 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+
+import asyncpg
 
 from mcpfleet.registry.catalogue import items_of
 from mcpfleet.registry.config import parse_config
-from mcpfleet.registry.rows import read_sqlite, sqlite_path
+from mcpfleet.registry.rows import postgres_dsn, read_postgres, read_sqlite, sqlite_path
 from mcpfleet.registry.service import RegistryService
 from mcpfleet.registry.store import Store
-from tests.registry.conftest import make_config, running, server_doc, write_json
+from tests.registry.conftest import Postgres, make_config, running, server_doc, write_json
 from tests.registry.test_cli_and_store import _cli
 
 PAGES = ("/v0.1/servers?limit=100", "/v0.1/servers/io.example%2Fs007/versions", "/v0.1/servers?search=s01")
 
 
-def _config(tmp_path: Path, count: int = 30) -> object:
+def _config(tmp_path: Path, count: int = 30, url: str | None = None) -> object:
     docs = [server_doc(f"io.example/s{i:03d}") for i in range(count)]
     docs.append(server_doc("io.example/s007", version="2.0.0"))
     source = {"name": "f", "file": {"path": str(write_json(tmp_path / "s.json", {"servers": docs}))}}
-    return make_config([source], f"sqlite+aiosqlite:///{tmp_path / 'r.db'}")
+    return make_config([source], url or f"sqlite+aiosqlite:///{tmp_path / 'r.db'}")
 
 
 async def _served(config: object, tmp_path: Path, **kw: object) -> dict[str, object]:
@@ -39,8 +43,9 @@ async def _served(config: object, tmp_path: Path, **kw: object) -> dict[str, obj
         return {p: (await h.get(p)).json() for p in PAGES} | {"generation": h.service.catalogue.generation}
 
 
-async def test_stored_catalogue_is_what_a_full_start_serves(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+async def test_stored_catalogue_is_what_a_full_start_serves(tmp_path: Path, db_url: str) -> None:
+    """On each backend (`db_url`: SQLite, then PostgreSQL)."""
+    config = _config(tmp_path, url=db_url)
     async with running(config, tmp_path) as h:  # type: ignore[arg-type]
         await h.sync()  # the database now holds the catalogue
     full = await _served(config, tmp_path)
@@ -94,6 +99,51 @@ async def test_cases_without_a_usable_stored_catalogue_open_the_store_first(tmp_
         assert service.opening is None and service._store is not None
     finally:
         await service.stop()
+
+
+async def test_postgres_without_a_usable_stored_catalogue_opens_the_store_first(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    name = "reg_" + uuid.uuid4().hex[:12]
+    postgres.admin(f"CREATE DATABASE {name}")
+    try:
+        url = postgres.url(name)
+        dsn = postgres_dsn(url)
+        assert dsn is not None
+        assert await read_postgres(dsn, items_of) is None  # no schema yet
+        config = _config(tmp_path, url=url)
+        async with running(config, tmp_path, serve_stored_first=True) as h:  # type: ignore[arg-type]
+            assert h.service.opening is None and h.service._store is not None
+            await h.sync()
+        stored = await read_postgres(dsn, items_of)
+        assert stored is not None and len(stored[1]) == 31  # 30 names, s007 in two versions
+        # Read without SQLAlchemy (a fresh interpreter).
+        code = f"""
+import asyncio, sys
+from mcpfleet.registry.catalogue import items_of
+from mcpfleet.registry.rows import read_postgres
+stored = asyncio.run(read_postgres({dsn!r}, items_of))
+assert stored is not None and len(stored[1]) == 31, stored
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembic"))
+assert not loaded, loaded
+"""
+        await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code], check=True, timeout=60)
+        # An older schema: not read (the store opens first and migrates).
+        conn = await asyncpg.connect(dsn)
+        await conn.execute("UPDATE registry_alembic_version SET version_num = '0001'")
+        await conn.close()
+        assert await read_postgres(dsn, items_of) is None
+        # A refused connection, a wrong database: None, never an exception.
+        assert await read_postgres(dsn.rsplit("/", 1)[0] + "/nosuchdb", items_of) is None
+        assert await read_postgres("postgresql://postgres@127.0.0.1:9/x", items_of, connect_timeout=5) is None
+    finally:
+        postgres.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_postgres_dsn_follows_the_store_url() -> None:
+    assert postgres_dsn("postgresql+asyncpg://u:p%40@h:5/db") == "postgresql://u:p%40@h:5/db"
+    for other in (None, "sqlite+aiosqlite:///r.db", "postgresql+asyncpg://u@h/db?ssl=require"):
+        assert postgres_dsn(other) is None
 
 
 def test_sqlite_path_follows_the_store_url() -> None:

@@ -1,15 +1,18 @@
-"""The served catalogue's rows, and reading them from an SQLite database without SQLAlchemy.
+"""The served catalogue's rows, and reading them from the database without SQLAlchemy.
 
 `CatalogueRow` and the names of the columns and tables it is read from are declared here, free of
 SQLAlchemy, and `store.py` builds its tables' queries from them. `read_sqlite` reads the stored
-catalogue with the standard library's `sqlite3`, read-only: a read-only registry on SQLite serves
-it while SQLAlchemy loads and the store opens (about a third of a start on an existing database,
-issue 17; `RegistryService.start`). It answers None when the database is not there or not at the
-schema this version writes (then the store opens first, migrating, as before).
+catalogue with the standard library's `sqlite3`, `read_postgres` with asyncpg (the driver the
+store's SQLAlchemy engine uses on PostgreSQL), read-only: a read-only registry serves it while
+SQLAlchemy loads and the store opens (about a third of a start on an existing database, issue 17;
+`RegistryService.start`). Both answer None when the database is not there, cannot be read or is
+not at the schema this version writes (then the store opens first, migrating, as before).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # The newest migration's revision; a test checks it against alembic's head.
 SCHEMA_HEAD = "0002"
@@ -51,6 +55,11 @@ CATALOGUE_COLUMNS = (
 )
 """The columns of `registry_servers` a `CatalogueRow` holds, in its field order."""
 
+# The three reads of a stored catalogue, the same on both backends (in one read transaction).
+_VERSION_SQL = f"SELECT version_num FROM {VERSION_TABLE}"
+_GENERATION_SQL = f"SELECT generation FROM {META_TABLE} WHERE id = 1"
+_ROWS_SQL = f"SELECT {', '.join(CATALOGUE_COLUMNS)} FROM {SERVERS_TABLE}"
+
 
 def row_of(r: tuple[Any, ...]) -> CatalogueRow:
     """A row of CATALOGUE_COLUMNS as a CatalogueRow (SQLite stores booleans as integers)."""
@@ -84,12 +93,12 @@ def read_sqlite(
         return None
     try:
         db.execute("BEGIN")  # one read transaction: the generation and the rows of the same commit
-        version = db.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+        version = db.execute(_VERSION_SQL).fetchone()
         if version is None or version[0] != SCHEMA_HEAD:
             return None
-        meta = db.execute(f"SELECT generation FROM {META_TABLE} WHERE id = 1").fetchone()
+        meta = db.execute(_GENERATION_SQL).fetchone()
         out: list[T] = []
-        cursor = db.execute(f"SELECT {', '.join(CATALOGUE_COLUMNS)} FROM {SERVERS_TABLE}")
+        cursor = db.execute(_ROWS_SQL)
         while part := cursor.fetchmany(chunk):
             out.extend(convert([row_of(r) for r in part]))
         return int(meta[0] if meta else 0), out
@@ -97,3 +106,50 @@ def read_sqlite(
         return None
     finally:
         db.close()
+
+
+def postgres_dsn(url: str | None) -> str | None:
+    """The asyncpg DSN of a PostgreSQL store URL (None: not a plain `postgresql+asyncpg://` URL;
+    URL parameters are SQLAlchemy's to interpret, so such a URL is left to the store)."""
+    prefix = "postgresql+asyncpg://"
+    if url is None or not url.startswith(prefix) or "?" in url:
+        return None
+    return "postgresql://" + url[len(prefix) :]
+
+
+async def read_postgres(
+    dsn: str,
+    convert: Callable[[list[CatalogueRow]], list[T]],
+    password: str | None = None,
+    chunk: int = 1000,
+    connect_timeout: float = 10.0,
+) -> tuple[int, list[T]] | None:
+    """The generation and `convert` of every row of the catalogue stored in the PostgreSQL
+    database at `dsn`, `chunk` rows at a time, in one read-only repeatable-read transaction (the
+    generation and the rows of the same commit); None when it cannot be read for any reason (no
+    schema yet, another schema version, a connection or permission error): the store then opens
+    first and reports what is wrong."""
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(dsn, password=password, timeout=connect_timeout)
+    except Exception as exc:  # (any doubt: the store's own open reports the error)
+        log.info("stored catalogue not read before the store opens: %s", exc)
+        return None
+    try:
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            version = await conn.fetchval(_VERSION_SQL)
+            if version != SCHEMA_HEAD:
+                return None
+            generation = await conn.fetchval(_GENERATION_SQL)
+            out: list[T] = []
+            cursor = await conn.cursor(_ROWS_SQL)
+            while part := await cursor.fetch(chunk):
+                out.extend(convert([row_of(tuple(r)) for r in part]))
+            return int(generation or 0), out
+    except Exception as exc:  # no such table, a permission refused, a dropped connection
+        log.info("stored catalogue not read before the store opens: %s", exc)
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close(timeout=connect_timeout)

@@ -1,7 +1,7 @@
 """Wires one registry server together: config → store → sources → syncer → current catalogue.
 
 The store (SQLAlchemy) and the syncer are imported when the service starts, not with this module: a
-read-only registry on SQLite can serve its stored catalogue before they are loaded (`start`).
+read-only registry can serve its stored catalogue before they are loaded (`start`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mcpfleet.registry.catalogue import Catalogue, items_of
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
-from mcpfleet.registry.rows import read_sqlite, sqlite_path
+from mcpfleet.registry.rows import postgres_dsn, read_postgres, read_sqlite, sqlite_path
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient
@@ -136,17 +136,18 @@ class RegistryService:
     async def start(self) -> None:
         """Open the store (migrating its schema), load the catalogue and start syncing.
 
-        With `serve_stored_first`, a read-only registry (no publishing) on an SQLite database at
-        the current schema loads the catalogue stored there with the standard library and returns:
-        the API serves from then on what it would serve after a full start, while SQLAlchemy loads
-        and the store, the syncer and the loops start in the background (`opening`); /readiness
-        says ready once the syncer is, as always. Without a usable stored catalogue, or for a
-        publishing registry (whose writes need the store), the store opens first.
+        With `serve_stored_first`, a read-only registry (no publishing) on a database at the
+        current schema loads the catalogue stored there without SQLAlchemy (SQLite: the standard
+        library's `sqlite3`; PostgreSQL: asyncpg, the driver the store uses) and returns: the API
+        serves from then on what it would serve after a full start, while SQLAlchemy loads and the
+        store, the syncer and the loops start in the background (`opening`); /readiness says ready
+        once the syncer is, as always. Without a usable stored catalogue (no database or schema
+        yet, another schema version, URL parameters only SQLAlchemy interprets, any read error),
+        or for a publishing registry (whose writes need the store), the store opens first.
         """
         default_path = self.base_dir / f"{self.config.registryName}.db"
         if self.serve_stored_first and self.config.publish is None:
-            path = sqlite_path(self.config.database.url, default_path)
-            stored = await asyncio.to_thread(_stored_catalogue, path) if path is not None else None
+            stored = await self._read_stored(default_path)
             if stored is not None:
                 self._install(stored)
                 opening = self._open_in_background(default_path, stored.generation)
@@ -154,11 +155,29 @@ class RegistryService:
                 return
         await self._open(default_path)
 
+    async def _read_stored(self, default_path: Path) -> Catalogue | None:
+        """The catalogue stored in the database, read without SQLAlchemy (None: not readable so)."""
+        db = self.config.database
+        path = sqlite_path(db.url, default_path)
+        if path is not None:
+            return await asyncio.to_thread(_stored_catalogue, path)
+        dsn = postgres_dsn(db.url)
+        if dsn is None:
+            return None
+        password_file = self._file(db.passwordFile)
+        try:
+            password = await asyncio.to_thread(Path(password_file).read_text) if password_file else None
+        except OSError:
+            return None  # (the store's open reports it)
+        stored = await read_postgres(dsn, items_of, password.strip() if password else None)
+        return None if stored is None else Catalogue(stored[0], [], stored[1])
+
     async def _open_in_background(self, default_path: Path, served_generation: int) -> None:
         try:
             # SQLAlchemy's import is a fifth of a second of CPU: in a thread, the event loop keeps
             # answering meanwhile (the GIL is handed over every few milliseconds).
-            await asyncio.to_thread(_import_store)
+            postgres = postgres_dsn(self.config.database.url) is not None
+            await asyncio.to_thread(_import_store, postgres)
             await self._open(default_path, served_generation)
         except Exception as exc:
             log.exception("cannot open the registry's store")
@@ -245,7 +264,8 @@ def _stored_catalogue(path: Path) -> Catalogue | None:
     return None if stored is None else Catalogue(stored[0], [], stored[1])
 
 
-def _import_store() -> None:
-    """Load the store, the syncer and the SQLite driver's dialect (what `_open` will need)."""
-    for name in ("mcpfleet.registry.store", "mcpfleet.registry.sync", "sqlalchemy.dialects.sqlite.aiosqlite"):
+def _import_store(postgres: bool) -> None:
+    """Load the store, the syncer and the database driver's dialect (what `_open` will need)."""
+    dialect = "postgresql.asyncpg" if postgres else "sqlite.aiosqlite"
+    for name in ("mcpfleet.registry.store", "mcpfleet.registry.sync", f"sqlalchemy.dialects.{dialect}"):
         importlib.import_module(name)
