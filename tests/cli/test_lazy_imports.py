@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,21 @@ assert "__getattr__" not in vars(uvicorn) and uvicorn.__version__
 assert us.STARTUP_FAILURE == uvicorn.config.STARTUP_FAILURE
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_registry_with_a_json_config_loads_no_yaml(tmp_path: Path) -> None:
+    """`mcpfleet registry serve` on a JSON config (no auth) builds its service without PyYAML:
+    JSON is parsed with the standard library (`configfile.parse_json_or_yaml`), YAML only for YAML."""
+    config = tmp_path / "c.json"
+    config.write_text(
+        json.dumps({"registryName": "r", "sources": [{"name": "f", "file": {"path": "s.json"}}]})
+    )
+    code = f"""
+from pathlib import Path
+import mcpfleet.registry.app
+from mcpfleet.registry.config import load_config
+assert load_config(Path({str(config)!r})).registryName == "r"
+"""
+    loaded = _loaded_after(code)
+    assert "yaml" not in loaded
+    assert not any(m.startswith(("sqlalchemy", "asyncpg", "aiosqlite")) for m in loaded)

@@ -11,10 +11,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import AliasChoices, Field, ValidationError
 
 from mcpfleet.api.meta import ApiModel
+from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.netguard import is_loopback_host
 
 
@@ -145,10 +145,10 @@ class AuthConfigError(Exception):
 def _read_object(path: Path, what: str, holding: str) -> dict[str, Any]:
     """A JSON (or YAML) file holding one object; AuthConfigError names `what` and the file."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = parse_json_or_yaml(path.read_text())
     except OSError as exc:
         raise AuthConfigError(f"{what}cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
+    except DocumentError as exc:
         raise AuthConfigError(f"{what}{path} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise AuthConfigError(f"{what}{path} must hold a JSON object {holding}")

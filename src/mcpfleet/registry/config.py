@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration
@@ -32,6 +31,7 @@ from mcpfleet.api.mcpregistry import (
 )
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef, location
 from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.registry.entry import PUBLISHED
 
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
@@ -270,7 +270,7 @@ def parse_config(data: Any) -> RegistryConfig:
 def load_config(path: Path) -> RegistryConfig:
     """Read a YAML or JSON config file (JSON is YAML) and validate it."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = parse_json_or_yaml(path.read_text())
+    except (OSError, DocumentError) as exc:
         raise ConfigError(f"cannot read registry config {path}: {exc}") from None
     return parse_config(data)
