@@ -55,7 +55,19 @@ def _statuses(state_dir: Path) -> dict[str, str]:
             ).fetchall()
     except sqlite3.Error:
         return {}
-    return {f"{k}/{n}": json.loads(s or "{}").get("phase") or "" for k, n, s in rows}
+    return {f"{k}/{n}": _phase(json.loads(s or "{}")) for k, n, s in rows}
+
+
+def _phase(status: dict[str, object]) -> str:
+    """The phase, except that a gateway not yet connected to every backend (a backend the gateway has
+    not reported: status `unknown`) is not counted as ready: `up` does not count it either."""
+    phase = str(status.get("phase") or "")
+    backends = status.get("discoveredBackends")
+    if isinstance(backends, list) and any(
+        isinstance(b, dict) and b.get("status") == "unknown" for b in backends
+    ):
+        return f"{phase} (backends unknown)"
+    return phase
 
 
 def _children(pid: int) -> list[int]:

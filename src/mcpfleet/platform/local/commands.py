@@ -46,7 +46,8 @@ def _settled(objects: list[StoredObject]) -> bool:
     """Every workload reached a phase that will not change by itself, for its current generation.
 
     A gateway Degraded because a backend is still starting is not settled; one Degraded because a
-    backend Failed is.
+    backend Failed is. A gateway Ready before it has reported every backend (status `unknown`) is not
+    settled either.
     """
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
     failed = {
@@ -58,11 +59,14 @@ def _settled(objects: list[StoredObject]) -> bool:
         phase = obj.status.get("phase")
         if phase not in SETTLED or obj.status.get("observedGeneration") != obj.generation:
             return False
-        if phase == "Degraded":
+        # "unknown": the gateway has not reported that backend yet (it has not connected to it), so a
+        # gateway Ready on that basis would answer `tools/list` without that backend's tools.
+        waiting_for = ("unhealthy", "unavailable", "unknown") if phase == "Degraded" else ("unknown",)
+        if obj.kind == "VirtualMCPServer" or phase == "Degraded":
             down = {
                 b.get("name")
                 for b in obj.status.get("discoveredBackends") or []
-                if b.get("status") in ("unhealthy", "unavailable", "unknown")
+                if b.get("status") in waiting_for
             }
             if not down <= failed:
                 return False
