@@ -38,7 +38,7 @@ from mcpfleet.auth.asgi import IDENTITY_SCOPE_KEY, Identity, scope_subject, unau
 from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
 from mcpfleet.policy.audit import Client
-from mcpfleet.vmcp import wire
+from mcpfleet.vmcp import pinned, wire
 from mcpfleet.vmcp.gateway import (
     CALLER,
     CallContext,
@@ -48,6 +48,7 @@ from mcpfleet.vmcp.gateway import (
     Listener,
     SessionLimitError,
 )
+from mcpfleet.vmcp.pinned import Pinned
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -111,6 +112,21 @@ async def _respond(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _respond_pinned(
+    send: Send, pin: Pinned, req_id: Any, sse: bool, extra: list[tuple[bytes, bytes]]
+) -> None:
+    """A cached large list as JSON or as one SSE frame, with a Content-Length: the request's own
+    head, then the pinned rest of the answer as it is (no copy of the list; see `pinned`)."""
+    rid = wire.dumps(req_id)
+    head = pinned.sse_head(rid) if sse else pinned.json_head(rid)
+    rest = pin.sse if sse else pin.json
+    length = str(len(head) + len(rest)).encode()
+    headers = [*(_SSE if sse else _JSON), *extra, (b"content-length", length)]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": head, "more_body": True})
+    await send({"type": "http.response.body", "body": rest})
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -460,9 +476,19 @@ class VMCPApp:
                 result = await self._traced_dispatch(
                     self.tracer, method, msg.get("params"), ctx, h, session.version, session.id, req_id
                 )
-            body = _response(req_id, result)
         except RPCError as exc:
-            body = wire.dumps(wire.error_message(req_id, exc.code, exc.message, exc.data))
+            await self._finish(
+                stream, method, wire.dumps(wire.error_message(req_id, exc.code, exc.message, exc.data))
+            )
+            return
+        pin = self.gateway.pinned(result) if isinstance(result, bytes) and not stream.started else None
+        if pin is not None:
+            sse = self.gateway.legacy_sse and method not in _FORWARDED
+            await _respond_pinned(send, pin, req_id, sse, _sid(session))
+            return
+        await self._finish(stream, method, _response(req_id, result))
+
+    async def _finish(self, stream: _Stream, method: str, body: bytes) -> None:
         if not stream.started and self.gateway.legacy_sse and method not in _FORWARDED:
             # Answers made here (cached lists, ping) take the form the backends use (SSE), so a
             # client sees the same transport behaviour through the gateway as directly.
@@ -686,6 +712,10 @@ class VMCPApp:
             return
         if isinstance(result, dict) and "resultType" not in result:
             result["resultType"] = "complete"
+        pin = self.gateway.pinned(result) if isinstance(result, bytes) and not stream.started else None
+        if pin is not None:
+            await _respond_pinned(send, pin, req_id, False, [])
+            return
         await stream.finish(200, _response(req_id, result))
 
     # ---- tracing ---------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth, reconnect_delay
 from mcpfleet.vmcp.metrics import Metrics
 from mcpfleet.vmcp.optimizer import FIND_TOOL, META_TOOLS, ToolFinder, call_arguments, meta_tools
+from mcpfleet.vmcp.pinned import MIN_BYTES, Pinned, PinnedCache
 from mcpfleet.vmcp.reload import ConfigWatcher
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
 from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
@@ -237,6 +238,7 @@ class Gateway:
         self._status_interval = parse_duration(fh.status_reporting_interval)
         self.best_effort = fh.partial_failure_mode == "best_effort"
         self._cache: dict[tuple[str, Era], bytes] = {}
+        self._pinned = PinnedCache()
         self._tasks: list[asyncio.Task[Any]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         self._first_set = asyncio.Event()
@@ -491,6 +493,7 @@ class Gateway:
             new[era] = agg
         if self.finder is not None:
             self.finder.update({era: agg.catalogue for era, agg in new.items()})
+        self._pinned.clear()
         for era, agg in new.items():
             old = self.aggs[era]
             self.aggs[era] = agg
@@ -593,6 +596,14 @@ class Gateway:
     def instructions(self) -> str | None:
         parts = [u.instructions for b in self.backends.values() if (u := b.upstream) and u.instructions]
         return "\n\n".join(parts) if parts else None
+
+    def pinned(self, result: bytes) -> Pinned | None:
+        """The copy-free wire form of a large result this gateway serves from its list cache (see
+        `pinned`); None for anything else (a list filtered for one caller, a small one)."""
+        pin = self._pinned.get(result)
+        if pin is None and len(result) >= MIN_BYTES and any(result is v for v in self._cache.values()):
+            pin = self._pinned.add(result)
+        return pin
 
     def cached_list(self, method: str, era: Era) -> bytes:
         if not self.best_effort:
