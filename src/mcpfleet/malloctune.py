@@ -11,7 +11,8 @@ that bounded amount of memory held after a peak.
 
 Opt-in (`MCPFLEET_MALLOC_TUNE=1`): `bench/vmcp_steady.py` compares both settings and found no steady
 difference on glibc here (its dynamic threshold had already moved above the response size), while the
-tuning holds up to `TRIM_THRESHOLD` after a peak, so the default leaves glibc alone. Not glibc (musl,
+tuning holds up to `TRIM_THRESHOLD` after a peak, so the default leaves glibc alone. The per-process slow mode that
+remained had another cause, 4K aliasing of large copies: see `mcpfleet.vmcp.pinned`. Not glibc (musl,
 macOS): nothing to do.
 """
 
