@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import signal
 import sys
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -46,6 +47,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from mcpfleet.devcluster.handle import ClusterHandle
+from tests.inprocess_server import HANDLED_SIGNALS, leaked_uvicorn_handlers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRDS_DIR = REPO_ROOT / "deploy" / "crds"
@@ -69,6 +71,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_uvicorn_signal_handler() -> Iterator[None]:
+    """Fails the test that leaves a uvicorn server's `handle_exit` as a signal handler of this process.
+
+    Such a leftover silently breaks every later in-process SSE response (see
+    `tests/inprocess_server.py`), far from its cause; the handlers are put back before failing.
+    """
+    before = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
+    yield
+    leaked = leaked_uvicorn_handlers()
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    if leaked:
+        pytest.fail(
+            f"a uvicorn server's signal handler was left installed for {', '.join(leaked)}: serve "
+            "in-process test servers with tests.inprocess_server.InProcessServer",
+            pytrace=False,
+        )
 
 
 def cluster_state_dir() -> Path:

@@ -8,6 +8,10 @@ the size limit, decided from Content-Length before reading anything and otherwis
 request headers do not arrive in time or grow too large (uvicorn itself sets no timer before the
 first request's headers, so a stalled client would hold its connection for ever).
 
+The client side too: `read_capped`, the one bounded reader of a streamed httpx response body
+(webhook answers, an upstream identity provider's JSON, client metadata documents, registry files
+fetched by URL), raising `BodyTooLarge` past its byte limit; each caller maps that to its own error.
+
 Documented in docs/security.md. Changing a default here means changing it there.
 """
 
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -25,6 +29,9 @@ from mcpfleet.httpsettings import FLAGS as FLAGS
 from mcpfleet.httpsettings import HttpLimits as HttpLimits
 from mcpfleet.httpsettings import MiB as MiB
 from mcpfleet.jsonrpc import INVALID_REQUEST
+
+if TYPE_CHECKING:
+    import httpx
 
 Scope = Mapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -251,3 +258,34 @@ def _framing(headers: Any) -> tuple[str | None, bool]:
         elif key == b"transfer-encoding":
             chunked = True
     return length, chunked
+
+
+class BodyTooLarge(ValueError):
+    """A response body longer than the reader's limit (declared by Content-Length or counted).
+
+    `size`: the length Content-Length declared, or the bytes received when reading stopped (a
+    lower bound of the real length).
+    """
+
+    def __init__(self, limit: int, size: int) -> None:
+        super().__init__(f"response body larger than {limit} bytes")
+        self.limit = limit
+        self.size = size
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The (decoded) body of a streamed `response`: at most `limit` bytes are ever held.
+
+    Raises `BodyTooLarge` before reading anything when Content-Length declares more than `limit`,
+    and otherwise as soon as the bytes counted pass it: a Content-Length that understates (or a
+    chunked or compressed body) is never trusted, the count is.
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(limit, int(declared))
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        if len(body) + len(chunk) > limit:
+            raise BodyTooLarge(limit, len(body) + len(chunk))
+        body += chunk
+    return bytes(body)

@@ -14,10 +14,9 @@ import json
 import ssl
 from pathlib import Path
 
-import uvicorn
-
 from mcpfleet.api.conversion import KEEP_ALIVE_SECONDS, SERVICE_NAME, ConversionCounts, app, server_config
 from mcpfleet.operator.conversion import new_tls
+from tests.inprocess_server import InProcessServer
 from tests.vmcp.servers import free_port
 
 IDLE = 7.0
@@ -58,7 +57,7 @@ async def test_idle_connection_stays_open_and_conversions_are_counted(tmp_path: 
     config = server_config(
         app(counts), "127.0.0.1", port, str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), lifespan="off"
     )
-    server = uvicorn.Server(config)
+    server = InProcessServer(config)
     task = asyncio.create_task(server.serve())
     try:
         for _ in range(200):

@@ -68,7 +68,8 @@ async def _noop(*_args: object) -> None:
     return None
 
 
-def _spec(name: str, port: int, tmp_path: Path) -> ProcessSpec:
+def tiny_proxy_spec(name: str, port: int, tmp_path: Path) -> ProcessSpec:
+    """A hosted `mcpfleet proxy` (served in this process) in front of `TINY_SERVER`."""
     argv = (sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--host", "127.0.0.1", "--port", str(port))
     return ProcessSpec(
         key=f"MCPServer/default/{name}/proxy/0",
@@ -98,7 +99,7 @@ async def _wait(what: str, check: object, limit: float = 120.0) -> None:
 @pytest.mark.timeout(300)
 async def test_a_crashed_server_restarts_alone_and_every_endpoint_keeps_serving(tmp_path: Path) -> None:
     supervisor = Supervisor(tmp_path / "logs", lambda: None, _noop, _noop)
-    specs = [_spec(name, _free_port(), tmp_path) for name in ("one", "two")]
+    specs = [tiny_proxy_spec(name, _free_port(), tmp_path) for name in ("one", "two")]
     pids: dict[str, int] = {}
     try:
         for spec in specs:

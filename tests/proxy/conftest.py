@@ -23,6 +23,7 @@ from mcpfleet.proxy.backend import ChildFactory
 from mcpfleet.proxy.serve import bind, build_stdio_app
 from mcpfleet.toolconfig import ToolPolicy
 from tests.conformance import harness
+from tests.inprocess_server import InProcessServer
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -60,7 +61,7 @@ async def serve_app(app: Any) -> AsyncIterator[str]:
     """Serve an ASGI app on 127.0.0.1:<free port> until the block ends; yields the base URL."""
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
+    server = InProcessServer(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:

@@ -253,6 +253,8 @@ async def test_api_federation_and_url_sources(db_url: str, tmp_path: Path) -> No
 
     import uvicorn
 
+    from tests.inprocess_server import InProcessServer
+
     upstream_dir = tmp_path / "a"
     upstream_dir.mkdir()
     path = write_json(upstream_dir / "r.json", [server_doc(f"com.example/f{i:02d}") for i in range(25)])
@@ -261,7 +263,7 @@ async def test_api_federation_and_url_sources(db_url: str, tmp_path: Path) -> No
     )
     async with running(cfg_a, upstream_dir) as a:
         await a.sync()
-        server = uvicorn.Server(
+        server = InProcessServer(
             uvicorn.Config(a.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning")
         )
         task = asyncio.create_task(server.serve())

@@ -21,6 +21,8 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from tests.inprocess_server import InProcessServer
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -47,8 +49,7 @@ class Served:
 
     async def start(self) -> Served:
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server = InProcessServer(config)
         self._task = asyncio.create_task(self._server.serve())
         for _ in range(1500):  # 30 s: a gateway's start-up connects to every backend first
             if self._server.started:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from mcpfleet.httplimits import BodyTooLarge, read_capped
 from mcpfleet.webhook.config import Endpoint
 from mcpfleet.webhook.protocol import MAX_RESPONSE_BYTES
 
@@ -117,17 +118,10 @@ class WebhookClient:
             async with self._http.stream("POST", self.endpoint.url, content=payload, headers=headers) as resp:
                 if resp.status_code >= 500:
                     raise CallFailed(f"HTTP {resp.status_code}")
-                declared = resp.headers.get("content-length")
-                if declared is not None and declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
-                    raise CallFailed(f"answer larger than {MAX_RESPONSE_BYTES} bytes")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_RESPONSE_BYTES:
-                        raise CallFailed(f"answer larger than {MAX_RESPONSE_BYTES} bytes")
-                    chunks.append(chunk)
-                return Answer(resp.status_code, b"".join(chunks))
+                try:
+                    return Answer(resp.status_code, await read_capped(resp, MAX_RESPONSE_BYTES))
+                except BodyTooLarge:
+                    raise CallFailed(f"answer larger than {MAX_RESPONSE_BYTES} bytes") from None
         except httpx.TimeoutException:
             raise CallFailed(f"no answer within {self.timeout:g}s") from None
         except httpx.HTTPError as exc:

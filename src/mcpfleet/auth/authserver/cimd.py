@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from mcpfleet.httplimits import BodyTooLarge, read_capped
+
 MAX_DOCUMENT_BYTES = 64 * 1024
 FETCH_TIMEOUT = 5.0
 
@@ -40,7 +42,6 @@ class CIMDResolver:
             raise OAuthError(
                 "invalid_client", "client_id: a metadata document URL must be https with a path", 401
             )
-        body = b""
         try:
             async with self.http.stream(
                 "GET", client_id, headers={"accept": "application/json"}, timeout=FETCH_TIMEOUT
@@ -51,12 +52,12 @@ class CIMDResolver:
                         f"client_id: its metadata document answered HTTP {response.status_code}",
                         401,
                     )
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > MAX_DOCUMENT_BYTES:
-                        raise OAuthError(
-                            "invalid_client", "client_id: its metadata document is too large", 401
-                        )
+                try:
+                    body = await read_capped(response, MAX_DOCUMENT_BYTES)
+                except BodyTooLarge:
+                    raise OAuthError(
+                        "invalid_client", "client_id: its metadata document is too large", 401
+                    ) from None
         except httpx.HTTPError as exc:
             raise OAuthError(
                 "invalid_client", "client_id: its metadata document could not be fetched", 401

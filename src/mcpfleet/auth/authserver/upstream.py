@@ -17,6 +17,7 @@ import httpx
 import jwt
 
 from mcpfleet.auth.authserver.config import Upstream, read_secret_text
+from mcpfleet.httplimits import BodyTooLarge, read_capped
 
 MAX_RESPONSE_BYTES = 1024 * 1024
 DISCOVERY_TTL = 3600.0
@@ -58,11 +59,10 @@ def dotted(document: Any, path: str) -> Any:
 
 
 async def _json(response: httpx.Response, what: str) -> dict[str, Any]:
-    body = b""
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > MAX_RESPONSE_BYTES:
-            raise UpstreamError(f"{what}: response larger than {MAX_RESPONSE_BYTES} bytes")
+    try:
+        body = await read_capped(response, MAX_RESPONSE_BYTES)
+    except BodyTooLarge:
+        raise UpstreamError(f"{what}: response larger than {MAX_RESPONSE_BYTES} bytes") from None
     try:
         import orjson
 

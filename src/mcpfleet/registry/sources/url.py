@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from mcpfleet.httplimits import BodyTooLarge, read_capped
 from mcpfleet.redact import redact_text, redact_url
 from mcpfleet.registry.sources.base import (
     MAX_DOCUMENT_BYTES,
@@ -24,16 +25,15 @@ class UrlReader:
             async with self._client.stream("GET", self.url) as response:
                 if response.status_code != 200:
                     raise SourceError(f"GET {redact_url(self.url)} returned HTTP {response.status_code}")
-                content = bytearray()
-                async for chunk in response.aiter_bytes():
-                    content += chunk
-                    if len(content) > MAX_DOCUMENT_BYTES:
-                        raise too_large(len(content))  # stop reading: memory stays bounded
+                try:
+                    content = await read_capped(response, MAX_DOCUMENT_BYTES)
+                except BodyTooLarge as exc:
+                    raise too_large(exc.size) from None  # stopped reading: memory stays bounded
         except httpx.HTTPError as exc:
             raise SourceError(
                 f"GET {redact_url(self.url)} failed: {type(exc).__name__}: {redact_text(str(exc))}"
             ) from None
-        return fetched_bytes(self.source, self.fmt, bytes(content))
+        return fetched_bytes(self.source, self.fmt, content)
 
     async def close(self) -> None:
         await self._client.aclose()
