@@ -18,12 +18,12 @@ HEAVY += ("opentelemetry", "rich", "yaml", "watchfiles", "lightkube", "uvloop")
 
 
 def _loaded_after(code: str) -> set[str]:
-    """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp` and
-    `mcp.server` and uvicorn's only once their `__init__` ran (mcpfleet registers them deferred:
+    """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp`, `mcp.server`
+    and `mcp_types` and uvicorn's only once their `__init__` ran (mcpfleet registers them deferred:
     `mcpsdk.py`)."""
     probe = (
         f"{code}\nimport sys, json\n"
-        "deferred = {n for n in ('mcp', 'mcp.server', 'uvicorn') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
+        "deferred = {n for n in ('mcp', 'mcp.server', 'mcp_types', 'uvicorn') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
         "print(json.dumps(sorted(set(sys.modules) - deferred)))"
     )
     out = subprocess.run(
@@ -67,10 +67,13 @@ proxy.build(command, **params)
         assert package not in loaded, package
     # Of the MCP SDK only the transport it serves with: not its package __init__s (client, server
     # frameworks), not every protocol version's request types (loaded after start: jsonrpc.py), not
-    # the SSE transport (`--transport sse` only), not the api models of a toolConfig it was not given.
+    # the SSE transport (`--transport sse` only), not the api models of a toolConfig it was not given,
+    # not the protocol's wire types (`mcp_types._types`: the transport needs its JSON-RPC envelope only).
     assert "mcp.server.streamable_http" in loaded
     for module in (
         "mcp",
+        "mcp_types",
+        "mcp_types._types",
         "mcp.client",
         "mcp.server",
         "mcp.server.lowlevel",
@@ -125,6 +128,42 @@ except AttributeError:
     pass
 else:
     raise AssertionError("a missing name must raise AttributeError")
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_deferred_wire_types_are_the_real_ones() -> None:
+    """`mcp_types` is deferred like `mcp` (mcpsdk.py): the names the transports take without its
+    `__init__` are the SDK's own objects and values, the stand-in of a model class builds the real
+    model when called and is swapped for the class once the `__init__` ran, and every other name
+    runs the `__init__`."""
+    code = """
+import sys
+import mcpfleet.proxy.http_app
+from mcpfleet import mcpsdk
+import mcp.shared.inbound as inbound
+import mcp_types
+assert "mcp_types._types" not in sys.modules
+rejection = inbound.unsupported_protocol_version_rejection("1999-01-01")
+assert rejection is not None and rejection.data == {"supported": ["2026-07-28"], "requested": "1999-01-01"}
+assert "mcp_types._types" in sys.modules
+from mcp_types._types import UnsupportedProtocolVersionErrorData
+assert inbound.UnsupportedProtocolVersionErrorData is UnsupportedProtocolVersionErrorData
+for name, value in mcpsdk.TYPES_CONSTANTS.items():
+    assert getattr(mcp_types._types, name) == value, name
+import mcp_types.jsonrpc as jsonrpc
+import mcp.server.streamable_http as transport
+assert transport.JSONRPCRequest is jsonrpc.JSONRPCRequest is mcp_types.JSONRPCRequest
+assert "__getattr__" not in vars(mcp_types) and "Tool" in mcp_types.__all__ and mcp_types.Tool is not None
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    # Any other name runs the __init__ at once (a plain `from mcp_types import X` just works).
+    code = """
+import sys
+import mcpfleet
+from mcp_types import Tool, JSONRPCRequest
+import mcp_types
+assert "__getattr__" not in vars(mcp_types) and Tool is mcp_types._types.Tool
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
