@@ -169,7 +169,7 @@ assert "__getattr__" not in vars(mcp_types) and Tool is mcp_types._types.Tool
 
 
 def test_validators_load_in_the_background() -> None:
-    """`preload_validators` (called by a proxy or gateway after its first answer) loads the
+    """`preload_validators` (called by the gateway after its first answer) loads the
     per-method wire types without blocking its caller, and `check_params` works during and after it."""
     code = """
 import sys, time
