@@ -29,6 +29,10 @@ objects, from that module), the constants (`TYPES_CONSTANTS`: their values, chec
 SDK's by tests/cli/test_lazy_imports.py) and, for the names of `TYPES_LATER` only, a stand-in that
 runs the `__init__` when first called or asked an attribute; the `__init__`, once run (for whatever
 reason), swaps every module-level reference to a stand-in for the real class. Any other name runs it.
+
+`prometheus_client`'s too: its `__init__` loads the exposition format (an HTTP server, urllib) and
+the default registry's collectors, where a service counts with `prometheus_client.metrics` and
+renders `/metrics` with `prometheus_client.exposition` when first asked.
 """
 
 from __future__ import annotations
@@ -43,9 +47,16 @@ from typing import Any
 
 PACKAGES = ("mcp", "mcp.server")
 UVICORN = "uvicorn"
-MCP_TYPES = "mcp_types"
+TYPES = "mcp_types"
+PROMETHEUS = "prometheus_client"
+"""Deferred too: the services count with `prometheus_client.metrics` and render `/metrics` with
+`prometheus_client.exposition` when asked; the package's `__init__` loads the exposition (an HTTP
+server, urllib, snappy) and the default registry's process collectors at once."""
 CHEAP: dict[str, dict[str, str]] = {UVICORN: {"Config": "uvicorn.config"}}
 """Per deferred package: names served without its `__init__`, from the module its `__init__` imports them from."""
+SUBMODULES: dict[str, frozenset[str]] = {PROMETHEUS: frozenset({"values"})}
+"""Per deferred package: submodules its own modules import as `from . import <name>` (which asks the
+package for the name first), served as the submodule without the `__init__`."""
 TYPES_REEXPORTED = "mcp_types.jsonrpc"
 """The module whose `__all__` `mcp_types/__init__.py` re-exports unchanged (and that loads without it)."""
 TYPES_CONSTANTS: dict[str, str] = {
@@ -122,19 +133,21 @@ def _swap_stand_ins(package: ModuleType) -> None:
         del _stand_ins[name]
 
 
-def _deferred(name: str, cheap: Cheap | None = None) -> ModuleType | None:
+def _deferred(name: str) -> ModuleType | None:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         return None  # not installed (or not a package): nothing to defer
     module = importlib.util.module_from_spec(spec)
     loader = spec.loader
+    cheap = _CHEAP_OF.get(name)
+    submodules = SUBMODULES.get(name, frozenset())
 
     def run_init() -> None:
         with _lock:
             if module.__dict__.get("__getattr__") is __getattr__:
                 del module.__dict__["__getattr__"]
                 loader.exec_module(module)  # the package's own __init__, in its own namespace
-                if name == MCP_TYPES:
+                if name == TYPES:
                     _swap_stand_ins(module)
 
     def __getattr__(attr: str) -> object:  # PEP 562: only for names the module does not have yet
@@ -142,6 +155,8 @@ def _deferred(name: str, cheap: Cheap | None = None) -> ModuleType | None:
             value = cheap(module, attr, run_init)
             if value is not _MISSING:
                 return value
+        if attr in submodules and module.__dict__.get("__getattr__") is __getattr__:
+            return importlib.import_module(f"{name}.{attr}")
         run_init()
         try:
             return module.__dict__[attr]
@@ -152,18 +167,18 @@ def _deferred(name: str, cheap: Cheap | None = None) -> ModuleType | None:
     return module
 
 
+_CHEAP_OF: dict[str, Cheap] = {UVICORN: _cheap_uvicorn, TYPES: _cheap_types}
+
+
 def register() -> None:
-    """Defer the `__init__` of `mcp`, `mcp.server`, `mcp_types` and `uvicorn` (no-op for a package
-    that is imported already or missing)."""
+    """Defer the `__init__` of `mcp`, `mcp.server`, `uvicorn`, `mcp_types` and `prometheus_client`
+    (no-op for a package that is imported already or missing)."""
     with _lock:
-        if UVICORN not in sys.modules:
-            module = _deferred(UVICORN, _cheap_uvicorn)
-            if module is not None:
-                sys.modules[UVICORN] = module
-        if MCP_TYPES not in sys.modules:
-            module = _deferred(MCP_TYPES, _cheap_types)
-            if module is not None:
-                sys.modules[MCP_TYPES] = module
+        for name in (UVICORN, TYPES, PROMETHEUS):
+            if name not in sys.modules:
+                module = _deferred(name)
+                if module is not None:
+                    sys.modules[name] = module
         if PACKAGES[0] in sys.modules:
             return
         for name in PACKAGES:

@@ -19,11 +19,11 @@ HEAVY += ("opentelemetry", "rich", "yaml", "watchfiles", "lightkube", "uvloop")
 
 def _loaded_after(code: str) -> set[str]:
     """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp`, `mcp.server`
-    and `mcp_types` and uvicorn's only once their `__init__` ran (mcpfleet registers them deferred:
-    `mcpsdk.py`)."""
+    and `mcp_types`, uvicorn's and prometheus_client's only once their `__init__` ran (mcpfleet
+    registers them deferred: `mcpsdk.py`)."""
     probe = (
         f"{code}\nimport sys, json\n"
-        "deferred = {n for n in ('mcp', 'mcp.server', 'mcp_types', 'uvicorn') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
+        "deferred = {n for n in ('mcp', 'mcp.server', 'mcp_types', 'uvicorn', 'prometheus_client') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
         "print(json.dumps(sorted(set(sys.modules) - deferred)))"
     )
     out = subprocess.run(
@@ -228,3 +228,18 @@ assert load_config(Path({str(config)!r})).registryName == "r"
     loaded = _loaded_after(code)
     assert "yaml" not in loaded
     assert not any(m.startswith(("sqlalchemy", "asyncpg", "aiosqlite")) for m in loaded)
+
+
+def test_registry_counts_without_the_prometheus_exposition() -> None:
+    """The registry's metrics come from prometheus_client's submodules: its package `__init__` and
+    the exposition format load with the first `/metrics`, which renders them as before."""
+    code = """
+import sys
+from mcpfleet.registry.metrics import RegistryMetrics
+metrics = RegistryMetrics()
+metrics.requests.labels("list", "200").inc()
+assert "prometheus_client.exposition" not in sys.modules
+assert b'mcpfleet_registry_http_requests_total{code="200",route="list"} 1.0' in metrics.render()
+"""
+    loaded = _loaded_after(code)
+    assert "prometheus_client" not in loaded and "prometheus_client.metrics" in loaded
