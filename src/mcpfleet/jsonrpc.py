@@ -260,9 +260,8 @@ _VALIDATORS = "mcp_types.methods"
 
 def preload_validators() -> None:
     """Import the SDK's per-method wire types (`check_params`' validators, ~0.25 s of pydantic model
-    building) in a background thread. The vMCP gateway starts without them and calls this after its
-    first answer (a probe, usually), so its first MCP request need not wait for them. (The stdio
-    proxy never needs them: it checks envelopes only, `check_message`, and relays params as they are.)
+    building) in a background thread. The proxy and the gateway start without them and call this
+    after their first answer (a probe, usually), so their first MCP request need not wait for them.
     A request that needs them before the thread is done waits for the same import (the import
     lock), never sees half of it."""
     if _VALIDATORS in sys.modules:
