@@ -20,8 +20,13 @@ package has it (`make venv` and the image compile it at install): with the envir
 `--mcpfleet` (repeatable) measures other installs too (e.g. a checkout of the previous version),
 alternating with this one run by run: a side-by-side comparison on the same machine load.
 
-The stdio server behind the proxy is a one-line Python script answering nothing (the proxy's
-/health is 200 once its child runs); the vMCP has one backend that is not listening (it serves
+Besides /health, the proxy and the registry are timed to their first real request, made right after
+the first 200 (column "first request", with the CPU time at its answer): for the proxy an MCP
+`initialize` (streamable HTTP, handshake era) answered through the proxy by its stdio child, for the
+registry `GET /v0.1/servers?limit=30`. The stdio server behind the proxy is `bench/stdio_responder.py`,
+a one-file standard-library JSON-RPC responder answering `initialize` and `tools/list` (it starts like
+a bare `python -c pass`), so the figure is the proxy's own cost (the proxy's /health is 200 once its
+child runs); the vMCP has one backend that is not listening (it serves
 /health before any backend answers); the registry has one file source of two servers on SQLite,
 and `registry 10k` one of 10,000 servers, started on its existing database (synced by the unmeasured
 first start): its /health answers once the catalogue is loaded from the database (issue 17).
@@ -41,11 +46,23 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 MCPFLEET = str(Path(sys.executable).parent / "mcpfleet")
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "mcpfleet-bench-pycache")
+RESPONDER = Path(__file__).resolve().parent / "stdio_responder.py"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench-startup", "version": "1"},
+    },
+}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -81,7 +98,8 @@ def _configs(work: Path) -> dict[str, list[str]]:
     vmcp.write_text(f"name: bench\nbackends:\n  - {{name: b, url: 'http://127.0.0.1:{dead}/mcp'}}\n")
     registry = _registry_config(work, "bench", 2)
     registry_10k = _registry_config(work, "bench10k", 10_000)
-    child = [sys.executable, "-c", "import sys, time; time.sleep(3600)"]
+    # -P: bench/ must not shadow the standard library (bench/operator.py would).
+    child = [sys.executable, "-P", str(RESPONDER)]
     return {
         "proxy": ["proxy", "--port", "{port}", "--", *child],
         "vmcp": ["vmcp", "serve", "--config", str(vmcp), "--port", "{port}", "--log-level", "warning"],
@@ -108,8 +126,42 @@ def _configs(work: Path) -> dict[str, list[str]]:
     }
 
 
+def mcp_initialize(port: int) -> None:
+    """An MCP `initialize` through the proxy; raises unless the stdio child's answer comes back."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=json.dumps(INITIALIZE).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        # JSON or an SSE stream the transport closes after the response: read() returns either way.
+        body = response.read()
+    if b"bench-responder" not in body:
+        raise RuntimeError(f"initialize through the proxy: unexpected answer {body[:200]!r}")
+
+
+def registry_list(port: int) -> None:
+    """The registry's first page of servers; raises unless it is a 200 with a `servers` list."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v0.1/servers?limit=30", timeout=30) as response:
+        body = json.loads(response.read())
+    if not isinstance(body.get("servers"), list) or not body["servers"]:
+        raise RuntimeError(f"registry list: unexpected answer {str(body)[:200]}")
+
+
+FIRST_REQUEST: dict[str, Callable[[int], None]] = {
+    "proxy": mcp_initialize,
+    "registry": registry_list,
+    "registry 10k": registry_list,
+}
+"""Per service: its first real request, made right after its first 200 on /health."""
+
+
 def launch_to_first(
-    args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 180.0, path: str = "/health"
+    args: list[str],
+    mcpfleet: str = MCPFLEET,
+    timeout: float = 180.0,
+    path: str = "/health",
+    request: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
     port = free_port()
     argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
@@ -133,7 +185,12 @@ def launch_to_first(
             first = now if first is None else first
             if status == 200:
                 cpu = cpu_seconds(proc.pid)
-                return {"first_answer": round(first, 3), "first_200": round(now, 3), "cpu": round(cpu, 3)}
+                result = {"first_answer": round(first, 3), "first_200": round(now, 3), "cpu": round(cpu, 3)}
+                if request is not None:
+                    request(port)
+                    result["first_request"] = round(time.monotonic() - started, 3)
+                    result["cpu_request"] = round(cpu_seconds(proc.pid), 3)
+                return result
             time.sleep(0.002)
         raise RuntimeError(f"{' '.join(args[:2])}: no 200 from {url} within {timeout}s")
     finally:
@@ -182,7 +239,9 @@ def main() -> int:
                     python_seconds("import mcpfleet.cli.main", python)
                 )
                 for name, argv in commands.items():
-                    results.setdefault(f"{name}{label}", []).append(launch_to_first(argv, install))
+                    results.setdefault(f"{name}{label}", []).append(
+                        launch_to_first(argv, install, request=FIRST_REQUEST.get(name))
+                    )
     print(json.dumps(results, indent=2))
     print(f"load average before {load_before}, after {os.getloadavg()}")
     for name, runs in results.items():
@@ -194,6 +253,13 @@ def main() -> int:
             f"-> first 200 median {statistics.median(ok):.3f}s (min {min(ok):.3f}), "
             f"CPU median {statistics.median(cpu):.3f}s (min {min(cpu):.3f}), n={len(runs)}"
         )
+        if all("first_request" in r for r in runs):
+            req = [r["first_request"] for r in runs]
+            req_cpu = [r["cpu_request"] for r in runs]
+            print(
+                f"{name}: launch -> first request answered median {statistics.median(req):.3f}s "
+                f"(min {min(req):.3f}), CPU median {statistics.median(req_cpu):.3f}s (min {min(req_cpu):.3f})"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -18,12 +18,12 @@ HEAVY += ("opentelemetry", "rich", "yaml", "watchfiles", "lightkube", "uvloop")
 
 
 def _loaded_after(code: str) -> set[str]:
-    """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp` and
-    `mcp.server` and uvicorn's only once their `__init__` ran (mcpfleet registers them deferred:
-    `mcpsdk.py`)."""
+    """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp`, `mcp.server`
+    and `mcp_types`, uvicorn's and prometheus_client's only once their `__init__` ran (mcpfleet
+    registers them deferred: `mcpsdk.py`)."""
     probe = (
         f"{code}\nimport sys, json\n"
-        "deferred = {n for n in ('mcp', 'mcp.server', 'uvicorn') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
+        "deferred = {n for n in ('mcp', 'mcp.server', 'mcp_types', 'uvicorn', 'prometheus_client') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
         "print(json.dumps(sorted(set(sys.modules) - deferred)))"
     )
     out = subprocess.run(
@@ -67,10 +67,13 @@ proxy.build(command, **params)
         assert package not in loaded, package
     # Of the MCP SDK only the transport it serves with: not its package __init__s (client, server
     # frameworks), not every protocol version's request types (loaded after start: jsonrpc.py), not
-    # the SSE transport (`--transport sse` only), not the api models of a toolConfig it was not given.
+    # the SSE transport (`--transport sse` only), not the api models of a toolConfig it was not given,
+    # not the protocol's wire types (`mcp_types._types`: the transport needs its JSON-RPC envelope only).
     assert "mcp.server.streamable_http" in loaded
     for module in (
         "mcp",
+        "mcp_types",
+        "mcp_types._types",
         "mcp.client",
         "mcp.server",
         "mcp.server.lowlevel",
@@ -129,8 +132,44 @@ else:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_deferred_wire_types_are_the_real_ones() -> None:
+    """`mcp_types` is deferred like `mcp` (mcpsdk.py): the names the transports take without its
+    `__init__` are the SDK's own objects and values, the stand-in of a model class builds the real
+    model when called and is swapped for the class once the `__init__` ran, and every other name
+    runs the `__init__`."""
+    code = """
+import sys
+import mcpfleet.proxy.http_app
+from mcpfleet import mcpsdk
+import mcp.shared.inbound as inbound
+import mcp_types
+assert "mcp_types._types" not in sys.modules
+rejection = inbound.unsupported_protocol_version_rejection("1999-01-01")
+assert rejection is not None and rejection.data == {"supported": ["2026-07-28"], "requested": "1999-01-01"}
+assert "mcp_types._types" in sys.modules
+from mcp_types._types import UnsupportedProtocolVersionErrorData
+assert inbound.UnsupportedProtocolVersionErrorData is UnsupportedProtocolVersionErrorData
+for name, value in mcpsdk.TYPES_CONSTANTS.items():
+    assert getattr(mcp_types._types, name) == value, name
+import mcp_types.jsonrpc as jsonrpc
+import mcp.server.streamable_http as transport
+assert transport.JSONRPCRequest is jsonrpc.JSONRPCRequest is mcp_types.JSONRPCRequest
+assert "__getattr__" not in vars(mcp_types) and "Tool" in mcp_types.__all__ and mcp_types.Tool is not None
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    # Any other name runs the __init__ at once (a plain `from mcp_types import X` just works).
+    code = """
+import sys
+import mcpfleet
+from mcp_types import Tool, JSONRPCRequest
+import mcp_types
+assert "__getattr__" not in vars(mcp_types) and Tool is mcp_types._types.Tool
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_validators_load_in_the_background() -> None:
-    """`preload_validators` (called by a proxy or gateway after its first answer) loads the
+    """`preload_validators` (called by the gateway after its first answer) loads the
     per-method wire types without blocking its caller, and `check_params` works during and after it."""
     code = """
 import sys, time
@@ -189,3 +228,18 @@ assert load_config(Path({str(config)!r})).registryName == "r"
     loaded = _loaded_after(code)
     assert "yaml" not in loaded
     assert not any(m.startswith(("sqlalchemy", "asyncpg", "aiosqlite")) for m in loaded)
+
+
+def test_registry_counts_without_the_prometheus_exposition() -> None:
+    """The registry's metrics come from prometheus_client's submodules: its package `__init__` and
+    the exposition format load with the first `/metrics`, which renders them as before."""
+    code = """
+import sys
+from mcpfleet.registry.metrics import RegistryMetrics
+metrics = RegistryMetrics()
+metrics.requests.labels("list", "200").inc()
+assert "prometheus_client.exposition" not in sys.modules
+assert b'mcpfleet_registry_http_requests_total{code="200",route="list"} 1.0' in metrics.render()
+"""
+    loaded = _loaded_after(code)
+    assert "prometheus_client" not in loaded and "prometheus_client.metrics" in loaded

@@ -191,7 +191,6 @@ class ProxyApp:
             opening_needs_initialize=isolation == "session",
             max_json_depth=max_json_depth,
         )
-        self._preload = True
         self.sse: SseEndpoints | None = None
         if enable_sse:
             # Only `--transport sse` loads the SDK's SSE transport (and the auth stack it imports).
@@ -220,11 +219,9 @@ class ProxyApp:
             return
         if scope["type"] != "http":
             return
-        if self._preload:
-            # The first request (a probe, usually) starts loading the validators of MCP requests:
-            # after this answer goes out, so they load while the proxy already serves.
-            self._preload = False
-            asyncio.get_running_loop().call_soon(jsonrpc.preload_validators)
+        # (No `jsonrpc.preload_validators` here, unlike the vMCP gateway: the proxy checks the
+        # JSON-RPC envelope only, `check_message`, and relays params to the child untouched, so it
+        # never needs the SDK's per-method wire types: ~0.25 s of CPU and tens of MB if loaded.)
         path: str = scope["path"]
         if path in ("/mcp", "/mcp/"):
             await self._mcp(scope, receive, send)

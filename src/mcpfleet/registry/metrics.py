@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+# The package's submodules, not its `__init__` (deferred: `mcpsdk.py`); the exposition format
+# loads with the first `/metrics`, not at every registry's start.
+from prometheus_client.metrics import Counter, Gauge, Histogram
+from prometheus_client.registry import CollectorRegistry
 
 
 class RegistryMetrics:
@@ -69,4 +72,6 @@ class RegistryMetrics:
         )
 
     def render(self) -> bytes:
+        from prometheus_client.exposition import generate_latest
+
         return generate_latest(self.registry)
