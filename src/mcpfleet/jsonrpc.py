@@ -256,19 +256,50 @@ def _check_meta(params: Mapping[str, Any], rid: Any) -> None:
 
 
 _VALIDATORS = "mcp_types.methods"
+_LEGACY_TYPES = "mcp_types._v2025_11_25"
+# The 2025 protocol era: the SDK's `mcp_types.methods` validates every version of it against the
+# wire types of schema 2025-11-25, the same methods in each. Validating a 2025-era message against
+# those types directly loads only that schema's models: without the version-free models and the
+# 2026 schema's, about half of what `mcp_types.methods` costs (issue 19: a gateway's first MCP
+# answer). tests/cli/test_lazy_imports.py checks these tables against the SDK's own maps.
+LEGACY_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LEGACY_REQUESTS: Final[Mapping[str, str]] = {
+    "completion/complete": "CompleteRequest",
+    "initialize": "InitializeRequest",
+    "logging/setLevel": "SetLevelRequest",
+    "ping": "PingRequest",
+    "prompts/get": "GetPromptRequest",
+    "prompts/list": "ListPromptsRequest",
+    "resources/list": "ListResourcesRequest",
+    "resources/read": "ReadResourceRequest",
+    "resources/subscribe": "SubscribeRequest",
+    "resources/templates/list": "ListResourceTemplatesRequest",
+    "resources/unsubscribe": "UnsubscribeRequest",
+    "tools/call": "CallToolRequest",
+    "tools/list": "ListToolsRequest",
+}
+LEGACY_NOTIFICATIONS: Final[Mapping[str, str]] = {
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/initialized": "InitializedNotification",
+    "notifications/progress": "ProgressNotification",
+    "notifications/roots/list_changed": "RootsListChangedNotification",
+}
+
+
+def _preload() -> None:
+    importlib.import_module(_LEGACY_TYPES)  # what a 2025-era client's requests need: first
+    importlib.import_module(_VALIDATORS)
 
 
 def preload_validators() -> None:
     """Import the SDK's per-method wire types (`check_params`' validators, ~0.25 s of pydantic model
-    building) in a background thread. The proxy and the gateway start without them and call this
-    after their first answer (a probe, usually), so their first MCP request need not wait for them.
-    A request that needs them before the thread is done waits for the same import (the import
-    lock), never sees half of it."""
+    building) in a background thread, the 2025 era's first. The proxy and the gateway start without
+    them and call this after their first answer (a probe, usually), so their first MCP request need
+    not wait for them. A request that needs them before the thread is done waits for the same
+    import (the import lock), never sees half of it."""
     if _VALIDATORS in sys.modules:
         return
-    threading.Thread(
-        target=importlib.import_module, args=(_VALIDATORS,), name="preload-validators", daemon=True
-    ).start()
+    threading.Thread(target=_preload, name="preload-validators", daemon=True).start()
 
 
 def check_params(
@@ -279,6 +310,9 @@ def check_params(
     SDK has no type for pass: whoever handles them decides (usually: method not found)."""
     # Imported here, not at module level: the MCP SDK is ~40 MB and a second of start-up, and every
     # `mcpfleet` command imports this module through the HTTP limit flags (a cached import is ~0.2 µs).
+    if version in LEGACY_VERSIONS and kind != "response":
+        _check_legacy(kind, method, params, request_id)
+        return
     from mcp_types.methods import validate_client_notification, validate_client_request
 
     try:
@@ -290,6 +324,23 @@ def check_params(
         if isinstance(exc, pydantic.ValidationError):
             raise MessageError(INVALID_PARAMS, _describe(exc, method, params), request_id) from None
         return
+
+
+def _check_legacy(kind: Kind, method: str, params: Mapping[str, Any] | None, request_id: Any) -> None:
+    """`check_params` for a 2025-era version: as `mcp_types.methods` validates it (a stub id, the
+    method, the params when given, by alias), against the 2025-11-25 wire type of `method`."""
+    name = (LEGACY_REQUESTS if kind == "request" else LEGACY_NOTIFICATIONS).get(method)
+    if name is None:
+        return
+    model: type[pydantic.BaseModel] = getattr(importlib.import_module(_LEGACY_TYPES), name)
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 0} if kind == "request" else {"jsonrpc": "2.0"}
+    body["method"] = method
+    if params is not None:
+        body["params"] = params
+    try:
+        model.model_validate(body, by_name=False)
+    except pydantic.ValidationError as exc:
+        raise MessageError(INVALID_PARAMS, _describe(exc, method, params), request_id) from None
 
 
 def _describe(exc: pydantic.ValidationError, method: str, params: Any) -> str:

@@ -29,6 +29,9 @@ from types import ModuleType
 
 PACKAGES = ("mcp", "mcp.server")
 UVICORN = "uvicorn"
+TYPES = "mcp_types"
+"""Deferred too: the gateway validates 2025-era messages with `mcp_types._v2025_11_25` alone
+(`jsonrpc.check_params`), without the version-free models the package's `__init__` builds."""
 CHEAP: dict[str, dict[str, str]] = {UVICORN: {"Config": "uvicorn.config"}}
 """Per deferred package: names served without its `__init__`, from the module its `__init__` imports them from."""
 _lock = threading.RLock()
@@ -60,13 +63,14 @@ def _deferred(name: str) -> ModuleType | None:
 
 
 def register() -> None:
-    """Defer the `__init__` of `mcp`, `mcp.server` and `uvicorn` (no-op for a package that is
-    imported already or missing)."""
+    """Defer the `__init__` of `mcp`, `mcp.server`, `uvicorn` and `mcp_types` (no-op for a package
+    that is imported already or missing)."""
     with _lock:
-        if UVICORN not in sys.modules:
-            module = _deferred(UVICORN)
-            if module is not None:
-                sys.modules[UVICORN] = module
+        for name in (UVICORN, TYPES):
+            if name not in sys.modules:
+                module = _deferred(name)
+                if module is not None:
+                    sys.modules[name] = module
         if PACKAGES[0] in sys.modules:
             return
         for name in PACKAGES:
