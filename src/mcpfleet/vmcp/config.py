@@ -1,7 +1,7 @@
 """The vMCP configuration file: `VirtualMCPServer.spec.config` plus what a renderer resolves.
 
 `VMCPConfig` *is* the api's `GatewayConfig` (aggregation, composite tools, operational settings: the
-models, defaults and rules of `mcpfleet.api.virtualmcpserver`), plus the runtime fields the operator
+models, defaults and rules of `mcpfleet.api.gatewayconfig`), plus the runtime fields the operator
 and the local platform fill in: the backends with their discovered URLs, the referenced MCPToolConfig
 specs inlined, and incoming / outgoing auth resolved to what the gateway needs (secret values only
 as names of environment variables). camelCase on the wire, snake_case in Python; durations are the
@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, field_serializer, model_validator
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
 from mcpfleet.api.ratelimit import SessionStorage
-from mcpfleet.api.virtualmcpserver import GatewayConfig, StaticBackend
+from mcpfleet.api.gatewayconfig import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
 from mcpfleet.policy.config import AuthzDocument
 
