@@ -30,10 +30,17 @@ from types import ModuleType
 PACKAGES = ("mcp", "mcp.server")
 UVICORN = "uvicorn"
 TYPES = "mcp_types"
-"""Deferred too: the gateway validates 2025-era messages with `mcp_types._v2025_11_25` alone
+"""Deferred too: the gateway validates a message with the wire types of its protocol era alone
 (`jsonrpc.check_params`), without the version-free models the package's `__init__` builds."""
+PROMETHEUS = "prometheus_client"
+"""Deferred too: the gateway counts with `prometheus_client.metrics` and renders `/metrics` with
+`prometheus_client.exposition` when asked (`vmcp/metrics.py`); the package's `__init__` loads the
+exposition (an HTTP server, urllib, snappy) and the default registry's process collectors at once."""
 CHEAP: dict[str, dict[str, str]] = {UVICORN: {"Config": "uvicorn.config"}}
 """Per deferred package: names served without its `__init__`, from the module its `__init__` imports them from."""
+SUBMODULES: dict[str, frozenset[str]] = {PROMETHEUS: frozenset({"values"})}
+"""Per deferred package: submodules its own modules import as `from . import <name>` (which asks the
+package for the name first), served as the submodule without the `__init__`."""
 _lock = threading.RLock()
 
 
@@ -45,10 +52,13 @@ def _deferred(name: str) -> ModuleType | None:
     loader = spec.loader
 
     cheap = CHEAP.get(name, {})
+    submodules = SUBMODULES.get(name, frozenset())
 
     def __getattr__(attr: str) -> object:  # PEP 562: only for names the module does not have yet
         if attr in cheap and module.__dict__.get("__getattr__") is __getattr__:
             return getattr(importlib.import_module(cheap[attr]), attr)
+        if attr in submodules and module.__dict__.get("__getattr__") is __getattr__:
+            return importlib.import_module(f"{name}.{attr}")
         with _lock:
             if module.__dict__.get("__getattr__") is __getattr__:
                 del module.__dict__["__getattr__"]
@@ -63,10 +73,10 @@ def _deferred(name: str) -> ModuleType | None:
 
 
 def register() -> None:
-    """Defer the `__init__` of `mcp`, `mcp.server`, `uvicorn` and `mcp_types` (no-op for a package
-    that is imported already or missing)."""
+    """Defer the `__init__` of `mcp`, `mcp.server`, `uvicorn`, `mcp_types` and `prometheus_client`
+    (no-op for a package that is imported already or missing)."""
     with _lock:
-        for name in (UVICORN, TYPES):
+        for name in (UVICORN, TYPES, PROMETHEUS):
             if name not in sys.modules:
                 module = _deferred(name)
                 if module is not None:

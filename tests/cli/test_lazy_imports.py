@@ -19,11 +19,11 @@ HEAVY += ("opentelemetry", "rich", "yaml", "watchfiles", "lightkube", "uvloop")
 
 def _loaded_after(code: str) -> set[str]:
     """The modules a fresh interpreter holds after `code`; the MCP SDK's packages `mcp`,
-    `mcp.server` and `mcp_types` and uvicorn's only once their `__init__` ran (mcpfleet registers
-    them deferred: `mcpsdk.py`)."""
+    `mcp.server` and `mcp_types`, uvicorn's and prometheus_client's only once their `__init__` ran
+    (mcpfleet registers them deferred: `mcpsdk.py`)."""
     probe = (
         f"{code}\nimport sys, json\n"
-        "deferred = {n for n in ('mcp', 'mcp.server', 'uvicorn', 'mcp_types') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
+        "deferred = {n for n in ('mcp', 'mcp.server', 'uvicorn', 'mcp_types', 'prometheus_client') if '__getattr__' in vars(sys.modules.get(n, sys))}\n"
         "print(json.dumps(sorted(set(sys.modules) - deferred)))"
     )
     out = subprocess.run(
@@ -193,7 +193,7 @@ assert load_config(Path({str(config)!r})).registryName == "r"
 
 
 def test_gateway_serves_without_aiohttp_or_every_mcp_type() -> None:
-    """A gateway of plain-http backends connects, answers `initialize`, `notifications/initialized`
+    """A gateway of plain-http backends connects, validates `initialize`, `notifications/initialized`
     and `tools/list` without aiohttp (its POSTs and notification stream go through `httpclient`;
     aiohttp loads on first use: `vmcp/lazyhttp.py`) and validates those 2025-era messages with the
     2025-11-25 wire types alone: not the version-free models nor the 2026 schema's."""
@@ -256,6 +256,9 @@ asyncio.run(main())
 """
     loaded = _loaded_after(code)
     assert "aiohttp" not in _tops(loaded)
+    # Nor PyYAML (no YAML read), nor the Prometheus exposition format (no /metrics asked).
+    assert "yaml" not in loaded and "prometheus_client.exposition" not in loaded
+    assert "prometheus_client" not in loaded and "prometheus_client.metrics" in loaded  # no __init__
     assert "mcp_types._v2025_11_25" in loaded
     for module in ("mcp_types", "mcp_types.methods", "mcp_types._types", "mcp_types._v2026_07_28"):
         assert module not in loaded, module

@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_serializer, model_validator
 
+from mcpfleet.api.gatewayconfig import GatewayConfig, StaticBackend
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
 from mcpfleet.api.ratelimit import SessionStorage
-from mcpfleet.api.gatewayconfig import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
+from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.policy.config import AuthzDocument
 
 # Outgoing auth as the gateway uses it: MCPExternalAuthConfigs resolved by the renderer, a secret
@@ -143,10 +143,11 @@ def load_config(path: str | Path) -> VMCPConfig:
     """Read and validate a YAML or JSON config file, raising ConfigError with field paths."""
     p = Path(path)
     try:
-        raw = yaml.safe_load(p.read_text())
+        # JSON (what `mcpfleet up` and tests may write) is read without loading PyYAML.
+        raw = parse_json_or_yaml(p.read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read config {p}: {exc}") from exc
-    except yaml.YAMLError as exc:
+    except DocumentError as exc:
         raise ConfigError(f"config {p} is not valid YAML: {exc}") from exc
     config = parse_config(raw or {}, source=str(p))
     try:
