@@ -116,6 +116,15 @@ def _configs(work: Path) -> dict[str, list[str]]:
     }
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def launch_to_first(
     args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 180.0, path: str = "/health"
 ) -> dict[str, float]:
@@ -145,12 +154,7 @@ def launch_to_first(
             time.sleep(0.002)
         raise RuntimeError(f"{' '.join(args[:2])}: no 200 from {url} within {timeout}s")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 class _McpHandler(http.server.BaseHTTPRequestHandler):
@@ -278,12 +282,7 @@ def launch_to_first_mcp(
             time.sleep(0.002)
         raise RuntimeError(f"{' '.join(args[:2])}: no tools/list with the backend's tool within {timeout}s")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def _vmcp_mcp_config(work: Path, backend: McpBackend) -> list[str]:
