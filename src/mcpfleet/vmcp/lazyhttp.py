@@ -2,7 +2,7 @@
 
 aiohttp is about 0.2 s of a gateway's start (issue 19), and a gateway of plain-http backends never
 needs it: its POSTs and notification streams go through `httpclient`. It serves TLS backends, the
-HTTP+SSE transport, 2026 listen streams, token exchange and SSE resumption. `LazySession` stands in
+HTTP+SSE transport, token exchange and SSE resumption. `LazySession` stands in
 for the `aiohttp.ClientSession` those paths are given: `post` / `get` / `delete` work as on a
 session (`async with`, or awaited), and the first of them imports aiohttp in a worker thread (the
 event loop keeps serving meanwhile) and makes the real session. `errors()` is what an `except`

@@ -22,9 +22,9 @@ logging, server-to-client requests) go to the caller's `on_message` so the front
 them through. `SSEUpstream` covers the older HTTP+SSE transport (`transport: sse`).
 
 Not the SDK ClientSession (httpx): measured on this machine a pooled httpx hop adds ~1.3 ms,
-aiohttp ~0.3 ms, and our `httpclient` less still; POSTs, notifications and the standing GET
-stream go through `httpclient` for plain-http URLs, everything else (TLS, the SSE transport, 2026
-listen streams, SSE resumption) through aiohttp (docs/vmcp.md, docs/bench-vmcp.md), which the
+aiohttp ~0.3 ms, and our `httpclient` less still; POSTs, notifications and the standing GET /
+2026 listen streams go through `httpclient` for plain-http URLs, everything else (TLS, the SSE
+transport, SSE resumption) through aiohttp (docs/vmcp.md, docs/bench-vmcp.md), which the
 gateway hands over as a `lazyhttp.LazySession`: a gateway of plain-http backends never loads it.
 """
 
@@ -585,20 +585,26 @@ class Upstream(BaseUpstream):
                     wire.H_METHOD: "subscriptions/listen",
                 }
                 hdrs.update(await self._auth.headers(None))
-                no_limit = await lazyhttp.no_timeout()
-                async with self._http.post(
-                    self.url, data=wire.dumps(body), headers=hdrs, timeout=no_limit
-                ) as r:
-                    if r.status != 200 or not r.headers.get("content-type", "").startswith(
-                        "text/event-stream"
-                    ):
-                        return  # the backend does not offer listen streams; the 2025 GET stream remains
-                    delay = 0.2
-                    async for ev in wire.iter_sse(r.content.iter_any()):
-                        if ev.data and self._on_notification is not None:
-                            msg = wire.loads(ev.data)
-                            if msg.get("method", "").endswith("/list_changed") and "id" not in msg:
-                                await self._on_notification(self, msg)
+                # A backend that does not offer listen streams answers something else: the 2025 GET
+                # stream remains. Plain http goes through httpclient, as the GET stream does.
+                if self._fast is not None:
+                    resp = await self._fast.request("POST", self.url, hdrs, wire.dumps(body))
+                    try:
+                        if not _is_event_stream(resp.status, resp.headers):
+                            return
+                        delay = 0.2
+                        await self._notifications(resp.iter_chunks(), list_changed_only=True)
+                    finally:
+                        resp.abort()  # a stream is never reused, and may be cut short here
+                else:
+                    no_limit = await lazyhttp.no_timeout()
+                    async with self._http.post(
+                        self.url, data=wire.dumps(body), headers=hdrs, timeout=no_limit
+                    ) as r:
+                        if not _is_event_stream(r.status, r.headers):
+                            return
+                        delay = 0.2
+                        await self._notifications(r.content.iter_any(), list_changed_only=True)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -646,12 +652,16 @@ class Upstream(BaseUpstream):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    async def _notifications(self, chunks: AsyncIterator[bytes]) -> None:
-        """Pass the notifications of a standing stream to the callback until it ends."""
+    async def _notifications(self, chunks: AsyncIterator[bytes], list_changed_only: bool = False) -> None:
+        """Pass the notifications of a standing stream to the callback until it ends (of a 2026
+        listen stream: only the list_changed ones it subscribed to)."""
         async for ev in wire.iter_sse(chunks):
             if ev.data and self._on_notification is not None:
                 msg = wire.loads(ev.data)
-                if "method" in msg and "id" not in msg:
+                method = msg.get("method") if isinstance(msg, dict) else None
+                if not isinstance(method, str) or "id" in msg:
+                    continue
+                if not list_changed_only or method.endswith("/list_changed"):
                     await self._on_notification(self, msg)
 
     async def close(self) -> None:
@@ -848,6 +858,10 @@ class SSEUpstream(BaseUpstream):
 
 class _SessionExpired(Exception):
     pass
+
+
+def _is_event_stream(status: int, headers: Mapping[str, str]) -> bool:
+    return status == 200 and headers.get("content-type", "").startswith("text/event-stream")
 
 
 def _http_error(backend: str, status: int) -> RPCError:
