@@ -30,12 +30,19 @@ child runs); the vMCP has one backend that is not listening (it serves
 /health before any backend answers); the registry has one file source of two servers on SQLite,
 and `registry 10k` one of 10,000 servers, started on its existing database (synced by the unmeasured
 first start): its /health answers once the catalogue is loaded from the database (issue 17).
+`vmcp mcp` is the gateway's first real MCP answer (issue 19): a gateway whose one backend does
+answer (a small streamable-HTTP MCP server in this process, started before the gateway and not
+measured: `McpBackend`) is sent `initialize`, `notifications/initialized` and `tools/list` until
+the list holds the backend's tool; its columns are launch -> the first `initialize` result
+("first answer") and -> the first `tools/list` with the backend's tool ("first 200"), with the CPU
+time at the latter. /health can answer before the gateway serves MCP; this column cannot.
 `python -X importtime -m mcpfleet.cli.main ...` shows where the remaining time goes.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import socket
@@ -43,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -156,6 +164,15 @@ FIRST_REQUEST: dict[str, Callable[[int], None]] = {
 """Per service: its first real request, made right after its first 200 on /health."""
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def launch_to_first(
     args: list[str],
     mcpfleet: str = MCPFLEET,
@@ -194,12 +211,142 @@ def launch_to_first(
             time.sleep(0.002)
         raise RuntimeError(f"{' '.join(args[:2])}: no 200 from {url} within {timeout}s")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
+
+
+class _McpHandler(http.server.BaseHTTPRequestHandler):
+    """One streamable-HTTP MCP server of the 2025 era, JSON answers only: `initialize` (a session
+    id), `tools/list` (one tool), `ping`; GET (no notification stream) is 405, DELETE ends nothing."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real backend
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the benchmark prints only its figures."""
+
+    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._send(405)
+
+    def do_DELETE(self) -> None:
+        self._send(200)
+
+    def do_POST(self) -> None:
+        msg = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        if "id" not in msg:
+            self._send(202)
+            return
+        method, result = msg.get("method"), None
+        if method == "initialize":
+            result = {
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "bench-backend", "version": "1"},
+            }
+        elif method == "tools/list":
+            schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+            result = {"tools": [{"name": "echo", "description": "Echo.", "inputSchema": schema}]}
+        elif method == "ping":
+            result = {}
+        answer: dict[str, object] = {"jsonrpc": "2.0", "id": msg["id"]}
+        if result is None:
+            answer["error"] = {"code": -32601, "message": f"method not found: {method}"}
+        else:
+            answer["result"] = result
+        headers = {"content-type": "application/json", "mcp-session-id": "bench-session"}
+        self._send(200, json.dumps(answer).encode(), headers)
+
+
+class McpBackend:
+    """The answering backend of `vmcp mcp`, served by a thread of the benchmark (unmeasured)."""
+
+    def __init__(self) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _McpHandler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/mcp"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _mcp_post(url: str, msg: dict[str, object], session: str | None) -> tuple[str | None, dict[str, object]]:
+    """POST one JSON-RPC message to a streamable-HTTP endpoint: (session id, the JSON-RPC answer)
+    from a JSON or an SSE response ({} for an accepted notification)."""
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if session:
+        headers["mcp-session-id"] = session
+    request = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read().decode()
+        sid = response.headers.get("mcp-session-id") or session
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            data = [line[5:].strip() for line in body.splitlines() if line.startswith("data:")]
+            body = next((d for d in data if '"id"' in d), "{}")
+    return sid, (json.loads(body) if body.strip() else {})
+
+
+def launch_to_first_mcp(
+    args: list[str], mcpfleet: str = MCPFLEET, timeout: float = 180.0
+) -> dict[str, float]:
+    """Launch -> the first `initialize` result, -> the first `tools/list` holding the backend's
+    `echo` tool (and the CPU time then): what a client of the gateway waits for."""
+    port = free_port()
+    argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    first: float | None = None
+    session: str | None = None
+    try:
+        while time.monotonic() - started < timeout:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(args[:2])} exited with {proc.returncode}")
+            try:
+                if first is None:
+                    session, answer = _mcp_post(url, init, None)
+                    if "result" not in answer:
+                        raise RuntimeError(f"initialize answered {answer}")
+                    first = time.monotonic() - started
+                    _mcp_post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+                _, answer = _mcp_post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session)
+            except OSError:  # not listening yet (an HTTPError is one too: a 503 while starting)
+                time.sleep(0.002)
+                continue
+            result = answer.get("result")
+            tools = result.get("tools", []) if isinstance(result, dict) else []
+            if any(isinstance(t, dict) and str(t.get("name", "")).endswith("echo") for t in tools):
+                cpu = cpu_seconds(proc.pid)
+                now = time.monotonic() - started
+                return {"first_answer": round(first, 3), "first_200": round(now, 3), "cpu": round(cpu, 3)}
+            time.sleep(0.002)
+        raise RuntimeError(f"{' '.join(args[:2])}: no tools/list with the backend's tool within {timeout}s")
+    finally:
+        _stop(proc)
+
+
+def _vmcp_mcp_config(work: Path, backend: McpBackend) -> list[str]:
+    """`mcpfleet vmcp serve` with the answering backend (`vmcp mcp`)."""
+    config = work / "vmcp-live.yaml"
+    config.write_text(f"name: bench\nbackends:\n  - {{name: b, url: '{backend.url}'}}\n")
+    return ["vmcp", "serve", "--config", str(config), "--port", "{port}", "--log-level", "warning"]
 
 
 def python_seconds(code: str, python: str = sys.executable) -> dict[str, float]:
@@ -222,14 +369,17 @@ def main() -> int:
     installs = [MCPFLEET, *args.mcpfleet]
     results: dict[str, list[dict[str, float]]] = {}
     load_before = os.getloadavg()
+    backend = McpBackend()  # the answering backend of `vmcp mcp`, up before any gateway
     with tempfile.TemporaryDirectory(prefix="mcpfleet-startup-") as tmp:
         commands = _configs(Path(tmp))
+        vmcp_mcp = _vmcp_mcp_config(Path(tmp), backend)
         for install in installs:  # one unmeasured start each: .pyc files, the registry's database
             for name, argv in commands.items():
                 # The registries' first start syncs their source: ready (200) once it is in the database.
                 launch_to_first(
                     argv, install, path="/readiness" if name.startswith("registry") else "/health"
                 )
+            launch_to_first_mcp(vmcp_mcp, install)
         for _ in range(args.runs):
             results.setdefault("python -c pass", []).append(python_seconds("pass"))
             for install in installs:
@@ -242,6 +392,8 @@ def main() -> int:
                     results.setdefault(f"{name}{label}", []).append(
                         launch_to_first(argv, install, request=FIRST_REQUEST.get(name))
                     )
+                results.setdefault(f"vmcp mcp{label}", []).append(launch_to_first_mcp(vmcp_mcp, install))
+    backend.close()
     print(json.dumps(results, indent=2))
     print(f"load average before {load_before}, after {os.getloadavg()}")
     for name, runs in results.items():

@@ -255,20 +255,65 @@ def _check_meta(params: Mapping[str, Any], rid: Any) -> None:
         )
 
 
-_VALIDATORS = "mcp_types.methods"
+# `check_params` validates as the SDK's `mcp_types.methods` does, against the wire types of the
+# schema a protocol version belongs to (2025-11-25 for every 2025-era version, the same methods in
+# each; 2026-07-28), but imports only that schema's models: not `mcp_types.methods` itself, which
+# loads every schema and the version-free models too, three times the pydantic model building of
+# the one a client speaks (issue 19: a gateway's first MCP answer).
+# tests/cli/test_lazy_imports.py checks these tables against the SDK's own maps.
+LEGACY_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+MODERN_VERSIONS: Final = ("2026-07-28",)
+_SCHEMAS: Final = {"legacy": "mcp_types._v2025_11_25", "modern": "mcp_types._v2026_07_28"}
+LEGACY_REQUESTS: Final[Mapping[str, str]] = {
+    "completion/complete": "CompleteRequest",
+    "initialize": "InitializeRequest",
+    "logging/setLevel": "SetLevelRequest",
+    "ping": "PingRequest",
+    "prompts/get": "GetPromptRequest",
+    "prompts/list": "ListPromptsRequest",
+    "resources/list": "ListResourcesRequest",
+    "resources/read": "ReadResourceRequest",
+    "resources/subscribe": "SubscribeRequest",
+    "resources/templates/list": "ListResourceTemplatesRequest",
+    "resources/unsubscribe": "UnsubscribeRequest",
+    "tools/call": "CallToolRequest",
+    "tools/list": "ListToolsRequest",
+}
+LEGACY_NOTIFICATIONS: Final[Mapping[str, str]] = {
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/initialized": "InitializedNotification",
+    "notifications/progress": "ProgressNotification",
+    "notifications/roots/list_changed": "RootsListChangedNotification",
+}
+MODERN_REQUESTS: Final[Mapping[str, str]] = {
+    "completion/complete": "CompleteRequest",
+    "prompts/get": "GetPromptRequest",
+    "prompts/list": "ListPromptsRequest",
+    "resources/list": "ListResourcesRequest",
+    "resources/read": "ReadResourceRequest",
+    "resources/templates/list": "ListResourceTemplatesRequest",
+    "server/discover": "DiscoverRequest",
+    "subscriptions/listen": "SubscriptionsListenRequest",
+    "tools/call": "CallToolRequest",
+    "tools/list": "ListToolsRequest",
+}
+MODERN_NOTIFICATIONS: Final[Mapping[str, str]] = {"notifications/cancelled": "CancelledNotification"}
+
+
+def _preload() -> None:
+    for module in _SCHEMAS.values():  # the 2025 era's first: most clients speak it
+        importlib.import_module(module)
 
 
 def preload_validators() -> None:
-    """Import the SDK's per-method wire types (`check_params`' validators, ~0.25 s of pydantic model
-    building) in a background thread. The proxy and the gateway start without them and call this
-    after their first answer (a probe, usually), so their first MCP request need not wait for them.
-    A request that needs them before the thread is done waits for the same import (the import
-    lock), never sees half of it."""
-    if _VALIDATORS in sys.modules:
+    """Import the SDK's per-method wire types of both protocol eras (`check_params`' validators,
+    pydantic model building) in a background thread, the 2025 era's first. The proxy and the
+    gateway start without them and call this after their first answer (a probe, usually), so their
+    first MCP request need not wait for them. A request that needs them before the thread is done
+    waits for the same import (the import lock), never sees half of it."""
+    if _SCHEMAS["modern"] in sys.modules:
         return
-    threading.Thread(
-        target=importlib.import_module, args=(_VALIDATORS,), name="preload-validators", daemon=True
-    ).start()
+    threading.Thread(target=_preload, name="preload-validators", daemon=True).start()
 
 
 def check_params(
@@ -277,19 +322,38 @@ def check_params(
     """Validate `params` of a request / notification against the SDK's wire type for `method` at
     protocol `version`; raises MessageError (-32602) naming the field. Methods (or versions) the
     SDK has no type for pass: whoever handles them decides (usually: method not found)."""
-    # Imported here, not at module level: the MCP SDK is ~40 MB and a second of start-up, and every
-    # `mcpfleet` command imports this module through the HTTP limit flags (a cached import is ~0.2 µs).
-    from mcp_types.methods import validate_client_notification, validate_client_request
-
-    try:
-        if kind == "request":
-            validate_client_request(method, version, params)
-        elif kind == "notification":
-            validate_client_notification(method, version, params)
-    except (KeyError, ValueError) as exc:
-        if isinstance(exc, pydantic.ValidationError):
-            raise MessageError(INVALID_PARAMS, _describe(exc, method, params), request_id) from None
+    if version in LEGACY_VERSIONS:
+        era = "legacy"
+        table = LEGACY_REQUESTS if kind == "request" else LEGACY_NOTIFICATIONS
+    elif version in MODERN_VERSIONS:
+        era = "modern"
+        table = MODERN_REQUESTS if kind == "request" else MODERN_NOTIFICATIONS
+    else:
         return
+    name = table.get(method) if kind != "response" else None
+    if name is None:
+        return
+    model = _MODELS.get((era, name)) or _model(era, name)
+    # The body as `mcp_types.methods` builds it: a stub envelope, the method, the params if given.
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 0} if kind == "request" else {"jsonrpc": "2.0"}
+    body["method"] = method
+    if params is not None:
+        body["params"] = params
+    try:
+        model.model_validate(body, by_name=False)
+    except pydantic.ValidationError as exc:
+        raise MessageError(INVALID_PARAMS, _describe(exc, method, params), request_id) from None
+
+
+_MODELS: dict[tuple[str, str], type[pydantic.BaseModel]] = {}
+
+
+def _model(era: str, name: str) -> type[pydantic.BaseModel]:
+    # Imported here, not at module level: the MCP SDK is ~40 MB and a second of start-up, and every
+    # `mcpfleet` command imports this module through the HTTP limit flags.
+    model: type[pydantic.BaseModel] = getattr(importlib.import_module(_SCHEMAS[era]), name)
+    _MODELS[(era, name)] = model
+    return model
 
 
 def _describe(exc: pydantic.ValidationError, method: str, params: Any) -> str:

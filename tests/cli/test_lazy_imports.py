@@ -174,7 +174,7 @@ def test_validators_load_in_the_background() -> None:
     code = """
 import sys, time
 from mcpfleet import jsonrpc
-assert "mcp_types.methods" not in sys.modules
+assert "mcp_types._v2025_11_25" not in sys.modules
 jsonrpc.preload_validators()
 try:
     jsonrpc.check_params("request", "tools/call", {"name": 3}, "2025-06-18", 1)
@@ -183,9 +183,10 @@ except jsonrpc.MessageError as exc:
 else:
     raise AssertionError("a bad tools/call name must be refused")
 deadline = time.monotonic() + 60
-while "mcp_types.methods" not in sys.modules and time.monotonic() < deadline:
+while "mcp_types._v2026_07_28" not in sys.modules and time.monotonic() < deadline:
     time.sleep(0.01)
-assert "mcp_types.methods" in sys.modules
+assert "mcp_types._v2025_11_25" in sys.modules and "mcp_types._v2026_07_28" in sys.modules
+assert "mcp_types.methods" not in sys.modules
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
@@ -243,3 +244,143 @@ assert b'mcpfleet_registry_http_requests_total{code="200",route="list"} 1.0' in 
 """
     loaded = _loaded_after(code)
     assert "prometheus_client" not in loaded and "prometheus_client.metrics" in loaded
+
+
+def test_gateway_serves_without_aiohttp_or_every_mcp_type() -> None:
+    """A gateway of plain-http backends connects, validates `initialize`, `notifications/initialized`
+    and `tools/list` without aiohttp (its POSTs and notification stream go through `httpclient`;
+    aiohttp loads on first use: `vmcp/lazyhttp.py`) and validates those 2025-era messages with the
+    2025-11-25 wire types alone: not the version-free models nor the 2026 schema's."""
+    code = """
+import asyncio, http.server, json, threading
+from mcpfleet import jsonrpc
+from mcpfleet.vmcp import httpclient, lazyhttp
+from mcpfleet.vmcp.upstream import Upstream
+import mcpfleet.vmcp.server
+seen = []
+class Backend(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_GET(self):  # the standing stream: one notification, then the end
+        body = b'data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\\n\\n'
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        seen.append(msg["method"])
+        if "id" not in msg:
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        if msg["method"] == "initialize":
+            answer = {"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "b", "version": "1"}}}
+        else:
+            answer = {"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}}
+        body = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("mcp-session-id", "s1")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+jsonrpc.check_params("request", "initialize", init, "2025-06-18", 1)
+jsonrpc.check_params("notification", "notifications/initialized", None, "2025-06-18")
+jsonrpc.check_params("request", "tools/list", None, "2025-06-18", 2)
+async def main():
+    got = asyncio.Event()
+    async def note(up, msg):
+        got.set()
+    fast = httpclient.Client()
+    url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    up = Upstream("b", url, lazyhttp.LazySession(), fast=fast, on_notification=note)
+    await up.connect()
+    await asyncio.wait_for(got.wait(), 30)  # the notification stream, through httpclient
+    await up.close()
+    fast.close()
+    assert seen[:3] == ["server/discover", "initialize", "notifications/initialized"], seen
+asyncio.run(main())
+"""
+    loaded = _loaded_after(code)
+    assert "aiohttp" not in _tops(loaded)
+    # Nor PyYAML (no YAML read), nor the Prometheus exposition format (no /metrics asked).
+    assert "yaml" not in loaded and "prometheus_client.exposition" not in loaded
+    assert "prometheus_client" not in loaded and "prometheus_client.metrics" in loaded  # no __init__
+    assert "mcp_types._v2025_11_25" in loaded
+    for module in ("mcp_types", "mcp_types.methods", "mcp_types._types", "mcp_types._v2026_07_28"):
+        assert module not in loaded, module
+
+
+def test_validation_tables_are_the_sdks() -> None:
+    """`jsonrpc`'s tables map each method of each protocol version to the very wire type
+    `mcp_types.methods` validates it with, and to nothing else."""
+    import mcp_types._v2025_11_25 as v2025
+    import mcp_types._v2026_07_28 as v2026
+    from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
+    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+
+    from mcpfleet import jsonrpc
+
+    eras = (
+        (jsonrpc.LEGACY_VERSIONS, v2025, jsonrpc.LEGACY_REQUESTS, jsonrpc.LEGACY_NOTIFICATIONS),
+        (jsonrpc.MODERN_VERSIONS, v2026, jsonrpc.MODERN_REQUESTS, jsonrpc.MODERN_NOTIFICATIONS),
+    )
+    for versions, module, requests, notifications in eras:
+        for sdk, ours in ((CLIENT_REQUESTS, requests), (CLIENT_NOTIFICATIONS, notifications)):
+            for version in versions:
+                expected = {m: t for (m, v), t in sdk.items() if v == version}
+                assert {m: getattr(module, n) for m, n in ours.items()} == expected, version
+    assert set(jsonrpc.LEGACY_VERSIONS) | set(jsonrpc.MODERN_VERSIONS) == set(KNOWN_PROTOCOL_VERSIONS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "method", "params"),
+    [
+        ("request", "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}}),
+        ("request", "initialize", {"protocolVersion": 3, "capabilities": {}, "clientInfo": {}}),
+        ("request", "tools/call", {"name": 3}),
+        ("request", "tools/call", {"name": "t", "arguments": []}),
+        ("request", "resources/read", {}),
+        ("request", "completion/complete", {"ref": "x", "argument": {"name": "a", "value": "b"}}),
+        ("request", "tools/list", {"cursor": 5}),
+        ("request", "tools/list", None),
+        ("notification", "notifications/progress", {"progressToken": 1}),
+        ("notification", "notifications/cancelled", {"requestId": 1}),
+        ("request", "no/such/method", {"x": 1}),
+        ("request", "server/discover", {"_meta": 3}),
+        ("request", "subscriptions/listen", {"notifications": 3}),
+        ("notification", "notifications/cancelled", {}),
+    ],
+)
+def test_validation_answers_as_the_sdk(kind: str, method: str, params: dict[str, object] | None) -> None:
+    """`check_params` refuses exactly what `mcp_types.methods` refuses, with the same message, in
+    every protocol version."""
+    import pydantic
+    from mcp_types.methods import validate_client_notification, validate_client_request
+
+    from mcpfleet import jsonrpc
+
+    for version in (*jsonrpc.LEGACY_VERSIONS, *jsonrpc.MODERN_VERSIONS, "1999-01-01"):
+        expected = None
+        try:
+            (validate_client_request if kind == "request" else validate_client_notification)(
+                method, version, params
+            )
+        except pydantic.ValidationError as exc:
+            expected = jsonrpc._describe(exc, method, params)
+        except (KeyError, ValueError):  # not a method (or version) the SDK has a type for
+            pass
+        try:
+            jsonrpc.check_params(kind, method, params, version, 7)  # type: ignore[arg-type]
+            got = None
+        except jsonrpc.MessageError as exc:
+            assert exc.code == jsonrpc.INVALID_PARAMS
+            got = exc.message
+        assert got == expected, (version, got, expected)

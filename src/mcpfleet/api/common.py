@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from mcpfleet.api.meta import ApiModel, ConfigMapKeyRef, LocalObjectReference, Rule, RuleModel, SecretKeyRef
+from mcpfleet.api.meta import HttpTransport as HttpTransport  # defined with the basics: gatewayconfig uses it
 
 QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
@@ -164,7 +165,6 @@ class HeaderForward(ApiModel):
 
 
 Transport = Literal["stdio", "streamable-http", "sse"]
-HttpTransport = Literal["streamable-http", "sse"]
 
 
 MAX_POD_TEMPLATE_BYTES = 64 * 1024

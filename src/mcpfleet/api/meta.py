@@ -20,6 +20,9 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 CATEGORY = "mcpfleet"
 
+HttpTransport = Literal["streamable-http", "sse"]
+"""How an MCP server is reached over HTTP: streamable HTTP, or the older HTTP+SSE transport."""
+
 # Labels and annotations owned by mcpfleet.
 LABEL_REGISTRY = f"{GROUP}/registry"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from mcpfleet.api.policy import MAX_ENTITIES_CHARS, MAX_POLICIES, MAX_POLICY_CHARS
@@ -118,6 +117,8 @@ def read_document(path: str | Path) -> AuthzDocument:
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
+        import yaml  # only for a YAML file: PyYAML is not part of a gateway's start otherwise
+
         try:
             data = yaml.safe_load(raw)
         except yaml.YAMLError as exc:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpfleet.api.gatewayconfig import Aggregation, WorkloadToolConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec, ToolOverride
-from mcpfleet.api.virtualmcpserver import Aggregation, WorkloadToolConfig
 from mcpfleet.toolconfig import apply_override, filtered_out, override_of
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.api.virtualmcpserver import CodeMode
+from mcpfleet.api.gatewayconfig import CodeMode
 from mcpfleet.vmcp import wire
 from mcpfleet.vmcp.wire import RPCError
 

@@ -36,7 +36,7 @@ from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.api.virtualmcpserver import CompositeTool, WorkflowStep
+from mcpfleet.api.gatewayconfig import CompositeTool, WorkflowStep
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:

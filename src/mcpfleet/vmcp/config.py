@@ -1,7 +1,7 @@
 """The vMCP configuration file: `VirtualMCPServer.spec.config` plus what a renderer resolves.
 
 `VMCPConfig` *is* the api's `GatewayConfig` (aggregation, composite tools, operational settings: the
-models, defaults and rules of `mcpfleet.api.virtualmcpserver`), plus the runtime fields the operator
+models, defaults and rules of `mcpfleet.api.gatewayconfig`), plus the runtime fields the operator
 and the local platform fill in: the backends with their discovered URLs, the referenced MCPToolConfig
 specs inlined, and incoming / outgoing auth resolved to what the gateway needs (secret values only
 as names of environment variables). camelCase on the wire, snake_case in Python; durations are the
@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_serializer, model_validator
 
+from mcpfleet.api.gatewayconfig import GatewayConfig, StaticBackend
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
 from mcpfleet.api.ratelimit import SessionStorage
-from mcpfleet.api.virtualmcpserver import GatewayConfig, StaticBackend
 from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
+from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.policy.config import AuthzDocument
 
 # Outgoing auth as the gateway uses it: MCPExternalAuthConfigs resolved by the renderer, a secret
@@ -143,10 +143,11 @@ def load_config(path: str | Path) -> VMCPConfig:
     """Read and validate a YAML or JSON config file, raising ConfigError with field paths."""
     p = Path(path)
     try:
-        raw = yaml.safe_load(p.read_text())
+        # JSON (what `mcpfleet up` and tests may write) is read without loading PyYAML.
+        raw = parse_json_or_yaml(p.read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read config {p}: {exc}") from exc
-    except yaml.YAMLError as exc:
+    except DocumentError as exc:
         raise ConfigError(f"config {p} is not valid YAML: {exc}") from exc
     config = parse_config(raw or {}, source=str(p))
     try:

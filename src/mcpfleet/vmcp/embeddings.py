@@ -12,9 +12,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 if TYPE_CHECKING:
+    import aiohttp
     import numpy as np
     from numpy.typing import NDArray
 
@@ -69,6 +68,8 @@ class EmbeddingClient:
         return unit
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
+        import aiohttp  # only with an embedding service: not part of a gateway's start
+
         if self._session is None:
             self._session = aiohttp.ClientSession()
         body: dict[str, Any]

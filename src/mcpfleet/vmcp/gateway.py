@@ -25,10 +25,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
 from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
@@ -38,7 +38,7 @@ from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
 from mcpfleet.toolconfig import unknown_tool_result
-from mcpfleet.vmcp import aggregate, httpclient, wire
+from mcpfleet.vmcp import aggregate, httpclient, lazyhttp, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory, WithHeaders, backend_headers
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
@@ -55,6 +55,7 @@ from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_u
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
+    import aiohttp
     from opentelemetry.trace import Tracer
 
     from mcpfleet.vmcp.sessions import SessionStore
@@ -191,7 +192,7 @@ class Gateway:
         config: VMCPConfig,
         source: BackendSource,
         *,
-        http: aiohttp.ClientSession | None = None,
+        http: aiohttp.ClientSession | lazyhttp.LazySession | None = None,
         status_writer: StatusWriter | None = None,
         metrics: Metrics | None = None,
         tracer: Tracer | None = None,
@@ -249,18 +250,15 @@ class Gateway:
         self._status_dirty = asyncio.Event()
         self._retry_due = asyncio.Event()
         self._retries: set[asyncio.Task[None]] = set()
-        self._tls_sessions: dict[str, aiohttp.ClientSession] = {}
+        self._tls_sessions: dict[str, lazyhttp.LazySession] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
 
     async def start(self, wait: float = 30.0) -> None:
         """Take the first backend set, connect it, build lists; raises ConflictError (manual mode)."""
         if self._http is None:
-            self._http = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300),
-                timeout=aiohttp.ClientTimeout(total=None),
-                auto_decompress=False,
-            )
+            # aiohttp loads on first use only: plain-http backends are served by `httpclient`.
+            self._http = lazyhttp.LazySession()
         if self._fast is None:
             self._fast = httpclient.Client()
         self._tasks.append(asyncio.create_task(self._follow_source(), name="vmcp-source"))
@@ -382,7 +380,7 @@ class Gateway:
             try:
                 async with asyncio.timeout(self._check_timeout + 5):
                     await up.connect()
-            except (RPCError, TimeoutError, OSError, aiohttp.ClientError) as exc:
+            except lazyhttp.errors(RPCError, TimeoutError) as exc:
                 with contextlib.suppress(Exception):
                     await up.close()
                 msg = exc.message if isinstance(exc, RPCError) else f"connect: {type(exc).__name__} {exc}"
@@ -400,17 +398,21 @@ class Gateway:
             self._status_dirty.set()
             return True
 
-    def _tls_session(self, ca_file: str) -> aiohttp.ClientSession:
+    def _tls_session(self, ca_file: str) -> lazyhttp.LazySession:
         """A client session whose TLS trusts `ca_file` (an MCPServerEntry's CA bundle), one per file."""
         session = self._tls_sessions.get(ca_file)
         if session is None:
             context = ssl.create_default_context(cafile=ca_file)
-            session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=context, limit=0, ttl_dns_cache=300),
-                timeout=aiohttp.ClientTimeout(total=None),
-                auto_decompress=False,
-            )
-            self._tls_sessions[ca_file] = session
+
+            def make(client: ModuleType) -> aiohttp.ClientSession:
+                made: aiohttp.ClientSession = client.ClientSession(
+                    connector=client.TCPConnector(ssl=context, limit=0, ttl_dns_cache=300),
+                    timeout=client.ClientTimeout(total=None),
+                    auto_decompress=False,
+                )
+                return made
+
+            session = self._tls_sessions[ca_file] = lazyhttp.LazySession(make)
         return session
 
     async def _disconnect(self, b: Backend) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.api.virtualmcpserver import FailureHandling
+from mcpfleet.api.gatewayconfig import FailureHandling
 
 RECONNECT_FIRST = 0.1
 """Seconds before the first extra connect try of a backend whose connect failed."""

@@ -127,6 +127,13 @@ class Response:
     def release(self) -> None:
         self._conn.finish(self)
 
+    def abort(self) -> None:
+        """Done with the response, whether or not it ended: its connection is closed, never reused
+        (a standing stream, which would otherwise be drained in the background first)."""
+        if self._conn.response is self:
+            self._conn.response = None
+        self._conn.close()
+
 
 class _Connection(asyncio.Protocol):
     def __init__(self, pool: Pool, max_body: int) -> None:

@@ -7,8 +7,10 @@ the hot path does one dict lookup, one counter increment and one histogram obser
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+# The package's submodules, not its `__init__` (deferred: `mcpsdk.py`); the exposition format
+# loads with the first `/metrics`, not at every gateway's start.
+from prometheus_client.metrics import Counter, Histogram
+from prometheus_client.registry import CollectorRegistry
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -30,7 +32,11 @@ class _Child:
 
 
 class Metrics:
-    content_type = CONTENT_TYPE_LATEST
+    @property
+    def content_type(self) -> str:
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        return CONTENT_TYPE_LATEST
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -73,4 +79,6 @@ class Metrics:
         c.inc()
 
     def render(self) -> bytes:
+        from prometheus_client.exposition import generate_latest
+
         return generate_latest(self.registry)

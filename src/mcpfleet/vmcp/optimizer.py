@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.api.virtualmcpserver import Optimizer
+from mcpfleet.api.gatewayconfig import Optimizer
 from mcpfleet.vmcp import wire
 from mcpfleet.vmcp.embeddings import EmbeddingClient, EmbeddingError
 from mcpfleet.vmcp.toolindex import Tokenizer, ToolIndex, document, query_terms

@@ -22,8 +22,10 @@ logging, server-to-client requests) go to the caller's `on_message` so the front
 them through. `SSEUpstream` covers the older HTTP+SSE transport (`transport: sse`).
 
 Not the SDK ClientSession (httpx): measured on this machine a pooled httpx hop adds ~1.3 ms,
-aiohttp ~0.3 ms, and our `httpclient` less still; POSTs go through `httpclient` for plain-http
-URLs, the long-lived streams through aiohttp (docs/vmcp.md, docs/bench-vmcp.md).
+aiohttp ~0.3 ms, and our `httpclient` less still; POSTs, notifications and the standing GET /
+2026 listen streams go through `httpclient` for plain-http URLs, everything else (TLS, the SSE
+transport, SSE resumption) through aiohttp (docs/vmcp.md, docs/bench-vmcp.md), which the
+gateway hands over as a `lazyhttp.LazySession`: a gateway of plain-http backends never loads it.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ import contextlib
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urljoin
 
-import aiohttp
-
-from mcpfleet.vmcp import httpclient, wire
+from mcpfleet.vmcp import httpclient, lazyhttp, wire
 from mcpfleet.vmcp.wire import RPCError
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    Session = aiohttp.ClientSession | lazyhttp.LazySession
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +135,7 @@ class Upstream(BaseUpstream):
         self,
         name: str,
         url: str,
-        http: aiohttp.ClientSession,
+        http: Session,
         *,
         auth: HeaderProvider | None = None,
         time_limit: float = 30.0,
@@ -411,7 +416,7 @@ class Upstream(BaseUpstream):
                         subject_token,
                     )
                     return ar.headers, _result_of(msg)
-        except (aiohttp.ClientError, OSError) as exc:
+        except lazyhttp.errors() as exc:
             raise BackendUnavailable(self.name, f"{type(exc).__name__}: {exc}") from None
         except TimeoutError:
             raise BackendUnavailable(self.name, f"timed out after {time_limit:g}s") from None
@@ -522,11 +527,20 @@ class Upstream(BaseUpstream):
         hdrs.update(await self._auth.headers(subject_token))
         try:
             async with asyncio.timeout(self.timeout):
-                async with self._http.post(self.url, data=wire.dumps(msg), headers=hdrs) as resp:
-                    await resp.read()
-                    if resp.status == 404:
-                        raise _SessionExpired
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                if self._fast is not None:
+                    resp = await self._fast.request("POST", self.url, hdrs, wire.dumps(msg))
+                    try:
+                        await resp.read()
+                    finally:
+                        resp.release()
+                    status = resp.status
+                else:
+                    async with self._http.post(self.url, data=wire.dumps(msg), headers=hdrs) as ar:
+                        await ar.read()
+                        status = ar.status
+                if status == 404:
+                    raise _SessionExpired
+        except lazyhttp.errors(TimeoutError) as exc:
             raise BackendUnavailable(self.name, f"{type(exc).__name__}: {exc}") from None
 
     async def send_message(self, msg: dict[str, Any], subject_token: str | None = None) -> None:
@@ -571,20 +585,26 @@ class Upstream(BaseUpstream):
                     wire.H_METHOD: "subscriptions/listen",
                 }
                 hdrs.update(await self._auth.headers(None))
-                no_limit = aiohttp.ClientTimeout(total=None)
-                async with self._http.post(
-                    self.url, data=wire.dumps(body), headers=hdrs, timeout=no_limit
-                ) as r:
-                    if r.status != 200 or not r.headers.get("content-type", "").startswith(
-                        "text/event-stream"
-                    ):
-                        return  # the backend does not offer listen streams; the 2025 GET stream remains
-                    delay = 0.2
-                    async for ev in wire.iter_sse(r.content.iter_any()):
-                        if ev.data and self._on_notification is not None:
-                            msg = wire.loads(ev.data)
-                            if msg.get("method", "").endswith("/list_changed") and "id" not in msg:
-                                await self._on_notification(self, msg)
+                # A backend that does not offer listen streams answers something else: the 2025 GET
+                # stream remains. Plain http goes through httpclient, as the GET stream does.
+                if self._fast is not None:
+                    resp = await self._fast.request("POST", self.url, hdrs, wire.dumps(body))
+                    try:
+                        if not _is_event_stream(resp.status, resp.headers):
+                            return
+                        delay = 0.2
+                        await self._notifications(resp.iter_chunks(), list_changed_only=True)
+                    finally:
+                        resp.abort()  # a stream is never reused, and may be cut short here
+                else:
+                    no_limit = await lazyhttp.no_timeout()
+                    async with self._http.post(
+                        self.url, data=wire.dumps(body), headers=hdrs, timeout=no_limit
+                    ) as r:
+                        if not _is_event_stream(r.status, r.headers):
+                            return
+                        delay = 0.2
+                        await self._notifications(r.content.iter_any(), list_changed_only=True)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -602,28 +622,47 @@ class Upstream(BaseUpstream):
                 hdrs = self._legacy_headers()
                 hdrs["accept"] = "text/event-stream"
                 hdrs.update(await self._auth.headers(None))
-                async with self._http.get(
-                    self.url, headers=hdrs, timeout=aiohttp.ClientTimeout(total=None)
-                ) as r:
-                    if r.status == 405:
-                        return
-                    if r.status == 404:
-                        await self._ensure_session(hdrs.get(wire.H_SESSION), self.timeout)
-                        continue
-                    if r.status != 200:
-                        raise BackendUnavailable(self.name, f"GET stream HTTP {r.status}")
-                    delay = 0.2
-                    async for ev in wire.iter_sse(r.content.iter_any()):
-                        if ev.data and self._on_notification is not None:
-                            msg = wire.loads(ev.data)
-                            if "method" in msg and "id" not in msg:
-                                await self._on_notification(self, msg)
+                if self._fast is not None:
+                    resp = await self._fast.request("GET", self.url, hdrs)
+                    try:
+                        status = resp.status
+                        if status == 200:
+                            delay = 0.2
+                            await self._notifications(resp.iter_chunks())
+                    finally:
+                        resp.abort()  # a stream is never reused, and may be cut short here
+                else:
+                    no_limit = await lazyhttp.no_timeout()
+                    async with self._http.get(self.url, headers=hdrs, timeout=no_limit) as r:
+                        status = r.status
+                        if status == 200:
+                            delay = 0.2
+                            await self._notifications(r.content.iter_any())
+                if status == 405:
+                    return
+                if status == 404:
+                    await self._ensure_session(hdrs.get(wire.H_SESSION), self.timeout)
+                    continue
+                if status != 200:
+                    raise BackendUnavailable(self.name, f"GET stream HTTP {status}")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.debug("backend %s: notification stream: %s", self.name, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+    async def _notifications(self, chunks: AsyncIterator[bytes], list_changed_only: bool = False) -> None:
+        """Pass the notifications of a standing stream to the callback until it ends (of a 2026
+        listen stream: only the list_changed ones it subscribed to)."""
+        async for ev in wire.iter_sse(chunks):
+            if ev.data and self._on_notification is not None:
+                msg = wire.loads(ev.data)
+                method = msg.get("method") if isinstance(msg, dict) else None
+                if not isinstance(method, str) or "id" in msg:
+                    continue
+                if not list_changed_only or method.endswith("/list_changed"):
+                    await self._on_notification(self, msg)
 
     async def close(self) -> None:
         self._closed = True
@@ -636,8 +675,15 @@ class Upstream(BaseUpstream):
         if self._session_id:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2):
-                    async with self._http.delete(self.url, headers=self._legacy_headers()) as r:
-                        await r.read()
+                    if self._fast is not None:
+                        resp = await self._fast.request("DELETE", self.url, self._legacy_headers())
+                        try:
+                            await resp.read()
+                        finally:
+                            resp.release()
+                    else:
+                        async with self._http.delete(self.url, headers=self._legacy_headers()) as r:
+                            await r.read()
             self._session_id = None
 
 
@@ -648,7 +694,7 @@ class SSEUpstream(BaseUpstream):
         self,
         name: str,
         url: str,
-        http: aiohttp.ClientSession,
+        http: Session,
         *,
         auth: HeaderProvider | None = None,
         time_limit: float = 30.0,
@@ -715,7 +761,8 @@ class SSEUpstream(BaseUpstream):
         try:
             hdrs = {"accept": "text/event-stream"}
             hdrs.update(await self._auth.headers(None))
-            async with self._http.get(self.url, headers=hdrs, timeout=aiohttp.ClientTimeout(total=None)) as r:
+            no_limit = await lazyhttp.no_timeout()
+            async with self._http.get(self.url, headers=hdrs, timeout=no_limit) as r:
                 if r.status != 200:
                     raise BackendUnavailable(self.name, f"SSE stream HTTP {r.status}")
                 async for ev in wire.iter_sse(r.content.iter_any()):
@@ -792,7 +839,7 @@ class SSEUpstream(BaseUpstream):
                 await r.read()
                 if r.status >= 400:
                     raise _http_error(self.name, r.status)
-        except (aiohttp.ClientError, OSError) as exc:
+        except lazyhttp.errors() as exc:
             raise BackendUnavailable(self.name, f"{type(exc).__name__}: {exc}") from None
 
     async def send_message(self, msg: dict[str, Any], subject_token: str | None = None) -> None:
@@ -811,6 +858,10 @@ class SSEUpstream(BaseUpstream):
 
 class _SessionExpired(Exception):
     pass
+
+
+def _is_event_stream(status: int, headers: Mapping[str, str]) -> bool:
+    return status == 200 and headers.get("content-type", "").startswith("text/event-stream")
 
 
 def _http_error(backend: str, status: int) -> RPCError:
@@ -839,7 +890,7 @@ def make_upstream(
     name: str,
     url: str,
     transport: str,
-    http: aiohttp.ClientSession,
+    http: Session,
     **kw: Any,
 ) -> BaseUpstream:
     if transport == "sse":

@@ -18,12 +18,15 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from mcpfleet.auth.oidc import client_secret_basic
+from mcpfleet.vmcp import lazyhttp
 from mcpfleet.vmcp.config import BackendAuthStrategy, HeaderInjection, OutgoingAuth, TokenExchange
 from mcpfleet.vmcp.upstream import HeaderProvider, NoAuth
+
+if TYPE_CHECKING:
+    from mcpfleet.vmcp.upstream import Session
 
 TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
@@ -51,7 +54,7 @@ class HeaderInjectionAuth:
 
 
 class TokenExchangeAuth:
-    def __init__(self, backend: str, cfg: TokenExchange, http: aiohttp.ClientSession) -> None:
+    def __init__(self, backend: str, cfg: TokenExchange, http: Session) -> None:
         self.backend = backend
         self.cfg = cfg
         self._http = http
@@ -109,7 +112,7 @@ class TokenExchangeAuth:
                     raise BackendUnavailable(
                         self.backend, f"token exchange failed: HTTP {r.status} {err or ''}"
                     )
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
+        except lazyhttp.errors(ValueError) as exc:
             raise BackendUnavailable(self.backend, f"token exchange failed: {type(exc).__name__}") from None
         ttl = float(body.get("expires_in") or 300)
         return str(body["access_token"]), time.monotonic() + max(ttl - _EXPIRY_SKEW, ttl / 2)
@@ -120,7 +123,7 @@ class OutgoingAuthFactory:
         self.cfg = cfg
         self.providers: dict[str, HeaderProvider] = {}
 
-    def for_backend(self, name: str, http: aiohttp.ClientSession) -> HeaderProvider:
+    def for_backend(self, name: str, http: Session) -> HeaderProvider:
         strategy: BackendAuthStrategy = self.cfg.for_backend(name)
         where = f"outgoingAuth.backends[{name}]" if name in self.cfg.backends else "outgoingAuth.default"
         provider: HeaderProvider
