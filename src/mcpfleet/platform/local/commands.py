@@ -45,9 +45,9 @@ PROGRESS_LIMIT_SECONDS = 300.0
 def _settled(objects: list[StoredObject]) -> bool:
     """Every workload reached a phase that will not change by itself, for its current generation.
 
-    A gateway Degraded because a backend is still starting is not settled; one Degraded because a
-    backend Failed is. A gateway Ready before it has reported every backend (status `unknown`) is not
-    settled either.
+    The phase says it, with one exception: a gateway Degraded because a backend is still starting
+    is not settled; one Degraded because a backend Failed is. (A gateway that has not reported every
+    backend yet is Pending, not Ready: the VirtualMCPServer status rule, so `mcpfleet get` agrees.)
     """
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
     failed = {
@@ -59,14 +59,11 @@ def _settled(objects: list[StoredObject]) -> bool:
         phase = obj.status.get("phase")
         if phase not in SETTLED or obj.status.get("observedGeneration") != obj.generation:
             return False
-        # "unknown": the gateway has not reported that backend yet (it has not connected to it), so a
-        # gateway Ready on that basis would answer `tools/list` without that backend's tools.
-        waiting_for = ("unhealthy", "unavailable", "unknown") if phase == "Degraded" else ("unknown",)
-        if obj.kind == "VirtualMCPServer" or phase == "Degraded":
+        if phase == "Degraded":
             down = {
                 b.get("name")
                 for b in obj.status.get("discoveredBackends") or []
-                if b.get("status") in waiting_for
+                if b.get("status") in ("unhealthy", "unavailable", "unknown")
             }
             if not down <= failed:
                 return False
