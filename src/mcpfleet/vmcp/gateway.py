@@ -386,9 +386,13 @@ class Gateway:
                 client_info={"name": f"mcpfleet-vmcp/{self.config.name}", "version": "1"},
                 fast=self._fast if b.spec.transport != "sse" and http is self._http else None,
             )
+            # A backend joining while the gateway serves is published once its 2025-era session is
+            # connected and listed; its 2026 era follows (`_connect_modern`). The first set, which
+            # the gateway serves only once connected, is probed in both eras at once.
+            deferred = self._first_set.is_set()
             try:
                 async with asyncio.timeout(self._check_timeout + 5):
-                    await up.connect()
+                    await up.connect(defer_modern=deferred)
             except (RPCError, TimeoutError, OSError, aiohttp.ClientError) as exc:
                 with contextlib.suppress(Exception):
                     await up.close()
@@ -406,7 +410,29 @@ class Gateway:
             await self._fetch_lists(b, tuple(LISTS))
             self._status_dirty.set()
             self._status_urgent.set()
+            if deferred and up.legacy and not up.modern:
+                self._track(self._connect_modern(b, up))
             return True
+
+    async def _connect_modern(self, b: Backend, up: BaseUpstream) -> None:
+        """The 2026-era probe of a backend published on its 2025-era session: once it answers, its
+        lists in that era replace the 2025-era ones the 2026-era aggregate used meanwhile."""
+        try:
+            async with asyncio.timeout(self._check_timeout + 5):
+                if not await up.connect_modern():
+                    return
+        except (RPCError, TimeoutError, OSError, aiohttp.ClientError) as exc:
+            log.info(
+                "backend %s: 2026 era not connected (served on its 2025-era session): %s", b.spec.name, exc
+            )
+            return
+        if b.upstream is not up:
+            return  # disconnected or replaced meanwhile
+        await self._fetch_lists(b, tuple(LISTS), eras=("modern",))
+        if b.upstream is not up:
+            return
+        for m in self.rebuild():
+            self.broadcast_list_changed(m)
 
     def _tls_session(self, ca_file: str) -> aiohttp.ClientSession:
         """A client session whose TLS trusts `ca_file` (an MCPServerEntry's CA bundle), one per file."""
@@ -426,16 +452,14 @@ class Gateway:
         if up is not None:
             await up.close()
 
-    async def _fetch_lists(self, b: Backend, methods: tuple[str, ...]) -> None:
-        """Refresh some list kinds of one backend, in every protocol era it speaks."""
+    async def _fetch_lists(
+        self, b: Backend, methods: tuple[str, ...], eras: tuple[Era, ...] = ("legacy", "modern")
+    ) -> None:
+        """Refresh some list kinds of one backend, in every protocol era it speaks (of `eras`)."""
         up = b.upstream
         if up is None:
             return
-        eras: list[Era] = []
-        if up.legacy:
-            eras.append("legacy")
-        if up.modern:
-            eras.append("modern")
+        eras = tuple(e for e in eras if (up.legacy if e == "legacy" else up.modern))
         for era in eras:
             b.lists.setdefault(era, BackendLists(b.spec.name))
 
