@@ -59,8 +59,9 @@ def _statuses(state_dir: Path) -> dict[str, str]:
 
 
 def _phase(status: dict[str, object]) -> str:
-    """The phase, except that a gateway not yet connected to every backend (a backend the gateway has
-    not reported: status `unknown`) is not counted as ready: `up` does not count it either."""
+    """The phase. A gateway is Ready only once it has reported every backend (the VirtualMCPServer
+    status rule); builds from before that rule showed it Ready with backends still `unknown`, so
+    such a status is not counted as ready either: `--mcpfleet` then compares like with like."""
     phase = str(status.get("phase") or "")
     backends = status.get("discoveredBackends")
     if isinstance(backends, list) and any(

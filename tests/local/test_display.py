@@ -43,3 +43,25 @@ def test_json_path_and_age() -> None:
     assert json_path(doc, '.status.conditions[?(@.type=="Ready")].status') == "False"
     assert json_path(doc, ".status.url") is None
     assert age(None) == "<unknown>"
+
+
+def test_up_settles_on_the_phase_a_gateway_waiting_for_its_report_is_pending() -> None:
+    """`up`'s progress ends when every workload's phase is final: a gateway that serves but has not
+    reported a backend is Pending (the VirtualMCPServer status rule), so `up` waits for it; a gateway
+    Degraded because a member Failed is final, one Degraded on a member that still runs is not."""
+    from mcpfleet.platform.local.commands import _settled
+
+    def world(gateway: dict[str, object], time_phase: str = "Running") -> list[StoredObject]:
+        return [
+            _stored("MCPServer", "time", {"phase": time_phase, "observedGeneration": 1}),
+            _stored("VirtualMCPServer", "gw", {"observedGeneration": 1, **gateway}),
+        ]
+
+    def backend(status: str) -> dict[str, object]:
+        return {"discoveredBackends": [{"name": "time", "status": status}]}
+
+    waiting = {"phase": "Pending", "url": "http://127.0.0.1:1/mcp", **backend("unknown")}
+    assert not _settled(world(waiting))
+    assert _settled(world({"phase": "Ready", **backend("healthy")}))
+    assert _settled(world({"phase": "Degraded", **backend("unavailable")}, time_phase="Failed"))
+    assert not _settled(world({"phase": "Degraded", **backend("unhealthy")}))

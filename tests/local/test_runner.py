@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from mcpfleet.platform.local import runner as runner_module
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
 from tests.local.conftest import gateway_fleet, manifest, pid_alive, reconcile_until
+from tests.vmcp.servers import Served, sdk_backend
+from tests.waiting import wait_until
 
 
 @pytest.mark.timeout(120)
@@ -91,11 +95,58 @@ async def test_a_pass_gives_the_gateway_the_url_its_backend_got_in_that_pass(tmp
                 # Checked after every pass: never a pass that made it Running but left the gateway behind.
                 assert listed["alpha"].get("url") == url, gateway.status
             # Until the gateway serves too (stopping it during its start-up is another test's matter).
-            return str(url) if url is not None and gateway.status.get("phase") == "Ready" else None
+            # Its backend answers nothing, so it is never Ready: serving shows as its status URL.
+            return str(url) if url is not None and gateway.status.get("url") else None
 
         await reconcile_until(
-            runner, "the member Running, the gateway Ready", member_running, within=90, interval=0.1
+            runner, "the member Running, the gateway serving", member_running, within=90, interval=0.1
         )
     finally:
         await runner.shutdown()
         await state.close()
+
+
+@pytest.mark.timeout(120)
+async def test_gateway_ready_once_its_report_lists_every_backend_without_waiting_for_a_resync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway is Pending while serving until its report says it connected to its backend,
+    then Ready; the reconcile loop takes that report as soon as the gateway rewrote it (the
+    periodic passes are switched off here: only the report watch can bring that pass). The
+    gateway's timeline (its log) shows when each backend was reported."""
+    # No periodic pass (nor periodic manifest re-read): only an event can bring a pass.
+    monkeypatch.setattr(runner_module, "RESYNC_SECONDS", 3600.0)
+    monkeypatch.setattr(runner_module, "RELOAD_SECONDS", 3600.0)
+    backend = await Served(sdk_backend("alpha").streamable_http_app()).start()
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "fleet.yaml").write_text(gateway_fleet(backend.url, {}))
+    state = await State.open(tmp_path / "state")
+    runner = Runner(manifests, state, port_range=(43000, 43999))
+    stop = asyncio.Event()
+    loop = asyncio.create_task(runner.run(stop))
+    try:
+
+        async def ready() -> dict[str, object] | None:
+            gateway = await state.get_object("VirtualMCPServer", "default", "gw")
+            if gateway is None:
+                return None  # before the first pass
+            status = gateway.status
+            backends = {b["name"]: b["status"] for b in status.get("discoveredBackends") or []}
+            if status.get("phase") == "Ready":
+                assert backends == {"alpha": "healthy"}, status  # never Ready on an unreported backend
+                return status
+            return None
+
+        status = await wait_until(ready, "the gateway Ready", within=60, interval=0.05)
+        assert status["toolCount"]
+        log = (tmp_path / "state" / "logs" / "virtualmcpserver-gw.log").read_text()
+        timeline = [line.split(": ", 1)[1] for line in log.splitlines() if "s since up: " in line]
+        assert "backend alpha healthy" in timeline, timeline
+        assert timeline.index("backend alpha healthy") <= timeline.index("status Ready"), timeline
+    finally:
+        stop.set()
+        await loop
+        await runner.shutdown()
+        await state.close()
+        await backend.stop()

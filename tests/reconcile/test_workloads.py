@@ -446,6 +446,43 @@ def test_vmcp_status_phases_and_counts_only_from_the_gateway() -> None:
     assert down.phase == "Pending" and down.tool_count is None
 
 
+def test_vmcp_local_gateway_ready_only_once_it_reported_every_backend() -> None:
+    """Locally the gateway always reports: serving with a backend still `unknown` is Pending (its
+    `tools/list` would lack that backend's tools). On Kubernetes the rule does not apply: a
+    simulated (kwok) gateway pod never reports, so Ready stays its replicas' readiness."""
+    vmcp = obj(VMCP)
+    kubernetes = _vmcp_world()
+    local = dataclasses.replace(kubernetes, platform="local")
+    observed = WorkloadObservation(1, 1, "http://gw/mcp")
+    for world in (kubernetes, local):
+        plan = virtualmcpserver.plan(vmcp, world)
+        serving = virtualmcpserver.status(VirtualMCPServerStatus(), vmcp, plan, observed, world, now="t")
+        assert serving.discovered_backends[0].status == "unknown"
+        if world.platform == "kubernetes":
+            assert serving.phase == "Ready"
+            continue
+        assert serving.phase == "Pending" and serving.url == "http://gw/mcp"
+        assert "waiting for the gateway to report backends: time" in (serving.message or "")
+        (condition,) = [c for c in serving.conditions if c.type == "Ready"]
+        assert condition.status == "False" and condition.reason == "BackendsNotReported"
+        healthy = serving.model_copy(
+            update={
+                "discovered_backends": [
+                    serving.discovered_backends[0].model_copy(update={"status": "healthy"})
+                ]
+            }
+        )
+        assert virtualmcpserver.status(healthy, vmcp, plan, observed, world, now="t").phase == "Ready"
+        unhealthy = serving.model_copy(
+            update={
+                "discovered_backends": [
+                    serving.discovered_backends[0].model_copy(update={"status": "unhealthy"})
+                ]
+            }
+        )
+        assert virtualmcpserver.status(unhealthy, vmcp, plan, observed, world, now="t").phase == "Degraded"
+
+
 REGISTRY = """
 kind: MCPRegistry
 metadata: {name: catalog}

@@ -300,6 +300,81 @@ async def test_backend_set_changes_live(alpha_beta: tuple[Served, Served], serve
     await gw.stop()
 
 
+class _HeldDiscover:
+    """An ASGI wrapper holding every 2026-era `server/discover` until `release` is set (a stdio
+    proxy starting its 2026-era server takes seconds to answer the first one)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.release = asyncio.Event()
+        self.held = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if b'"server/discover"' in body:
+            self.held += 1
+            await self.release.wait()
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def test_a_backend_joining_a_serving_gateway_is_published_on_its_2025_session_first(
+    served: Any,
+) -> None:
+    """A backend that joins while the gateway serves is listed and reported as soon as its
+    2025-era session is connected; its slow 2026-era probe does not hold that up, and its lists
+    in that era follow once it answers."""
+    held = _HeldDiscover(sdk_backend("beta").streamable_http_app())
+    a = await served(sdk_backend("alpha").streamable_http_app())
+    b = await served(held)
+    source = QueueBackendSource([BackendSpec("alpha", a.url)])
+    gw = Gateway(parse_config({"name": "live"}), source)
+    await gw.start()
+    try:
+        source.push([BackendSpec("alpha", a.url), BackendSpec("beta", b.url)])
+
+        def beta() -> dict[str, Any] | None:
+            return next((x for x in gw.status()["backends"] if x["name"] == "beta"), None)
+
+        for _ in range(200):
+            if (x := beta()) is not None and x["connected"] and held.held:
+                break  # connected, and its 2026-era probe is waiting for an answer
+            await asyncio.sleep(0.05)
+        reported = beta()
+        assert reported is not None and reported["connected"] and reported["state"] == "ready"
+        assert reported["protocolEras"] == ["2025-11-25"] and held.held == 1
+        # Listed in both eras' aggregates meanwhile (the 2026 era served through the 2025 session).
+        for era in ("legacy", "modern"):
+            assert "beta_echo" in {t["name"] for t in gw.aggs[era].tools}, era
+        held.release.set()
+        for _ in range(200):
+            if (x := beta()) is not None and len(x["protocolEras"]) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert beta()["protocolEras"] == ["2025-11-25", "2026-07-28"]  # type: ignore[index]
+        assert gw.backends["beta"].lists.get("modern") is not None
+        assert "beta_echo" in {t["name"] for t in gw.aggs["modern"].tools}
+    finally:
+        held.release.set()
+        await gw.stop()
+
+
 async def test_composite_tool_dag(alpha_beta: tuple[Served, Served], gateway: GatewayFactory) -> None:
     composite = {
         "name": "shout_both",

@@ -10,6 +10,14 @@ Status: Pending / Ready / Degraded / Failed. Backend health and capability count
 running gateway (it patches `discoveredBackends`, `toolCount`… itself); the operator lists the
 backends it configured, keeps the gateway's health fields for a backend whose URL did not change,
 and never estimates counts: they are cleared while no gateway replica is ready.
+
+On the local platform a serving gateway is Ready (or Degraded) only once it has reported every
+backend (none left `unknown`): until then it is Pending with reason `BackendsNotReported`, because
+a `tools/list` would still lack those backends' tools. Locally the gateway always reports (its
+report file is read by the reconcile loop). On Kubernetes the rule does not apply: there the
+report travels through the API server from the gateway pod, and the operator cannot tell a gateway
+that will report from one that never will (a kwok-simulated pod runs nothing; a gateway whose
+status PATCH is refused), so Ready stays the replicas' readiness and `unknown` backends show as such.
 """
 
 from __future__ import annotations
@@ -561,7 +569,12 @@ def status(
         message = f"{ready_replicas}/{plan.replicas} replicas ready"
     else:
         unhealthy = [b.name for b in discovered if b.status == "unhealthy" or (b.status == "unavailable")]
-        if unhealthy:
+        unreported = [b.name for b in discovered if b.status == "unknown"]
+        if unreported and world.platform == "local":
+            # Serving, but not connected to every backend yet: its `tools/list` would lack theirs.
+            phase, reason = "Pending", "BackendsNotReported"
+            message = f"waiting for the gateway to report backends: {', '.join(unreported)}"
+        elif unhealthy:
             phase, reason = "Degraded", "BackendsUnhealthy"
             message = f"unhealthy backends: {', '.join(unhealthy)}"
         else:

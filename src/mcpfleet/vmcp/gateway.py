@@ -21,7 +21,7 @@ import logging
 import ssl
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +67,9 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 SESSION_IDLE_SECONDS = 3600.0
 # At most this many 2025-era client sessions at once; `initialize` beyond it gets HTTP 503.
 MAX_SESSIONS = 10_000
+# The status report is written at most once per this many seconds, except right after a backend
+# connected (see `_status_loop`).
+STATUS_COALESCE = 0.5
 
 
 class SessionLimitError(RPCError):
@@ -248,6 +251,7 @@ class Gateway:
         self.startup_error: str | None = None
         self.legacy_sse = False
         self._status_dirty = asyncio.Event()
+        self._status_urgent = asyncio.Event()
         self._retry_due = asyncio.Event()
         self._retries: set[asyncio.Task[None]] = set()
         self._tls_sessions: dict[str, lazyhttp.LazySession] = {}
@@ -339,11 +343,16 @@ class Gateway:
                 b = Backend(spec=spec, health=BackendHealth.from_config(fh))
                 self.backends[name] = b
                 added.append(b)
-        await asyncio.gather(*(self._connect(b) for b in added))
-        changed = self.rebuild(strict=not self._first_set.is_set())
-        if self._first_set.is_set():
-            for m in changed:
-                self.broadcast_list_changed(m)
+        if not self._first_set.is_set():
+            # The first set is connected before the gateway serves (and a conflict stops it).
+            await asyncio.gather(*(self._connect(b) for b in added))
+            self.rebuild(strict=True)
+        else:
+            # Each newcomer connects in a task of its own, which publishes its lists when connected:
+            # a backend whose connect is slow (a proxy starting its 2026-era server) does not hold up
+            # the next backend set, nor the newcomers that joined with it.
+            for b in added:
+                self._track(self._connect_and_publish(b, counted=True))
         if removed or added:
             log.info(
                 "backends now %s (added %s, removed %s)",
@@ -377,9 +386,13 @@ class Gateway:
                 client_info={"name": f"mcpfleet-vmcp/{self.config.name}", "version": "1"},
                 fast=self._fast if b.spec.transport != "sse" and http is self._http else None,
             )
+            # A backend joining while the gateway serves is published once its 2025-era session is
+            # connected and listed; its 2026 era follows (`_connect_modern`). The first set, which
+            # the gateway serves only once connected, is probed in both eras at once.
+            deferred = self._first_set.is_set()
             try:
                 async with asyncio.timeout(self._check_timeout + 5):
-                    await up.connect()
+                    await up.connect(defer_modern=deferred)
             except lazyhttp.errors(RPCError, TimeoutError) as exc:
                 with contextlib.suppress(Exception):
                     await up.close()
@@ -396,7 +409,30 @@ class Gateway:
             b.health.record_success()
             await self._fetch_lists(b, tuple(LISTS))
             self._status_dirty.set()
+            self._status_urgent.set()
+            if deferred and up.legacy and not up.modern:
+                self._track(self._connect_modern(b, up))
             return True
+
+    async def _connect_modern(self, b: Backend, up: BaseUpstream) -> None:
+        """The 2026-era probe of a backend published on its 2025-era session: once it answers, its
+        lists in that era replace the 2025-era ones the 2026-era aggregate used meanwhile."""
+        try:
+            async with asyncio.timeout(self._check_timeout + 5):
+                if not await up.connect_modern():
+                    return
+        except lazyhttp.errors(RPCError, TimeoutError) as exc:
+            log.info(
+                "backend %s: 2026 era not connected (served on its 2025-era session): %s", b.spec.name, exc
+            )
+            return
+        if b.upstream is not up:
+            return  # disconnected or replaced meanwhile
+        await self._fetch_lists(b, tuple(LISTS), eras=("modern",))
+        if b.upstream is not up:
+            return
+        for m in self.rebuild():
+            self.broadcast_list_changed(m)
 
     def _tls_session(self, ca_file: str) -> lazyhttp.LazySession:
         """A client session whose TLS trusts `ca_file` (an MCPServerEntry's CA bundle), one per file."""
@@ -420,16 +456,14 @@ class Gateway:
         if up is not None:
             await up.close()
 
-    async def _fetch_lists(self, b: Backend, methods: tuple[str, ...]) -> None:
-        """Refresh some list kinds of one backend, in every protocol era it speaks."""
+    async def _fetch_lists(
+        self, b: Backend, methods: tuple[str, ...], eras: tuple[Era, ...] = ("legacy", "modern")
+    ) -> None:
+        """Refresh some list kinds of one backend, in every protocol era it speaks (of `eras`)."""
         up = b.upstream
         if up is None:
             return
-        eras: list[Era] = []
-        if up.legacy:
-            eras.append("legacy")
-        if up.modern:
-            eras.append("modern")
+        eras = tuple(e for e in eras if (up.legacy if e == "legacy" else up.modern))
         for era in eras:
             b.lists.setdefault(era, BackendLists(b.spec.name))
 
@@ -1386,6 +1420,12 @@ class Gateway:
                 *(self.check_backend(b) for b in list(self.backends.values())), return_exceptions=True
             )
 
+    def _track(self, connect: Coroutine[Any, Any, None]) -> None:
+        """Run a connect attempt in its own task (cancelled by `stop`)."""
+        task = asyncio.create_task(connect)
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
+
     def _schedule_retry(self, b: Backend) -> None:
         delay = reconnect_delay(b.tries, time.monotonic() - b.joined, self._check_interval)
         b.tries += 1
@@ -1402,9 +1442,7 @@ class Gateway:
             for b in waiting:
                 if b.retry_at is not None and b.retry_at <= now:
                     b.retry_at = None  # `_connect` schedules the next one if this one fails too
-                    task = asyncio.create_task(self.check_backend(b, counted=False))
-                    self._retries.add(task)
-                    task.add_done_callback(self._retries.discard)
+                    self._track(self.check_backend(b, counted=False))
             pending = [b.retry_at for b in waiting if b.retry_at is not None]
             self._retry_due.clear()
             with contextlib.suppress(TimeoutError):
@@ -1417,11 +1455,17 @@ class Gateway:
                 async with asyncio.timeout(self._status_interval):
                     await self._status_dirty.wait()
             self._status_dirty.clear()
+            self._status_urgent.clear()
             try:
                 await self.status_writer.write(self.status())
             except Exception as exc:
                 log.warning("status writer failed: %s", exc)
-            await asyncio.sleep(0.5)  # coalesce bursts of changes
+            # Bursts of changes (counts, health flaps) coalesce into one write per STATUS_COALESCE
+            # seconds; a backend that just connected and listed is reported at once: the platforms
+            # count a gateway ready only once it has reported every backend.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STATUS_COALESCE):
+                    await self._status_urgent.wait()
 
     def ready(self) -> bool:
         if not self.backends:

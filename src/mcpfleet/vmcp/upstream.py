@@ -99,8 +99,12 @@ class BaseUpstream:
     server_info: dict[str, Any]
     instructions: str | None = None
 
-    async def connect(self) -> None:
+    async def connect(self, defer_modern: bool = False) -> None:
         raise NotImplementedError
+
+    async def connect_modern(self) -> bool:
+        """The 2026-era probe `connect(defer_modern=True)` left out: True when the backend speaks it."""
+        return False
 
     async def call(
         self,
@@ -171,8 +175,27 @@ class Upstream(BaseUpstream):
 
     # ---- connection setup -------------------------------------------------------------
 
-    async def connect(self) -> None:
-        """Probe both eras; at least one must answer. Starts the notification listener."""
+    async def connect(self, defer_modern: bool = False) -> None:
+        """Probe both eras; at least one must answer. Starts the notification listeners.
+
+        `defer_modern`: return as soon as the 2025-era handshake answered, without the 2026-era
+        probe (`connect_modern` runs it later). Until then every call takes the 2025-era session,
+        as for a backend that speaks only that era. Worth it behind a stdio proxy, whose first
+        2026-era request starts a second server process (seconds). A backend without the 2025-era
+        handshake gets the full probe.
+        """
+        if defer_modern:
+            try:
+                async with self._init_lock:
+                    await self._initialize_locked()
+            except BackendUnavailable:
+                raise
+            except RPCError:
+                pass  # no 2025-era handshake (a 2026-only server): the full probe below
+            else:
+                self.legacy = True
+                self._listen_for_changes()
+                return
         errors: list[str] = []
         try:
             res = await self._post_modern(
@@ -199,9 +222,32 @@ class Upstream(BaseUpstream):
             errors.append(f"initialize: {exc.message}")
         if not (self.legacy or self.modern):
             raise BackendUnavailable(self.name, "; ".join(errors) or "no protocol era answered")
-        if self._on_notification is not None and self._listener is None:
+        self._listen_for_changes()
+
+    async def connect_modern(self) -> bool:
+        try:
+            res = await self._post_modern(
+                "server/discover", {"_meta": self._modern_envelope}, None, None, None
+            )
+        except RPCError as exc:
+            log.debug("backend %s: no 2026 era: %s", self.name, exc.message)
+            return False
+        if self._closed or not any(v in wire.MODERN_VERSIONS for v in res.get("supportedVersions", [])):
+            return False
+        # Union: a server may advertise more on one era than the other.
+        for k, v in (res.get("capabilities") or {}).items():
+            self.capabilities.setdefault(k, v)
+        self.modern = True
+        self._listen_for_changes()
+        return True
+
+    def _listen_for_changes(self) -> None:
+        """The notification listeners of the eras connected so far (each started once)."""
+        if self._on_notification is None:
+            return
+        if self._listener is None:
             self._listener = asyncio.create_task(self._listen(), name=f"vmcp-listen-{self.name}")
-        if self.modern and self._on_notification is not None and self._modern_listener is None:
+        if self.modern and self._modern_listener is None:
             self._modern_listener = asyncio.create_task(
                 self._listen_modern(), name=f"vmcp-listen2026-{self.name}"
             )
@@ -716,7 +762,7 @@ class SSEUpstream(BaseUpstream):
         self._bg: set[asyncio.Task[None]] = set()
         self.legacy = True
 
-    async def connect(self) -> None:
+    async def connect(self, defer_modern: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self._endpoint = loop.create_future()
         self._reader = asyncio.create_task(self._read_stream(), name=f"vmcp-sse-{self.name}")

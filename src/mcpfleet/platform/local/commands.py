@@ -45,9 +45,9 @@ PROGRESS_LIMIT_SECONDS = 300.0
 def _settled(objects: list[StoredObject]) -> bool:
     """Every workload reached a phase that will not change by itself, for its current generation.
 
-    A gateway Degraded because a backend is still starting is not settled; one Degraded because a
-    backend Failed is. A gateway Ready before it has reported every backend (status `unknown`) is not
-    settled either.
+    The phase says it, with one exception: a gateway Degraded because a backend is still starting
+    is not settled; one Degraded because a backend Failed is. (A gateway that has not reported every
+    backend yet is Pending, not Ready: the VirtualMCPServer status rule, so `mcpfleet get` agrees.)
     """
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
     failed = {
@@ -59,14 +59,11 @@ def _settled(objects: list[StoredObject]) -> bool:
         phase = obj.status.get("phase")
         if phase not in SETTLED or obj.status.get("observedGeneration") != obj.generation:
             return False
-        # "unknown": the gateway has not reported that backend yet (it has not connected to it), so a
-        # gateway Ready on that basis would answer `tools/list` without that backend's tools.
-        waiting_for = ("unhealthy", "unavailable", "unknown") if phase == "Degraded" else ("unknown",)
-        if obj.kind == "VirtualMCPServer" or phase == "Degraded":
+        if phase == "Degraded":
             down = {
                 b.get("name")
                 for b in obj.status.get("discoveredBackends") or []
-                if b.get("status") in waiting_for
+                if b.get("status") in ("unhealthy", "unavailable", "unknown")
             }
             if not down <= failed:
                 return False
@@ -141,7 +138,7 @@ async def _up(
     started = time.monotonic()
     loop_task = asyncio.create_task(runner.run(stop), name="reconcile")
     try:
-        await _show_progress(runner, state, console, stop, progress)
+        await _show_progress(runner, state, console, stop, progress, reporter.changed)
         if not stop.is_set():
             objects = await state.objects()
             _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir)
@@ -187,9 +184,11 @@ class _Reporter:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.live = False
+        self.changed = asyncio.Event()
         self._last: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
 
     def on_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.changed.set()  # the progress view looks again at once (not at its next 0.125 s tick)
         key = (kind, namespace, name)
         now = (status.get("phase"), status.get("url"), status.get("message"))
         before = self._last.get(key)
@@ -210,15 +209,25 @@ class _Reporter:
 
 
 async def _show_progress(
-    runner: Runner, state: State, console: Console, stop: asyncio.Event, progress: bool
+    runner: Runner,
+    state: State,
+    console: Console,
+    stop: asyncio.Event,
+    progress: bool,
+    changed: asyncio.Event | None = None,
 ) -> None:
-    """Until every workload settled (or Ctrl-C): a live table on a terminal, nothing otherwise."""
+    """Until every workload settled (or Ctrl-C): a live table on a terminal, nothing otherwise.
+
+    Looks again every 0.125 s (the spinner's frame) and at once when a status changed (`changed`).
+    """
+    changed = changed or asyncio.Event()
     frame = 0
     use_live = progress and console.is_terminal
     live = Live(console=console, refresh_per_second=8, transient=True) if use_live else None
     deadline = time.monotonic() + PROGRESS_LIMIT_SECONDS
     with live if live is not None else contextlib.nullcontext():
         while not stop.is_set() and time.monotonic() < deadline:
+            changed.clear()  # before reading: a change after the read wakes the wait below
             objects = await state.objects()
             if live is not None and runner.passes:
                 # Not before the first pass: until then the state holds the rows of the previous run.
@@ -227,8 +236,10 @@ async def _show_progress(
             if runner.passes and not runner.reload_pending and _settled(objects):
                 return
             frame += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.125)
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(changed.wait())]
+            await asyncio.wait(waiters, timeout=0.125, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
 
 
 def _print_summary(

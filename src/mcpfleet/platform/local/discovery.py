@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from mcpfleet.api.meta import LABEL_REGISTRY
+from mcpfleet.platform.local.paths import file_signature
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.registry.sources.kubernetes import ANNOTATION_DESCRIPTION, Workload
@@ -39,15 +39,7 @@ CHANGE_POLL_SECONDS = 0.1
 
 def _signature(state_dir: Path) -> tuple[tuple[int, int, int] | None, ...]:
     """Identity, size and modification time of the state file and its WAL (None: missing)."""
-    out: list[tuple[int, int, int] | None] = []
-    for name in (DB_FILENAME, f"{DB_FILENAME}-wal"):
-        try:
-            st = os.stat(state_dir / name)
-        except OSError:
-            out.append(None)
-        else:
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+    return tuple(file_signature(state_dir / name) for name in (DB_FILENAME, f"{DB_FILENAME}-wal"))
 
 
 async def state_changes(

@@ -72,3 +72,13 @@ def check_state_dir(state_dir: Path) -> None:
     """
     for entry in STATE_ENTRIES:
         safe_join(state_dir, entry)
+
+
+def file_signature(path: Path) -> tuple[int, int, int] | None:
+    """Identity, size and modification time of a file (None: missing): changes on every rewrite,
+    including an atomic replace. The cheap way to notice another writer's change (one `stat`)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -4,7 +4,8 @@ Level-triggered like the operator: every pass reads the whole desired state (the
 whole observed state (the supervisor), asks the shared rules in `mcpfleet.reconcile` what should run
 (`plan(obj, world)`), applies the difference (start, restart on change, stop) and writes each status
 through the same status rules as Kubernetes. A pass runs when a manifest changes (watchfiles), when a
-process changes state, and once a second to pick up what only polling shows (the vMCP's report).
+process changes state, when a vMCP gateway rewrote its report file (a `stat` every 0.1 s), and once a
+second anyway.
 
 How a plan becomes processes (what the platform, not the rule, decides):
 * each container with a port gets one from `ports` per replica; `{port}` and `{config_dir}` are
@@ -57,7 +58,7 @@ from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
 from mcpfleet.platform.local.hosted import hostable
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
-from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
+from mcpfleet.platform.local.paths import PathEscapeError, file_signature, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
@@ -82,6 +83,8 @@ log = logging.getLogger(__name__)
 
 WORKLOAD_ORDER = WORKLOAD_KINDS
 RESYNC_SECONDS = 1.0
+REPORT_POLL_SECONDS = 0.1
+"""How often the gateways' report files are looked at (`_watch_reports`)."""
 RELOAD_SECONDS = 10.0
 """Manifests are re-read at least this often even without a file event (events can be missed)."""
 LOOPBACK = "127.0.0.1"
@@ -196,6 +199,7 @@ class Runner:
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until `stop` is set, re-running on manifest changes and process events."""
         watcher = asyncio.create_task(self._watch(stop), name="watch manifests")
+        reports = asyncio.create_task(self._watch_reports(stop), name="watch gateway reports")
         try:
             while not stop.is_set():
                 self._dirty.clear()
@@ -211,9 +215,31 @@ class Runner:
                 for task in (waiter, stopper):
                     task.cancel()
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for follower in (watcher, reports):
+                follower.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follower
+
+    async def _watch_reports(self, stop: asyncio.Event) -> None:
+        """A pass as soon as a gateway rewrote its report (seen within REPORT_POLL_SECONDS): the
+        report is how its backends' health reaches the status, and `up` counts a gateway ready
+        only once it has reported every backend. One `stat` per gateway and poll."""
+        seen: dict[Path, tuple[int, int, int] | None] = {}
+        paths: dict[Key, Path] = {}
+        while not stop.is_set():
+            for key in [k for k in self._loaded if k[0] == "VirtualMCPServer"]:
+                if key not in paths:
+                    try:
+                        paths[key] = self.status_file(key[1], key[2])
+                    except PathEscapeError:
+                        continue
+                path = paths[key]
+                signature = file_signature(path)
+                if path not in seen or seen[path] != signature:
+                    self._dirty.set()  # also at the first look: a report written since the last pass
+                seen[path] = signature
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), REPORT_POLL_SECONDS)
 
     async def _watch(self, stop: asyncio.Event) -> None:
         """File events trigger a reload at once; a slow periodic re-read covers missed events."""
@@ -474,9 +500,13 @@ class Runner:
         status = self._mark_kept(key, status, stored.status)
         if await self.state.set_status(resource.kind, resource.namespace, resource.name, status):
             objects[key] = replace(stored, status=status)
+            # The workload's timeline (supervisor docstring): phases, and the gateway's backend verdicts.
+            events = backend_changes(stored.status or {}, status)
             if status.get("phase") != (stored.status or {}).get("phase"):
-                for process in desired.keys.get(0, []):  # the workload's timeline (supervisor docstring)
-                    self.supervisor.milestone(process, f"status {status.get('phase')}")
+                events.append(f"status {status.get('phase')}")
+            for process in desired.keys.get(0, []):
+                for event in events:
+                    self.supervisor.milestone(process, event)
             if self.on_status is not None:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
         return {key for keys in desired.keys.values() for key in keys}
@@ -781,6 +811,17 @@ def _duplicate_of(newcomer: Loaded, running: Loaded) -> LoadError:
     reason = f"duplicate of {running.source}, which keeps running; this document is ignored"
     kind, name = newcomer.resource.kind, newcomer.resource.name
     return LoadError(newcomer.file, document, kind, name, (("metadata.name", reason),))
+
+
+def backend_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """`backend NAME STATUS` for each backend of a gateway's status whose health changed (a
+    report of the gateway reached the status): when the gateway connected to each backend."""
+    old = {b.get("name"): b.get("status") for b in before.get("discoveredBackends") or []}
+    return [
+        f"backend {b.get('name')} {b.get('status')}"
+        for b in after.get("discoveredBackends") or []
+        if b.get("status") != old.get(b.get("name"))
+    ]
 
 
 def is_manifest_path(root: Path, path: str) -> bool:
