@@ -222,6 +222,9 @@ class RegistryService:
 
             auth = self.config.publish.auth.resolved(self.base_dir)
             self.publisher = Publisher(self.config.publish.model_copy(update={"auth": auth}), self)
+            # Token validation's imports and the schema validator, loaded off the event loop now
+            # rather than on it by the first publish (see `Publisher.warm`).
+            self._tasks.append(asyncio.create_task(self.publisher.warm(), name="registry-publish-warm"))
         if self.run_loops:
             self._tasks.append(asyncio.create_task(self._syncer.run(), name="registry-sync"))
             self._tasks.append(asyncio.create_task(self._follow_generation(), name="registry-generation"))

@@ -60,6 +60,7 @@ from mcpfleet.registry.rows import (
     row_of,
 )
 from mcpfleet.registry.versions import latest_version
+from mcpfleet.registry.wal import WalCheckpointer
 
 metadata = MetaData()
 
@@ -181,6 +182,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # A 512 KiB page cache per connection instead of 2 MiB: the catalogue is read once per generation
     # into memory and served from there, so a larger cache only adds RSS (pooled connections each hold one).
     cursor.execute("PRAGMA cache_size=-512")
+    # Checkpoints run in the background (`WalCheckpointer`), not inside whichever commit crosses
+    # the WAL limit: that commit would wait for two fsyncs (a publish's p99).
+    cursor.execute("PRAGMA wal_autocheckpoint=0")
     cursor.close()
 
 
@@ -265,8 +269,10 @@ def _merge_queries(order: list[str], names: set[str] | None) -> tuple[Select[Any
 class Store:
     """All database access of the registry; one instance per process, passed explicitly."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, checkpointer: WalCheckpointer | None = None) -> None:
         self.engine = engine
+        self.checkpointer = checkpointer
+        """SQLite: checkpoints the WAL after commits, off the commit path (None: PostgreSQL)."""
 
     @classmethod
     async def open(
@@ -276,9 +282,13 @@ class Store:
         connects as another user for the migrations only; `pool` holds SQLAlchemy pool settings."""
         is_sqlite = url.startswith("sqlite")
         engine = create_async_engine(url, pool_pre_ping=not is_sqlite, **(pool or {}))
+        checkpointer: WalCheckpointer | None = None
         if is_sqlite:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-        store = cls(engine)
+            if engine.url.database not in (None, "", ":memory:"):
+                wal = checkpointer = WalCheckpointer(str(engine.url.database))
+                event.listen(engine.sync_engine, "commit", lambda _conn: wal.committed())
+        store = cls(engine, checkpointer)
         migrator = engine if migration_url is None or is_sqlite else create_async_engine(migration_url)
         try:
             async with _migration_lock(), migrator.begin() as conn:
@@ -293,6 +303,8 @@ class Store:
         return store
 
     async def close(self) -> None:
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
         await self.engine.dispose()
 
     async def generation(self) -> int:
