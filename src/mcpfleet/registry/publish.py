@@ -27,6 +27,7 @@ or version), 409 (a synced source serves that name and ranks above published ent
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 import re
@@ -180,6 +181,8 @@ class Publisher:
             if self.config.auth.type == "oidc":
                 await asyncio.to_thread(_import, "jwt", "jwt.algorithms", "aiohttp")
             await asyncio.to_thread(validation_problem, {})
+            # Long-lived like the snapshot: kept out of every full cyclic-GC pass (see `_install`).
+            gc.freeze()
         except Exception:  # the first publish loads them itself (and reports what is wrong)
             log.exception("cannot preload the publishing API's modules")
 
@@ -378,7 +381,8 @@ class Publisher:
                     "body.version",
                     entry.version,
                 )
-            await service.refresh(entry.name)
+            assert stats.rows is not None
+            await service.refresh(entry.name, (stats.generation, stats.rows))
         log.info("published %s %s", entry.name, entry.version)
         return self._response(entry.name, entry.version)
 

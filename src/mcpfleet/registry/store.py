@@ -40,6 +40,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     event,
+    exists,
     insert,
     inspect,
     select,
@@ -149,6 +150,9 @@ class MergeStats:
     updated: int = 0
     deleted: int = 0
     generation: int = 0
+    rows: list[CatalogueRow] | None = None
+    """A publish: the merged catalogue's rows of the published name at `generation`, read in the
+    same transaction (what `RegistryService.refresh` serves, without another round of queries)."""
 
     @property
     def changed(self) -> bool:
@@ -411,19 +415,18 @@ class Store:
         document = orjson.dumps(entry.server).decode()
         digest = content_hash(entry)
         async with self.engine.begin() as conn:
+            # One query (each round trip counts on PostgreSQL): served, or published before.
             taken = await conn.scalar(
-                select(servers.c.version).where(
-                    servers.c.name == entry.name, servers.c.version == entry.version
+                select(
+                    exists().where(servers.c.name == entry.name, servers.c.version == entry.version)
+                    | exists().where(
+                        source_entries.c.source == PUBLISHED,
+                        source_entries.c.name == entry.name,
+                        source_entries.c.version == entry.version,
+                    )
                 )
             )
-            taken = taken or await conn.scalar(
-                select(source_entries.c.version).where(
-                    source_entries.c.source == PUBLISHED,
-                    source_entries.c.name == entry.name,
-                    source_entries.c.version == entry.version,
-                )
-            )
-            if taken is not None:
+            if taken:
                 return None
             # A concurrent publish of the same version fails here on the primary key (IntegrityError).
             await conn.execute(
@@ -437,9 +440,12 @@ class Store:
                 )
             )
             # Only this name's rows can change (the merge is per name): a scoped merge, not a full one.
-            return await self._merge(
+            stats = await self._merge(
                 conn, order, {PUBLISHED: {entry.key: (document, digest)}}, names={entry.name}
             )
+            result = await conn.execute(select(*_CATALOGUE_COLUMNS).where(servers.c.name == entry.name))
+            stats.rows = [row_of(tuple(r)) for r in result]
+            return stats
 
     async def set_published_status(
         self, name: str, version: str | None, status: str, message: str | None, order: list[str]
@@ -660,10 +666,17 @@ class Store:
 async def _finish_merge(conn: AsyncConnection, stats: MergeStats, order: list[str] | None) -> None:
     """Bump the generation when the merge changed rows, record `order` (unless None), and read the
     generation into `stats`."""
+    bump = update(registry_meta).where(registry_meta.c.id == 1)
     if stats.changed:
-        await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+        bump = bump.values(generation=registry_meta.c.generation + 1)
     if order is not None:
-        await conn.execute(update(registry_meta).values(merge_order=_order_key(order)))
+        bump = bump.values(merge_order=_order_key(order))
+    if (stats.changed or order is not None) and conn.dialect.update_returning:
+        # The new generation with the update (a round trip less per publish on PostgreSQL).
+        stats.generation = int(await conn.scalar(bump.returning(registry_meta.c.generation)) or 0)
+        return
+    if stats.changed or order is not None:
+        await conn.execute(bump)
     stats.generation = int(
         await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
     )
