@@ -301,6 +301,10 @@ class Store:
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
                 if await _schema_version(conn) != SCHEMA_HEAD:
                     await conn.run_sync(_run_migrations)
+        except BaseException:
+            if checkpointer is not None:
+                await checkpointer.close()  # (its task, started by the migrations' commits)
+            raise
         finally:
             if migrator is not engine:
                 await migrator.dispose()

@@ -5,7 +5,7 @@ its commit: that commit waits for every WAL frame to be copied into the database
 files to be fsynced. In the registry that commit is a publish holding the write lock, so one publish
 in a few hundred (and the one queued behind it) took as long as two fsyncs on a busy disk — 0.3 to
 1.1 s measured under load, against a publish's 15-20 ms: the whole p99 of publishing
-(docs/registry.md, "Publishing throughput").
+(docs/registry.md, "The publish tail").
 
 So the store's connections run with `wal_autocheckpoint=0` and this checkpointer runs
 `PRAGMA wal_checkpoint(PASSIVE)` on a connection of its own, in a worker thread, after writes:
