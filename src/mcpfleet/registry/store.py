@@ -40,6 +40,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     event,
+    exists,
     insert,
     inspect,
     select,
@@ -60,6 +61,7 @@ from mcpfleet.registry.rows import (
     row_of,
 )
 from mcpfleet.registry.versions import latest_version
+from mcpfleet.registry.wal import WalCheckpointer
 
 metadata = MetaData()
 
@@ -148,6 +150,9 @@ class MergeStats:
     updated: int = 0
     deleted: int = 0
     generation: int = 0
+    rows: list[CatalogueRow] | None = None
+    """A publish: the merged catalogue's rows of the published name at `generation`, read in the
+    same transaction (what `RegistryService.refresh` serves, without another round of queries)."""
 
     @property
     def changed(self) -> bool:
@@ -181,6 +186,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # A 512 KiB page cache per connection instead of 2 MiB: the catalogue is read once per generation
     # into memory and served from there, so a larger cache only adds RSS (pooled connections each hold one).
     cursor.execute("PRAGMA cache_size=-512")
+    # Checkpoints run in the background (`WalCheckpointer`), not inside whichever commit crosses
+    # the WAL limit: that commit would wait for two fsyncs (a publish's p99).
+    cursor.execute("PRAGMA wal_autocheckpoint=0")
     cursor.close()
 
 
@@ -265,8 +273,10 @@ def _merge_queries(order: list[str], names: set[str] | None) -> tuple[Select[Any
 class Store:
     """All database access of the registry; one instance per process, passed explicitly."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, checkpointer: WalCheckpointer | None = None) -> None:
         self.engine = engine
+        self.checkpointer = checkpointer
+        """SQLite: checkpoints the WAL after commits, off the commit path (None: PostgreSQL)."""
 
     @classmethod
     async def open(
@@ -276,9 +286,13 @@ class Store:
         connects as another user for the migrations only; `pool` holds SQLAlchemy pool settings."""
         is_sqlite = url.startswith("sqlite")
         engine = create_async_engine(url, pool_pre_ping=not is_sqlite, **(pool or {}))
+        checkpointer: WalCheckpointer | None = None
         if is_sqlite:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-        store = cls(engine)
+            if engine.url.database not in (None, "", ":memory:"):
+                wal = checkpointer = WalCheckpointer(str(engine.url.database))
+                event.listen(engine.sync_engine, "commit", lambda _conn: wal.committed())
+        store = cls(engine, checkpointer)
         migrator = engine if migration_url is None or is_sqlite else create_async_engine(migration_url)
         try:
             async with _migration_lock(), migrator.begin() as conn:
@@ -287,12 +301,18 @@ class Store:
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
                 if await _schema_version(conn) != SCHEMA_HEAD:
                     await conn.run_sync(_run_migrations)
+        except BaseException:
+            if checkpointer is not None:
+                await checkpointer.close()  # (its task, started by the migrations' commits)
+            raise
         finally:
             if migrator is not engine:
                 await migrator.dispose()
         return store
 
     async def close(self) -> None:
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
         await self.engine.dispose()
 
     async def generation(self) -> int:
@@ -399,19 +419,18 @@ class Store:
         document = orjson.dumps(entry.server).decode()
         digest = content_hash(entry)
         async with self.engine.begin() as conn:
+            # One query (each round trip counts on PostgreSQL): served, or published before.
             taken = await conn.scalar(
-                select(servers.c.version).where(
-                    servers.c.name == entry.name, servers.c.version == entry.version
+                select(
+                    exists().where(servers.c.name == entry.name, servers.c.version == entry.version)
+                    | exists().where(
+                        source_entries.c.source == PUBLISHED,
+                        source_entries.c.name == entry.name,
+                        source_entries.c.version == entry.version,
+                    )
                 )
             )
-            taken = taken or await conn.scalar(
-                select(source_entries.c.version).where(
-                    source_entries.c.source == PUBLISHED,
-                    source_entries.c.name == entry.name,
-                    source_entries.c.version == entry.version,
-                )
-            )
-            if taken is not None:
+            if taken:
                 return None
             # A concurrent publish of the same version fails here on the primary key (IntegrityError).
             await conn.execute(
@@ -425,9 +444,12 @@ class Store:
                 )
             )
             # Only this name's rows can change (the merge is per name): a scoped merge, not a full one.
-            return await self._merge(
+            stats = await self._merge(
                 conn, order, {PUBLISHED: {entry.key: (document, digest)}}, names={entry.name}
             )
+            result = await conn.execute(select(*_CATALOGUE_COLUMNS).where(servers.c.name == entry.name))
+            stats.rows = [row_of(tuple(r)) for r in result]
+            return stats
 
     async def set_published_status(
         self, name: str, version: str | None, status: str, message: str | None, order: list[str]
@@ -648,10 +670,17 @@ class Store:
 async def _finish_merge(conn: AsyncConnection, stats: MergeStats, order: list[str] | None) -> None:
     """Bump the generation when the merge changed rows, record `order` (unless None), and read the
     generation into `stats`."""
+    bump = update(registry_meta).where(registry_meta.c.id == 1)
     if stats.changed:
-        await conn.execute(update(registry_meta).values(generation=registry_meta.c.generation + 1))
+        bump = bump.values(generation=registry_meta.c.generation + 1)
     if order is not None:
-        await conn.execute(update(registry_meta).values(merge_order=_order_key(order)))
+        bump = bump.values(merge_order=_order_key(order))
+    if (stats.changed or order is not None) and conn.dialect.update_returning:
+        # The new generation with the update (a round trip less per publish on PostgreSQL).
+        stats.generation = int(await conn.scalar(bump.returning(registry_meta.c.generation)) or 0)
+        return
+    if stats.changed or order is not None:
+        await conn.execute(bump)
     stats.generation = int(
         await conn.scalar(select(registry_meta.c.generation).where(registry_meta.c.id == 1)) or 0
     )
