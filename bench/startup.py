@@ -301,16 +301,6 @@ def launch_to_first_mcp(
     port = free_port()
     argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
     url = f"http://127.0.0.1:{port}/mcp"
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     first: float | None = None
@@ -321,7 +311,7 @@ def launch_to_first_mcp(
                 raise RuntimeError(f"{' '.join(args[:2])} exited with {proc.returncode}")
             try:
                 if first is None:
-                    session, answer = _mcp_post(url, init, None)
+                    session, answer = _mcp_post(url, INITIALIZE, None)
                     if "result" not in answer:
                         raise RuntimeError(f"initialize answered {answer}")
                     first = time.monotonic() - started
