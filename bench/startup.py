@@ -59,20 +59,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# bench/mcpwire.py; appended (not prepended): bench/operator.py must not shadow the stdlib.
+sys.path.append(str(Path(__file__).resolve().parent))
+from mcpwire import initialize_request, response_message
+
 MCPFLEET = str(Path(sys.executable).parent / "mcpfleet")
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "mcpfleet-bench-pycache")
 RESPONDER = Path(__file__).resolve().parent / "stdio_responder.py"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "bench-startup", "version": "1"},
-    },
-}
+INITIALIZE = initialize_request("2025-06-18", "bench-startup")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -313,12 +308,9 @@ def _mcp_post(url: str, msg: dict[str, object], session: str | None) -> tuple[st
         headers["mcp-session-id"] = session
     request = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
-        body = response.read().decode()
+        body = response.read()
         sid = response.headers.get("mcp-session-id") or session
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            data = [line[5:].strip() for line in body.splitlines() if line.startswith("data:")]
-            body = next((d for d in data if '"id"' in d), "{}")
-    return sid, (json.loads(body) if body.strip() else {})
+    return sid, response_message(body) or {}
 
 
 def launch_to_first_mcp(
