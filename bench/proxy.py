@@ -38,6 +38,10 @@ from typing import Any  # noqa: E402
 import aiohttp  # noqa: E402
 import orjson  # noqa: E402
 
+# bench/mcpwire.py; appended (not prepended), so bench/operator.py does not shadow the stdlib.
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from mcpwire import initialize_params, initialize_request, response_message  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "conformance" / "fixture_server.py"
 MODERN = "2026-07-28"
@@ -83,14 +87,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _sse_payload(body: bytes) -> dict[str, Any]:
-    if body.startswith(b"{"):
-        return dict(orjson.loads(body))
-    for line in body.splitlines():
-        if line.startswith(b"data:") and len(line) > 6:
-            message = orjson.loads(line[5:])
-            if "id" in message and "method" not in message:
-                return dict(message)
-    raise RuntimeError(f"no response in {body[:200]!r}")
+    message = response_message(body, orjson.loads)  # orjson: the client's parse is in the timed loop
+    if message is None:
+        raise RuntimeError(f"no response in {body[:200]!r}")
+    return dict(message)
 
 
 class HttpClient:
@@ -105,8 +105,7 @@ class HttpClient:
         if self.era == MODERN:
             self.headers["MCP-Protocol-Version"] = MODERN
             return
-        init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": CLIENT_INFO}
-        msg = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}
+        msg = initialize_request(LEGACY, CLIENT_INFO["name"], request_id=0)
         async with self.http.post(self.url, data=orjson.dumps(msg), headers=self.headers) as resp:
             await resp.read()
             self.headers["Mcp-Session-Id"] = resp.headers["Mcp-Session-Id"]
@@ -150,8 +149,7 @@ class StdioClient:
             stderr=asyncio.subprocess.DEVNULL,
         )
         self.reader = asyncio.create_task(self._read())
-        init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": CLIENT_INFO}
-        await self._request("initialize", init)
+        await self._request("initialize", initialize_params(LEGACY, CLIENT_INFO["name"]))
         await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     async def close(self) -> None:

@@ -25,6 +25,10 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
+# bench/mcpwire.py; appended (not prepended), so bench/operator.py does not shadow the stdlib.
+sys.path.append(str(REPO / "bench"))
+
+from mcpwire import initialize_request  # noqa: E402
 
 from mcpfleet.devcluster.build import default_cache_root  # noqa: E402
 from mcpfleet.devcluster.cluster import DevCluster  # noqa: E402
@@ -81,16 +85,7 @@ def first_tool_call(cluster: DevCluster, ns: str) -> float:
     pf: subprocess.Popen[str] | None = None
     deadline = started + 600
     headers = {"accept": "application/json, text/event-stream"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "b", "version": "1"},
-        },
-    }
+    init = initialize_request("2025-06-18", "b")
     while time.monotonic() < deadline:
         if pf is None or pf.poll() is not None:
             pf = subprocess.Popen(

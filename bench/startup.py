@@ -42,6 +42,7 @@ time at the latter. /health can answer before the gateway serves MCP; this colum
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.server
 import json
 import os
@@ -54,23 +55,19 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+# bench/mcpwire.py; appended (not prepended): bench/operator.py must not shadow the stdlib.
+sys.path.append(str(Path(__file__).resolve().parent))
+from mcpwire import initialize_request, response_message
 
 MCPFLEET = str(Path(sys.executable).parent / "mcpfleet")
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "mcpfleet-bench-pycache")
 RESPONDER = Path(__file__).resolve().parent / "stdio_responder.py"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "bench-startup", "version": "1"},
-    },
-}
+INITIALIZE = initialize_request("2025-06-18", "bench-startup")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -173,6 +170,42 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """One measured start: the `mcpfleet` process, the port it serves on, and when it was spawned."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    started: float  # time.monotonic() just before Popen: the figures count from here
+    name: str  # the command's first two words, for errors
+
+    def since(self) -> float:
+        """Seconds since the spawn."""
+        return time.monotonic() - self.started
+
+    def attempts(self, timeout: float) -> Iterator[None]:
+        """Yield once per poll, 2 ms apart, until `timeout` seconds after the spawn; raises if the
+        process exits meanwhile (a start that failed, not a slow one)."""
+        while self.since() < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
+            yield
+            time.sleep(0.002)
+
+
+@contextlib.contextmanager
+def _launched(args: list[str], mcpfleet: str) -> Iterator[_Launch]:
+    """Spawn `mcpfleet ARGS` on a free port (`{port}` in `args`), quiet, stopped when the block ends."""
+    port = free_port()
+    argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    try:
+        yield _Launch(proc, port, started, " ".join(args[:2]))
+    finally:
+        _stop(proc)
+
+
 def launch_to_first(
     args: list[str],
     mcpfleet: str = MCPFLEET,
@@ -180,38 +213,28 @@ def launch_to_first(
     path: str = "/health",
     request: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
-    port = free_port()
-    argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
-    url = f"http://127.0.0.1:{port}{path}"
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    first: float | None = None
-    try:
-        while time.monotonic() - started < timeout:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{' '.join(args[:2])} exited with {proc.returncode}")
+    with _launched(args, mcpfleet) as launch:
+        url = f"http://127.0.0.1:{launch.port}{path}"
+        first: float | None = None
+        for _ in launch.attempts(timeout):
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
                     status = response.status
             except urllib.error.HTTPError as exc:
                 status = exc.code
             except OSError:
-                time.sleep(0.002)
                 continue
-            now = time.monotonic() - started
+            now = launch.since()
             first = now if first is None else first
             if status == 200:
-                cpu = cpu_seconds(proc.pid)
+                cpu = cpu_seconds(launch.proc.pid)
                 result = {"first_answer": round(first, 3), "first_200": round(now, 3), "cpu": round(cpu, 3)}
                 if request is not None:
-                    request(port)
-                    result["first_request"] = round(time.monotonic() - started, 3)
-                    result["cpu_request"] = round(cpu_seconds(proc.pid), 3)
+                    request(launch.port)
+                    result["first_request"] = round(launch.since(), 3)
+                    result["cpu_request"] = round(cpu_seconds(launch.proc.pid), 3)
                 return result
-            time.sleep(0.002)
-        raise RuntimeError(f"{' '.join(args[:2])}: no 200 from {url} within {timeout}s")
-    finally:
-        _stop(proc)
+        raise RuntimeError(f"{launch.name}: no 200 from {url} within {timeout}s")
 
 
 class _McpHandler(http.server.BaseHTTPRequestHandler):
@@ -285,12 +308,9 @@ def _mcp_post(url: str, msg: dict[str, object], session: str | None) -> tuple[st
         headers["mcp-session-id"] = session
     request = urllib.request.Request(url, data=json.dumps(msg).encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
-        body = response.read().decode()
+        body = response.read()
         sid = response.headers.get("mcp-session-id") or session
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            data = [line[5:].strip() for line in body.splitlines() if line.startswith("data:")]
-            body = next((d for d in data if '"id"' in d), "{}")
-    return sid, (json.loads(body) if body.strip() else {})
+    return sid, response_message(body) or {}
 
 
 def launch_to_first_mcp(
@@ -298,38 +318,28 @@ def launch_to_first_mcp(
 ) -> dict[str, float]:
     """Launch -> the first `initialize` result, -> the first `tools/list` holding the backend's
     `echo` tool (and the CPU time then): what a client of the gateway waits for."""
-    port = free_port()
-    argv = [mcpfleet, *(a.replace("{port}", str(port)) for a in args)]
-    url = f"http://127.0.0.1:{port}/mcp"
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    first: float | None = None
-    session: str | None = None
-    try:
-        while time.monotonic() - started < timeout:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{' '.join(args[:2])} exited with {proc.returncode}")
+    with _launched(args, mcpfleet) as launch:
+        url = f"http://127.0.0.1:{launch.port}/mcp"
+        first: float | None = None
+        session: str | None = None
+        for _ in launch.attempts(timeout):
             try:
                 if first is None:
                     session, answer = _mcp_post(url, INITIALIZE, None)
                     if "result" not in answer:
                         raise RuntimeError(f"initialize answered {answer}")
-                    first = time.monotonic() - started
+                    first = launch.since()
                     _mcp_post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
                 _, answer = _mcp_post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session)
             except OSError:  # not listening yet (an HTTPError is one too: a 503 while starting)
-                time.sleep(0.002)
                 continue
             result = answer.get("result")
             tools = result.get("tools", []) if isinstance(result, dict) else []
             if any(isinstance(t, dict) and str(t.get("name", "")).endswith("echo") for t in tools):
-                cpu = cpu_seconds(proc.pid)
-                now = time.monotonic() - started
+                cpu = cpu_seconds(launch.proc.pid)
+                now = launch.since()
                 return {"first_answer": round(first, 3), "first_200": round(now, 3), "cpu": round(cpu, 3)}
-            time.sleep(0.002)
-        raise RuntimeError(f"{' '.join(args[:2])}: no tools/list with the backend's tool within {timeout}s")
-    finally:
-        _stop(proc)
+        raise RuntimeError(f"{launch.name}: no tools/list with the backend's tool within {timeout}s")
 
 
 def _vmcp_mcp_config(work: Path, backend: McpBackend) -> list[str]:

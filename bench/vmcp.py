@@ -33,6 +33,10 @@ from pathlib import Path  # noqa: E402
 
 import aiohttp  # noqa: E402
 
+# bench/mcpwire.py; appended (not prepended), so bench/operator.py does not shadow the stdlib.
+sys.path.append(str(Path(__file__).resolve().parent))
+from mcpwire import initialize_request, response_json  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 BACKENDS = HERE / "vmcp_backends.py"
 PY = sys.executable
@@ -73,16 +77,7 @@ def run(cmd: list[str], port: int) -> Iterator[None]:
 
 def session_id(url: str) -> str:
     async def go() -> str:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "1"},
-            },
-        }
+        init = initialize_request("2025-11-25", "bench")
         async with aiohttp.ClientSession() as h, h.post(url, json=init, headers=HDR) as r:
             await r.read()
             return r.headers.get("mcp-session-id", "")
@@ -162,16 +157,7 @@ def vmcp_config(path: Path, backends: list[tuple[str, str]], strategy: str = "pr
 def tools_list_timing(url: str, expect: int, rounds: int = 50) -> dict[str, float]:
     async def go() -> dict[str, float]:
         async with aiohttp.ClientSession() as h:
-            init = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "bench", "version": "1"},
-                },
-            }
+            init = initialize_request("2025-11-25", "bench")
             async with h.post(url, json=init, headers=HDR) as r:
                 sid = r.headers["mcp-session-id"]
             hdr = {**HDR, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
@@ -186,8 +172,7 @@ def tools_list_timing(url: str, expect: int, rounds: int = 50) -> dict[str, floa
                 dt = (time.perf_counter() - t0) * 1000  # request out, whole answer in; parsing excluded
                 if i >= 5:  # the first rounds warm connections
                     samples.append(dt)
-            if raw.startswith(b"event:"):
-                raw = raw.split(b"data: ", 1)[1]
+            raw = response_json(raw) or b""
             n = len(json.loads(raw)["result"]["tools"])
             size = len(raw)
             if n != expect:

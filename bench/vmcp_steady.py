@@ -39,8 +39,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/vmcp.py's helpers; appended (not prepended): bench/operator.py must not shadow the stdlib.
+# bench/vmcp.py's and bench/mcpwire.py's helpers; appended (not prepended): bench/operator.py must
+# not shadow the stdlib.
 sys.path.append(str(ROOT / "bench"))
+from mcpwire import initialize_request, response_json  # noqa: E402
+
 from vmcp import HDR as HEADERS  # noqa: E402
 from vmcp import free_port, wait_port  # noqa: E402
 
@@ -70,17 +73,7 @@ def post(
 
 def measure(port: int, pid: int, lists: int) -> dict[str, float]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "b", "version": "1"},
-        },
-    }
-    _, headers = post(conn, init, HEADERS)
+    _, headers = post(conn, initialize_request("2025-11-25", "b"), HEADERS)
     session = {**HEADERS, "mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
     request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     body = b""
@@ -88,8 +81,7 @@ def measure(port: int, pid: int, lists: int) -> dict[str, float]:
     for _ in range(200):
         body, _ = post(conn, request, session)
     _, faults_warm = cpu_and_faults(pid)
-    if body.startswith(b"event:"):
-        body = body.split(b"data: ", 1)[1]
+    body = response_json(body) or b""
     count = len(json.loads(body)["result"]["tools"])
     if count != 1000:
         raise RuntimeError(f"tools/list returned {count} tools, expected 1000")

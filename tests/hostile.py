@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 from tests.conformance.harness import free_port
+from tests.mcp_messages import initialize_request
 
 # Small limits so the limit tests are quick: 64 KiB bodies, 1 s to send a body or headers.
 TEST_LIMITS = HttpLimits(max_body_bytes=64 * 1024, body_timeout=1.0, header_timeout=1.0, max_json_depth=64)
@@ -208,17 +209,7 @@ def modern_headers(message: Any) -> dict[str, str]:
 
 
 def open_session(base: str) -> str:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    reply = post(base, orjson.dumps(init), BASE_HEADERS)
+    reply = post(base, orjson.dumps(initialize_request(LEGACY)), BASE_HEADERS)
     assert reply.status == 200, reply
     sid = reply.headers["mcp-session-id"]
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}

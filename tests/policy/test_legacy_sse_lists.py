@@ -24,6 +24,7 @@ from mcpfleet.policy.config import parse_document
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import FORBIDDEN, Policy
 from mcpfleet.proxy.serve import build_stdio_app, with_auth
+from tests.mcp_messages import initialize_request
 from tests.policy.test_sse_rewriter import client_events
 from tests.proxy.conftest import serve_app
 
@@ -147,16 +148,7 @@ async def test_a_hostile_server_on_the_legacy_stream_fails_closed(tmp_path: Path
         assert all([t["name"] for t in a["result"]["tools"]] == ["weather"] for a in lists)
 
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2024-11-05",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
+INIT = initialize_request("2024-11-05")
 
 
 async def body(stream: Any, data: bytes) -> None:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from tests.mcp_messages import initialize_request
 from tests.realnode import workloads
 from tests.realnode.conftest import PodClient, wait_ready
 
@@ -151,16 +152,7 @@ def test_lifecycle_roll_pod_delete_logs_port_forward(
             try:
                 answer = httpx.post(
                     f"http://127.0.0.1:{local}/mcp",
-                    json={
-                        "jsonrpc": "2.0",
-                        "id": 1,
-                        "method": "initialize",
-                        "params": {
-                            "protocolVersion": "2025-06-18",
-                            "capabilities": {},
-                            "clientInfo": {"name": "t", "version": "1"},
-                        },
-                    },
+                    json=initialize_request("2025-06-18"),
                     headers={"accept": "application/json, text/event-stream"},
                     timeout=10,
                 )

@@ -13,7 +13,7 @@ import aiohttp
 import yaml
 from mcp.client.client import Client
 
-from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
+from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, answer_message, initialize_request
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import Served
 from tests.vmcp.test_gateway import _next_notification, two
@@ -34,9 +34,7 @@ async def _tools(h: aiohttp.ClientSession, url: str, sid: str) -> set[str]:
     async with h.post(url, json=request, headers=headers) as r:
         assert r.status == 200, await r.text()
         body = await r.text()
-    if not body.lstrip().startswith("{"):  # an SSE answer: the data line of the one event
-        body = next(line[5:] for line in body.splitlines() if line.startswith("data:"))
-    return {t["name"] for t in json.loads(body)["result"]["tools"]}
+    return {t["name"] for t in answer_message(body)["result"]["tools"]}
 
 
 async def test_filter_and_override_edits_apply_live_on_the_same_session(

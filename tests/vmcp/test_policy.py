@@ -5,7 +5,6 @@ and every request leaves one audit line (argument values redacted, never a token
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 import yaml
 
 from mcpfleet.policy.guard import FORBIDDEN
-from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
+from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, answer_message, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served
@@ -97,9 +96,7 @@ class Caller:
         async with self.h.post(self.url, json=body, headers=headers) as r:
             assert r.status == 200, await r.text()
             text = await r.text()
-        if not text.lstrip().startswith("{"):
-            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
-        out: dict[str, Any] = json.loads(text)
+        out: dict[str, Any] = answer_message(text)
         return out
 
     async def tools(self) -> set[str]:
