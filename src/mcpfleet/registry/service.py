@@ -155,6 +155,10 @@ class RegistryService:
         """
         default_path = self.base_dir / f"{self.config.registryName}.db"
         if self.serve_stored_first and self.config.publish is None:
+            # What is loaded by now (modules, config) lives as long as the process: frozen out of the
+            # cyclic GC, it is not rescanned by the full collection that reading the catalogue's rows
+            # would otherwise trigger (~35 ms of a start at 10,000 entries, measured).
+            gc.freeze()
             stored = await self._read_stored(default_path)
             if stored is not None:
                 self._install(stored)
