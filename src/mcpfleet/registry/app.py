@@ -58,12 +58,10 @@ def absolute_files(auth: IncomingAuth, base_dir: Path) -> IncomingAuth:
 _UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
 
 
-async def _read_only(send: Send) -> None:
-    body = problem(
-        405, "This registry is read-only: publishing is not enabled (no publish block in its config)"
-    )
+async def _problem(send: Send, status: int, detail: str) -> None:
+    body = problem(status, detail)
     headers = [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -148,12 +146,18 @@ class RegistryApp:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
-        if is_write(scope) and (self.service.publisher is not None or raw.endswith(b"/publish")):
-            publisher = self.service.publisher
-            if publisher is None:
-                await _read_only(send)
-            else:
+        publishing = self.service.config.publish is not None
+        if is_write(scope) and (publishing or raw.endswith(b"/publish")):
+            publisher = await self.service.publishing()
+            if publisher is not None:
                 await publisher(scope, receive, send)
+            elif publishing:  # the store did not open (the process is stopping)
+                await _problem(send, 503, "The registry's store is not open: publishing is unavailable")
+            else:
+                detail = (
+                    "This registry is read-only: publishing is not enabled (no publish block in its config)"
+                )
+                await _problem(send, 405, detail)
         elif is_api_path(raw):
             await self.api(scope, receive, send)
         else:
