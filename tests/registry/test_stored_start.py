@@ -226,3 +226,20 @@ async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(
     result = await asyncio.to_thread(subprocess.run, cli, capture_output=True, text=True, timeout=120)
     assert result.returncode == 3, result.stderr[-2000:]
     assert "cannot open the registry's store" in result.stderr
+
+
+async def test_the_operational_endpoints_load_in_the_background_after_a_stored_start(tmp_path: Path) -> None:
+    """The app asks the service to load its operational module before the store's modules (a first
+    /health then finds Starlette loaded); the name it gives is that module's."""
+    from mcpfleet.registry import app, operational
+
+    assert app._OPERATIONAL == operational.__name__
+    config = _config(tmp_path)
+    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+        await h.sync()
+        assert h.service.preload == [operational.__name__]
+    async with running(config, tmp_path, serve_stored_first=True) as h:  # type: ignore[arg-type]
+        assert h.service.opening is not None
+        await asyncio.wait_for(asyncio.shield(h.service.opening), 60)
+        health = await h.get("/v0.1/health")
+        assert health.status_code == 200 and health.json() == {"status": "ok"}

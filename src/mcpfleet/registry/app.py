@@ -3,8 +3,9 @@
 `/v0.1/servers…` and `/v0/servers…` go straight to `RegistryApi` (pre-serialized pages, no framework
 work per request); writes to the publisher; everything else — health, readiness, version, status,
 metrics, the OpenAPI document, problem documents for unknown paths — is the Starlette app of
-`operational.py`, loaded on the first such request. The ASGI lifespan (starting and stopping the
-service) is answered here, so that a start serves the API without loading Starlette.
+`operational.py`, loaded in the background once the API serves (or by the first such request). The
+ASGI lifespan (starting and stopping the service) is answered here, so that a start serves the API
+without loading Starlette first.
 
 With a tracer, `RegistryApp` wraps both in a SERVER span per HTTP request, `<METHOD> <route template>`
 with `http.route` and `http.response.status_code` (a dozen lines here rather than
@@ -55,6 +56,9 @@ def absolute_files(auth: IncomingAuth, base_dir: Path) -> IncomingAuth:
     return auth.model_copy(update={"oidc": oidc.model_copy(update=update)})
 
 
+_OPERATIONAL = "mcpfleet.registry.operational"
+"""The operational endpoints' module (`operational.py`): the service loads it in the background
+after a start from the stored catalogue (`RegistryService.preload`), else its first request does."""
 _UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
 
 
@@ -75,6 +79,7 @@ class RegistryApp:
         self.manage_lifespan = manage_lifespan
         """Whether the ASGI lifespan starts and stops `service` (False: its host does)."""
         self._operational: Starlette | None = None
+        service.preload.append(_OPERATIONAL)
         self.api = RegistryApi(service.current, service.metrics)
         self.tracer = tracer
         config = service.config

@@ -82,6 +82,10 @@ class RegistryService:
         """Called when opening the store in the background fails (the process should stop)."""
         self.opening: asyncio.Task[None] | None = None
         """The background opening of the store after a start from the stored catalogue."""
+        self.preload: list[str] = []
+        """Modules the background opening loads first, before the store's: the app adds its
+        operational endpoints, so that a first /health finds them loaded rather than importing them
+        on the event loop while SQLAlchemy loads in the other thread."""
 
     @property
     def store(self) -> Store:
@@ -197,7 +201,7 @@ class RegistryService:
             # SQLAlchemy's import is a fifth of a second of CPU: in a thread, the event loop keeps
             # answering meanwhile (the GIL is handed over every few milliseconds).
             postgres = postgres_dsn(self.config.database.url) is not None
-            await asyncio.to_thread(_import_store, postgres)
+            await asyncio.to_thread(_import_all, [*self.preload, *_store_modules(postgres)])
             await self._open(default_path, served_generation)
             # SQLAlchemy, the driver's dialect and the syncer are long-lived too, and were loaded
             # after the served snapshot was frozen (`_install`): unfrozen, each full cyclic-GC pass
@@ -292,8 +296,12 @@ def _stored_catalogue(path: Path) -> Catalogue | None:
     return None if stored is None else Catalogue(stored[0], [], stored[1])
 
 
-def _import_store(postgres: bool) -> None:
-    """Load the store, the syncer and the database driver's dialect (what `_open` will need)."""
+def _store_modules(postgres: bool) -> list[str]:
+    """The store, the syncer and the database driver's dialect (what `_open` will need)."""
     dialect = "postgresql.asyncpg" if postgres else "sqlite.aiosqlite"
-    for name in ("mcpfleet.registry.store", "mcpfleet.registry.sync", f"sqlalchemy.dialects.{dialect}"):
+    return ["mcpfleet.registry.store", "mcpfleet.registry.sync", f"sqlalchemy.dialects.{dialect}"]
+
+
+def _import_all(names: list[str]) -> None:
+    for name in names:
         importlib.import_module(name)
