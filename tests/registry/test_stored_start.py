@@ -1,10 +1,11 @@
-"""A read-only registry serves its stored catalogue while the store opens (issue 17).
+"""A registry serves its stored catalogue while the store opens (issue 17).
 
 `RegistryService(serve_stored_first=True)` (what `mcpfleet registry serve` runs) loads the catalogue
 from the database without SQLAlchemy (SQLite: the standard library; PostgreSQL: asyncpg) and serves
 at once; SQLAlchemy, the store and the syncer
 start in the background. What it serves must be exactly what a full start serves, and the cases it
-cannot read (no database yet, an older schema, a publishing registry) start as before.
+cannot read (no database yet, an older schema) start as before. A publishing registry serves its stored
+catalogue first too; a write waits for the store.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from pathlib import Path
 import asyncpg
 
 from mcpfleet.registry.catalogue import items_of
-from mcpfleet.registry.config import parse_config
 from mcpfleet.registry.rows import postgres_dsn, read_postgres, read_sqlite, sqlite_path
-from mcpfleet.registry.service import RegistryService
-from mcpfleet.registry.store import Store
+from tests.auth.test_token_corpus import local_issuer
 from tests.registry.conftest import Postgres, make_config, running, server_doc, write_json
 from tests.registry.test_cli_and_store import _cli
+from tests.registry.test_publish import bearer
+from tests.registry.test_publish import config as publish_config
+from tests.registry.test_publish import token as publish_token
 
 PAGES = ("/v0.1/servers?limit=100", "/v0.1/servers/io.example%2Fs007/versions", "/v0.1/servers?search=s01")
 
@@ -75,30 +77,50 @@ async def test_cases_without_a_usable_stored_catalogue_open_the_store_first(tmp_
     db.commit()
     db.close()
     assert read_sqlite(tmp_path / "r.db", items_of) is None
-    # A publishing registry: its writes need the store.
-    publishing = parse_config(
-        {
-            "registryName": "p",
-            "sources": [{"name": "f", "file": {"path": str(tmp_path / "s.json")}}],
-            "database": {"url": f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"},
-            "publish": {
-                "auth": {
-                    "type": "oidc",
-                    "oidc": {"issuer": "http://127.0.0.1:9", "audience": "r", "insecureAllowHTTP": True},
-                },
-                "grants": [{"claims": {"sub": "me"}, "publish": ["*"]}],
-            },
-        }
-    )
-    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
-    await store.close()
-    assert read_sqlite(tmp_path / "p.db", items_of) is not None
-    service = RegistryService(publishing, tmp_path, run_loops=False, serve_stored_first=True)
-    await service.start()
-    try:
-        assert service.opening is None and service._store is not None
-    finally:
-        await service.stop()
+
+
+async def test_a_publishing_registry_serves_stored_first_and_a_publish_waits_for_the_store(
+    tmp_path: Path, db_url: str
+) -> None:
+    """On each backend: the stored catalogue is served before the store opens, as for a read-only
+    registry; a publish sent meanwhile waits for the store and is served at once, as always."""
+    async with local_issuer() as issuer:
+        config = publish_config(issuer, db_url, tmp_path)
+        async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+            await h.sync()
+            stored = (await h.get("/v0.1/servers")).json()
+        async with running(config, tmp_path, serve_stored_first=True) as h:  # type: ignore[arg-type]
+            assert h.service.opening is not None and h.service._store is None
+            assert h.service.publisher is None
+            assert (await h.get("/v0.1/servers")).json() == stored
+            doc = server_doc("com.acme/early", "1.0.0")
+            r = await h.client.post("/v0.1/publish", json=doc, headers=bearer(publish_token(issuer)))
+            assert r.status_code == 200, r.text
+            assert h.service.opening.done() and h.service.publisher is not None
+            got = await h.get("/v0.1/servers/com.acme%2Fearly/versions/latest")
+            assert got.status_code == 200 and got.json()["server"] == doc
+
+
+async def test_a_publish_while_the_store_fails_to_open_is_unavailable(tmp_path: Path) -> None:
+    """The store does not open after the stored catalogue was served: a publish waiting for it is
+    answered 503 (a problem document), not 405 as on a read-only registry, nor a 5xx traceback."""
+    async with local_issuer() as issuer:
+        db_url = f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"
+        config = publish_config(issuer, db_url, tmp_path)
+        async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+            await h.sync()
+        db = sqlite3.connect(tmp_path / "p.db")
+        db.execute("DROP TABLE registry_source_state")
+        db.commit()
+        db.close()
+        failures: list[BaseException] = []
+        kw = {"serve_stored_first": True, "on_failure": failures.append}
+        async with running(config, tmp_path, **kw) as h:  # type: ignore[arg-type]
+            doc = server_doc("com.acme/late", "1.0.0")
+            r = await h.client.post("/v0.1/publish", json=doc, headers=bearer(publish_token(issuer)))
+            assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json", r.text
+            assert r.json()["status"] == 503 and "not open" in r.json()["detail"]
+            assert failures
 
 
 async def test_postgres_without_a_usable_stored_catalogue_opens_the_store_first(
@@ -204,3 +226,20 @@ async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(
     result = await asyncio.to_thread(subprocess.run, cli, capture_output=True, text=True, timeout=120)
     assert result.returncode == 3, result.stderr[-2000:]
     assert "cannot open the registry's store" in result.stderr
+
+
+async def test_the_operational_endpoints_load_in_the_background_after_a_stored_start(tmp_path: Path) -> None:
+    """The app asks the service to load its operational module before the store's modules (a first
+    /health then finds Starlette loaded); the name it gives is that module's."""
+    from mcpfleet.registry import app, operational
+
+    assert app._OPERATIONAL == operational.__name__
+    config = _config(tmp_path)
+    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+        await h.sync()
+        assert h.service.preload == [operational.__name__]
+    async with running(config, tmp_path, serve_stored_first=True) as h:  # type: ignore[arg-type]
+        assert h.service.opening is not None
+        await asyncio.wait_for(asyncio.shield(h.service.opening), 60)
+        health = await h.get("/v0.1/health")
+        assert health.status_code == 200 and health.json() == {"status": "ok"}

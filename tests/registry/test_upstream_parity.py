@@ -337,7 +337,7 @@ def test_indexed_search_equals_a_linear_scan() -> None:
         title = "".join(rng.choice(alphabet) for _ in range(8))
         doc = {"name": name, "version": "1.0.0", "description": f"D {title.upper()}", "title": title}
         status = "deleted" if i % 9 == 0 else "active"
-        rows.append(CatalogueRow(name, "1.0.0", status, True, T1, T1, T1, orjson.dumps(doc).decode()))
+        rows.append(CatalogueRow(name, "1.0.0", status, True, T1, T1, T1, orjson.dumps(doc)))
     catalogue = Catalogue(1, rows)
     for needle in ["abc", "ABC", "x-.", "com.ex", "/s1", "zzzz", "c.e", "1.0", "d a", "s39"]:
         for fields in (SEARCH_NAME, SEARCH_TEXT):

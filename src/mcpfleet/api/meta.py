@@ -248,6 +248,15 @@ class WorkloadStatus(ApiModel):
     """Conditions, among them Ready."""
 
 
+class WorkloadReference(ApiModel):
+    """A workload that references a configuration object."""
+
+    kind: Literal["MCPServer", "VirtualMCPServer", "MCPRemoteProxy"]
+    """Kind of the referencing workload."""
+    name: str = Field(min_length=1)
+    """Name of the referencing workload."""
+
+
 class ConfigStatus(ApiModel):
     """Status of a configuration kind (MCPToolConfig, MCPExternalAuthConfig)."""
 
@@ -259,18 +268,6 @@ class ConfigStatus(ApiModel):
     """Workloads that reference this configuration."""
     conditions: list[Condition] = Field(default_factory=list)
     """Conditions, among them Valid."""
-
-
-class WorkloadReference(ApiModel):
-    """A workload that references a configuration object."""
-
-    kind: Literal["MCPServer", "VirtualMCPServer", "MCPRemoteProxy"]
-    """Kind of the referencing workload."""
-    name: str = Field(min_length=1)
-    """Name of the referencing workload."""
-
-
-ConfigStatus.model_rebuild()
 
 
 @dataclass(frozen=True)

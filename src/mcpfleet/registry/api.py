@@ -42,6 +42,7 @@ _TITLES = {
     404: "Not Found",
     405: "Method Not Allowed",
     422: "Unprocessable Entity",
+    503: "Service Unavailable",
 }
 # Go's strconv.ParseBool, which the official registry's framework uses for boolean parameters.
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})

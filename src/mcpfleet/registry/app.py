@@ -1,9 +1,11 @@
 """The registry server's ASGI application: the read API fast path in front of a small Starlette app.
 
 `/v0.1/servers…` and `/v0/servers…` go straight to `RegistryApi` (pre-serialized pages, no framework
-work per request); everything else — health (also `/v0.1/health`, as the official registry), readiness,
-version (`/v0.1/version` in the official registry's shape), status, metrics, the OpenAPI document and
-the service's lifespan — is Starlette. Its 404 and 405 are problem documents like the API's.
+work per request); writes to the publisher; everything else — health, readiness, version, status,
+metrics, the OpenAPI document, problem documents for unknown paths — is the Starlette app of
+`operational.py`, loaded in the background once the API serves (or by the first such request). The
+ASGI lifespan (starting and stopping the service) is answered here, so that a start serves the API
+without loading Starlette first.
 
 With a tracer, `RegistryApp` wraps both in a SERVER span per HTTP request, `<METHOD> <route template>`
 with `http.route` and `http.response.status_code` (a dozen lines here rather than
@@ -13,19 +15,13 @@ opentelemetry-instrumentation-asgi: see docs/observability.md). The probe and sc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from opentelemetry.trace import SpanKind
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
-from mcpfleet import __version__, telemetry
+from mcpfleet import telemetry
 from mcpfleet.auth.settings import IncomingAuth
 from mcpfleet.registry.api import (
     Receive,
@@ -41,6 +37,7 @@ from mcpfleet.registry.service import RegistryService
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+    from starlette.applications import Starlette
 
     from mcpfleet.auth.asgi import AuthGuard
 
@@ -59,116 +56,16 @@ def absolute_files(auth: IncomingAuth, base_dir: Path) -> IncomingAuth:
     return auth.model_copy(update={"oidc": oidc.model_copy(update=update)})
 
 
+_OPERATIONAL = "mcpfleet.registry.operational"
+"""The operational endpoints' module (`operational.py`): the service loads it in the background
+after a start from the stored catalogue (`RegistryService.preload`), else its first request does."""
 _UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
 
 
-class _OrjsonResponse(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
-
-
-class _Operational:
-    """Health, readiness, version, sync status, metrics and the OpenAPI document of one service."""
-
-    def __init__(self, service: RegistryService) -> None:
-        self.service = service
-        self.document: bytes | None = None  # built on first request: not needed to start serving
-
-    async def health(self, _request: Request) -> Response:
-        return _OrjsonResponse({"status": "ok"})
-
-    async def readiness(self, _request: Request) -> Response:
-        # Ready = every source has good data to serve. A source whose latest sync failed keeps serving
-        # its last good data (the replica stays in the Service) and is listed under failingSources.
-        service = self.service
-        failing = service.syncer.failing() if service._syncer is not None else []
-        extra = {"failingSources": failing} if failing else {}
-        if service.ready:
-            return _OrjsonResponse({"status": "ready", **extra})
-        return _OrjsonResponse(
-            {"status": "not ready: waiting for the first successful sync", **extra}, status_code=503
-        )
-
-    async def version(self, _request: Request) -> Response:
-        return _OrjsonResponse({"version": __version__, "api": "v0.1"})
-
-    async def api_version(self, _request: Request) -> Response:
-        # The official registry's version body (build details a Python package does not have are
-        # "unknown").
-        return _OrjsonResponse({"version": __version__, "git_commit": "unknown", "build_time": "unknown"})
-
-    async def status(self, _request: Request) -> Response:
-        service = self.service
-        body: dict[str, Any] = {"ready": service.ready, "sources": []}
-        if service._syncer is not None:
-            body = service.syncer.status()
-        body["generation"] = service.catalogue.generation
-        body["entries"] = service.catalogue.active_count
-        return _OrjsonResponse(body)
-
-    async def metrics(self, _request: Request) -> Response:
-        return Response(self.service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    async def openapi(self, _request: Request) -> Response:
-        if self.document is None:
-            from mcpfleet.registry.openapi import build_openapi
-
-            self.document = orjson.dumps(build_openapi())
-        return Response(self.document, media_type="application/json")
-
-    def routes(self) -> list[Route]:
-        get = ["GET"]
-        return [
-            Route("/health", self.health, methods=get),
-            Route("/v0.1/health", self.health, methods=get),
-            Route("/v0/health", self.health, methods=get),
-            Route("/readiness", self.readiness, methods=get),
-            Route("/version", self.version, methods=get),
-            Route("/v0.1/version", self.api_version, methods=get),
-            Route("/v0/version", self.api_version, methods=get),
-            Route("/status", self.status, methods=get),
-            Route("/metrics", self.metrics, methods=get),
-            Route("/openapi.json", self.openapi, methods=get),
-        ]
-
-
-async def _not_found(_request: Request, _exc: Exception) -> Response:
-    return Response(problem(404, "Not found"), 404, media_type="application/problem+json")
-
-
-async def _not_allowed(_request: Request, _exc: Exception) -> Response:
-    return Response(problem(405, "Method not allowed"), 405, media_type="application/problem+json")
-
-
-def create_operational_app(service: RegistryService, manage_lifespan: bool = True) -> Starlette:
-    """The operational endpoints and the lifespan, on plain Starlette: a handful of fixed JSON
-    answers need no request models, and FastAPI's import alone was a large part of start-up."""
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if manage_lifespan:
-            await service.start()
-        try:
-            yield
-        finally:
-            if manage_lifespan:
-                await service.stop()
-
-    return Starlette(
-        routes=_Operational(service).routes(),
-        lifespan=lifespan,
-        exception_handlers={404: _not_found, 405: _not_allowed},
-    )
-
-
-async def _read_only(send: Send) -> None:
-    body = problem(
-        405, "This registry is read-only: publishing is not enabled (no publish block in its config)"
-    )
+async def _problem(send: Send, status: int, detail: str) -> None:
+    body = problem(status, detail)
     headers = [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -179,7 +76,10 @@ class RegistryApp:
         self, service: RegistryService, manage_lifespan: bool = True, tracer: Tracer | None = None
     ) -> None:
         self.service = service
-        self.operational = create_operational_app(service, manage_lifespan)
+        self.manage_lifespan = manage_lifespan
+        """Whether the ASGI lifespan starts and stops `service` (False: its host does)."""
+        self._operational: Starlette | None = None
+        service.preload.append(_OPERATIONAL)
         self.api = RegistryApi(service.current, service.metrics)
         self.tracer = tracer
         config = service.config
@@ -192,11 +92,46 @@ class RegistryApp:
             auth = absolute_files(config.auth.resolved(service.base_dir), service.base_dir)
             self.guard = AuthGuard(self._http, auth, open_paths=config.publicPaths, mcp_path="/v0.1/servers")
 
+    @property
+    def operational(self) -> Starlette:
+        """The operational endpoints (`operational.py`), loaded on first use."""
+        if self._operational is None:
+            from mcpfleet.registry.operational import create_operational_app
+
+            self._operational = create_operational_app(self.service)
+        return self._operational
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
         if scope["type"] == "http" and self.guard is not None:
             await self.guard(scope, receive, send)
             return
         await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """The ASGI lifespan protocol: start the service at start-up and stop it at shutdown (when
+        this app manages it), answering a failure with its traceback, as Starlette's router does."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    if self.manage_lifespan:
+                        await self.service.start()
+                except BaseException:
+                    await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
+                    raise
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                try:
+                    if self.manage_lifespan:
+                        await self.service.stop()
+                except BaseException:
+                    await send({"type": "lifespan.shutdown.failed", "message": traceback.format_exc()})
+                    raise
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -216,12 +151,18 @@ class RegistryApp:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
-        if is_write(scope) and (self.service.publisher is not None or raw.endswith(b"/publish")):
-            publisher = self.service.publisher
-            if publisher is None:
-                await _read_only(send)
-            else:
+        publishing = self.service.config.publish is not None
+        if is_write(scope) and (publishing or raw.endswith(b"/publish")):
+            publisher = await self.service.publishing()
+            if publisher is not None:
                 await publisher(scope, receive, send)
+            elif publishing:  # the store did not open (the process is stopping)
+                await _problem(send, 503, "The registry's store is not open: publishing is unavailable")
+            else:
+                detail = (
+                    "This registry is read-only: publishing is not enabled (no publish block in its config)"
+                )
+                await _problem(send, 405, detail)
         elif is_api_path(raw):
             await self.api(scope, receive, send)
         else:

@@ -118,6 +118,7 @@ _WRITE_COMMON = {
     "401": "No token, or not one of the configured issuer and audience (`WWW-Authenticate` says why)",
     "403": "The token lacks the publish scope, or its grants do not cover this server name",
     "405": "Publishing is not enabled on this registry (no publish block in its config)",
+    "503": "The registry's store did not open (the server is stopping): publishing is unavailable",
 }
 
 

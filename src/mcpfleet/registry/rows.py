@@ -29,7 +29,9 @@ SERVERS_TABLE = "registry_servers"
 META_TABLE = "registry_meta"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through `object.__setattr__`, which made building
+# the rows of 10,000 entries 3.5x slower (~20 ms of a start); nothing assigns to a row.
+@dataclass(slots=True)
 class CatalogueRow:
     name: str
     version: str
@@ -38,7 +40,8 @@ class CatalogueRow:
     published_at: str
     updated_at: str
     status_changed_at: str
-    document: str
+    document: bytes
+    """The stored server.json, UTF-8: spliced into the served body as it is."""
     status_message: str | None = None
 
 
@@ -55,15 +58,29 @@ CATALOGUE_COLUMNS = (
 )
 """The columns of `registry_servers` a `CatalogueRow` holds, in its field order."""
 
-# The three reads of a stored catalogue, the same on both backends (in one read transaction).
+# The three reads of a stored catalogue (in one read transaction). The document is read as bytes
+# where the driver can be asked to: decoding 6.5 MB of JSON text into str at start-up, only to
+# encode it again when the body is built, was a third of reading the rows (SQLite, measured).
 _VERSION_SQL = f"SELECT version_num FROM {VERSION_TABLE}"
 _GENERATION_SQL = f"SELECT generation FROM {META_TABLE} WHERE id = 1"
-_ROWS_SQL = f"SELECT {', '.join(CATALOGUE_COLUMNS)} FROM {SERVERS_TABLE}"
+
+
+def _rows_sql(document_as_bytes: str) -> str:
+    columns = [document_as_bytes if c == "document" else c for c in CATALOGUE_COLUMNS]
+    return f"SELECT {', '.join(columns)} FROM {SERVERS_TABLE}"
+
+
+_SQLITE_ROWS_SQL = _rows_sql("CAST(document AS BLOB)")
+_POSTGRES_ROWS_SQL = _rows_sql("convert_to(document, 'UTF8')")
 
 
 def row_of(r: tuple[Any, ...]) -> CatalogueRow:
-    """A row of CATALOGUE_COLUMNS as a CatalogueRow (SQLite stores booleans as integers)."""
-    return CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8])
+    """A row of CATALOGUE_COLUMNS as a CatalogueRow (SQLite stores booleans as integers; the
+    document comes as text from SQLAlchemy, as bytes from the start-up readers)."""
+    document = r[7]
+    if isinstance(document, str):
+        document = document.encode()
+    return CatalogueRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], document, r[8])
 
 
 def sqlite_path(url: str | None, default_path: Path) -> Path | None:
@@ -98,7 +115,7 @@ def read_sqlite(
             return None
         meta = db.execute(_GENERATION_SQL).fetchone()
         out: list[T] = []
-        cursor = db.execute(_ROWS_SQL)
+        cursor = db.execute(_SQLITE_ROWS_SQL)
         while part := cursor.fetchmany(chunk):
             out.extend(convert([row_of(r) for r in part]))
         return int(meta[0] if meta else 0), out
@@ -143,7 +160,7 @@ async def read_postgres(
                 return None
             generation = await conn.fetchval(_GENERATION_SQL)
             out: list[T] = []
-            cursor = await conn.cursor(_ROWS_SQL)
+            cursor = await conn.cursor(_POSTGRES_ROWS_SQL)
             while part := await cursor.fetch(chunk):
                 out.extend(convert([row_of(tuple(r)) for r in part]))
             return int(generation or 0), out
