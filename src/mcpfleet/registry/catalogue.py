@@ -110,7 +110,24 @@ class Item:
         self._etag = _etag(body)
         self._body = body
         self._row = None
+        _released(len(row.document))
         return body
+
+
+_released_bytes = 0
+"""Stored documents dropped by `Item._build` since the heap was last trimmed."""
+
+
+def _released(size: int) -> None:
+    """Count a dropped document; every `_TRIM_AFTER_BYTES`, hand the freed heap pages back. The
+    documents were read in a worker thread, so they sit in another glibc arena than the bodies built
+    on the event loop, which cannot reuse them: without this, a first walk of 10,000 entries left
+    ~8 MB more in the RSS (measured) until the next trim."""
+    global _released_bytes
+    _released_bytes += size
+    if _released_bytes > _TRIM_AFTER_BYTES:
+        _released_bytes = 0
+        return_free_memory()
 
 
 @dataclass(frozen=True, slots=True)
