@@ -1,4 +1,12 @@
-"""glibc malloc settings for the long-running data-plane servers (vMCP gateway, `mcpfleet up`).
+"""glibc malloc settings for the long-running data-plane servers (vMCP gateway, registry, `mcpfleet up`).
+
+`one_arena` (the registry server, always): every thread allocates from glibc's main arena. The
+registry reads its catalogue in a worker thread and builds each entry's answer on the event loop on
+first use; with an arena per thread, neither reuses what the other freed (101 MB after a first walk
+of 10,000 entries instead of 95, measured). Python threads allocate under the GIL, so one arena costs
+no contention worth an arena per thread.
+
+`tune` (opt-in):
 
 A `tools/list` of 1,000 tools builds and frees a response of a few hundred KB on every call. With
 glibc's defaults such a block is either mmap-ed and unmapped (128 KB threshold) or taken from the
@@ -19,25 +27,41 @@ macOS): nothing to do.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
+from collections.abc import Callable
 
 ENV = "MCPFLEET_MALLOC_TUNE"
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 MMAP_THRESHOLD = 4 * 1024 * 1024
 TRIM_THRESHOLD = 32 * 1024 * 1024
+
+
+def _mallopt() -> Callable[[int, int], int] | None:
+    """glibc's `mallopt`, None elsewhere (musl, macOS)."""
+    try:
+        # Named directly: ctypes.util.find_library runs ldconfig (milliseconds of a start).
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return mallopt
+
+
+def one_arena() -> bool:
+    """Serve every thread from the main arena (what `MALLOC_ARENA_MAX=1` does); call it before other
+    threads allocate. True when it was set."""
+    mallopt = _mallopt()
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, 1))
 
 
 def tune() -> bool:
     """Apply the thresholds (once per process, before serving); True when they were set."""
     if os.environ.get(ENV, "0") != "1":
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))

@@ -13,10 +13,10 @@ import threading
 import orjson
 import pytest
 
+from mcpfleet import malloctune
 from mcpfleet.registry import catalogue
 from mcpfleet.registry.catalogue import Catalogue, Item, items_of
 from mcpfleet.registry.entry import OFFICIAL_META
-from mcpfleet.registry.memory import use_one_arena
 from mcpfleet.registry.rows import CatalogueRow, row_of
 
 T1 = "2026-01-01T00:00:00Z"
@@ -88,5 +88,5 @@ def test_freed_documents_are_handed_back_every_few_megabytes(monkeypatch: pytest
 
 
 def test_one_arena_can_be_asked_for() -> None:
-    use_one_arena()  # (a no-op without glibc; with it, every later allocation still works)
+    malloctune.one_arena()  # (False without glibc; with it, every later allocation still works)
     assert len(bytes(1 << 20)) == 1 << 20

@@ -28,13 +28,12 @@ def serve(
     """
     import logging
 
-    from mcpfleet import telemetry, uvicornserver
+    from mcpfleet import malloctune, telemetry, uvicornserver
     from mcpfleet.registry.app import create_app
     from mcpfleet.registry.config import ConfigError, load_config
-    from mcpfleet.registry.memory import use_one_arena
     from mcpfleet.registry.service import RegistryService
 
-    use_one_arena()  # (this process is the registry's alone: before any thread allocates)
+    malloctune.one_arena()  # (this process is the registry's alone: before any thread allocates)
     try:
         cfg = load_config(config)
         provider = telemetry.setup_tracing(
