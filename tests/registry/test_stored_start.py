@@ -38,6 +38,17 @@ def _config(tmp_path: Path, count: int = 30, url: str | None = None) -> object:
     return make_config([source], url or f"sqlite+aiosqlite:///{tmp_path / 'r.db'}")
 
 
+async def _synced_then_broken(config: object, tmp_path: Path, db_file: Path) -> None:
+    """Sync `config`'s database, then drop a table only the store reads: the stored catalogue still
+    reads, the store does not open."""
+    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
+        await h.sync()
+    db = sqlite3.connect(db_file)
+    db.execute("DROP TABLE registry_source_state")
+    db.commit()
+    db.close()
+
+
 async def _served(config: object, tmp_path: Path, **kw: object) -> dict[str, object]:
     async with running(config, tmp_path, **kw) as h:  # type: ignore[arg-type]
         if h.service.opening is not None:
@@ -107,12 +118,7 @@ async def test_a_publish_while_the_store_fails_to_open_is_unavailable(tmp_path: 
     async with local_issuer() as issuer:
         db_url = f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"
         config = publish_config(issuer, db_url, tmp_path)
-        async with running(config, tmp_path) as h:  # type: ignore[arg-type]
-            await h.sync()
-        db = sqlite3.connect(tmp_path / "p.db")
-        db.execute("DROP TABLE registry_source_state")
-        db.commit()
-        db.close()
+        await _synced_then_broken(config, tmp_path, tmp_path / "p.db")
         failures: list[BaseException] = []
         kw = {"serve_stored_first": True, "on_failure": failures.append}
         async with running(config, tmp_path, **kw) as h:  # type: ignore[arg-type]
@@ -205,12 +211,7 @@ async def test_a_store_failing_to_open_after_the_first_answers_stops_the_server(
     """The stored catalogue reads, the store then does not open (a table is missing): the service
     reports it, and `mcpfleet registry serve` exits with uvicorn's start-failure status."""
     config = _config(tmp_path)
-    async with running(config, tmp_path) as h:  # type: ignore[arg-type]
-        await h.sync()
-    db = sqlite3.connect(tmp_path / "r.db")
-    db.execute("DROP TABLE registry_source_state")
-    db.commit()
-    db.close()
+    await _synced_then_broken(config, tmp_path, tmp_path / "r.db")
     failures: list[BaseException] = []
     async with running(config, tmp_path, serve_stored_first=True, on_failure=failures.append) as h:  # type: ignore[arg-type]
         assert h.service.opening is not None

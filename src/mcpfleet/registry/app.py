@@ -115,22 +115,18 @@ class RegistryApp:
         this app manages it), answering a failure with its traceback, as Starlette's router does."""
         while True:
             message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    if self.manage_lifespan:
-                        await self.service.start()
-                except BaseException:
-                    await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
-                    raise
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                try:
-                    if self.manage_lifespan:
-                        await self.service.stop()
-                except BaseException:
-                    await send({"type": "lifespan.shutdown.failed", "message": traceback.format_exc()})
-                    raise
-                await send({"type": "lifespan.shutdown.complete"})
+            phase = message["type"].removeprefix("lifespan.")
+            step = {"startup": self.service.start, "shutdown": self.service.stop}.get(phase)
+            if step is None:
+                continue
+            try:
+                if self.manage_lifespan:
+                    await step()
+            except BaseException:
+                await send({"type": f"lifespan.{phase}.failed", "message": traceback.format_exc()})
+                raise
+            await send({"type": f"lifespan.{phase}.complete"})
+            if phase == "shutdown":
                 return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
