@@ -6,21 +6,35 @@ MCPFLEET := $(VENV)/bin/mcpfleet
 NODE_TOOLS := tools/node/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 
-.PHONY: venv node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
+.PHONY: venv lock node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
 
+# Installs exactly the versions in uv.lock (`uv sync --locked`: a uv.lock that no longer matches
+# pyproject.toml fails here, so refresh it with `make lock`). The venv is made by $(PYTHON) and uv uses
+# it as the project environment (never a Python it would download). uv itself is bootstrapped with pip at
+# the version uv.lock pins (pip is then removed: the sync is exact, a package not in the lock goes).
 # Dependencies are compiled to bytecode at install: with PYTHONDONTWRITEBYTECODE set (as in some
 # environments) every start would compile each imported module again. mcpfleet's own modules (an
 # editable install, so not compiled by the installer) are compiled by every `make venv`: a changed
 # module whose bytecode is stale is simply compiled again at import, as without it.
+UV := $(VENV)/bin/uv
+UV_ENV := UV_PROJECT_ENVIRONMENT=$(CURDIR)/$(VENV) UV_PYTHON_DOWNLOADS=never
+UV_LOCKED_VERSION = $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;q}' uv.lock)
+
 venv: $(VENV)/.installed
 	@$(PY) -m compileall -q src
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml uv.lock
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip uv
-	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev]'
-	@echo "venv: $$($(PY) -m pip list --format=freeze 2>/dev/null | wc -l) packages in $(VENV) (mcpfleet: $(MCPFLEET))"
+	[ -x $(UV) ] || $(VENV)/bin/pip install --quiet 'uv==$(UV_LOCKED_VERSION)'
+	$(UV_ENV) $(UV) sync --quiet --locked --extra dev --compile-bytecode --python $(PY)
+	@echo "venv: $$($(UV) pip list --python $(PY) 2>/dev/null | tail -n +3 | wc -l) packages in $(VENV), as locked in uv.lock (mcpfleet: $(MCPFLEET))"
 	touch $@
+
+# Refreshes uv.lock to the newest versions pyproject.toml allows, installs them, then runs lint and
+# the whole suite on them (`make test`): commit uv.lock when it passes.
+lock:
+	$(UV_ENV) $(UV) lock --upgrade
+	$(MAKE) test
 
 node-tools: $(NODE_TOOLS)
 
@@ -59,9 +73,10 @@ run: venv node-tools
 	@echo "in another shell, from this folder: . .venv/bin/activate   (puts mcpfleet on PATH), then mcpfleet get all"
 	$(MCPFLEET) up examples/quickstart
 
-# Everything, the real-node tier (tests/realnode: root, real pods) included; its image is built by
-# the tier's fixture (cached by content, like the binaries).
-test: venv node-tools system-deps cluster-binaries node-binaries
+# Everything: lint (ruff, format check, mypy --strict, the import contracts) first, then the whole suite,
+# the real-node tier (tests/realnode: root, real pods) included; its image is built by the tier's
+# fixture (cached by content, like the binaries).
+test: venv lint node-tools system-deps cluster-binaries node-binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Only the real-node tier: real pods on a real node (root), kubelet + containerd beside kwok, the
@@ -77,10 +92,12 @@ bench: venv node-tools system-deps
 bench-anchors: venv system-deps
 	bench/anchors/anchor-mcp.sh
 
+# The import contracts are pyproject.toml's [tool.importlinter]: the layers of docs/architecture.md.
 lint: venv
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) tools/node/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -119,7 +119,7 @@ def redis_connection(settings: RedisSettings) -> redis.asyncio.Redis:
         "socket_timeout": settings.read_timeout,
     }
     sentinel_options.update(_tls_options(settings.sentinel_tls))
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(
         [_host_port(a, 26379) for a in settings.sentinel_addrs],
         sentinel_kwargs=sentinel_options,
         **options,
