@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from mcpfleet.devcluster import pki as pkimod
+from mcpfleet.devcluster import rollback
 from mcpfleet.devcluster.build import BuildLayout, binaries_present, build_all, default_cache_root
 from mcpfleet.devcluster.processes import ProcessDir, ProcessRecord, is_running, stop
 
@@ -411,11 +412,17 @@ class DevCluster:
         if not binaries_present(self.layout):
             await build_all(self.layout, progress)
         with self.lock():
-            info = await self._up_locked(nodes, progress, ready_timeout)
-            if real_node:
-                from mcpfleet.devcluster.realnode import RealNode
+            before = rollback.running(self)
+            try:
+                info = await self._up_locked(nodes, progress, ready_timeout)
+                if real_node:
+                    from mcpfleet.devcluster.realnode import RealNode
 
-                await RealNode(self).up(progress, ready_timeout)
+                    await RealNode(self).up(progress, ready_timeout)
+            except BaseException:
+                # A failed `up` leaves nothing it started running, and says what it stopped.
+                await rollback.roll_back(self, before, progress)
+                raise
             return info
 
     async def _up_locked(self, nodes: int, progress: Progress, ready_timeout: float) -> ClusterInfo:
@@ -563,7 +570,8 @@ class DevCluster:
                 )
         except BaseException:
             # Never leave half a cluster behind: the next `up` starts from a clean process table.
-            await self._stop_all()
+            stopped = await self._stop_all()
+            progress(f"control plane start failed: stopped {', '.join(stopped) or 'nothing (none ran)'}")
             raise
         progress(f"dev cluster ready in {time.monotonic() - started:.1f}s: {nodes} nodes, {server}")
         return self.info()

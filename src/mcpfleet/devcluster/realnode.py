@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import yaml
 
-from mcpfleet.devcluster import ociimage
+from mcpfleet.devcluster import nodeowner, ociimage
 from mcpfleet.devcluster import pki as pkimod
 from mcpfleet.devcluster.hostchanges import HostLedger
 from mcpfleet.devcluster.nodebuild import NodeLayout, build_node_locked, node_binaries_present
@@ -107,6 +107,9 @@ class ComponentState:
 
 class RealNode:
     """The real node attached to one DevCluster (state under `<cluster state>/realnode`)."""
+
+    marker: nodeowner.BridgeMarker = nodeowner.BridgeMarker(BRIDGE)
+    """Where the host says which state dir's node is attached (tests point it elsewhere)."""
 
     def __init__(self, cluster: DevCluster) -> None:
         self.cluster = cluster
@@ -335,7 +338,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if any(s.running for s in states):
             progress("real node partly running: restarting it")
             await self.down(progress)
-        self.check_host_free()
+        await self.claim_host(progress)
         started = time.monotonic()
         info = self.cluster.info()
         api_port = info.ports["apiserver"]
@@ -399,16 +402,32 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     def _start(self, name: str, api_port: int, env: dict[str, str]) -> ProcessRecord:
         return self.cluster.procs.start(f"realnode-{name}", self._argv(name, api_port), env=env, cwd=self.dir)
 
-    def check_host_free(self) -> None:
-        """One real node per host (bridge, node IP, kubelet port): refuse if another state dir has it."""
-        alias_file = Path(f"/sys/class/net/{BRIDGE}/ifalias")
-        if alias_file.exists():
-            owner = alias_file.read_text().strip()
-            if owner and owner != str(self.dir):
+    async def claim_host(self, progress: Progress) -> None:
+        """One real node per host (bridge, node IP, kubelet port): refuse while another state dir's
+        node lives; a marker whose owner is gone is stale: that owner's host changes are undone (its
+        `down`) and the bridge removed, so this node starts from a clean host (nodeowner.py)."""
+        from mcpfleet.devcluster.cluster import DevCluster
+
+        owner = self.marker.owner()
+        if owner is None or owner == self.dir:
+            return
+        other = DevCluster(owner.parent)
+        names = [f"realnode-{c}" for c in COMPONENTS]
+        with nodeowner.hold_if_stale(other.state_dir, names) as live:
+            if live:
                 raise RealNodeError(
-                    f"a real node of another dev cluster is attached to this host ({owner}); stop it first: "
-                    f"`mcpfleet dev-cluster down --state-dir {Path(owner).parent}`"
+                    f"a real node of another dev cluster is attached to this host ({owner}): "
+                    f"{', '.join(live)} still running; stop it first: "
+                    f"`mcpfleet dev-cluster down --state-dir {owner.parent}`"
                 )
+            progress(
+                f"stale real-node marker: the bridge {BRIDGE} names {owner}, but none of its processes "
+                "runs (no pid with its start time, no lock held): taking the host over"
+            )
+            await RealNode(other).down(progress)  # undoes what its ledger recorded, bridge included
+            if self.marker.owner() is not None:
+                self.marker.remove()
+                progress(f"  removed the bridge {BRIDGE}")
 
     def _ensure_bridge(self, ledger: HostLedger) -> None:
         if not Path(f"/sys/class/net/{BRIDGE}").exists():
