@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml uv.lock
 
 # Refreshes uv.lock to the newest versions pyproject.toml allows, installs them, then runs lint and
 # the whole suite on them (`make test`): commit uv.lock when it passes.
-lock:
+lock: venv
 	$(UV_ENV) $(UV) lock --upgrade
 	$(MAKE) test
 
