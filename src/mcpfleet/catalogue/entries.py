@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from mcpfleet.registry.formats import parse
 from mcpfleet.registry.formats.upstream import validation_error
 
@@ -97,8 +99,8 @@ def detect_format(content: bytes) -> str:
     """`toolhive` for ToolHive's legacy registry file (`servers` is an object keyed by name), else
     `upstream` (server.json documents, alone, in a list, wrapped, or an API page)."""
     try:
-        document = json.loads(content)
-    except ValueError:
+        document = orjson.loads(content)  # bounded nesting (json.loads recurses until the stack ends)
+    except orjson.JSONDecodeError:
         return "upstream"  # the parser reports the syntax error
     if isinstance(document, dict) and isinstance(document.get("servers"), dict):
         return "toolhive"
