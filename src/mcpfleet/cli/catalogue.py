@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ import typer
 
 if TYPE_CHECKING:
     from mcpfleet.catalogue.entries import CatalogueEntry
+    from mcpfleet.catalogue.manifest import AddPlan
     from mcpfleet.catalogue.sources import Catalogue
 
 REGISTRY_HELP = "A registry speaking the official MCP registry API (repeatable), besides those of a running `mcpfleet up` and ~/.config/mcpfleet/registries.yaml."
@@ -34,7 +36,13 @@ def _gather(
     from mcpfleet.catalogue.sources import gather
     from mcpfleet.platform.local.views import resolve_state_dir
 
-    found = gather(term, registry, catalogue, resolve_state_dir(state_dir), include_bundled=bundled)
+    found = gather(
+        term,
+        registry,
+        catalogue,
+        resolve_state_dir(state_dir) if state_dir is None else state_dir,
+        include_bundled=bundled,
+    )
     for problem in found.problems:
         typer.echo(f"warning: {problem}", err=True)
     return found
@@ -229,12 +237,57 @@ def add(
       mcpfleet add filesystem --arg directory=/srv/docs --group tools
       mcpfleet add io.github.example/weather@1.2.0 --env API_KEY=... --dir servers
     """
+    from mcpfleet.platform.local.views import resolve_state_dir
+
+    plan = add_entry(
+        reference,
+        directory,
+        name,
+        env,
+        arg,
+        header,
+        group,
+        remote,
+        force,
+        dry_run,
+        Sources(registry, catalogue, resolve_state_dir(state_dir), bundled),
+    )
+    if plan is not None:
+        typer.echo(
+            f"run it: mcpfleet up {directory}   (a running `mcpfleet up {directory}` picks it up by itself)"
+        )
+
+
+@dataclass
+class Sources:
+    """Where `add` looks the entry up, and the fleet's state folder (local Secret values go there)."""
+
+    registry: list[str]
+    catalogue: list[Path]
+    state_dir: Path
+    bundled: bool
+
+
+def add_entry(
+    reference: str,
+    directory: Path,
+    name: str | None,
+    env: list[str],
+    arg: list[str],
+    header: list[str],
+    group: str | None,
+    remote: bool,
+    force: bool,
+    dry_run: bool,
+    sources: Sources,
+) -> AddPlan | None:
+    """`mcpfleet add` without its option parsing (also `mcpfleet run`'s first step): the plan
+    written, or None for a dry run. Exits with code 2 naming the field when the entry cannot be added."""
     from mcpfleet.catalogue.fleet import manifest_text, write
     from mcpfleet.catalogue.manifest import AddError, Inputs, plan_add
     from mcpfleet.platform.local.paths import PathEscapeError
-    from mcpfleet.platform.local.views import resolve_state_dir
 
-    entry = _lookup(reference, registry, catalogue, state_dir, bundled)
+    entry = _lookup(reference, sources.registry, sources.catalogue, sources.state_dir, sources.bundled)
     args: dict[str, list[str]] = {}
     for key, value in _pairs(arg, "--arg"):
         args.setdefault(key, []).append(value)
@@ -249,8 +302,8 @@ def add(
         plan = plan_add(entry, object_name, inputs, group=group, remote=remote)
         if dry_run:
             typer.echo(manifest_text(plan).rstrip())
-            return
-        written = write(plan, directory, resolve_state_dir(state_dir), force=force)
+            return None
+        written = write(plan, directory, sources.state_dir, force=force)
     except (AddError, PathEscapeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -260,6 +313,4 @@ def add(
             f"secret values stored locally in Secret {plan.secret_name} (keys {', '.join(sorted(plan.secrets))}); "
             f"on Kubernetes create it first: kubectl create secret generic {plan.secret_name} --from-literal=KEY=VALUE"
         )
-    typer.echo(
-        f"run it: mcpfleet up {directory}   (a running `mcpfleet up {directory}` picks it up by itself)"
-    )
+    return plan
