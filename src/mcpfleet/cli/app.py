@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from mcpfleet import __version__
-from mcpfleet.cli import crds, devcluster, local, operator, proxy, publish, registry, vmcp
+from mcpfleet.cli import catalogue, crds, devcluster, fleet, local, operator, proxy, publish, registry, vmcp
 from mcpfleet.cli.options import typer_command
 
 PROXY_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -53,6 +53,11 @@ app.add_typer(registry_app, name="registry")
 vmcp_app = typer.Typer(help=vmcp.HELP, no_args_is_help=True)
 vmcp_app.command("serve")(typer_command(vmcp.serve))
 app.add_typer(vmcp_app, name="vmcp")
+for _name in ("search", "show", "add"):
+    app.command(_name)(getattr(catalogue, _name))
+for _name in ("run", "stop", "start", "rm"):
+    app.command(_name)(getattr(fleet, _name))
+app.command("list")(fleet.list_)
 for _name in ("up", "down", "get", "describe", "logs"):
     app.command(_name)(getattr(local, _name))
 app.command("proxy", context_settings=PROXY_CONTEXT)(typer_command(proxy.proxy, command_line=True))

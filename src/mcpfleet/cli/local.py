@@ -39,6 +39,9 @@ def up(
         True, "--progress/--no-progress", help="Live progress table on a terminal."
     ),
     log_level: str = typer.Option("warning", "--log-level", help="Log level of mcpfleet up itself."),
+    detach: bool = typer.Option(
+        False, "--detach", help="Run in the background, past the terminal's end (log: STATE/up.log)."
+    ),
 ) -> None:
     """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C.
 
@@ -47,6 +50,7 @@ def up(
     \b
       mcpfleet up examples/quickstart
       mcpfleet up ./servers --port-range 40000-40999 --no-progress
+      mcpfleet up ./servers --detach        (stop it with: mcpfleet down)
     """
     import logging
     import sys
@@ -60,6 +64,21 @@ def up(
         raise typer.BadParameter(f"{directory} does not exist", param_hint="DIRECTORY")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     low_high = _port_range(port_range)
+    if detach:
+        from mcpfleet.platform.local.detach import start_detached
+
+        state = resolve_state_dir(state_dir)
+        try:
+            pid = start_detached(
+                directory.resolve(), state, ["--port-range", port_range, "--log-level", log_level]
+            )
+        except RuntimeError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(
+            f"mcpfleet up runs in the background (pid {pid}; log {state / 'up.log'}); stop it: mcpfleet down --state-dir {state}"
+        )
+        raise typer.Exit(0)
     import uvloop  # `up` hosts the proxies, the vMCP and the registry: the loop they are served on
 
     from mcpfleet import malloctune
