@@ -55,6 +55,11 @@ def _kid(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(der).digest()[:16]).rstrip(b"=").decode()
 
 
+def signing_key(private: ec.EllipticCurvePrivateKey) -> SigningKey:
+    """An ES256 signing key (P-256) with its stable kid (also the local issuer's, platform/local/issuer)."""
+    return SigningKey(_kid(private), "ES256", private)
+
+
 def _load_key(path: str) -> SigningKey:
     try:
         key = serialization.load_pem_private_key(read_secret(path), password=None)

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from mcpfleet.platform.local import issuer
 from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
 from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
@@ -137,6 +138,10 @@ async def _up(
         console.print(f"stopped {leftovers} process(es) left behind by an earlier `mcpfleet up`")
     started = time.monotonic()
     loop_task = asyncio.create_task(runner.run(stop), name="reconcile")
+    issuer_task = asyncio.create_task(
+        issuer.follow(state.state_dir, stop, lambda text: console.print(text, markup=False, highlight=False)),
+        name="local-issuer",
+    )
     try:
         await _show_progress(runner, state, console, stop, progress, reporter.changed)
         if not stop.is_set():
@@ -167,6 +172,8 @@ async def _up(
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
+        with contextlib.suppress(asyncio.CancelledError):
+            await issuer_task
         await runner.shutdown()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -144,3 +144,27 @@ def remove(fleet: Fleet, name: str) -> list[Path]:
         shutil.rmtree(secrets)
         removed.append(secrets)
     return removed
+
+
+def set_gateway_auth(fleet: Fleet, oidc: dict[str, Any] | None) -> Path:
+    """The user fleet's gateway (`gateway.yaml`) with `incomingAuth` oidc (these inline settings) or,
+    with None, anonymous again. The file is mcpfleet's own, rewritten whole (its comment header kept)."""
+    path = fleet.manifests / GATEWAY_FILE
+    limits = ManifestLimits.from_env()
+    try:
+        documents = load_documents(read_text(path, limits), limits)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ManifestTooLarge) as exc:
+        raise FleetEditError(f"{path}: {exc}") from None
+    gateways = [d for d in documents if isinstance(d, dict) and d.get("kind") == "VirtualMCPServer"]
+    if len(gateways) != 1 or not isinstance(gateways[0].get("spec"), dict):
+        raise FleetEditError(f"{path}: expected one VirtualMCPServer (edit its incomingAuth by hand)")
+    spec = gateways[0]["spec"]
+    if oidc is None:
+        spec["incomingAuth"] = {"type": "anonymous"}
+    else:
+        spec["incomingAuth"] = {"type": "oidc", "oidcConfig": {"type": "inline", "inline": oidc}}
+    header = "".join(line for line in path.read_text().splitlines(keepends=True) if line.startswith("#"))
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(header + yaml.safe_dump_all(documents, sort_keys=False))
+    os.replace(temporary, path)
+    return path
