@@ -78,6 +78,8 @@ def _user_caches(environ: Mapping[str, str]) -> dict[str, str]:
         "UV_CACHE_DIR": environ.get("UV_CACHE_DIR") or str(cache / "uv"),
         "UV_PYTHON_INSTALL_DIR": environ.get("UV_PYTHON_INSTALL_DIR") or str(data / "uv" / "python"),
         "npm_config_cache": npm_cache,
+        # Models a server downloads (an EmbeddingServer's) stay in the user's cache, not per HOME.
+        "HF_HOME": environ.get("HF_HOME") or str(cache / "huggingface"),
     }
 
 
