@@ -62,7 +62,7 @@ def _start_up(tmp_path: Path, files: dict[str, str], extra_env: dict[str, str]) 
         (manifests / name).write_text(content)
     state_dir = tmp_path / "state"
     output = tmp_path / "up.log"
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", **extra_env}
+    env = {**os.environ, "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]), **extra_env}
     argv = [MCPFLEET, "up", str(manifests), "--state-dir", str(state_dir), "--port-range", TEST_PORT_RANGE]
     with output.open("w") as out:
         process = subprocess.Popen(
@@ -71,21 +71,41 @@ def _start_up(tmp_path: Path, files: dict[str, str], extra_env: dict[str, str]) 
     return Up(process, manifests, state_dir, output)
 
 
-def _time_server_with_env() -> str:
+def _server(name: str, image: str, args: list[str]) -> str:
     spec: dict[str, Any] = {
-        "image": "uvx://mcp-server-time",
+        "image": image,
         "transport": "stdio",
-        "args": ["--local-timezone=UTC"],
+        "args": args,
         "env": [{"name": "DECLARED_VAR", "value": "from-the-manifest"}],
     }
-    return manifest("MCPServer", "clock", spec)
+    return manifest("MCPServer", name, spec)
+
+
+LAUNCHER_LEAVING_A_CHILD = """#!/bin/sh
+# Stands for `npm exec`: starts a helper of its own (which does not read the server's stdin, so
+# it does not end when the pipe closes), then becomes the server.
+sleep 300 &
+exec mcp-server-time --local-timezone=UTC
+"""
 
 
 async def _running_fleet(tmp_path: Path) -> tuple[Up, list[int]]:
-    """`up` with one stdio server, Running; the pids carrying the fleet's tag (launcher and server)."""
-    up = _start_up(tmp_path, {"clock.yaml": _time_server_with_env()}, {"GITHUB_TOKEN": CANARY})
+    """`up` with two stdio servers, Running; the pids carrying the fleet's tag. `clock` runs from
+    PyPI through uvx; `stubborn` through an `npx` (first on up's PATH) that leaves a grandchild,
+    which only the fleet's tag can find once `up` and the launcher are gone."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "npx").write_text(LAUNCHER_LEAVING_A_CHILD)
+    (tools / "npx").chmod(0o755)
+    files = {
+        "clock.yaml": _server("clock", "uvx://mcp-server-time", ["--local-timezone=UTC"]),
+        "stubborn.yaml": _server("stubborn", "npx://stubborn-server", []),
+    }
+    path = os.pathsep.join([str(VENV_BIN), str(tools), os.environ.get("PATH", "")])
+    up = _start_up(tmp_path, files, {"GITHUB_TOKEN": CANARY, "PATH": path})
     try:
-        await up.wait_phase("MCPServer", "clock", {"Running"}, limit=120)
+        for name in ("clock", "stubborn"):
+            await up.wait_phase("MCPServer", name, {"Running"}, limit=120)
     except BaseException:
         stop_process(up.process)
         raise
@@ -216,7 +236,9 @@ def _check_declared_env_only(pids: list[int], state_dir: Path) -> None:
         assert env["DECLARED_VAR"] == "from-the-manifest"
         home = Path(env["HOME"])
         assert home.is_relative_to(state_dir.resolve()) and home.is_dir()
-    assert any("mcp-server-time" in _cmdline(pid) for pid in pids)
+    commands = [_cmdline(pid) for pid in pids]
+    assert any("uvx mcp-server-time" in c for c in commands), commands
+    assert any(c.startswith("sleep 300") for c in commands), commands
 
 
 # -- a real `up` -------------------------------------------------------------------------------
