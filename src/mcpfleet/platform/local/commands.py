@@ -28,7 +28,7 @@ from mcpfleet.platform.local.display import SETTLED, failure_block, headline, pr
 from mcpfleet.platform.local.launch import fleet_id
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
 from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
-from mcpfleet.platform.local.reaper import SCAN_LIMIT, end_tagged, start_watchdog
+from mcpfleet.platform.local.reaper import SCAN_LIMIT, can_scan, end_tagged, start_watchdog
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
@@ -333,6 +333,9 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
             await state.forget_process(row.key)
         if holder_pid(state_dir) is None:
             await state.set_meta(META_UP_PID, None)
+        if not can_scan():
+            console.print("down: cannot verify (no /proc on this system)", markup=False)
+            return 1
         if alive:
             console.print(
                 f"down: {len(alive)} process(es) of this fleet could not be ended: "

@@ -38,6 +38,11 @@ SCAN_LIMIT = 10.0
 """Ending gives up after this (a process stuck in the kernel, state D, cannot be killed)."""
 
 
+def can_scan() -> bool:
+    """Whether this system has the `/proc` the scan reads (Linux)."""
+    return os.path.isdir("/proc/self")
+
+
 def tagged(fleet: str, run: str | None = None, exclude: Iterable[int] = ()) -> list[int]:
     """Live processes whose environment carries this fleet's tag (and this run's, when given)."""
     wanted = {f"{FLEET_ENV}={fleet}".encode()}
