@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpfleet.platform.local.launch import base_env, fleet_id, server_env
 from mcpfleet.platform.local.reaper import FLEET_ENV, RUN_ENV, end_tagged, tagged
@@ -160,6 +162,42 @@ def test_a_manifest_cannot_remove_or_forge_the_fleet_tag(tmp_path: Path) -> None
     env = server_env(base, tmp_path / "home", {FLEET_ENV: "other", RUN_ENV: "", "HOME": "/root", "A": "b"})
     assert (env[FLEET_ENV], env[RUN_ENV], env["A"]) == ("f1", "r1", "b")
     assert env["HOME"] == "/root"  # a declared HOME is the manifest's choice
+
+
+_NAMES = st.text(
+    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=24
+)
+_VALUES = st.text(max_size=40).filter(lambda v: "\0" not in v)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shell=st.dictionaries(_NAMES, _VALUES, max_size=20), declared=st.dictionaries(_NAMES, _VALUES, max_size=8)
+)
+def test_property_a_server_sees_only_declared_and_base_variables(
+    shell: dict[str, str], declared: dict[str, str]
+) -> None:
+    """Whatever `up`'s shell and the manifest hold: a variable of the shell reaches the server only
+    through the documented base (locale, network, package-tool settings without credentials), a
+    credential-looking one never, and the fleet's tag is always the platform's."""
+    state_dir = Path("/nonexistent-state")
+    base = base_env(shell, fleet="f", run="r", state_dir=state_dir)
+    env = server_env(base, state_dir / "home", declared)
+    for name, value in env.items():
+        if name in declared and name not in (FLEET_ENV, RUN_ENV):
+            assert value == declared[name]
+        elif name in shell and name not in base:
+            raise AssertionError(f"{name} leaked from the shell")
+    for name in shell:
+        if (
+            name in env
+            and name not in declared
+            and name in base
+            and name.upper().startswith(("UV_", "PIP_", "NPM_"))
+        ):
+            assert not re.search(r"TOKEN|PASSWORD|SECRET|AUTH", name, re.IGNORECASE), name
+    assert (env[FLEET_ENV], env[RUN_ENV]) == ("f", "r")
+    assert env["PATH"].startswith(str(VENV_BIN))
 
 
 # -- finding and ending by tag -----------------------------------------------------------------
