@@ -135,12 +135,15 @@ def server_env(base: Mapping[str, str], home: Path, declared: Mapping[str, str])
 
 def prepared(launch: Launch) -> Launch:
     """What is really started for `launch`: the hook where a sandbox wraps the argv and environment
-    (today unchanged). Every local process passes here, through `spawn`."""
+    (today unchanged). Every local process passes here, through `spawn`. A wrapper must keep the
+    fleet's tag in the environment the server finally sees (`down` and the watchdog find it by
+    that), and is itself the direct child that gets the parent-death signal (bubblewrap's
+    `--die-with-parent` carries it to what runs inside)."""
     return launch
 
 
 async def spawn(launch: Launch, **pipes: Any) -> asyncio.subprocess.Process:
-    """Start `launch` (after the wrappers) with the guarantees of the module docstring; `pipes` are
+    """Start `launch` (as `prepared` makes it) with the guarantees of the module docstring; `pipes` are
     `create_subprocess_exec`'s stdin / stdout / stderr / limit."""
     final = prepared(launch)
     return await asyncio.create_subprocess_exec(
