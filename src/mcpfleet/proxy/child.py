@@ -10,7 +10,9 @@ doubles on every quick crash and resets once a run lasted `stable_after` seconds
 A proxy hosted inside another process (`mcpfleet up` hosts every local stdio proxy in-process,
 `platform/local/hosted.py`) passes `ChildHooks`: the exact environment (not merged into the host's,
 which holds other workloads' secrets), where stderr lines go instead of the host's stderr, and the
-pid of each spawn (recorded so `mcpfleet down` can find the child).
+pid of each spawn (recorded so `mcpfleet down` can find the child), and how to start the child
+(`mcpfleet up` starts every process through `platform/local/launch.spawn`). Started here, the child
+gets the parent-death signal (`deathsig`): a proxy that dies takes its server with it.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ from typing import Any
 
 import orjson
 
+from mcpfleet.deathsig import die_with_parent
 from mcpfleet.proxy.unavailable import give_up, offline_miss
 
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[dict[str, Any]], Awaitable[None]]
 LifecycleHandler = Callable[[], Awaitable[None]]
+Spawner = Callable[..., Awaitable[asyncio.subprocess.Process]]
 
 # A single JSON-RPC line may be large (embedded resources, images); 64 MiB bounds memory.
 _LINE_LIMIT = 64 * 1024 * 1024
@@ -52,6 +56,8 @@ class ChildHooks:
     """Receives each stderr line (cut to _PASSED_LINE_LIMIT) instead of the host's stderr."""
     on_pid: Callable[[int], None] | None = None
     """Called with the pid of every spawn."""
+    spawn: Spawner | None = None
+    """Starts the child instead of `create_subprocess_exec` (argv, env, cwd, then the pipes)."""
 
 
 class ChildUnavailableError(RuntimeError):
@@ -262,18 +268,25 @@ class ChildProcess:
         env = None
         if self._env is not None:
             env = {**os.environ, **self._env} if self._hooks.inherit_env else dict(self._env)
-        self._proc = await asyncio.create_subprocess_exec(
-            *self._command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=self._cwd,
-            limit=_LINE_LIMIT,
-            # Own process group: a Ctrl-C on the proxy's terminal must not reach the child
-            # before the proxy has drained it.
-            start_new_session=True,
-        )
+        pipes: dict[str, Any] = {
+            "stdin": asyncio.subprocess.PIPE,
+            "stdout": asyncio.subprocess.PIPE,
+            "stderr": asyncio.subprocess.PIPE,
+            "limit": _LINE_LIMIT,
+        }
+        if self._hooks.spawn is not None:
+            self._proc = await self._hooks.spawn(self._command, env, self._cwd, **pipes)
+        else:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self._command,
+                env=env,
+                cwd=self._cwd,
+                # Own process group: a Ctrl-C on the proxy's terminal must not reach the child
+                # before the proxy has drained it.
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+                **pipes,
+            )
         self._last_started = time.time()
         self._running.set()
         if self._hooks.on_pid is not None:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,13 @@ from rich.markup import escape
 
 from mcpfleet.platform.local import issuer
 from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
+from mcpfleet.platform.local.launch import fleet_id
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
 from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
+from mcpfleet.platform.local.reaper import SCAN_LIMIT, can_scan, end_tagged, start_watchdog
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
-from mcpfleet.platform.local.supervisor import owned_by, signal_group
 from mcpfleet.platform.local.views import pid_alive
 from mcpfleet.yamlread import ManifestLimits
 
@@ -129,13 +131,15 @@ async def _up(
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     reporter = _Reporter(console)
     runner = Runner(manifests, state, port_range=port_range, on_status=reporter.on_status, limits=limits)
     leftovers = await runner.stop_leftovers()
     if leftovers:
-        console.print(f"stopped {leftovers} process(es) left behind by an earlier `mcpfleet up`")
+        console.print(f"ended {leftovers} process(es) left behind by an earlier `mcpfleet up`")
+    # Before the first spawn: from here on, however `up` ends, the watchdog ends this run's processes.
+    watchdog = start_watchdog(runner.fleet, runner.run_id)
     started = time.monotonic()
     loop_task = asyncio.create_task(runner.run(stop), name="reconcile")
     issuer_task = asyncio.create_task(
@@ -168,17 +172,42 @@ async def _up(
                         console.print(f"[red]invalid manifest[/] {escape(error)}", highlight=False)
                 shown_errors = errors
     finally:
-        console.print("stopping…")
         stop.set()
+        _say(console, "stopping…")
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
         with contextlib.suppress(asyncio.CancelledError):
             await issuer_task
         await runner.shutdown()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # What a server started itself and left running (another session, a daemon): found by tag.
+        _ended, alive = await asyncio.to_thread(end_tagged, runner.fleet, runner.run_id)
+        await asyncio.to_thread(_release_watchdog, watchdog)
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
-        console.print("stopped every process started by `mcpfleet up`")
+        if alive:
+            _say(console, f"[red]error:[/] could not end process(es) {', '.join(map(str, alive))}")
+        else:
+            _say(console, "stopped every process started by `mcpfleet up`")
     return 0
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Each ends `up` cleanly: Ctrl-C, `mcpfleet down` / a service manager, a closed terminal."""
+
+
+def _say(console: Console, text: str) -> None:
+    """Print, unless the terminal is gone (after a hang-up, writes fail): clean-up must go on."""
+    with contextlib.suppress(OSError, ValueError):
+        console.print(text)
+
+
+def _release_watchdog(watchdog: subprocess.Popen[bytes]) -> None:
+    """Close the watchdog's pipe (it then checks this run's processes are gone, and exits)."""
+    if watchdog.stdin is not None:
+        with contextlib.suppress(OSError):
+            watchdog.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watchdog.wait(SCAN_LIMIT)
 
 
 class _Reporter:
@@ -304,27 +333,32 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
                 # It did not answer SIGTERM: never report "stopped" while it still runs.
                 os.kill(up_pid, signal.SIGKILL)
                 console.print(f"mcpfleet up (pid {up_pid}) did not stop in {wait_seconds:.0f}s; killed it")
-        # Whatever is still recorded outlived `up` (it was killed with SIGKILL, or did not answer).
-        leftover = [
-            r.pid for r in await state.processes() if r.pid is not None and owned_by(r.pid, state_dir)
-        ]
-        for pid in leftover:
-            signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5.0
-        while any(pid_alive(p) for p in leftover) and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
-        for pid in leftover:
-            if pid_alive(pid):
-                signal_group(pid, signal.SIGKILL)
+        # Whatever still carries the fleet's tag outlived its `up` (killed, or it did not answer):
+        # found in /proc, whichever run started it and whatever became of its parent.
+        ended, alive = await asyncio.to_thread(end_tagged, fleet_id(state_dir), None, DOWN_GRACE)
         for row in await state.processes():
             await state.forget_process(row.key)
-        stopped = len(leftover)
         if holder_pid(state_dir) is None:
             await state.set_meta(META_UP_PID, None)
+        if not can_scan():
+            console.print("down: cannot verify (no /proc on this system)", markup=False)
+            return 1
+        if alive:
+            console.print(
+                f"down: {len(alive)} process(es) of this fleet could not be ended: "
+                + ", ".join(map(str, sorted(alive))),
+                markup=False,
+            )
+            return 1
         console.print(
-            "down: every process started by `mcpfleet up` is stopped"
-            + (f" ({stopped} killed)" if stopped else "")
+            "down: no process started by `mcpfleet up` is running (checked in /proc)"
+            + (f"; ended {len(ended)} left behind" if ended else ""),
+            markup=False,
         )
         return 0
     finally:
         await state.close()
+
+
+DOWN_GRACE = 5.0
+"""Seconds a leftover process gets between SIGTERM and SIGKILL from `down`."""

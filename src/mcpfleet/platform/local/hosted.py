@@ -156,7 +156,7 @@ class HostedService:
         from mcpfleet.proxy.child import ChildHooks
         from mcpfleet.proxy.serve import bind
 
-        hooks = ChildHooks(inherit_env=False, stderr_sink=self.sink, on_pid=self.on_pid)
+        hooks = ChildHooks(inherit_env=False, stderr_sink=self.sink, on_pid=self.on_pid, spawn=self._spawn)
         try:
             # After `proxy`: the argv starts with the mcpfleet script or `python -m mcpfleet.cli.main`.
             options = self.argv[self.argv.index("proxy") + 1 :]
@@ -179,6 +179,14 @@ class HostedService:
             **uvicorn_options(limits),
         )
         return uvicorn.Server(config), sock
+
+    async def _spawn(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None, **pipes: Any
+    ) -> asyncio.subprocess.Process:
+        """The proxy's stdio server, started like every process of the fleet (`launch.spawn`)."""
+        from mcpfleet.platform.local.launch import Launch, spawn
+
+        return await spawn(Launch(tuple(argv), dict(env or self.env), Path(cwd or self.cwd)), **pipes)
 
     async def stop(self, task: asyncio.Task[None], grace: float = 5.0) -> None:
         """Ask the endpoint to shut down (a proxy's lifespan stops its child's process group), then wait."""

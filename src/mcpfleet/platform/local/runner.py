@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -56,13 +57,15 @@ from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
-from mcpfleet.platform.local.hosted import hostable
+from mcpfleet.platform.local.hosted import DATAPLANE_MODULE, hostable
+from mcpfleet.platform.local.launch import base_env, fleet_id, own_config, server_env
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, file_signature, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
+from mcpfleet.platform.local.reaper import end_tagged
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
-from mcpfleet.platform.local.supervisor import STATE_ENV, ProcessSpec, Supervisor, owned_by, signal_group
+from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
 from mcpfleet.platform.local.volumes import CLAIMS_DIR, VolumeError, write_volumes
 from mcpfleet.reconcile import enforce, kinds, mcpserverentry
 from mcpfleet.reconcile.embeddingserver import embedding_urls
@@ -159,7 +162,10 @@ class Runner:
             safe_join(self.state_dir, "logs"), self._mark_dirty, self._on_spawn, self._on_exit
         )
         self._written: dict[Path, str] = {}
-        self._base_env = self._child_base_env()
+        self.fleet = fleet_id(self.state_dir)
+        self.run_id = uuid.uuid4().hex[:16]
+        """This run of `up`: its watchdog ends the processes of this run only (`reaper`)."""
+        self._base_env = base_env(os.environ, fleet=self.fleet, run=self.run_id, state_dir=self.state_dir)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -187,14 +193,13 @@ class Runner:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def stop_leftovers(self) -> int:
-        """Stop processes a previous `up` of this state dir left behind (it was killed): returns how many."""
-        stopped = 0
+        """End what an earlier `up` of this state dir left behind (it was killed, or its clean-up
+        did not finish): every process carrying the fleet's tag, found in `/proc` (`reaper`), before
+        this run starts any. Returns how many were ended."""
+        ended, _alive = await asyncio.to_thread(end_tagged, self.fleet)
         for row in await self.state.processes():
-            if row.pid is not None and owned_by(row.pid, self.state_dir):
-                signal_group(row.pid, 15)
-                stopped += 1
             await self.state.forget_process(row.key)
-        return stopped
+        return len(ended)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until `stop` is set, re-running on manifest changes and process events."""
@@ -562,7 +567,7 @@ class Runner:
                     key, container, pinned if container.name == plan.serving_container else None
                 )
                 argv = self._argv(container, plan, port, config_dir, data_dir)
-                env = self._env(container)
+                env = self._env(container, plan, argv)
                 serving = container.name == plan.serving_container
                 health = probe = None
                 if serving and port is not None:
@@ -596,7 +601,7 @@ class Runner:
                         name=plan.name,
                         log_name=log_name,
                         argv=tuple(argv),
-                        env={**self._base_env, **env},
+                        env=env,
                         cwd=config_dir,
                         port=port,
                         health_url=health,
@@ -675,11 +680,21 @@ class Runner:
             return [sys.executable, "-m", "mcpfleet.platform.local.dataplane", argv[1], *extra, *argv[3:]]
         return [*mcpfleet_argv(), *argv[1:]]
 
-    def _env(self, container: Container) -> dict[str, str]:
-        env = dict(container.env)
+    def _env(self, container: Container, plan: WorkloadPlan, argv: list[str]) -> dict[str, str]:
+        """The process's whole environment (`launch.server_env`): the base, a private HOME in the
+        workload's work folder, its declared `env` and secrets; mcpfleet's own gateway and registry
+        also get mcpfleet's settings (`launch.own_config`)."""
+        declared = dict(container.env)
         for secret in container.secret_env:
-            env[secret.env_name] = self._secret(secret)
-        return env
+            declared[secret.env_name] = self._secret(secret)
+        if DATAPLANE_MODULE in argv:
+            declared = {**own_config(os.environ), **declared}
+        try:
+            home = safe_join(self.state_dir, "work", plan.kind.lower(), plan.namespace, plan.name, "home")
+        except PathEscapeError as exc:
+            raise LocalRunError(f"refused a work folder outside the state dir: {exc}") from exc
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return server_env(self._base_env, home, declared)
 
     def _write_secret_files(self, config_dir: Path, plan: WorkloadPlan) -> None:
         """The plan's SecretFiles as mode-0600 files in a mode-0700 folder; stale ones removed."""
@@ -723,16 +738,6 @@ class Runner:
         if path.is_file():
             return path.read_text().rstrip("\n")
         raise LocalRunError(f"secret {name} key {key}: not found locally; set ${variable} or write {path}")
-
-    def _child_base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # uvx and mcpfleet live beside this interpreter (the venv); children find them first.
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        env[STATE_ENV] = str(self.state_dir.resolve())
-        env["PYTHONUNBUFFERED"] = "1"
-        for name in [n for n in env if n.startswith("MCPFLEET_SECRET_")]:
-            del env[name]  # secrets reach only the workloads that reference them
-        return env
 
     def _observe(self, desired: Desired) -> WorkloadObservation:
         plan = desired.plan

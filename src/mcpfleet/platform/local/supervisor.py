@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 
+from mcpfleet.platform.local.launch import Launch, spawn
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.redact import redact_text
 
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_ENV = "MCPFLEET_LOCAL_STATE"
-"""Set in every child's environment: `mcpfleet down` checks it before signalling a recorded pid."""
 STDERR_TAIL_LINES = 20
 SHOWN_TAIL_LINES = 8
 FAILURE_THRESHOLD = 3
@@ -206,14 +205,11 @@ class Managed:
             logfile.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {shown}\n")
             self._logfile = logfile
             self.milestone("starting")
-            proc = await asyncio.create_subprocess_exec(
-                *spec.argv,
-                cwd=str(spec.cwd),
-                env=dict(spec.env),
+            proc = await spawn(
+                Launch(spec.argv, spec.env, spec.cwd),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=logfile,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # own process group: stopping it stops its children too
             )
             self._proc = proc
             self.state.started_at = time.monotonic()
@@ -524,20 +520,3 @@ class Supervisor:
     async def stop_all(self) -> None:
         await asyncio.gather(*(self.stop(key) for key in list(self._managed)))
         await self._http.aclose()
-
-
-def owned_by(pid: int, state_dir: Path) -> bool:
-    """True when `pid` is a live process started by `up` for `state_dir` (guards against pid reuse)."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        # No /proc (or not ours to read): fall back to "is it alive".
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
-    marker = f"{STATE_ENV}={state_dir.resolve()}".encode()
-    return marker in environ.split(b"\0")
