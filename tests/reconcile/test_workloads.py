@@ -503,6 +503,18 @@ def test_registry_config_is_validated_by_the_server_model() -> None:
     assert config.database.url == "sqlite+aiosqlite:////var/lib/mcpfleet/catalog.db"
     assert plan.rbac[0].resource_names == ("reg-data",)
     assert plan.data_dir == "/var/lib/mcpfleet"
+    assert plan.health_path == "/readiness"  # the pod is ready once its sources have data
+
+
+def test_registry_configmap_source_is_a_local_file() -> None:
+    plan = mcpregistry.plan(obj(REGISTRY), local())
+    assert plan.problems == ()
+    config = RegistryConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+    assert config.sources[0].configMap is None
+    assert config.sources[0].file is not None and config.sources[0].file.path == "volumes/cm-cm/registry.json"
+    (volume,) = [v for v in plan.volume_files if v.config_map == "reg-data"]
+    assert volume.volume == "cm-cm" and volume.items == (("registry.json", "registry.json"),)
+    assert plan.health_path == "/readiness" and plan.rbac == ()
 
 
 PRIVATE_GIT = """

@@ -88,7 +88,10 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
         fields["syncPolicy"] = source.sync_policy
     if source.config_map_ref is not None:
         ref = source.config_map_ref
-        fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
+        if world.platform == "kubernetes":
+            fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
+        else:  # no API server locally: the key is the file STATE/configmaps/<name>/<key>, linked in
+            fields["file"] = FileSource(path=f"{LOCAL_VOLUME_DIR}/{config_map_volume(source.name)}/{ref.key}")
     elif source.git is not None:
         git = source.git
         # HTTP basic auth; the password is read from the mounted Secret key, never from the config.
@@ -111,6 +114,26 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
 def claim_volume(source: str) -> str:
     """The volume (pod volume on Kubernetes, local volume folder) of a `pvcRef` source."""
     return f"pvc-{source}"[:63].rstrip("-")
+
+
+def config_map_volume(source: str) -> str:
+    """The local volume folder of a `configMapRef` source (its ConfigMap key written as a file)."""
+    return f"cm-{source}"[:63].rstrip("-")
+
+
+def _config_map_volumes(registry: MCPRegistry, platform: Platform) -> tuple[VolumeFiles, ...]:
+    """Locally, each `configMapRef` source's key as a file of the registry's config folder."""
+    if platform == "kubernetes":
+        return ()
+    return tuple(
+        VolumeFiles(
+            config_map_volume(s.name),
+            config_map=s.config_map_ref.name,
+            items=((s.config_map_ref.key, s.config_map_ref.key),),
+        )
+        for s in registry.spec.registries or ()
+        if s.config_map_ref is not None
+    )
 
 
 def claim_file_path(platform: Platform, source: str, path: str) -> str:
@@ -283,14 +306,16 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         ),
         serving_container=CONTAINER,
         url_path="",
-        health_path="/health",
+        # Ready = every source has data to serve (`/readiness`, 503 until the first good sync), on both
+        # platforms: the pod's readiness probe, and locally the status `up` reports.
+        health_path="/readiness",
         config_files=config_files,
         rbac=rbac,
         labels=labels("MCPRegistry", registry.name, "registry"),
         problems=tuple(problems),
         secret_files=secret_files,
         config_map_files=auth.config_map_files,
-        volume_files=translated.volume_files + claim_volumes,
+        volume_files=translated.volume_files + claim_volumes + _config_map_volumes(registry, world.platform),
         pod_template=translated.pod_template or claim_pod,
         overrides=_overrides(registry) if kubernetes else None,
         conditions=local_condition(world, _overrides(registry)),
