@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -233,7 +233,7 @@ def victim_spelling(draw: st.DrawFn) -> str:
     return draw(st.sampled_from(["", "urn:", "uuid:", "urn:uuid:", "uuid:urn:"])) + text
 
 
-def _encode(text: str, draw: st.DrawFn) -> str:
+def _encode(text: str, draw: Callable[[st.SearchStrategy[list[bool]]], list[bool]]) -> str:
     """`text` with some characters percent-encoded (as a client may send them)."""
     flags = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
     return "".join(
