@@ -26,6 +26,10 @@ from starlette.requests import Request
 from mcpfleet.auth.asgi import AuthGuard
 from mcpfleet.auth.binding import AmbiguousSession, query_session, subject_of
 from mcpfleet.auth.oidc import AuthError, IncomingAuth
+from mcpfleet.policy.asgi import PolicyMiddleware
+from mcpfleet.policy.config import parse_document
+from mcpfleet.policy.engine import PolicyEngine
+from mcpfleet.policy.guard import Policy
 from mcpfleet.proxy.serve import build_stdio_app, with_auth
 from tests.conformance import harness
 from tests.mcp_messages import initialize_request
@@ -312,3 +316,81 @@ def test_query_session_agrees_with_the_sdk(query: bytes) -> None:
 def test_ambiguous_session_names_the_parameter() -> None:
     with pytest.raises(AmbiguousSession, match="query parameter session_id"):
         query_session(b"session_id=a&session%5Fid=b")
+
+
+# --- The policy layer pairs POSTs with streams as the transport routes them. --------------------
+
+
+async def test_the_policy_layer_pairs_every_spelling_and_authorizes_any_message_path() -> None:
+    """Lists POSTed with another spelling of the session pair with its stream (they were refused as
+    unpaired); a repeated `session_id` pairs with nothing; and a POST to the message path an endpoint
+    named (a remote server's own, not `/messages/`) is authorized whatever its query - before, a
+    spelling the layer did not know went to the server unchecked."""
+    engine = PolicyEngine(
+        parse_document(
+            {
+                "version": "1.0",
+                "type": "cedarv1",
+                "cedar": {
+                    "policies": ['permit(principal, action == Action::"call_tool", resource == Tool::"ok");']
+                },
+            },
+            "test",
+        )
+    )
+    reached: list[bytes] = []
+    hold, announced = asyncio.Event(), asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "GET":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            endpoint = f"event: endpoint\ndata: /rpc/in?session_id={VICTIM.hex}\n\n".encode()
+            await send({"type": "http.response.body", "body": endpoint, "more_body": True})
+            announced.set()
+            await hold.wait()  # a live stream
+            return
+        reached.append(scope["query_string"])
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b"Accepted"})
+
+    mw = PolicyMiddleware(app, Policy(engine=engine))
+    assert mw.legacy is not None
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def nothing() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    get = {"type": "http", "method": "GET", "path": "/sse", "query_string": b"", "headers": []}
+    stream = asyncio.create_task(mw(get, nothing, send))
+    await asyncio.wait_for(announced.wait(), 60)
+    for spelling in (VICTIM.hex.upper(), f"{{{VICTIM}}}", f"urn:uuid:{VICTIM}"):
+        query = f"session_id={spelling}".encode()
+        assert mw.legacy.knows(query), spelling
+        assert mw.legacy.expect(query, 1, "tools/list", None) is None, spelling
+    assert mw.legacy.expect(f"session_id=x&session_id={VICTIM.hex}".encode(), 2, "tools/list", None)
+    assert mw.legacy.is_message_path("/rpc/in") and not mw.legacy.is_message_path("/rpc/other")
+
+    async def call(query: bytes, tool: str) -> int:
+        body = orjson.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": tool}})
+        done: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def out(message: dict[str, Any]) -> None:
+            done.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/rpc/in", "query_string": query, "headers": []}
+        await mw(scope, receive, out)
+        return int(done[0]["status"])
+
+    await call(b"session_id=not-known", "denied")
+    await call(f"session_id={VICTIM.hex.upper()}".encode(), "denied")
+    assert reached == []  # both denied by the policy, whatever the query
+    assert await call(b"session_id=not-known", "ok") == 202 and reached == [b"session_id=not-known"]
+    hold.set()
+    await stream
+    assert not mw.legacy.is_message_path("/rpc/in")  # closed with its stream
