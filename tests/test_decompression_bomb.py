@@ -185,6 +185,21 @@ async def test_oidc_discovery_bomb_is_refused(gzip_bomb: tuple[str, BombServer])
     assert server.accept_encodings == ["identity"]
 
 
+async def test_a_webhook_answer_in_another_encoding_is_unreadable() -> None:
+    async def brotli(request: web.Request) -> web.Response:
+        return web.Response(body=b"\x1b\x00\x00", headers={"content-encoding": "br"})
+
+    app = web.Application()
+    app.router.add_post("/hook", brotli)
+    async with serving(app) as base:
+        client = WebhookClient(Endpoint.model_validate({"name": "br", "url": f"{base}/hook"}))
+        try:
+            with pytest.raises(CallFailed, match="answer unreadable"):
+                await client.call(b"{}")
+        finally:
+            await client.aclose()
+
+
 async def test_an_unknown_or_stacked_encoding_is_refused() -> None:
     for coding in ("br", "zstd", "gzip, gzip", "compress"):
         with pytest.raises(BodyUnreadable, match="not accepted"):

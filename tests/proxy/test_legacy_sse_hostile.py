@@ -394,3 +394,21 @@ async def test_the_policy_layer_pairs_every_spelling_and_authorizes_any_message_
     hold.set()
     await stream
     assert not mw.legacy.is_message_path("/rpc/in")  # closed with its stream
+
+
+async def test_a_repeated_session_id_is_refused_without_auth_too() -> None:
+    """Anonymous proxy (no subjects, nothing to bind): the transport itself refuses a repeated
+    `session_id` with a 400 naming it, rather than routing the last value."""
+    app = build_stdio_app(harness.fixture_stdio_command(), host="127.0.0.1", transport="sse")
+    async with serve_app(app) as base, aiohttp.ClientSession() as http, open_stream(http, base, {}) as stream:
+        sid = stream.endpoint.partition("session_id=")[2]
+        for query in (f"session_id=x&session_id={sid}", f"session_id={sid}&session%5Fid={sid}"):
+            async with http.post(f"{base}/messages/?{query}", data=ping("p"), headers=JSON) as r:
+                assert r.status == 400, query
+                assert (await r.json())["error"][
+                    "message"
+                ] == "Bad request: query parameter session_id given more than once"
+        async with http.post(
+            base + stream.endpoint, data=orjson.dumps(initialize_request()), headers=JSON
+        ) as r:
+            assert r.status == 202
