@@ -10,7 +10,10 @@ first request's headers, so a stalled client would hold its connection for ever)
 
 The client side too: `read_capped`, the one bounded reader of a streamed httpx response body
 (webhook answers, an upstream identity provider's JSON, client metadata documents, registry files
-fetched by URL), raising `BodyTooLarge` past its byte limit; each caller maps that to its own error.
+fetched by URL), raising `BodyTooLarge` past its byte limit of *decoded* bytes (a compressed body is
+inflated here, a bounded step at a time) and `BodyUnreadable` for an encoding it does not read; each
+caller maps those to its own error. `read_decoded` is the same reader for any raw byte stream (the
+aiohttp fetches of auth/oidc.py).
 
 Documented in docs/security.md. Changing a default here means changing it there.
 """
@@ -18,7 +21,8 @@ Documented in docs/security.md. Changing a default here means changing it there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+import zlib
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
@@ -263,8 +267,8 @@ def _framing(headers: Any) -> tuple[str | None, bool]:
 class BodyTooLarge(ValueError):
     """A response body longer than the reader's limit (declared by Content-Length or counted).
 
-    `size`: the length Content-Length declared, or the bytes received when reading stopped (a
-    lower bound of the real length).
+    `size`: the length Content-Length declared, or the bytes received (decoded) when reading stopped
+    (a lower bound of the real length).
     """
 
     def __init__(self, limit: int, size: int) -> None:
@@ -273,19 +277,95 @@ class BodyTooLarge(ValueError):
         self.size = size
 
 
+class BodyUnreadable(ValueError):
+    """A response body in a Content-Encoding the reader does not decode, or not valid in it."""
+
+
+IDENTITY = {"accept-encoding": "identity"}
+"""Request header of every bounded fetch: nothing here needs a compressed answer, so none is asked for
+(a server may still send one: `read_capped` then decodes it within the same limit)."""
+
+_STEP = 64 * 1024
+_ZLIB_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class _Inflater:
+    """A gzip / deflate body decoded as it arrives, never more than `limit` + 1 bytes of output.
+
+    zlib is asked for at most the room left under the limit (`max_length`, and at most `_STEP` bytes a
+    step), so a small compressed answer that would decode to gigabytes stops at limit + 1 decoded
+    bytes, whatever the chunking.
+    """
+
+    def __init__(self, coding: str, limit: int) -> None:
+        if coding not in _ZLIB_WBITS:
+            raise BodyUnreadable(f"response body in Content-Encoding {coding!r}, which is not accepted")
+        self._coding, self._limit = coding, limit
+        # "deflate" is zlib-wrapped by the standard, raw deflate from some servers: told apart by the
+        # first two bytes (a zlib header), so the decoder is made once those arrived.
+        self._zlib = None if coding == "deflate" else zlib.decompressobj(_ZLIB_WBITS[coding])
+        self._head = b""
+        self.body = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        if self._zlib is None:
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data) else -zlib.MAX_WBITS)
+        while data and not self._zlib.eof:  # data after the end of the stream is ignored (as httpx does)
+            # One step's output is at most 64 KiB: only the body itself grows toward the limit.
+            room = min(self._limit - len(self.body) + 1, _STEP)
+            try:
+                out = self._zlib.decompress(data, room)
+            except zlib.error:
+                raise BodyUnreadable(f"response body is not valid {self._coding}") from None
+            self.body += out
+            if len(self.body) > self._limit:
+                raise BodyTooLarge(self._limit, len(self.body))
+            data = self._zlib.unconsumed_tail
+
+    def finish(self) -> bytes:
+        if self._zlib is None and self._head:  # a one-byte deflate body: not a zlib stream
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            self.feed(self._head)
+        return bytes(self.body)
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether `data` starts with a zlib header (RFC 1950: method 8, window <= 32K, check bits)."""
+    return data[0] & 0x0F == 8 and data[0] >> 4 <= 7 and (data[0] << 8 | data[1]) % 31 == 0
+
+
+async def read_decoded(chunks: AsyncIterable[bytes], encoding: str, limit: int) -> bytes:
+    """The body made of the raw (still encoded) `chunks` of a response with this Content-Encoding,
+    decoded as it arrives: at most `limit` decoded bytes are ever held (`BodyTooLarge` past them).
+    Identity, gzip and deflate are read; any other coding (or more than one) is `BodyUnreadable`."""
+    coding = encoding.strip().lower()
+    if coding in ("", "identity"):
+        body = bytearray()
+        async for chunk in chunks:
+            if len(body) + len(chunk) > limit:
+                raise BodyTooLarge(limit, len(body) + len(chunk))
+            body += chunk
+        return bytes(body)
+    inflater = _Inflater(coding, limit)
+    async for chunk in chunks:
+        inflater.feed(chunk)
+    return inflater.finish()
+
+
 async def read_capped(response: httpx.Response, limit: int) -> bytes:
-    """The (decoded) body of a streamed `response`: at most `limit` bytes are ever held.
+    """The (decoded) body of a streamed `response`: at most `limit` decoded bytes are ever held.
 
     Raises `BodyTooLarge` before reading anything when Content-Length declares more than `limit`,
     and otherwise as soon as the bytes counted pass it: a Content-Length that understates (or a
-    chunked or compressed body) is never trusted, the count is.
+    chunked body) is never trusted, the count is. A compressed body is read raw and decoded here
+    (`read_decoded`), never by httpx: its decoder inflates a whole network chunk at once, so a
+    64 KiB gzip chunk could become 64 MiB before any count. Callers send `IDENTITY` as well.
     """
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(limit, int(declared))
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        if len(body) + len(chunk) > limit:
-            raise BodyTooLarge(limit, len(body) + len(chunk))
-        body += chunk
-    return bytes(body)
+    return await read_decoded(response.aiter_raw(), response.headers.get("content-encoding", ""), limit)

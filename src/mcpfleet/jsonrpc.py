@@ -99,6 +99,19 @@ def _check_integers(body: bytes, value: Any) -> None:
                 )
 
 
+def has_wide_integer(body: bytes) -> bool:
+    """Whether a JSON text holds an integer literal outside the 64-bit range (which orjson would
+    read as a float, silently changing it): the check `decode` makes, for texts that are not
+    client messages (a webhook's patch, whose values go into a client's request)."""
+    if _LONG_NUMBER.search(body) is None:
+        return False
+    for node, _depth, _path in _walk(pydantic_core.from_json(body)):
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, int) and not isinstance(child, bool) and not _INT_MIN <= child <= _INT_MAX:
+                return True
+    return False
+
+
 def check_depth(value: Any, max_depth: int) -> None:
     """Raise MessageError (-32600) naming the first path nested deeper than `max_depth` levels."""
     for _node, depth, path in _walk(value):

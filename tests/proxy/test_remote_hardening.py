@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 
 from mcpfleet.proxy.http_app import security_for
@@ -92,6 +93,35 @@ async def test_configured_headers_replace_the_clients_whatever_their_case() -> N
     auth = [v for k, v in seen if k == "authorization"]
     keys = [v for k, v in seen if k == "x-api-key"]
     assert auth == ["Bearer configured"] and keys == ["k"] and ("x-other", "1") in seen
+
+
+async def test_client_headers_that_normalise_to_a_configured_one_are_dropped() -> None:
+    """Regression (issue 27, --remote risk): `X_Api_Key` from the client went upstream beside the
+    configured `X-Api-Key`; a CGI-style remote reads both as HTTP_X_API_KEY. Hop-by-hop names
+    spelled with `_` are dropped too."""
+    upstream = Upstream()
+    async with serve_app(upstream) as remote:
+        app = RemoteProxyApp(remote + "/mcp", {"X-Api-Key": "k", "Authorization": "Bearer configured"})
+        async with serve_app(app) as base, httpx.AsyncClient() as http:
+            spoofed = [
+                ("X_Api_Key", "client-1"),
+                ("x_api-key", "client-2"),
+                ("X-API_KEY", "client-3"),
+                ("Authorization", "Bearer client"),
+                ("Transfer_Encoding", "chunked"),
+                ("Content_Length", "999"),
+                ("X_Other", "kept"),
+            ]
+            r = await http.post(f"{base}/mcp", content=b"{}", headers=spoofed)
+            assert r.status_code == 200
+    (seen,) = upstream.seen
+
+    def spelled(name: str) -> list[str]:
+        return [v for k, v in seen if k.lower().replace("_", "-") == name]
+
+    assert spelled("x-api-key") == ["k"] and spelled("authorization") == ["Bearer configured"]
+    assert spelled("transfer-encoding") == [] and spelled("content-length") == ["2"]
+    assert ("x_other", "kept") in seen
 
 
 async def test_cli_remote_honours_allowed_host_and_redacts_credentials(tmp_path: Any) -> None:

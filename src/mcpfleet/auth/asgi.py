@@ -5,7 +5,9 @@ Every HTTP path except the open ones (`/health`) needs a valid token; a missing 
 error body, and the wrapped app never sees the request. With OIDC the guard serves the RFC 9728
 protected-resource metadata at `/.well-known/oauth-protected-resource` (and under the path-suffixed
 form `/.well-known/oauth-protected-resource/mcp` that MCP clients try first). A streamable-HTTP
-session (`Mcp-Session-Id`) opened through the guard is bound to the token's subject.
+session (`Mcp-Session-Id`, or a legacy SSE `?session_id=`) opened through the guard is bound to the
+token's subject; a request naming a session bound to another subject, or one the guard never bound,
+gets `404 Session not found`, and one naming its session twice gets `400` (`auth.binding`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from typing import Any
 
 import orjson
 
-from mcpfleet.auth.binding import SessionBindings, binding_send, request_session, subject_of
+from mcpfleet.auth.binding import (
+    AmbiguousSession,
+    SessionBindings,
+    binding_send,
+    request_sessions,
+    subject_of,
+)
 from mcpfleet.auth.oidc import (
     AnonymousAuthenticator,
     Authenticator,
@@ -149,15 +157,17 @@ class AuthGuard:
         # Sessions are bound to the subject that opened them (auth/binding.py): another subject's
         # valid token gets the answer of an unknown session.
         subject = subject_of(claims, (authorization or "").partition(" ")[2].strip())
-        session_id = request_session(scope["headers"], scope.get("query_string", b""))
-        if session_id is not None and not self.bindings.allows(session_id, subject):
+        try:
+            sessions = request_sessions(scope["headers"], scope.get("query_string", b""))
+        except AmbiguousSession as exc:
             await _drain(receive)
-            body = orjson.dumps(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
-            )
-            await _respond(send, 404, [(b"content-type", b"application/json")], body)
+            await _respond(send, 400, [(b"content-type", b"application/json")], _error(f"Bad request: {exc}"))
             return
-        send = binding_send(send, self.bindings, subject, scope.get("method", ""), session_id)
+        if not all(self.bindings.allows(s, subject) for s in sessions):
+            await _drain(receive)
+            await _respond(send, 404, [(b"content-type", b"application/json")], _error("Session not found"))
+            return
+        send = binding_send(send, self.bindings, subject, scope.get("method", ""), sessions)
         scope = {**scope, IDENTITY_SCOPE_KEY: Identity(subject=subject, claims=claims)}
         if not self.forward_authorization:
             scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
@@ -172,6 +182,10 @@ class AuthGuard:
             await send(message)
 
         return wrapped
+
+
+def _error(message: str) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
 
 
 async def _drain(receive: Receive) -> None:

@@ -8,16 +8,27 @@ session that does not exist, so nothing is revealed.
 
 The subject is the token's issuer + `sub` (stable across token refreshes), else its `client_id`
 (introspection answers without `sub`), else a hash of the token itself.
+
+A request is checked against every session it names (`request_sessions`): its `Mcp-Session-Id` and,
+for the legacy HTTP+SSE transport, its `?session_id=` query. The query is read exactly as the MCP
+SDK's `SseServerTransport` reads it (Starlette's query parsing, last value, `UUID(hex=...)`), so
+every spelling the transport routes to a session (upper case, braces, `urn:uuid:`, percent-encoded
+names) is checked as that session; a name given twice is refused (`AmbiguousSession`, a 400), and a
+session this table never bound is refused like another subject's (fail closed).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import re
-import urllib.parse
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.datastructures import QueryParams
 
 # The proxy's bindings table (session id -> subject) keeps at most this many entries (oldest go first).
 MAX_BINDINGS = 100_000
@@ -60,9 +71,10 @@ class SessionBindings:
             self._subjects.popitem(last=False)
 
     def allows(self, session_id: str, subject: str | None) -> bool:
-        """False only when the session is bound to another subject."""
-        bound = self._subjects.get(session_id, subject)
-        return bound == subject
+        """True only when the session was bound here, to this subject: an id this table does not
+        know (never opened through this front, a spelling it does not hold, or one evicted past
+        `max_entries`) is refused, never passed on to a transport that might route it."""
+        return session_id in self._subjects and self._subjects[session_id] == subject
 
     def forget(self, session_id: str) -> None:
         self._subjects.pop(session_id, None)
@@ -72,31 +84,72 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 SESSION_HEADER = b"mcp-session-id"
 
 
+SESSION_PARAM = "session_id"
+"""The legacy HTTP+SSE transport's query parameter naming the session a POST goes to."""
+
 # The legacy HTTP+SSE transport names its session in the stream's first event
 # (`event: endpoint` / `data: /messages/?session_id=ID`) and in the query of every POST after it.
-_ENDPOINT_EVENT = re.compile(rb"event: ?endpoint\r?\ndata: ?[^\r\n]*[?&]session_id=([0-9A-Za-z_-]{1,128})")
+_ENDPOINT_EVENT = re.compile(rb"event: ?endpoint\r?\ndata: ?([^\r\n]{1,4096})")
 
 
-def request_session(headers: Iterable[tuple[bytes, bytes]], query_string: bytes = b"") -> str | None:
-    """The session an ASGI request names: its `Mcp-Session-Id`, else (legacy SSE) `?session_id=`."""
-    for k, v in headers:
-        if k == SESSION_HEADER:
-            return v.decode("latin-1")
-    if b"session_id=" in query_string:
-        values = urllib.parse.parse_qs(query_string.decode("latin-1")).get("session_id")
-        if values:
-            return values[0]
-    return None
+class AmbiguousSession(ValueError):
+    """A request naming its session more than once (a repeated `session_id` query parameter or
+    `Mcp-Session-Id` header): which one a transport uses is its own choice, so none is taken."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} given more than once")
+        self.name = name
+
+
+def canonical_session(value: str) -> str:
+    """The key a session id is bound under: the SDK's SSE transport parses `?session_id=` with
+    `UUID(hex=...)` (which takes any case, braces, `urn:uuid:`, dashes anywhere), so every spelling
+    that parses is its 32 lower-case hex digits; anything else is kept as it is (a non-UUID session
+    of a remote server behind `--remote`: only that exact spelling was bound)."""
+    try:
+        return uuid.UUID(hex=value).hex
+    except ValueError:
+        return value
+
+
+def query_session(query_string: bytes) -> str | None:
+    """The legacy SSE session a query names, canonical; None when it names none.
+
+    Parsed as the SDK transport parses it (Starlette's `QueryParams`: percent-decoding of names and
+    values, `+` as space, blank values kept); raises `AmbiguousSession` when the parameter is
+    repeated (the transport would take the last one, an earlier check might have read the first).
+    """
+    values = QueryParams(query_string).getlist(SESSION_PARAM)
+    if len(values) > 1:
+        raise AmbiguousSession(f"query parameter {SESSION_PARAM}")
+    return canonical_session(values[0]) if values else None
+
+
+def request_sessions(headers: Iterable[tuple[bytes, bytes]], query_string: bytes = b"") -> list[str]:
+    """Every session an ASGI request names: its `Mcp-Session-Id` and (legacy SSE) `?session_id=`.
+
+    Raises `AmbiguousSession` when either is given twice."""
+    named = [v.decode("latin-1") for k, v in headers if k == SESSION_HEADER]
+    if len(named) > 1:
+        raise AmbiguousSession("header Mcp-Session-Id")
+    in_query = query_session(query_string)
+    return named + ([in_query] if in_query is not None else [])
+
+
+def request_session(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The session a response's headers open (its first `Mcp-Session-Id`)."""
+    return next((v.decode("latin-1") for k, v in headers if k == SESSION_HEADER), None)
 
 
 def binding_send(
-    send: Send, bindings: SessionBindings, subject: str | None, method: str, session_id: str | None
+    send: Send, bindings: SessionBindings, subject: str | None, method: str, sessions: list[str]
 ) -> Send:
     """Wrap an ASGI `send`: a session the response opens is bound to `subject`; a successful DELETE
-    of `session_id` forgets its binding."""
+    of the request's session forgets its binding."""
 
+    session_id = sessions[0] if sessions else None
     # A GET that opens a legacy SSE stream announces its session in the body: bound on the first match.
-    sse_pending = method == "GET" and session_id is None
+    sse_pending = method == "GET" and not sessions
 
     async def wrapped(message: dict[str, Any]) -> None:
         nonlocal sse_pending
@@ -111,8 +164,13 @@ def binding_send(
         elif sse_pending and message["type"] == "http.response.body":
             found = _ENDPOINT_EVENT.search(message.get("body") or b"")
             if found is not None:
-                bindings.bind(found.group(1).decode("ascii"), subject)
                 sse_pending = False
+                # Read as the POSTs to that URL will be read; a URL naming no single session binds
+                # nothing, so every POST naming one is refused.
+                with contextlib.suppress(AmbiguousSession):
+                    announced = query_session(urlsplit(found.group(1)).query)
+                    if announced is not None:
+                        bindings.bind(announced, subject)
         await send(message)
 
     return wrapped

@@ -49,6 +49,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import orjson
+
 from mcpfleet.auth.settings import (
     AuthConfigError,
     IncomingAuth,
@@ -84,6 +86,21 @@ ALGORITHMS = ["RS256", "ES256"]
 LEEWAY_SECONDS = 30
 MAX_TOKEN_CHARS = 16 * 1024
 """A bearer token longer than this is refused unparsed (real access tokens are a few KiB at most)."""
+MAX_ANSWER_BYTES = 1024 * 1024
+"""Largest discovery document, key set or introspection answer read from the issuer (decoded bytes)."""
+IDENTITY = {"accept-encoding": "identity"}  # as httplimits.IDENTITY (not imported: it loads uvicorn)
+
+
+async def _json_answer(r: aiohttp.ClientResponse) -> Any:
+    """An issuer's JSON answer, read within `MAX_ANSWER_BYTES` (`httplimits.read_decoded`: a
+    compressed answer is decoded a bounded step at a time; the request asked for none and turned
+    aiohttp's own decoding off, which would inflate a whole chunk at once)."""
+    from mcpfleet.httplimits import BodyTooLarge, read_decoded
+
+    if r.content_length is not None and r.content_length > MAX_ANSWER_BYTES:
+        raise BodyTooLarge(MAX_ANSWER_BYTES, r.content_length)
+    encoding = r.headers.get("content-encoding", "")
+    return orjson.loads(await read_decoded(r.content.iter_any(), encoding, MAX_ANSWER_BYTES))
 
 
 class AuthError(Exception):
@@ -234,14 +251,14 @@ class OIDCAuthenticator:
         return self._http
 
     def _fetch_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"auto_decompress": False, "headers": dict(IDENTITY)}
         if self.cfg.jwks_ca_file:
             if self._ssl is None:
                 self._ssl = ssl.create_default_context(cafile=self.cfg.jwks_ca_file)
             options["ssl"] = self._ssl
         if self.cfg.jwks_token_file:
             with open(self.cfg.jwks_token_file) as f:
-                options["headers"] = {"Authorization": "Bearer " + f.read().strip()}
+                options["headers"]["Authorization"] = "Bearer " + f.read().strip()
         return options
 
     async def _key(self, kid: str | None) -> _Key:
@@ -266,7 +283,7 @@ class OIDCAuthenticator:
                 url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
                 async with http.get(url, **options) as r:
                     r.raise_for_status()
-                    document = await r.json(content_type=None)
+                    document = await _json_answer(r)
                 if document["issuer"] != self.issuer:
                     self._fetched_at = time.monotonic()
                     log.error(
@@ -279,7 +296,7 @@ class OIDCAuthenticator:
                 self._jwks_url = str(document["jwks_uri"])
             async with http.get(self._jwks_url, **options) as r:
                 r.raise_for_status()
-                data = await r.json(content_type=None)
+                data = await _json_answer(r)
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
             self._fetched_at = time.monotonic()
             if _refused_address(exc):
@@ -302,17 +319,17 @@ class OIDCAuthenticator:
         """RFC 7662: ask the issuer whether an opaque token is active, and check what it says."""
         assert self.cfg.introspection_url is not None
         options = self._fetch_options()
-        options.pop("headers", None)
+        options["headers"] = dict(IDENTITY)  # not the key-set token
         if self.cfg.client_id:
             secret = os.environ.get(self.cfg.client_secret_env, "") if self.cfg.client_secret_env else ""
             if not secret and self.cfg.client_secret_file:
                 secret = _read_secret_file(self.cfg.client_secret_file)  # re-read: a Secret rotates
-            options["headers"] = {"Authorization": client_secret_basic(self.cfg.client_id, secret)}
+            options["headers"]["Authorization"] = client_secret_basic(self.cfg.client_id, secret)
         form = {"token": token, "token_type_hint": "access_token"}
         try:
             async with self._session().post(self.cfg.introspection_url, data=form, **options) as r:
                 r.raise_for_status()
-                answer = await r.json(content_type=None)
+                answer = await _json_answer(r)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             if _refused_address(exc):
                 log.error(

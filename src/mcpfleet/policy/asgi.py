@@ -65,7 +65,11 @@ class PolicyMiddleware:
                 self.legacy.close(stream)
             return
         is_mcp = _is_mcp(scope["path"]) or (
-            self.legacy is not None and self.legacy.knows(scope.get("query_string", b""))
+            self.legacy is not None
+            and (
+                self.legacy.knows(scope.get("query_string", b""))
+                or self.legacy.is_message_path(scope["path"])
+            )
         )
         if scope.get("method") != "POST" or not is_mcp:
             await self.app(scope, receive, send)

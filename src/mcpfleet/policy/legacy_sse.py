@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
+from mcpfleet.auth.binding import AmbiguousSession, query_session
 from mcpfleet.policy.guard import Policy
 from mcpfleet.policy.sse import DROP, MAX_EVENT_BYTES, Events, SseRewriter, event, text_event
 
@@ -59,8 +60,18 @@ def id_key(value: Any) -> str:
 
 
 def session_key(url_or_query: bytes) -> bytes:
-    """What pairs a POST with its stream: the query of the endpoint URL (the session id)."""
-    return url_or_query
+    """What pairs a POST with its stream: the session its query names, read as the SDK transport
+    reads it (`auth.binding.query_session`), so every spelling the transport routes to a stream
+    (upper case, braces, `urn:uuid:`, percent-encoding) pairs with that stream. A query naming
+    `session_id` twice pairs with nothing (its list requests are refused); one without it (another
+    server's endpoint URL, behind `--remote`) is its own key, as sent."""
+    try:
+        session = query_session(url_or_query)
+    except AmbiguousSession:
+        return b""
+    if session is None:
+        return url_or_query
+    return b"session_id=" + session.encode()
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class _Stream:
         self._streams = streams
         self._send = send
         self.key: bytes | None = None
+        self.path = ""
         self.pending: OrderedDict[str, _List] = OrderedDict()
         self._answered: OrderedDict[str, _List | None] = OrderedDict()  # None: failed, drop answers
         self._rewriter = SseRewriter(self._rewrite, self._overflow, max_event, text=self._text)
@@ -112,7 +124,9 @@ class _Stream:
     def _text(self, others: list[bytes], data: bytes) -> bytes:
         names = [line.partition(b":")[2].strip() for line in others if line.partition(b":")[0] == b"event"]
         if names and names[-1] == b"endpoint" and b"\n" not in data:
-            if self._streams.register(self, session_key(urlsplit(data.strip()).query)):
+            url = urlsplit(data.strip())
+            path = unquote(url.path.decode("utf-8", "replace"))  # as the server's scope["path"] reads it
+            if self._streams.register(self, session_key(url.query), path):
                 return text_event(others, data)
             # A second endpoint, or one naming another stream's session: a client posting there
             # would get its list answered on a stream that does not expect it.
@@ -177,25 +191,36 @@ class LegacyStreams:
         self.policy = policy
         self.max_event = max_event
         self._by_key: dict[bytes, _Stream] = {}
+        self._paths: Counter[str] = Counter()  # the message paths the open streams' endpoints name
 
     def open(self, send: Send) -> _Stream:
         return _Stream(self, send, self.max_event)
 
-    def register(self, stream: _Stream, key: bytes) -> bool:
+    def register(self, stream: _Stream, key: bytes, path: str = "") -> bool:
         """Pair `stream` with the session `key` its endpoint event names: once per stream, and only
-        a key no other stream holds."""
+        a key no other stream holds. `path`: the URL's path, where POSTs to that session go."""
         if stream.key is not None or not key or key in self._by_key:
             return False
         stream.key = key
+        stream.path = path
         self._by_key[key] = stream
+        self._paths[path] += 1
         return True
 
     def knows(self, query: bytes) -> bool:
         return session_key(query) in self._by_key
 
+    def is_message_path(self, path: str) -> bool:
+        """Whether an open stream's endpoint names this path: a POST there is an MCP message, whatever
+        session its query names (a spelling this layer does not pair is still authorized)."""
+        return self._paths.get(path, 0) > 0
+
     def close(self, stream: _Stream) -> None:
         if stream.key is not None and self._by_key.get(stream.key) is stream:
             del self._by_key[stream.key]
+            self._paths[stream.path] -= 1
+            if self._paths[stream.path] <= 0:
+                del self._paths[stream.path]
 
     def stream(self, query: bytes) -> _Stream | None:
         """The stream of the session a POST with this query string belongs to."""

@@ -3,7 +3,9 @@
 A byte-level reverse proxy on aiohttp: method, body and headers go through (minus hop-by-hop
 headers and `Host`), response bodies are streamed back chunk by chunk so SSE works, and
 configured headers are added to every upstream request (replacing a client's header of the same
-name, whatever its case). Header values come from environment variables (`--header-from-env
+name, whatever its case, and whatever its spelling with `_` for `-`: a remote behind CGI-style
+normalisation, `X_Api_Key` and `X-Api-Key` both `HTTP_X_API_KEY`, could otherwise read the client's
+value; hop-by-hop names are dropped under the same rule). Header values come from environment variables (`--header-from-env
 Authorization=TOKEN_ENV`, `--bearer-token-from-env`), which is how Kubernetes Secrets reach the pod;
 values are never logged.
 
@@ -103,9 +105,9 @@ class RemoteProxyApp:
         self._headers = dict(self.extra_headers)
         if basic is not None and not any(name.lower() == "authorization" for name in self._headers):
             self._headers["Authorization"] = basic
-        # Names our headers replace, lower-cased: a client's `authorization` must not ride along
-        # next to the configured `Authorization`.
-        self._replaced = frozenset(name.lower() for name in self._headers)
+        # Names our headers replace, normalised: a client's `authorization` (or `X_Api_Key` next to
+        # a configured `X-Api-Key`) must not ride along next to the configured one.
+        self._replaced = frozenset(_normalised(name) for name in self._headers)
 
     async def start(self) -> None:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout)
@@ -163,8 +165,8 @@ class RemoteProxyApp:
         headers = {
             k.decode("latin-1"): v.decode("latin-1")
             for k, v in scope["headers"]
-            if k.decode("latin-1").lower() not in HOP_BY_HOP
-            and k.decode("latin-1").lower() not in self._replaced
+            if _normalised(k.decode("latin-1")) not in HOP_BY_HOP
+            and _normalised(k.decode("latin-1")) not in self._replaced
         }
         headers.update(self._headers)
         if scope.get("query_string"):
@@ -194,6 +196,11 @@ class RemoteProxyApp:
             except (aiohttp.ClientError, ConnectionResetError) as exc:
                 log.debug("remote stream ended: %s", redact_text(str(exc)))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _normalised(name: str) -> str:
+    """A header name as CGI-style servers read it: case-insensitive, `_` the same as `-`."""
+    return name.lower().replace("_", "-")
 
 
 def _split_credentials(url: str) -> tuple[str, str | None]:

@@ -2,7 +2,9 @@
 event names the `/messages/?session_id=...` URL the client POSTs to.
 
 Framing is the SDK's `SseServerTransport`; each SSE connection is relayed to the handshake-era
-child like a streamable-HTTP session.
+child like a streamable-HTTP session. A POST naming `session_id` twice is refused here (400 naming
+it), with or without incoming auth: the transport would take the last value, and every check in
+front of it (`auth.binding`, the policy layer) reads the parameter as one.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+import orjson
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
+from mcpfleet.auth.binding import AmbiguousSession, query_session
+from mcpfleet.jsonrpc import INVALID_REQUEST
 from mcpfleet.proxy.mux import Multiplexer
 from mcpfleet.proxy.relay import relay_session
 
@@ -54,6 +59,20 @@ class SseEndpoints:
                 self._tasks.discard(task)
 
     async def handle_post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            query_session(scope.get("query_string", b""))
+        except AmbiguousSession as exc:
+            error = {"code": INVALID_REQUEST, "message": f"Bad request: {exc}"}
+            body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": error})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
         await self._transport.handle_post_message(scope, receive, send)
 
     async def close(self) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from mcpfleet.httplimits import BodyTooLarge, read_capped
+from mcpfleet.httplimits import IDENTITY, BodyTooLarge, BodyUnreadable, read_capped
 from mcpfleet.webhook.config import Endpoint
 from mcpfleet.webhook.protocol import MAX_RESPONSE_BYTES
 
@@ -105,7 +105,7 @@ class WebhookClient:
             raise CallFailed(f"no answer within {self.timeout:g}s") from None
 
     async def _call(self, payload: bytes) -> Answer:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **IDENTITY}
         if self.endpoint.hmac_secret_file is not None:
             try:
                 secret = _read_secret(self.endpoint.hmac_secret_file)
@@ -122,6 +122,8 @@ class WebhookClient:
                     return Answer(resp.status_code, await read_capped(resp, MAX_RESPONSE_BYTES))
                 except BodyTooLarge:
                     raise CallFailed(f"answer larger than {MAX_RESPONSE_BYTES} bytes") from None
+                except BodyUnreadable as exc:
+                    raise CallFailed(f"answer unreadable ({exc})") from None
         except httpx.TimeoutException:
             raise CallFailed(f"no answer within {self.timeout:g}s") from None
         except httpx.HTTPError as exc:

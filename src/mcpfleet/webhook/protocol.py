@@ -12,10 +12,13 @@ Validating answer: `{"version", "uid", "allowed": bool, "code"?, "message"?, "re
 Mutating answer: the same plus `"patch_type": "json_patch"` and `"patch"`: RFC 6902 operations on
 the envelope `{"mcp_request": ...}`, each path (and `from`) under `/mcp_request/` (the principal and
 context cannot be touched, and the request not replaced whole). The patched request must still be
-one JSON-RPC request with the same `id` and within the size and nesting limits.
+one JSON-RPC request with the same `id` and within the size and nesting limits, and pass the
+checks a client's request gets (`jsonrpc.decode` / `check_message`): an integer beyond 64 bits in
+a patch (which would reach the server as a float) makes the answer invalid.
 
 `parse_validating` / `parse_mutating` / `apply_patch` raise `InvalidResponse` (a reason safe to
-show: never the response's bytes) for anything else; nothing else escapes them.
+show: never the response's bytes, nor the request as patched so far - a failing operation is named
+by its index, op and path) for anything else; nothing else escapes them.
 """
 
 from __future__ import annotations
@@ -199,19 +202,36 @@ def parse_mutating(body: bytes) -> Mutation:
         return Mutation(verdict)
     if patch_type != PATCH_TYPE:
         raise InvalidResponse(f"`patch_type` must be {PATCH_TYPE!r}")
-    return Mutation(verdict, _operations(patch))
+    ops = _operations(patch)
+    # orjson read any integer beyond 64 bits as a float: a client sending one gets -32600, and a
+    # patch must not put one in on its behalf (the server would see a float in its place).
+    if jsonrpc.has_wide_integer(body):
+        raise InvalidResponse(
+            "`patch` holds an integer outside the 64-bit range (refused in a client's request)"
+        )
+    return Mutation(verdict, ops)
 
 
 def apply_patch(mcp_request: bytes, patch: tuple[dict[str, Any], ...], max_depth: int) -> bytes:
     """`mcp_request` rewritten by `patch`, checked to be one JSON-RPC request with the same `id`
     within `MAX_REQUEST_BYTES` and `max_depth` (raises InvalidResponse)."""
     original = orjson.loads(mcp_request)
-    try:
-        patched = jsonpatch.JsonPatch(list(patch)).apply({"mcp_request": original})
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-        raise InvalidResponse(f"patch cannot be applied: {_short(exc)}") from None
-    except (TypeError, ValueError, KeyError, IndexError, RecursionError):
-        raise InvalidResponse("patch cannot be applied") from None
+    patched: Any = {"mcp_request": orjson.loads(mcp_request)}  # a copy of its own: patched in place
+    for i, op in enumerate(patch):
+        try:
+            patched = jsonpatch.JsonPatch([op]).apply(patched, in_place=True)
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpointer.JsonPointerException,
+            TypeError,
+            ValueError,
+            KeyError,
+            IndexError,
+            RecursionError,
+        ):
+            # One operation at a time, so the failing one is named. The library's message quotes
+            # the document (values a webhook put in included): never shown.
+            raise InvalidResponse(f"patch cannot be applied: {_describe_op(i, op)} failed") from None
     result = patched.get("mcp_request") if isinstance(patched, dict) else None
     try:
         body = orjson.dumps(result)
@@ -228,6 +248,20 @@ def apply_patch(mcp_request: bytes, patch: tuple[dict[str, Any], ...], max_depth
     if result.get("id") != original.get("id") or type(result.get("id")) is not type(original.get("id")):
         raise InvalidResponse("patch must not change the request id")
     return body
+
+
+def _describe_op(index: int, op: dict[str, Any]) -> str:
+    """`patch[2] (move from /mcp_request/a to /mcp_request/b)`: the operation, never its value."""
+    where = (
+        f"from {_shown(op['from'])} to {_shown(op['path'])}" if "from" in op else f"at {_shown(op['path'])}"
+    )
+    return f"patch[{index}] ({op['op']} {where})"
+
+
+def _shown(pointer: str) -> str:
+    """A pointer as a message may show it: printable (it reaches the log too), at most 120 characters."""
+    text = pointer if pointer.isprintable() else pointer.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _short(exc: Exception) -> str:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from mcpfleet.httplimits import BodyTooLarge, read_capped
+from mcpfleet.httplimits import IDENTITY, BodyTooLarge, BodyUnreadable, read_capped
 
 MAX_DOCUMENT_BYTES = 64 * 1024
 FETCH_TIMEOUT = 5.0
@@ -44,7 +44,7 @@ class CIMDResolver:
             )
         try:
             async with self.http.stream(
-                "GET", client_id, headers={"accept": "application/json"}, timeout=FETCH_TIMEOUT
+                "GET", client_id, headers={"accept": "application/json", **IDENTITY}, timeout=FETCH_TIMEOUT
             ) as response:
                 if response.status_code != 200:
                     raise OAuthError(
@@ -57,6 +57,10 @@ class CIMDResolver:
                 except BodyTooLarge:
                     raise OAuthError(
                         "invalid_client", "client_id: its metadata document is too large", 401
+                    ) from None
+                except BodyUnreadable:
+                    raise OAuthError(
+                        "invalid_client", "client_id: its metadata document is in an unreadable encoding", 401
                     ) from None
         except httpx.HTTPError as exc:
             raise OAuthError(

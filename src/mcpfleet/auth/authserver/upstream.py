@@ -17,7 +17,7 @@ import httpx
 import jwt
 
 from mcpfleet.auth.authserver.config import Upstream, read_secret_text
-from mcpfleet.httplimits import BodyTooLarge, read_capped
+from mcpfleet.httplimits import IDENTITY, BodyTooLarge, BodyUnreadable, read_capped
 
 MAX_RESPONSE_BYTES = 1024 * 1024
 DISCOVERY_TTL = 3600.0
@@ -63,6 +63,8 @@ async def _json(response: httpx.Response, what: str) -> dict[str, Any]:
         body = await read_capped(response, MAX_RESPONSE_BYTES)
     except BodyTooLarge:
         raise UpstreamError(f"{what}: response larger than {MAX_RESPONSE_BYTES} bytes") from None
+    except BodyUnreadable as exc:
+        raise UpstreamError(f"{what}: {exc}") from None
     try:
         import orjson
 
@@ -85,7 +87,9 @@ class UpstreamClient:
 
     async def _get_json(self, url: str, what: str) -> dict[str, Any]:
         try:
-            async with self.http.stream("GET", url, headers={"accept": "application/json"}) as response:
+            async with self.http.stream(
+                "GET", url, headers={"accept": "application/json", **IDENTITY}
+            ) as response:
                 if response.status_code != 200:
                     raise UpstreamError(f"{what}: HTTP {response.status_code}")
                 return await _json(response, what)
@@ -152,7 +156,11 @@ class UpstreamClient:
                 form["client_secret"] = self.client_secret
         try:
             async with self.http.stream(
-                "POST", endpoints.token_endpoint, data=form, auth=auth, headers={"accept": "application/json"}
+                "POST",
+                endpoints.token_endpoint,
+                data=form,
+                auth=auth,
+                headers={"accept": "application/json", **IDENTITY},
             ) as response:
                 body = await _json(response, "upstream token endpoint")
                 if response.status_code != 200:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from mcpfleet.httplimits import BodyTooLarge, read_capped
+from mcpfleet.httplimits import IDENTITY, BodyTooLarge, BodyUnreadable, read_capped
 from mcpfleet.redact import redact_text, redact_url
 from mcpfleet.registry.sources.base import (
     MAX_DOCUMENT_BYTES,
@@ -22,13 +22,15 @@ class UrlReader:
 
     async def fetch(self) -> Fetched:
         try:
-            async with self._client.stream("GET", self.url) as response:
+            async with self._client.stream("GET", self.url, headers=IDENTITY) as response:
                 if response.status_code != 200:
                     raise SourceError(f"GET {redact_url(self.url)} returned HTTP {response.status_code}")
                 try:
                     content = await read_capped(response, MAX_DOCUMENT_BYTES)
                 except BodyTooLarge as exc:
                     raise too_large(exc.size) from None  # stopped reading: memory stays bounded
+                except BodyUnreadable as exc:
+                    raise SourceError(f"GET {redact_url(self.url)}: {exc}") from None
         except httpx.HTTPError as exc:
             raise SourceError(
                 f"GET {redact_url(self.url)} failed: {type(exc).__name__}: {redact_text(str(exc))}"
