@@ -30,7 +30,8 @@ from mcpfleet.registry.formats.upstream import SERVER_SCHEMA_URL, validation_err
 from mcpfleet.registry.sources.base import Fetched, SourceError
 
 GROUP = "mcpfleet.dev"
-VERSION = "v1alpha1"
+VERSION = "v1beta1"
+"""The stored version: a watch in it needs no call to the conversion webhook per event (v1alpha1 did)."""
 LABEL_REGISTRY = f"{GROUP}/registry"
 NAME_PREFIX = "dev.mcpfleet.k8s."
 ENTRY_VERSION = "1.0.0"
