@@ -1,8 +1,9 @@
 """Code mode: `execute_tool_script` runs an agent's Starlark script that calls the gateway's tools.
 
 Each script runs in its own short-lived process (`codemode_worker.py`) with an address-space limit,
-so no script can take the gateway's memory or its event loop; a spare process is kept started so a
-script does not wait for the interpreter to start. Every tool call the script makes comes back
+so no script can take the gateway's memory or its event loop; one spare process is kept started so
+a script does not wait for the interpreter to start, and `maxConcurrentScripts` bounds the processes
+(`CodeRunner`). Values the wire cannot carry (`unsendable`) are tool errors, never an HTTP 500. Every tool call the script makes comes back
 here and goes through `call`, the gateway's normal tools/call path (routing, filters, overrides,
 authorization and tracing apply to each call as to a client's own). Calls inside `parallel()` run
 concurrently, at most `parallelMaxConcurrency` at once.
@@ -135,7 +136,6 @@ class CodeRunner:
         self._closed = False
         self._slots = asyncio.Semaphore(cfg.max_concurrent_scripts)
         self._waiting = 0
-        self._running = 0
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -172,11 +172,6 @@ class CodeRunner:
         else:
             await _discard(spare)
 
-    def processes(self) -> int:
-        """Script processes alive now: running scripts and the spare (for tests and status)."""
-        spare = self._spare is not None and self._spare.returncode is None
-        return self._running + int(spare)
-
     async def drop_spare(self) -> None:
         """Stop the spare process (the next script starts a new one)."""
         proc, self._spare = self._spare, None
@@ -204,12 +199,7 @@ class CodeRunner:
             )
         finally:
             self._waiting -= 1
-        self._running += 1
         return None
-
-    def _release(self) -> None:
-        self._running -= 1
-        self._slots.release()
 
     def validate(self, arguments: Any) -> str:
         """The script of an execute_tool_script call; RPCError naming the field otherwise."""
@@ -240,7 +230,7 @@ class CodeRunner:
         try:
             answer = await self._run(script, tools, call)
         finally:
-            self._release()
+            self._slots.release()
         if answer.get("op") == "done":
             value = answer.get("result")
             problem = unsendable(value)
