@@ -8,7 +8,9 @@ backend's lists change (list_changed notification, connect, health transition), 
 Policy (`mcpfleet.policy`): every tool call, prompt get and resource read is authorized with the
 caller's claims (`CallContext.claims`) before it is routed — `Gateway.authorize` is the one check,
 used by `call_tool` (which code-mode / find-tool callers must go through: it is a normal
-tools/call) and by each composite step — and `dispatch` writes one audit event per request.
+tools/call) and by each composite step — and `dispatch` writes one audit event per request. Calls
+made for a client through call_tool or by a script are rate-limited and audited one by one, linked to
+the client's request (`vmcp/nested.py`).
 """
 
 from __future__ import annotations
