@@ -383,6 +383,9 @@ class CodeMode(ApiModel):
     """Largest result (JSON) a script may return."""
     memory_limit_mb: int = Field(default=512, ge=64, le=8192)
     """Address-space limit of the process a script runs in."""
+    max_concurrent_scripts: int = Field(default=8, ge=1, le=256)
+    """Most scripts running at once in one gateway (one process each, plus one warm spare); as many
+    more wait for a free slot (up to scriptTimeout), and a script beyond those is refused."""
 
 
 RESTRICTED_PASSTHROUGH = frozenset(

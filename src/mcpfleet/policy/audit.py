@@ -3,7 +3,8 @@
 An event says when, who (`subject`: the token's `sub` / `iss`, never the token), from where
 (`client`: address, user agent, the client's declared name), what (`method`, `target`), where it went
 (`backend`), how it ended (`outcome`: success, denied, rate_limited, error, tool_error) and how long it took, with
-the JSON-RPC request id and the W3C trace id. Argument *names* are logged; their values are
+the JSON-RPC request id and the W3C trace id. A call the gateway makes for a client (through `call_tool`,
+or from a code-mode script) has its own event with `parent`: the client's request id and the meta tool. Argument *names* are logged; their values are
 `[redacted]` unless `includeRequestData` is set (then cut at `maxDataSize` characters).
 """
 
@@ -125,6 +126,7 @@ class AuditLog:
         trace_id: str | None = None,
         reason: str | None = None,
         session_id: str | None = None,
+        parent: Mapping[str, Any] | None = None,
     ) -> None:
         """Write one event (nothing when the event type is filtered out)."""
         if not self.wants(method):
@@ -146,6 +148,7 @@ class AuditLog:
             "requestId": request_id,
             "traceId": trace_id,
             "sessionId": session_id,
+            "parent": dict(parent) if parent is not None else None,
             "arguments": self.arguments(params),
             "reason": reason,
         }

@@ -197,15 +197,18 @@ class Limiter:
         capacity, rate = _rate(bucket)
         return Bucket(key, capacity, rate, label)
 
-    def buckets_for(self, subject: str | None, method: str, tool: str | None) -> list[Bucket]:
-        """The buckets a request takes from (empty for free methods)."""
+    def buckets_for(
+        self, subject: str | None, method: str, tool: str | None, server: bool = True
+    ) -> list[Bucket]:
+        """The buckets a request takes from (empty for free methods); with `server` False, only the
+        tool's own (a call made through `call_tool`, whose request took the server-level ones)."""
         if method in FREE_METHODS:
             return []
         out: list[Bucket] = []
         user: str | None = None
-        if self._shared is not None:
+        if self._shared is not None and server:
             out.append(self._shared)
-        if self._user is not None:
+        if self._user is not None and server:
             user = user_key(subject)
             out.append(Bucket(self._user.key + user, self._user.capacity, self._user.rate, self._user.label))
         if method == "tools/call" and tool is not None:
@@ -219,9 +222,11 @@ class Limiter:
                     out.append(Bucket(per_user.key + user, per_user.capacity, per_user.rate, per_user.label))
         return out
 
-    async def check(self, subject: str | None, method: str, tool: str | None) -> RateLimited | None:
+    async def check(
+        self, subject: str | None, method: str, tool: str | None, server: bool = True
+    ) -> RateLimited | None:
         """None when the request may go on; else what to tell the caller."""
-        buckets = self.buckets_for(subject, method, tool)
+        buckets = self.buckets_for(subject, method, tool, server)
         if not buckets:
             return None
         try:

@@ -191,6 +191,8 @@ class VMCPApp:
         self.gateway = gateway
         # rateLimiting (mcpfleet.ratelimit): None when off, and the request path pays an `is None` test.
         self.limiter = limiter
+        # Calls made through call_tool and by scripts are charged inside the gateway (vmcp/nested.py).
+        gateway.limiter = limiter
         self.max_json_depth = max_json_depth
         self.tracer = tracer
         self.auth = authenticator or AnonymousAuthenticator()
@@ -302,8 +304,9 @@ class VMCPApp:
             token = h["authorization"].partition(" ")[2].strip()
             subject = subject_of(claims, token)
             scope[IDENTITY_SCOPE_KEY] = Identity(subject=subject, claims=claims)
-        if self.gateway.policy.active:
-            # Who is calling, for authorization and audit of whatever this request dispatches.
+        if self.gateway.policy.active or self.limiter is not None:
+            # Who is calling, for authorization, audit and the rate limits of whatever this request
+            # dispatches (calls made for it inside the gateway are charged to `subject`).
             address = scope.get("client")
             CALLER.set(
                 Caller(
@@ -313,6 +316,7 @@ class VMCPApp:
                         user_agent=h.get("user-agent"),
                     ),
                     traceparent=h.get("traceparent"),
+                    subject=subject,
                 )
             )
         version = h.get(wire.H_VERSION)

@@ -1,8 +1,9 @@
 """Code mode: `execute_tool_script` runs an agent's Starlark script that calls the gateway's tools.
 
 Each script runs in its own short-lived process (`codemode_worker.py`) with an address-space limit,
-so no script can take the gateway's memory or its event loop; a spare process is kept started so a
-script does not wait for the interpreter to start. Every tool call the script makes comes back
+so no script can take the gateway's memory or its event loop; one spare process is kept started so
+a script does not wait for the interpreter to start, and `maxConcurrentScripts` bounds the processes
+(`CodeRunner`). Values the wire cannot carry (`unsendable`) are tool errors, never an HTTP 500. Every tool call the script makes comes back
 here and goes through `call`, the gateway's normal tools/call path (routing, filters, overrides,
 authorization and tracing apply to each call as to a client's own). Calls inside `parallel()` run
 concurrently, at most `parallelMaxConcurrency` at once.
@@ -34,6 +35,11 @@ log = logging.getLogger(__name__)
 SCRIPT_TOOL = "execute_tool_script"
 WORKER = Path(__file__).with_name("codemode_worker.py")
 MAX_CALL_DEPTH = 100
+# Deepest list / dict nesting of a value a script passes to a tool or returns: well inside what the
+# wire encoder takes (255 levels, the envelope included), and more than any tool's schema needs.
+MAX_VALUE_DEPTH = 128
+# Integers the wire carries exactly (orjson: signed and unsigned 64 bits); beyond, JSON clients differ.
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 # Names a tool function may not take: Starlark keywords and the script's own builtins.
@@ -116,11 +122,20 @@ class ToolFailed(Exception):
 
 
 class CodeRunner:
-    """Runs scripts; one per gateway (its spare worker process is shared)."""
+    """Runs scripts; one per gateway (its spare worker process is shared).
+
+    At most `maxConcurrentScripts` scripts run at once (one process each) and at most one spare
+    process waits warm; as many scripts again wait for a slot (up to `scriptTimeout`), and a script
+    beyond those is refused at once, so no burst of requests can start processes without bound.
+    """
 
     def __init__(self, cfg: CodeMode) -> None:
         self.cfg = cfg
         self._spare: asyncio.subprocess.Process | None = None
+        self._refilling = False
+        self._closed = False
+        self._slots = asyncio.Semaphore(cfg.max_concurrent_scripts)
+        self._waiting = 0
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -137,16 +152,54 @@ class CodeRunner:
         proc, self._spare = self._spare, None
         if proc is None or proc.returncode is not None:
             proc = await self._spawn()
-        with contextlib.suppress(OSError):
-            self._spare = await self._spawn()
+        await self._refill()
         return proc
 
-    async def close(self) -> None:
+    async def _refill(self) -> None:
+        """Start the one spare, unless there is one, one is being started, or the runner is closed
+        (concurrent scripts used to each start one and overwrite the last: leaked processes)."""
+        if self._spare is not None or self._refilling or self._closed:
+            return
+        self._refilling = True
+        try:
+            spare = await self._spawn()
+        except OSError:
+            return
+        finally:
+            self._refilling = False
+        if self._spare is None and not self._closed:
+            self._spare = spare
+        else:
+            await _discard(spare)
+
+    async def drop_spare(self) -> None:
+        """Stop the spare process (the next script starts a new one)."""
         proc, self._spare = self._spare, None
-        if proc is not None and proc.returncode is None:
-            proc.kill()
-            with contextlib.suppress(Exception):
-                await proc.wait()
+        if proc is not None:
+            await _discard(proc)
+
+    async def close(self) -> None:
+        """Stop the spare; scripts still running finish, and start no new spare."""
+        self._closed = True
+        await self.drop_spare()
+
+    async def _slot(self) -> str | None:
+        """Take a script slot, waiting in a bounded queue: None when taken, else why not."""
+        limit = self.cfg.max_concurrent_scripts
+        if self._slots.locked() and self._waiting >= limit:
+            return f"busy: {limit} scripts running and {limit} waiting (codeMode.maxConcurrentScripts); retry later"
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(parse_duration(self.cfg.script_timeout)):
+                await self._slots.acquire()
+        except TimeoutError:
+            return (
+                f"busy: no free script slot within {self.cfg.script_timeout} ({limit} scripts running, "
+                "codeMode.maxConcurrentScripts); retry later"
+            )
+        finally:
+            self._waiting -= 1
+        return None
 
     def validate(self, arguments: Any) -> str:
         """The script of an execute_tool_script call; RPCError naming the field otherwise."""
@@ -171,6 +224,28 @@ class CodeRunner:
 
     async def run(self, script: str, tools: Iterable[str], call: CallTool) -> dict[str, Any]:
         """Run `script` with `tools` callable through `call`; a tools/call result (isError on failure)."""
+        busy = await self._slot()
+        if busy is not None:
+            return _failed("script: " + busy)
+        try:
+            answer = await self._run(script, tools, call)
+        finally:
+            self._slots.release()
+        if answer.get("op") == "done":
+            value = answer.get("result")
+            problem = unsendable(value)
+            if problem is not None:
+                # Checked here, before anything encodes it: the wire's encoder would fail (an HTTP 500).
+                return _failed(f"script: result {problem}")
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+            res: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
+            res["structuredContent"] = value if isinstance(value, dict) else {"result": value}
+            return res
+        line = answer.get("line")
+        where = f"script line {line}: " if line else "script: "
+        return _failed(where + str(answer.get("message")))
+
+    async def _run(self, script: str, tools: Iterable[str], call: CallTool) -> dict[str, Any]:
         used = set(_IDENT.findall(script))
         functions = {f: t for t in tools if (f := function_name(t)) in used}
         timeout = parse_duration(self.cfg.script_timeout)
@@ -187,9 +262,9 @@ class CodeRunner:
         proc = await self._worker()
         try:
             async with asyncio.timeout(timeout + 2.0):
-                answer = await self._converse(proc, job, call)
+                return await self._converse(proc, job, call)
         except TimeoutError:
-            answer = {
+            return {
                 "op": "error",
                 "message": f"time limit exceeded ({self.cfg.script_timeout})",
                 "line": None,
@@ -199,15 +274,6 @@ class CodeRunner:
                 proc.kill()
             with contextlib.suppress(Exception):
                 await proc.wait()
-        if answer.get("op") == "done":
-            value = answer.get("result")
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-            res: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
-            res["structuredContent"] = value if isinstance(value, dict) else {"result": value}
-            return res
-        line = answer.get("line")
-        where = f"script line {line}: " if line else "script: "
-        return {"content": [{"type": "text", "text": where + str(answer.get("message"))}], "isError": True}
 
     async def _converse(
         self, proc: asyncio.subprocess.Process, job: dict[str, Any], call: CallTool
@@ -217,29 +283,12 @@ class CodeRunner:
         proc.stdin.write(json.dumps(job).encode() + b"\n")
         await stdin.drain()
         gate = asyncio.Semaphore(self.cfg.parallel_max_concurrency)
-        per_call = parse_duration(self.cfg.tool_call_timeout)
         lock = asyncio.Lock()
         tasks: set[asyncio.Task[None]] = set()
 
         async def one(cid: Any, name: str, arguments: Any) -> None:
-            reply: dict[str, Any] = {"id": cid}
-            try:
-                if not isinstance(arguments, dict):
-                    raise ToolFailed(f"{name}: arguments must be a dict")
-                async with gate:
-                    async with asyncio.timeout(per_call):
-                        reply["result"] = tool_value(await call(name, arguments))
-            except ToolFailed as exc:
-                reply["error"] = f"tool {name} failed: {exc}"
-            except TimeoutError:
-                reply["error"] = (
-                    f"tool {name}: no answer within {self.cfg.tool_call_timeout} (codeMode.toolCallTimeout)"
-                )
-            except RPCError as exc:
-                reply["error"] = f"tool {name}: {exc.message}"
-            except Exception as exc:  # the script must get an answer, or it would wait to its deadline
-                log.exception("code mode: tool call %s failed", name)
-                reply["error"] = f"tool {name}: internal error ({type(exc).__name__})"
+            async with gate:
+                reply = await self._answer(cid, name, arguments, call)
             async with lock:
                 with contextlib.suppress(OSError):
                     stdin.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
@@ -247,21 +296,95 @@ class CodeRunner:
 
         try:
             while True:
-                try:
-                    line = await stdout.readline()
-                except ValueError:
-                    return {"op": "error", "message": "script output too large", "line": None}
-                if not line:
-                    return {"op": "error", "message": await _end_cause(proc), "line": None}
-                msg = json.loads(line)
+                msg = await _read(proc, stdout)
                 if msg.get("op") != "call":
-                    return dict(msg)
+                    return msg
                 t = asyncio.create_task(one(msg.get("id"), str(msg.get("name")), msg.get("arguments")))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
         finally:
             for t in tasks:
                 t.cancel()
+
+    async def _answer(self, cid: Any, name: str, arguments: Any, call: CallTool) -> dict[str, Any]:
+        """The reply to one tool call of a script: its value, or an error the script raises."""
+        reply: dict[str, Any] = {"id": cid}
+        try:
+            if not isinstance(arguments, dict):
+                raise ToolFailed(f"{name}: arguments must be a dict")
+            problem = unsendable(arguments)
+            if problem is not None:
+                raise ToolFailed(f"arguments {problem}")
+            async with asyncio.timeout(parse_duration(self.cfg.tool_call_timeout)):
+                reply["result"] = tool_value(await call(name, arguments))
+        except ToolFailed as exc:
+            reply["error"] = f"tool {name} failed: {exc}"
+        except TimeoutError:
+            reply["error"] = (
+                f"tool {name}: no answer within {self.cfg.tool_call_timeout} (codeMode.toolCallTimeout)"
+            )
+        except RPCError as exc:
+            reply["error"] = f"tool {name}: {exc.message}"
+        except Exception as exc:  # the script must get an answer, or it would wait to its deadline
+            # One line, no traceback: what a script sends is hostile input, not a gateway fault.
+            log.warning("code mode: tool call %.200s failed: %s: %.300s", name, type(exc).__name__, exc)
+            reply["error"] = f"tool {name}: internal error ({type(exc).__name__})"
+        return reply
+
+
+async def _read(proc: asyncio.subprocess.Process, stdout: asyncio.StreamReader) -> dict[str, Any]:
+    """The worker's next message; an `error` op when it ended, or sent too much or garbage."""
+    try:
+        line = await stdout.readline()
+    except ValueError:
+        return {"op": "error", "message": "script output too large", "line": None}
+    if not line:
+        return {"op": "error", "message": await _end_cause(proc), "line": None}
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):
+        msg = None
+    if not isinstance(msg, dict):
+        return {"op": "error", "message": "script sent a message the gateway cannot read", "line": None}
+    return msg
+
+
+def unsendable(value: Any) -> str | None:
+    """Why `value` cannot go on the wire as JSON (None when it can): an integer beyond 64 bits, a
+    float that is not finite, or nesting deeper than MAX_VALUE_DEPTH. Walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        if isinstance(v, int):
+            if not _INT_RANGE[0] <= v <= _INT_RANGE[1]:
+                return "has an integer beyond 64 bits (JSON numbers the gateway sends are 64-bit)"
+        elif isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")):
+                return "has a number that is not finite (NaN or infinity)"
+        elif isinstance(v, (list, dict)):
+            if depth >= MAX_VALUE_DEPTH:
+                return f"is nested more than {MAX_VALUE_DEPTH} levels deep"
+            items = v.values() if isinstance(v, dict) else v
+            stack.extend((x, depth + 1) for x in items)
+        else:
+            return f"has a value JSON cannot carry ({type(v).__name__})"
+    return None
+
+
+def _failed(message: str) -> dict[str, Any]:
+    """A tool error result (isError) saying `message`."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+async def _discard(proc: asyncio.subprocess.Process) -> None:
+    """Kill and reap a worker process."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(Exception):
+        await proc.wait()
 
 
 async def _end_cause(proc: asyncio.subprocess.Process) -> str:

@@ -55,7 +55,7 @@ class Runner:
         self.results: dict[int, tuple[bool, Any]] = {}
 
     def send(self, msg: dict[str, Any]) -> None:
-        self.out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+        self.out.write(encode(msg, f"{msg.get('name')}: arguments") + "\n")
         self.out.flush()
 
     def receive(self, want: int) -> tuple[bool, Any]:
@@ -91,18 +91,39 @@ class Runner:
         self.batch = []
 
     def end(self, values: Any) -> Any:
-        self.batch = None
+        # Only this parallel()'s own calls are waited for, each once: a placeholder the script made
+        # up (or kept from another parallel()) would otherwise wait for an answer that never comes.
+        batch, self.batch = set(self.batch or ()), None
+        done: dict[int, Any] = {}
 
         def resolve(v: Any) -> Any:
             if isinstance(v, dict):
-                if set(v) == {_PENDING}:
-                    return self.value(int(v[_PENDING]))
+                if _PENDING in v:
+                    cid = v[_PENDING]
+                    if len(v) != 1 or type(cid) is not int or cid not in batch:
+                        raise ScriptError(
+                            f"parallel(): {_PENDING!r} marks this parallel()'s own pending calls; "
+                            "a value may not use it"
+                        )
+                    if cid not in done:
+                        done[cid] = self.value(cid)
+                    return done[cid]
                 return {k: resolve(x) for k, x in v.items()}
             if isinstance(v, list):
                 return [resolve(x) for x in v]
             return v
 
         return resolve(values)
+
+
+def encode(value: Any, what: str) -> str:
+    """`value` as compact JSON; ScriptError naming `what` when JSON cannot carry it."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ScriptError(f"{what}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ScriptError(f"{what}: nested too deep for JSON") from None
 
 
 def _function(runner: Runner, tool: str) -> Any:
@@ -187,7 +208,10 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         return {"op": "error", **err}
     except ScriptError as exc:
         return {"op": "error", "message": str(exc), "line": None}
-    encoded = json.dumps(result, separators=(",", ":"))
+    try:
+        encoded = encode(result, "result")
+    except ScriptError as exc:
+        return {"op": "error", "message": str(exc), "line": None}
     if len(encoded) > job["maxOutputBytes"]:
         return {
             "op": "error",
@@ -220,6 +244,8 @@ def main() -> None:
             "message": f"memory limit exceeded ({job['memoryLimitMb']} MB)",
             "line": None,
         }
+    except RecursionError:
+        answer = {"op": "error", "message": "a value is nested too deep", "line": None}
     sys.stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     os._exit(0)

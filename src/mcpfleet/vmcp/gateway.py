@@ -8,14 +8,15 @@ backend's lists change (list_changed notification, connect, health transition), 
 Policy (`mcpfleet.policy`): every tool call, prompt get and resource read is authorized with the
 caller's claims (`CallContext.claims`) before it is routed — `Gateway.authorize` is the one check,
 used by `call_tool` (which code-mode / find-tool callers must go through: it is a normal
-tools/call) and by each composite step — and `dispatch` writes one audit event per request.
+tools/call) and by each composite step — and `dispatch` writes one audit event per request. Calls
+made for a client through call_tool or by a script are rate-limited and audited one by one, linked to
+the client's request (`vmcp/nested.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import logging
 import ssl
@@ -38,7 +39,7 @@ from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
 from mcpfleet.toolconfig import unknown_tool_result
-from mcpfleet.vmcp import aggregate, httpclient, lazyhttp, wire
+from mcpfleet.vmcp import aggregate, httpclient, lazyhttp, nested, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory, WithHeaders, backend_headers
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
@@ -47,7 +48,7 @@ from mcpfleet.vmcp.composite import CompositeRunner
 from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth, reconnect_delay
 from mcpfleet.vmcp.metrics import Metrics
-from mcpfleet.vmcp.optimizer import FIND_TOOL, META_TOOLS, ToolFinder, call_arguments, meta_tools
+from mcpfleet.vmcp.optimizer import CALL_TOOL, FIND_TOOL, META_TOOLS, ToolFinder, call_arguments, meta_tools
 from mcpfleet.vmcp.pinned import MIN_BYTES, Pinned, PinnedCache
 from mcpfleet.vmcp.reload import ConfigWatcher
 from mcpfleet.vmcp.status import NoopStatusWriter, StatusWriter
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     import aiohttp
     from opentelemetry.trace import Tracer
 
+    from mcpfleet.ratelimit import Limiter
     from mcpfleet.vmcp.sessions import SessionStore
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,8 @@ class Caller:
     claims: Mapping[str, Any] | None = None
     client: Client | None = None
     traceparent: str | None = None
+    subject: str | None = None
+    """The rate limits' key of the caller (None: anonymous); calls made for it are charged to it."""
 
 
 CALLER: ContextVar[Caller | None] = ContextVar("mcpfleet_vmcp_caller", default=None)
@@ -163,6 +167,8 @@ class CallContext:
     caller: Caller = field(default_factory=current_caller)
     backend: str | None = None
     """The backend the request went to (set when it is forwarded; for the audit)."""
+    via: nested.Via | None = None
+    """Set on a call made through call_tool or by a script: for the audit, limits and recursion rule."""
 
 
 @dataclass
@@ -236,6 +242,9 @@ class Gateway:
         self._outgoing = OutgoingAuthFactory(config.outgoing_auth)
         self.finder: ToolFinder | None = ToolFinder(config.optimizer) if config.optimizer else None
         self.code: CodeRunner | None = CodeRunner(config.code_mode) if config.code_mode.enabled else None
+        # rateLimiting, set by the HTTP front that owns it: calls made through call_tool and by
+        # scripts are charged here (vmcp/nested.py), the client's own requests there.
+        self.limiter: Limiter | None = None
         fh = config.operational.failure_handling
         self._check_interval = parse_duration(fh.health_check_interval)
         self._check_timeout = parse_duration(fh.health_check_timeout)
@@ -575,6 +584,9 @@ class Gateway:
             if self.code is not None:
                 self._spawn(self.code.close())
             self.code = CodeRunner(config.code_mode) if config.code_mode.enabled else None
+        elif self.code is not None:
+            # A reload ends the idle spare too: it was started for the old settings and catalogue.
+            self._spawn(self.code.drop_spare())
         changed = self.rebuild()
         for m in changed:
             self.broadcast_list_changed(m)
@@ -761,6 +773,7 @@ class Gateway:
         request_id: Any,
         reason: str | None,
         session_id: str | None,
+        parent: dict[str, Any] | None = None,
     ) -> None:
         meta = params.get("_meta") if isinstance(params, dict) else None
         traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
@@ -776,6 +789,33 @@ class Gateway:
             trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
             reason=reason,
             session_id=session_id,
+            parent=parent,
+        )
+
+    def audit_event(
+        self,
+        audit: AuditLog,
+        params: dict[str, Any],
+        outcome: str,
+        started: float,
+        ctx: CallContext,
+        reason: str | None,
+        session_id: str | None,
+    ) -> None:
+        """The audit event of a tools/call made for a client (`nested.call`), linked to its request."""
+        parent = ctx.via.wire() if ctx.via is not None else None
+        self._audit(
+            audit,
+            "tools/call",
+            params,
+            outcome,
+            started,
+            ctx.caller,
+            ctx.backend,
+            None,
+            reason,
+            session_id,
+            parent,
         )
 
     def authorize(
@@ -976,18 +1016,34 @@ class Gateway:
         if name == FIND_TOOL:
             return await self.finder.find(arguments, ctx.era, lambda tool: self.tool_allowed(tool, ctx))
         tool, params = call_arguments(arguments)
-        return await self.call_tool({"name": tool, "arguments": params}, ctx)
+        inner = nested.inner_context(ctx, CALL_TOOL)
+        try:
+            return await nested.call(self, tool, params, inner)
+        finally:
+            ctx.backend = inner.backend  # the client's own event names the backend too
 
     async def _script(self, arguments: Any, ctx: CallContext) -> dict[str, Any]:
         """execute_tool_script: each call the script makes is a tools/call of the caller's own."""
         assert self.code is not None
+        if ctx.via is not None and ctx.via.in_script:
+            # Scripts never start scripts, by any path (a script's call_tool("call_tool", ...) too):
+            # each would hold a worker process, and nesting multiplies them.
+            return {
+                "content": [
+                    {
+                        "type": "text",
+                        "text": f"{SCRIPT_TOOL} cannot be called from a script, directly or through "
+                        f"{CALL_TOOL}: scripts never start scripts",
+                    }
+                ],
+                "isError": True,
+            }
         script = self.code.validate(arguments)
-        inner = dataclasses.replace(ctx, emit=None, client_id=None)
 
         async def call(tool: str, args: dict[str, Any]) -> dict[str, Any]:
-            if tool == SCRIPT_TOOL:
-                raise RPCError(wire.INVALID_PARAMS, f"{SCRIPT_TOOL} cannot be called from a script")
-            return await self.call_tool({"name": tool, "arguments": args}, inner)
+            # A new context per call: concurrent calls each name their own backend in the audit.
+            inner = nested.inner_context(ctx, SCRIPT_TOOL, emit=None, client_id=None)
+            return await nested.call(self, tool, args, inner)
 
         names = [t["name"] for t in self.aggs[ctx.era].catalogue if t.get("name") != SCRIPT_TOOL]
         if self.finder is not None:
