@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 
 from mcpfleet.api.duration import parse_duration
 from mcpfleet.api.gatewayconfig import CodeMode
+from mcpfleet.deathsig import die_with_parent
 from mcpfleet.vmcp import wire
 from mcpfleet.vmcp.wire import RPCError
 
@@ -121,6 +123,14 @@ class ToolFailed(Exception):
     pass
 
 
+WORKER_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+"""The only variables a script worker gets from the gateway (a Starlark interpreter needs none)."""
+
+
+def worker_environment() -> dict[str, str]:
+    return {name: os.environ[name] for name in WORKER_ENV if name in os.environ}
+
+
 class CodeRunner:
     """Runs scripts; one per gateway (its spare worker process is shared).
 
@@ -138,6 +148,8 @@ class CodeRunner:
         self._waiting = 0
 
     async def _spawn(self) -> asyncio.subprocess.Process:
+        # A script worker needs no environment of the gateway's (which, hosted in `mcpfleet up`, is
+        # the user's shell: tokens and all) and must not outlive it (the parent-death signal).
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
@@ -146,6 +158,8 @@ class CodeRunner:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             limit=self.cfg.max_output_bytes + 65_536,
+            env=worker_environment(),
+            preexec_fn=die_with_parent(),
         )
 
     async def _worker(self) -> asyncio.subprocess.Process:
