@@ -1,0 +1,118 @@
+"""MCPServer `permissionProfile` resolved for a platform: which profile applies, and what cannot apply.
+
+`resolve` turns the spec's reference (or its absence: builtin `network`, `api/permissions.py`) into
+the profile document, the label status and describe show, and the problems that refuse the server
+(a Failed status naming the field) rather than run it with less isolation than asked:
+
+* a ConfigMap profile whose key is missing or whose document is invalid (the key inside it named);
+* `allow_host`: an allow-list of host names needs an egress proxy, which mcpfleet does not run yet
+  (a NetworkPolicy cannot name hosts; the local sandbox has no egress filter);
+* `allow_port` locally: the local sandbox has network or none, no port filter;
+* `none` locally for an http server: its proxy must reach it over the network namespace it would
+  not share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcpfleet.api.mcpserver import MCPServer
+from mcpfleet.api.meta import ConditionStatus
+from mcpfleet.api.permissions import (
+    BUILTIN,
+    DEFAULT_BUILTIN,
+    PermissionProfile,
+    ProfileError,
+    parse_profile,
+)
+from mcpfleet.reconcile.model import World
+
+FIELD = "spec.permissionProfile"
+CONDITION_PERMISSION_PROFILE = "PermissionProfile"
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """What `resolve` decided: the document (None when it cannot apply), its label and problems."""
+
+    label: str
+    profile: PermissionProfile | None
+    problems: tuple[str, ...] = ()
+
+    def condition(self) -> tuple[str, ConditionStatus, str, str]:
+        if self.profile is None:
+            return (CONDITION_PERMISSION_PROFILE, "False", "Invalid", f"{self.label}: {self.problems[0]}")
+        return (CONDITION_PERMISSION_PROFILE, "True", "Applied", f"{self.label}: {summary(self.profile)}")
+
+
+def summary(profile: PermissionProfile) -> str:
+    """One line saying what the profile lets the server reach (for status and describe)."""
+    outbound = profile.outbound
+    if profile.network_mode == "all":
+        network = "outbound network open"
+    elif profile.network_mode == "none":
+        network = "no network"
+    else:
+        allowed = [*outbound.allow_host, *(f"port {p}" for p in outbound.allow_port)]
+        network = "outbound only to " + ", ".join(allowed)
+    files = "own work folder only"
+    if profile.read or profile.write:
+        files += f", read {list(profile.read)}" if profile.read else ""
+        files += f", write {list(profile.write)}" if profile.write else ""
+    return f"{network}; files: {files}"
+
+
+def _document(server: MCPServer, world: World) -> tuple[str, PermissionProfile | str]:
+    ref = server.spec.permission_profile
+    if ref is None:
+        return f"builtin {DEFAULT_BUILTIN} (default)", BUILTIN[DEFAULT_BUILTIN]
+    if ref.type == "builtin":
+        return ref.label, BUILTIN[ref.name]
+    assert ref.key is not None  # the model's rule
+    text = world.profile_documents.get((ref.name, ref.key))
+    if text is None:
+        where = (
+            f"write the profile JSON to STATE/configmaps/{ref.name}/{ref.key}"
+            if world.platform == "local"
+            else f"create ConfigMap {ref.name} with key {ref.key}"
+        )
+        return ref.label, f"{FIELD}: ConfigMap {ref.name} key {ref.key} not found ({where})"
+    try:
+        return ref.label, parse_profile(text)
+    except ProfileError as exc:
+        return ref.label, f"{FIELD}: ConfigMap {ref.name} key {ref.key}: {exc}"
+
+
+def _platform_problems(server: MCPServer, profile: PermissionProfile, world: World) -> list[str]:
+    outbound = profile.outbound
+    problems = []
+    if outbound.allow_host:
+        problems.append(
+            f"{FIELD}: network.outbound.allow_host: host allow-lists need an egress proxy, which mcpfleet"
+            " does not run yet (a NetworkPolicy cannot name hosts): use insecure_allow_all, or allow_port"
+            " on Kubernetes"
+        )
+    if world.platform != "local":
+        return problems
+    if outbound.allow_port and not outbound.allow_host:
+        problems.append(
+            f"{FIELD}: network.outbound.allow_port: the local sandbox has no egress filter (network is"
+            " all or nothing locally): use insecure_allow_all or no network"
+        )
+    if server.spec.transport != "stdio" and profile.network_mode != "all":
+        problems.append(
+            f"{FIELD}: an http server ({server.spec.transport}) is reached over the network, so locally"
+            " its sandbox shares the network: give it a profile with outbound network (builtin network)"
+        )
+    return problems
+
+
+def resolve(server: MCPServer, world: World) -> ProfilePlan:
+    """The profile that applies to `server` on `world.platform` (see the module docstring)."""
+    label, document = _document(server, world)
+    if isinstance(document, str):
+        return ProfilePlan(label, None, (document,))
+    problems = _platform_problems(server, document, world)
+    if problems:
+        return ProfilePlan(label, None, tuple(problems))
+    return ProfilePlan(label, document)
