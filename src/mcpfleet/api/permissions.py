@@ -20,7 +20,17 @@ import posixpath
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mcpfleet.api.meta import Rule, RuleModel, location
 
@@ -86,9 +96,9 @@ class _Strict(BaseModel):
 
 
 class OutboundPermissions(_Strict):
-    insecure_allow_all: bool = False
-    allow_host: tuple[str, ...] = Field(default=(), max_length=MAX_ENTRIES)
-    allow_port: tuple[int, ...] = Field(default=(), max_length=MAX_ENTRIES)
+    insecure_allow_all: StrictBool = False
+    allow_host: tuple[StrictStr, ...] = Field(default=(), max_length=MAX_ENTRIES)
+    allow_port: tuple[StrictInt, ...] = Field(default=(), max_length=MAX_ENTRIES)
 
     @field_validator("allow_host")
     @classmethod
@@ -138,10 +148,10 @@ def _check_path(path: str) -> str:
 class PermissionProfile(_Strict):
     """ToolHive's permission profile document (what a ConfigMap key holds)."""
 
-    read: tuple[str, ...] = Field(default=(), max_length=MAX_ENTRIES)
-    write: tuple[str, ...] = Field(default=(), max_length=MAX_ENTRIES)
+    read: tuple[StrictStr, ...] = Field(default=(), max_length=MAX_ENTRIES)
+    write: tuple[StrictStr, ...] = Field(default=(), max_length=MAX_ENTRIES)
     network: NetworkPermissions = Field(default_factory=NetworkPermissions)
-    privileged: bool = False
+    privileged: StrictBool = False
 
     @field_validator("read", "write")
     @classmethod

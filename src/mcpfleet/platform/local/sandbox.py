@@ -100,7 +100,7 @@ def _bwrap_works(bwrap: str) -> None:
 
 def find_bwrap(env: Mapping[str, str]) -> str:
     """The bwrap executable, checked to work; SandboxError naming the cause otherwise."""
-    found = shutil.which(BWRAP, path=env.get("PATH")) or shutil.which(BWRAP)
+    found = shutil.which(BWRAP, path=env.get("PATH", os.defpath))
     if found is None:
         raise SandboxError(
             "bubblewrap (bwrap) is not installed; the server runs only inside its sandbox"

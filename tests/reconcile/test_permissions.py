@@ -1,0 +1,157 @@
+"""A permission profile resolved per platform (`reconcile/permissions.py`) and rendered on Kubernetes
+(`render/permissions.py`): the securityContext, the scratch volume and the egress NetworkPolicy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcpfleet.api.kinds import parse_manifest
+from mcpfleet.platform.kubernetes.render import Owner, render
+from mcpfleet.reconcile import mcpserver
+from mcpfleet.reconcile.model import Images, World
+
+PROFILE_CM = ("prof", "p.json")
+
+
+def _server(spec: dict[str, Any]) -> Any:
+    return parse_manifest(
+        {
+            "apiVersion": "mcpfleet.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": "time", "namespace": "ns"},
+            "spec": {"image": "uvx://mcp-server-time", **spec},
+        }
+    )
+
+
+def _plan(spec: dict[str, Any], platform: str = "kubernetes", document: str | None = None) -> Any:
+    documents = {PROFILE_CM: document} if document is not None else {}
+    world = World(platform=platform, namespace="ns", profile_documents=documents)  # type: ignore[arg-type]
+    return mcpserver.plan(_server(spec), world)
+
+
+def _render(spec: dict[str, Any], document: str | None = None) -> dict[str, dict[str, Any]]:
+    plan = _plan(spec, document=document)
+    assert not plan.problems
+    manifests = render(plan, Owner("MCPServer", "time", "ns", "uid-1"), Images(runner="runner:1"))
+    return {m["kind"]: m for m in manifests}
+
+
+def _configmap(document: str) -> dict[str, Any]:
+    return {"permissionProfile": {"type": "configmap", "name": PROFILE_CM[0], "key": PROFILE_CM[1]}}
+
+
+def _condition(plan: Any) -> tuple[str, str, str, str]:
+    return next(c for c in plan.conditions if c[0] == "PermissionProfile")
+
+
+@pytest.mark.parametrize("platform", ["local", "kubernetes"])
+def test_default_is_builtin_network_and_status_says_so(platform: str) -> None:
+    plan = _plan({}, platform)
+    assert not plan.problems
+    assert plan.containers[0].permission_profile is not None
+    condition = _condition(plan)
+    assert condition[1] == "True"
+    assert condition[3].startswith("builtin network (default): outbound network open; files: own work folder")
+
+
+def test_restricted_security_context_on_the_runner_and_no_policy_with_open_network() -> None:
+    children = _render({})
+    container = children["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": False,  # uv / npm write their caches under the runner's HOME
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert "NetworkPolicy" not in children
+
+
+def test_none_denies_all_egress() -> None:
+    children = _render({"permissionProfile": {"name": "none"}})
+    policy = children["NetworkPolicy"]
+    assert policy["metadata"]["name"] == children["Deployment"]["metadata"]["name"]
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": children["Deployment"]["spec"]["selector"]["matchLabels"]},
+        "policyTypes": ["Egress"],
+        "egress": [],
+    }
+
+
+def test_allow_port_allows_those_ports_and_dns() -> None:
+    document = '{"network": {"outbound": {"allow_port": [443, 8443]}}}'
+    children = _render(_configmap(document), document)
+    ports = children["NetworkPolicy"]["spec"]["egress"][0]["ports"]
+    assert {"protocol": "TCP", "port": 443} in ports and {"protocol": "TCP", "port": 8443} in ports
+    assert {"protocol": "UDP", "port": 53} in ports
+    assert len(children["NetworkPolicy"]["spec"]["egress"]) == 1
+
+
+def test_oci_image_read_only_root_with_scratch_tmp_and_attach_egress() -> None:
+    children = _render({"image": "ghcr.io/example/server:1", "permissionProfile": {"name": "none"}})
+    pod = children["Deployment"]["spec"]["template"]["spec"]
+    mcp = next(c for c in pod["containers"] if c["name"] == "mcp")
+    runner = next(c for c in pod["containers"] if c["name"] == "proxy")
+    assert mcp["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "mcp-tmp", "mountPath": "/tmp"} in mcp["volumeMounts"]
+    assert {"name": "mcp-tmp", "emptyDir": {}} in pod["volumes"]
+    assert "securityContext" not in runner  # mcpfleet's own runner beside the server: not the server
+    # The runner attaches through the API server: the pod keeps that egress only.
+    assert children["NetworkPolicy"]["spec"]["egress"] == [
+        {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "platform", "document", "expected"),
+    [
+        (_configmap(""), "local", None, "spec.permissionProfile: ConfigMap prof key p.json not found"),
+        (_configmap(""), "kubernetes", "{", "spec.permissionProfile: ConfigMap prof key p.json: not JSON"),
+        (
+            _configmap(""),
+            "local",
+            '{"network": {"outbound": {"insecure_allow_all": true, "allow_port": [1]}}}',
+            "p.json: network.outbound: insecure_allow_all opens every host and port",
+        ),
+        (
+            _configmap(""),
+            "kubernetes",
+            '{"network": {"outbound": {"allow_host": [".example.com"]}}}',
+            "network.outbound.allow_host: host allow-lists need an egress proxy",
+        ),
+        (
+            _configmap(""),
+            "local",
+            '{"network": {"outbound": {"allow_port": [443]}}}',
+            "network.outbound.allow_port: the local sandbox has no egress filter",
+        ),
+        (
+            {"transport": "streamable-http", "mcpPort": 9000, "permissionProfile": {"name": "none"}},
+            "local",
+            None,
+            "an http server (streamable-http) is reached over the network",
+        ),
+    ],
+)
+def test_profiles_a_platform_cannot_enforce_are_refused(
+    spec: dict[str, Any], platform: str, document: str | None, expected: str
+) -> None:
+    plan = _plan(spec, platform, document)
+    assert any(expected in p for p in plan.problems), plan.problems
+    assert plan.containers == ()  # never run with less isolation than asked
+    assert _condition(plan)[1] == "False"
+
+
+def test_configmap_profile_applies() -> None:
+    plan = _plan(_configmap(""), "local", '{"read": ["/srv/data"]}')
+    assert not plan.problems
+    assert plan.containers[0].permission_profile.read == ("/srv/data",)
+    assert (
+        _condition(plan)[3]
+        == "configmap prof/p.json: no network; files: own work folder only, read ['/srv/data']"
+    )
