@@ -44,7 +44,7 @@ def _configmap(document: str) -> dict[str, Any]:
 
 
 def _condition(plan: Any) -> tuple[str, str, str, str]:
-    return next(c for c in plan.conditions if c[0] == "PermissionProfile")
+    return next(c for c in plan.conditions if c[0] == "Permissions")
 
 
 @pytest.mark.parametrize("platform", ["local", "kubernetes"])
@@ -122,13 +122,7 @@ def test_oci_image_read_only_root_with_scratch_tmp_and_attach_egress() -> None:
             _configmap(""),
             "kubernetes",
             '{"network": {"outbound": {"allow_host": [".example.com"]}}}',
-            "network.outbound.allow_host: host allow-lists need an egress proxy",
-        ),
-        (
-            _configmap(""),
-            "local",
-            '{"network": {"outbound": {"allow_port": [443]}}}',
-            "network.outbound.allow_port: the local sandbox has no egress filter",
+            "network.outbound.allow_host: a NetworkPolicy cannot name hosts",
         ),
         (
             {"transport": "streamable-http", "mcpPort": 9000, "permissionProfile": {"name": "none"}},
@@ -145,6 +139,13 @@ def test_profiles_a_platform_cannot_enforce_are_refused(
     assert any(expected in p for p in plan.problems), plan.problems
     assert plan.containers == ()  # never run with less isolation than asked
     assert _condition(plan)[1] == "False"
+
+
+def test_allow_lists_run_locally_behind_the_egress_filter() -> None:
+    document = '{"network": {"outbound": {"allow_host": [".example.com"], "allow_port": [443]}}}'
+    plan = _plan(_configmap(""), "local", document)
+    assert not plan.problems
+    assert _condition(plan)[3].endswith("outbound only to .example.com, port 443; files: own work folder only")
 
 
 def test_configmap_profile_applies() -> None:

@@ -5,9 +5,8 @@ the profile document, the label status and describe show, and the problems that 
 (a Failed status naming the field) rather than run it with less isolation than asked:
 
 * a ConfigMap profile whose key is missing or whose document is invalid (the key inside it named);
-* `allow_host`: an allow-list of host names needs an egress proxy, which mcpfleet does not run yet
-  (a NetworkPolicy cannot name hosts; the local sandbox has no egress filter);
-* `allow_port` locally: the local sandbox has network or none, no port filter;
+* `allow_host` on Kubernetes: a NetworkPolicy cannot name hosts, and no egress proxy is rendered
+  there yet (locally the sandbox's egress filter enforces it: `platform/local/egress.py`);
 * `none` locally for an http server: its proxy must reach it over the network namespace it would
   not share.
 """
@@ -28,7 +27,8 @@ from mcpfleet.api.permissions import (
 from mcpfleet.reconcile.model import World
 
 FIELD = "spec.permissionProfile"
-CONDITION_PERMISSION_PROFILE = "PermissionProfile"
+CONDITION_PERMISSION_PROFILE = "Permissions"
+"""Kept at most as long as the other condition types: describe's table keeps its columns."""
 
 
 @dataclass(frozen=True)
@@ -86,19 +86,13 @@ def _document(server: MCPServer, world: World) -> tuple[str, PermissionProfile |
 def _platform_problems(server: MCPServer, profile: PermissionProfile, world: World) -> list[str]:
     outbound = profile.outbound
     problems = []
-    if outbound.allow_host:
-        problems.append(
-            f"{FIELD}: network.outbound.allow_host: host allow-lists need an egress proxy, which mcpfleet"
-            " does not run yet (a NetworkPolicy cannot name hosts): use insecure_allow_all, or allow_port"
-            " on Kubernetes"
-        )
     if world.platform != "local":
+        if outbound.allow_host:
+            problems.append(
+                f"{FIELD}: network.outbound.allow_host: a NetworkPolicy cannot name hosts and mcpfleet"
+                " renders no egress proxy on Kubernetes yet: use allow_port, or insecure_allow_all"
+            )
         return problems
-    if outbound.allow_port and not outbound.allow_host:
-        problems.append(
-            f"{FIELD}: network.outbound.allow_port: the local sandbox has no egress filter (network is"
-            " all or nothing locally): use insecure_allow_all or no network"
-        )
     if server.spec.transport != "stdio" and profile.network_mode != "all":
         problems.append(
             f"{FIELD}: an http server ({server.spec.transport}) is reached over the network, so locally"

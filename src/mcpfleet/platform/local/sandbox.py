@@ -29,12 +29,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.permissions import MAX_PROFILE_BYTES, PermissionProfile
+from mcpfleet.platform.local import egress
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join
+
+if TYPE_CHECKING:
+    from mcpfleet.api.mcpserver import MCPServer
 
 BWRAP = "bwrap"
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
@@ -47,6 +52,20 @@ UNSET = ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"
 
 class SandboxError(RuntimeError):
     """The sandbox cannot be set up; the message says why (the server is then Failed)."""
+
+
+def server_command(argv: Sequence[str]) -> list[str]:
+    """The server's own command inside a sandboxed argv (for messages, status and the offline check):
+    bwrap's options and the egress filter's end at their first `--` (none of their values is `--`)."""
+    command = list(argv)
+    while command and "--" in command:
+        wrapper = os.path.basename(command[0]) == BWRAP or (
+            len(command) > 2 and command[1] == "-I" and command[2] in (egress.__file__, egress.RELAY)
+        )
+        if not wrapper:
+            break
+        command = command[command.index("--") + 1 :]
+    return command
 
 
 def profile_documents(state_dir: Path, servers: Sequence[MCPServer]) -> dict[tuple[str, str], str]:
@@ -163,8 +182,6 @@ def sandbox_argv(
 ) -> list[str]:
     """The argv running `argv` inside its sandbox (see the module docstring); creates work_dir and
     cache_dir. SandboxError when the sandbox cannot be set up."""
-    if profile.network_mode == "restricted":
-        raise SandboxError("spec.permissionProfile: the local sandbox cannot filter outbound hosts or ports")
     bwrap = find_bwrap(env)
     work, cache = str(work_dir.resolve()), str(cache_dir.resolve())
     work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -195,4 +212,28 @@ def sandbox_argv(
     for name in UNSET:
         if name in env:
             args += ["--unsetenv", name]
+    if profile.network_mode == "restricted":
+        return _filtered(args, argv, profile, work)
     return [*args, "--", *argv]
+
+
+def _filtered(bwrap_args: list[str], argv: Sequence[str], profile: PermissionProfile, work: str) -> list[str]:
+    """The sandbox behind the egress filter (`egress.py`): no network of its own, the filter's
+    socket folder and relay script bound in, the filtering proxy outside around it."""
+    digest = hashlib.sha256(work.encode()).hexdigest()[:16]
+    # Short (a unix socket path has ~107 bytes) and private (0700, checked by the filter).
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    socket_dir = os.path.join(base, f"mcpfleet-egress-{digest}")
+    Path(socket_dir).mkdir(mode=0o700, exist_ok=True)
+    outbound = profile.outbound
+    allow = [f"--allow-host={h}" for h in outbound.allow_host] + [
+        f"--allow-port={p}" for p in outbound.allow_port
+    ]
+    relay = egress.RELAY
+    outside = [sys.executable, "-I", egress.__file__, "outside", f"--socket-dir={socket_dir}", *allow, "--"]
+    # Bound in before the sandbox's root turns read-only (bwrap makes the mount points there).
+    at = bwrap_args.index("--remount-ro")
+    binds = ["--ro-bind", socket_dir, egress.INSIDE_DIR, "--ro-bind", egress.__file__, relay]
+    bwrap_args = [*bwrap_args[:at], *binds, *bwrap_args[at:]]
+    inside = [sys.executable, "-I", relay, "inside", f"--socket-dir={egress.INSIDE_DIR}", "--", *argv]
+    return [*outside, *bwrap_args, "--", *inside]
