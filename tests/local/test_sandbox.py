@@ -3,6 +3,7 @@ runner puts around every server process) tries what a hostile server would, and 
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
@@ -143,6 +144,80 @@ def test_profile_paths_checked_against_the_host(tmp_path: Path) -> None:
     missing = BUILTIN["none"].model_copy(update={"read": (str(tmp_path / "nope"),)})
     with pytest.raises(SandboxError, match=r"read\[0\] .*nope: does not exist"):
         sandbox_argv(["true"], dict(os.environ), missing, tmp_path / "w", tmp_path / "c")
-    restricted = PermissionProfile.model_validate({"network": {"outbound": {"allow_port": [443]}}})
-    with pytest.raises(SandboxError, match="cannot filter outbound"):
-        sandbox_argv(["true"], dict(os.environ), restricted, tmp_path / "w", tmp_path / "c")
+
+
+FILTER_PROBE = r"""
+import json, os, socket, sys, urllib.request
+args = json.loads(sys.argv[1])
+out = {"proxy": os.environ.get("HTTPS_PROXY")}
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return s.recv(200).split(b"\r\n")[0].decode()
+out["allowed"] = connect(args["allowed"])
+out["denied"] = connect(args["denied"])
+try:
+    socket.create_connection(("127.0.0.1", args["allowed"]), timeout=3).close()
+    out["direct"] = "ok"
+except OSError as exc:
+    out["direct"] = type(exc).__name__
+out["http"] = urllib.request.urlopen(f"http://127.0.0.1:{args['allowed']}/", timeout=10).status
+print(json.dumps(out))
+"""
+
+
+class _Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def http_ports() -> Iterator[tuple[int, int]]:
+    """Two loopback HTTP servers on the host answering 200."""
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok) for _ in range(2)]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for thread in threads:
+        thread.start()
+    yield servers[0].server_address[1], servers[1].server_address[1]
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_allow_lists_through_the_egress_filter(tmp_path: Path, http_ports: tuple[int, int]) -> None:
+    allowed, denied = http_ports
+    profile = PermissionProfile.model_validate(
+        {"network": {"outbound": {"allow_host": ["127.0.0.1"], "allow_port": [allowed]}}}
+    )
+    argv = sandbox_argv(
+        [sys.executable, "-c", FILTER_PROBE, json.dumps({"allowed": allowed, "denied": denied})],
+        dict(os.environ),
+        profile,
+        tmp_path / "work",
+        tmp_path / "cache",
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["proxy"] == "http://127.0.0.1:3128"
+    assert seen["allowed"] == "HTTP/1.1 200 Connection established"
+    assert seen["denied"] == "HTTP/1.1 403 Forbidden"  # a port the profile does not list
+    assert seen["direct"] != "ok"  # no network of its own: only the filter leads out
+    assert seen["http"] == 200  # a plain http:// request through HTTP_PROXY
+
+
+def test_exit_code_of_a_filtered_server_is_its_own(tmp_path: Path) -> None:
+    profile = PermissionProfile.model_validate({"network": {"outbound": {"allow_port": [443]}}})
+    argv = sandbox_argv(
+        [sys.executable, "-c", "import sys; sys.exit(7)"],
+        dict(os.environ),
+        profile,
+        tmp_path / "w",
+        tmp_path / "c",
+    )
+    assert subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode == 7

@@ -145,7 +145,9 @@ def test_allow_lists_run_locally_behind_the_egress_filter() -> None:
     document = '{"network": {"outbound": {"allow_host": [".example.com"], "allow_port": [443]}}}'
     plan = _plan(_configmap(""), "local", document)
     assert not plan.problems
-    assert _condition(plan)[3].endswith("outbound only to .example.com, port 443; files: own work folder only")
+    assert _condition(plan)[3].endswith(
+        "outbound only to .example.com, port 443; files: own work folder only"
+    )
 
 
 def test_configmap_profile_applies() -> None:
