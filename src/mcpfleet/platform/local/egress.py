@@ -37,6 +37,8 @@ RELAY = "/run/mcpfleet-egress.py"
 MAX_HEAD = 16 * 1024
 HEAD_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 10.0
+MAX_CONNECTIONS = 256
+"""Connections the filter relays at once per server; more wait (a server cannot exhaust the host's fds)."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -107,6 +109,7 @@ def parse_target(head: bytes) -> tuple[str, int, bool]:
 class _Outside:
     def __init__(self, policy: EgressPolicy) -> None:
         self.policy = policy
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     async def _answer(self, writer: asyncio.StreamWriter, status: str, text: str) -> None:
         body = text.encode()
@@ -120,6 +123,10 @@ class _Outside:
         writer.close()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async with self._slots:
+            await self._handle(reader, writer)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
         except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, TimeoutError, ConnectionError):
