@@ -9,6 +9,10 @@ Such a sandbox has no network at all (its own network namespace). Its one way ou
         sandbox's namespace, relays each connection to the socket (bound into the sandbox), starts
         the server with HTTP(S)_PROXY pointing at it and exits with the server's exit code.
 
+    then (`egress then --first=JSON`): runs the first argv (the package manager fetching the
+        server's package, in a sandbox with network) and, when it succeeds, becomes the second
+        (exec: no process stays between `up` and the sandbox).
+
 A direct connection from the server fails (no route out of its namespace); a request through the
 proxy to a host or port the profile does not list gets `403` naming the profile field. Request
 heads are bounded (16 KiB, 10 s), as every mcpfleet HTTP front is.
@@ -20,8 +24,10 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -206,8 +212,9 @@ async def inside(socket_path: str, argv: Sequence[str]) -> int:
 
 def main(args: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mcpfleet.platform.local.egress")
-    parser.add_argument("side", choices=("outside", "inside"))
-    parser.add_argument("--socket-dir", required=True)
+    parser.add_argument("side", choices=("outside", "inside", "then"))
+    parser.add_argument("--socket-dir")
+    parser.add_argument("--first", help="then: the JSON argv to run first")
     parser.add_argument("--allow-host", action="append", default=[])
     parser.add_argument("--allow-port", action="append", default=[], type=int)
     argv = list(sys.argv[1:] if args is None else args)
@@ -216,6 +223,17 @@ def main(args: Sequence[str] | None = None) -> int:
     split = argv.index("--")
     options, command = parser.parse_args(argv[:split]), argv[split + 1 :]
     _die_with_parent()
+    if options.side == "then":
+        # Its output goes to stderr: stdout is the server's JSON-RPC stream.
+        first = json.loads(options.first)
+        code = subprocess.run(
+            first, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), check=False
+        ).returncode
+        if code != 0:
+            return code
+        os.execvp(command[0], command)
+    if options.socket_dir is None:
+        parser.error("--socket-dir is required")
     if options.side == "outside":
         policy = EgressPolicy(tuple(options.allow_host), tuple(options.allow_port))
         path = socket_path(Path(options.socket_dir))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -182,14 +183,52 @@ def sandbox_argv(
 ) -> list[str]:
     """The argv running `argv` inside its sandbox (see the module docstring); creates work_dir and
     cache_dir. SandboxError when the sandbox cannot be set up."""
-    bwrap = find_bwrap(env)
     work, cache = str(work_dir.resolve()), str(cache_dir.resolve())
     work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    args = _bwrap_args(find_bwrap(env), argv, env, profile, work, cache)
+    if profile.network_mode == "all":
+        return [*_with_network(args), "--", *argv]
+    # Without open network the package manager runs offline, from the package cache that a first
+    # step (`prefetch`) fills with network; the server itself never has more than its profile.
+    offline = ["--setenv", "UV_OFFLINE", "1", "--setenv", "npm_config_offline", "true"]
+    fetch = prefetch_command(argv)
+    if profile.network_mode == "restricted":
+        run = _filtered([*args, *offline], argv, profile, work)
+    else:
+        run = [*args, *offline, "--", *argv]
+    if fetch is None:
+        return run
+    first = [*_with_network(args), "--", *fetch]
+    return [sys.executable, "-I", egress.__file__, "then", f"--first={json.dumps(first)}", "--", *run]
+
+
+def _with_network(args: list[str]) -> list[str]:
+    """bwrap options with the network shared back: after `--unshare-all` (bwrap reads them in order)."""
+    assert args[1] == "--unshare-all"
+    return [*args[:2], "--share-net", *args[2:]]
+
+
+def prefetch_command(argv: Sequence[str]) -> list[str] | None:
+    """The command that fetches a `uvx` / `npx` server's package into its cache without running the
+    server (None for other commands): `uvx --from PKG python -c ''`, `npx -y --package=PKG -- true`."""
+    launcher = os.path.basename(argv[0]) if argv else ""
+    package = next((a for a in argv[1:] if not a.startswith("-")), None)
+    if package is None:
+        return None
+    if launcher == "uvx":
+        return [argv[0], "--from", package, "python", "-c", ""]
+    if launcher == "npx":
+        return [argv[0], "-y", f"--package={package}", "--", "true"]
+    return None
+
+
+def _bwrap_args(
+    bwrap: str, argv: Sequence[str], env: Mapping[str, str], profile: PermissionProfile, work: str, cache: str
+) -> list[str]:
+    """bwrap and its options (no network namespace shared back, no command)."""
     home = os.path.realpath(os.path.expanduser("~"))
     args = [bwrap, "--unshare-all"]
-    if profile.network_mode == "all":
-        args.append("--share-net")
     args += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     bound: list[str] = []
     for path in SYSTEM_LINKS:
@@ -212,9 +251,7 @@ def sandbox_argv(
     for name in UNSET:
         if name in env:
             args += ["--unsetenv", name]
-    if profile.network_mode == "restricted":
-        return _filtered(args, argv, profile, work)
-    return [*args, "--", *argv]
+    return args
 
 
 def _filtered(bwrap_args: list[str], argv: Sequence[str], profile: PermissionProfile, work: str) -> list[str]:
