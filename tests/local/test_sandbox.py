@@ -168,9 +168,12 @@ print(json.dumps(out))
 
 class _Ok(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        body = f"served by port {self.server.server_address[1]}".encode()
         self.send_response(200)
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -221,3 +224,71 @@ def test_exit_code_of_a_filtered_server_is_its_own(tmp_path: Path) -> None:
         tmp_path / "c",
     )
     assert subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode == 7
+
+
+def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any] | None:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+    if "id" not in message:
+        return None
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the server ended"
+        answer: dict[str, Any] = json.loads(line)
+        if answer.get("id") == message["id"]:
+            return answer
+
+
+def _fetch_text(proc: subprocess.Popen[bytes], url: str, request_id: int) -> str:
+    answer = _rpc(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "fetch", "arguments": {"url": url, "raw": True}},
+        },
+    )
+    assert answer is not None
+    if "error" in answer:
+        return f"error: {answer['error'].get('message')}"
+    return " ".join(str(c.get("text", "")) for c in answer["result"].get("content", []))
+
+
+@pytest.mark.timeout(300)
+def test_real_fetch_server_reaches_only_the_allowed_port(tmp_path: Path, http_ports: tuple[int, int]) -> None:
+    """mcp-server-fetch from PyPI, run by uvx inside the sandbox behind the egress filter: it fetches
+    from the allowed loopback port, not from another one."""
+    allowed, denied = http_ports
+    profile = PermissionProfile.model_validate(
+        {"network": {"outbound": {"allow_host": ["127.0.0.1"], "allow_port": [allowed]}}}
+    )
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    command = ["uvx", "mcp-server-fetch", "--ignore-robots-txt", "--allow-private-ips"]
+    argv = sandbox_argv(command, env, profile, tmp_path / "work", tmp_path / "cache")
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    try:
+        init = _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "sandbox-test", "version": "1"},
+                },
+            },
+        )
+        assert init is not None and "result" in init, init
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        ok = _fetch_text(proc, f"http://127.0.0.1:{allowed}/", 2)
+        refused = _fetch_text(proc, f"http://127.0.0.1:{denied}/", 3)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert f"served by port {allowed}" in ok, ok
+    assert "status code 403" in refused and f"served by port {denied}" not in refused, refused
