@@ -13,8 +13,11 @@ it inside `bwrap`: a private mount namespace where only these are visible
 
 Nothing else of the user's home is there (no `~/.ssh`, no shell history, no other server's folder).
 Every namespace is unshared (`--unshare-all`: user, IPC, PID, UTS, cgroup, network); the network is
-shared back (`--share-net`) only when the profile's outbound network is open. `--die-with-parent`
-ends the server with the process that started it; `--new-session` keeps it off the terminal.
+shared back (`--share-net`) only when the profile's outbound network is open. With allow-lists the
+sandbox leads out only through the egress filter (`egress.py`). Without open network a `uvx` / `npx`
+package is first fetched into its cache by a step with network (`prefetch_command`), then the
+server runs offline. `--die-with-parent` ends the server with the process that started it;
+`--new-session` keeps it off the terminal.
 
 Set-up problems (bwrap missing, namespaces refused by the kernel, a profile path that does not exist
 or that the user cannot use) raise `SandboxError` with the cause: the server then is Failed, never
