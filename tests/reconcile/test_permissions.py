@@ -39,7 +39,7 @@ def _render(spec: dict[str, Any], document: str | None = None) -> dict[str, dict
     return {m["kind"]: m for m in manifests}
 
 
-def _configmap(document: str) -> dict[str, Any]:
+def _configmap() -> dict[str, Any]:
     return {"permissionProfile": {"type": "configmap", "name": PROFILE_CM[0], "key": PROFILE_CM[1]}}
 
 
@@ -85,7 +85,7 @@ def test_none_denies_all_egress() -> None:
 
 def test_allow_port_allows_those_ports_and_dns() -> None:
     document = '{"network": {"outbound": {"allow_port": [443, 8443]}}}'
-    children = _render(_configmap(document), document)
+    children = _render(_configmap(), document)
     ports = children["NetworkPolicy"]["spec"]["egress"][0]["ports"]
     assert {"protocol": "TCP", "port": 443} in ports and {"protocol": "TCP", "port": 8443} in ports
     assert {"protocol": "UDP", "port": 53} in ports
@@ -110,16 +110,16 @@ def test_oci_image_read_only_root_with_scratch_tmp_and_attach_egress() -> None:
 @pytest.mark.parametrize(
     ("spec", "platform", "document", "expected"),
     [
-        (_configmap(""), "local", None, "spec.permissionProfile: ConfigMap prof key p.json not found"),
-        (_configmap(""), "kubernetes", "{", "spec.permissionProfile: ConfigMap prof key p.json: not JSON"),
+        (_configmap(), "local", None, "spec.permissionProfile: ConfigMap prof key p.json not found"),
+        (_configmap(), "kubernetes", "{", "spec.permissionProfile: ConfigMap prof key p.json: not JSON"),
         (
-            _configmap(""),
+            _configmap(),
             "local",
             '{"network": {"outbound": {"insecure_allow_all": true, "allow_port": [1]}}}',
             "p.json: network.outbound: insecure_allow_all opens every host and port",
         ),
         (
-            _configmap(""),
+            _configmap(),
             "kubernetes",
             '{"network": {"outbound": {"allow_host": [".example.com"]}}}',
             "network.outbound.allow_host: a NetworkPolicy cannot name hosts",
@@ -143,7 +143,7 @@ def test_profiles_a_platform_cannot_enforce_are_refused(
 
 def test_allow_lists_run_locally_behind_the_egress_filter() -> None:
     document = '{"network": {"outbound": {"allow_host": [".example.com"], "allow_port": [443]}}}'
-    plan = _plan(_configmap(""), "local", document)
+    plan = _plan(_configmap(), "local", document)
     assert not plan.problems
     assert _condition(plan)[3].endswith(
         "outbound only to .example.com, port 443; files: own work folder only"
@@ -151,10 +151,40 @@ def test_allow_lists_run_locally_behind_the_egress_filter() -> None:
 
 
 def test_configmap_profile_applies() -> None:
-    plan = _plan(_configmap(""), "local", '{"read": ["/srv/data"]}')
+    plan = _plan(_configmap(), "local", '{"read": ["/srv/data"]}')
     assert not plan.problems
     assert plan.containers[0].permission_profile.read == ("/srv/data",)
     assert (
         _condition(plan)[3]
         == "configmap prof/p.json: no network; files: own work folder only, read ['/srv/data']"
     )
+
+
+class _Api:
+    """The one call the operator makes for a configmap profile: GET the ConfigMap."""
+
+    def __init__(self, found: dict[str, Any] | None) -> None:
+        self.found = found
+        self.asked: list[tuple[str, str, str, str]] = []
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.asked.append((api_version, kind, namespace, name))
+        return self.found
+
+
+async def test_operator_reads_the_profile_key_of_the_configmap() -> None:
+    from types import SimpleNamespace
+
+    from mcpfleet.operator.controller import Controller
+
+    server = _server(_configmap())
+    api = _Api({"data": {"p.json": '{"read": ["/x"]}', "other": "{}"}})
+    documents = await Controller._profile_documents(SimpleNamespace(api=api), "ns", server)  # type: ignore[arg-type]
+    assert documents == {PROFILE_CM: '{"read": ["/x"]}'}
+    assert api.asked == [("v1", "ConfigMap", "ns", "prof")]
+    missing = await Controller._profile_documents(SimpleNamespace(api=_Api(None)), "ns", server)  # type: ignore[arg-type]
+    assert missing == {}  # then the plan names the missing key (test above)
+    builtin = _server({"permissionProfile": {"name": "none"}})
+    unasked = _Api(None)
+    assert await Controller._profile_documents(SimpleNamespace(api=unasked), "ns", builtin) == {}  # type: ignore[arg-type]
+    assert unasked.asked == []
