@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mcpfleet.api.permissions import BUILTIN, PermissionProfile
-from mcpfleet.platform.local.sandbox import SandboxError, sandbox_argv
+from mcpfleet.platform.local.sandbox import SandboxError, package_cache, sandbox_argv
 
 PROBE = r"""
 import json, os, socket, sys
@@ -292,3 +292,14 @@ def test_real_fetch_server_reaches_only_the_allowed_port(tmp_path: Path, http_po
         proc.wait()
     assert f"served by port {allowed}" in ok, ok
     assert "status code 403" in refused and f"served by port {denied}" not in refused, refused
+
+
+def test_package_caches_are_per_package_and_profile(tmp_path: Path) -> None:
+    time_server = ["uvx", "mcp-server-time", "--local-timezone=UTC"]
+    same = package_cache(
+        tmp_path, ["uvx", "mcp-server-time", "--local-timezone=Europe/Paris"], BUILTIN["none"]
+    )
+    assert package_cache(tmp_path, time_server, BUILTIN["none"]) == same  # args do not matter
+    assert package_cache(tmp_path, time_server, BUILTIN["network"]) != same  # profiles never share
+    assert package_cache(tmp_path, ["uvx", "mcp-server-time@1.0"], BUILTIN["none"]) != same
+    assert package_cache(tmp_path, ["npx", "-y", "mcp-server-time"], BUILTIN["none"]) != same

@@ -695,7 +695,7 @@ class Runner:
         start = argv.index("--") + 1 if tuple(container.command[:2]) == ("mcpfleet", "proxy") else 0
         try:
             work_dir = safe_join(self.state_dir, "sandbox", plan.namespace, plan.name)
-            cache = package_cache(sandbox_cache_root(), argv[start:])
+            cache = package_cache(sandbox_cache_root(), argv[start:], container.permission_profile)
             wrapped = sandbox_argv(argv[start:], env, container.permission_profile, work_dir, cache)
         except (PathEscapeError, SandboxError) as exc:
             raise LocalRunError(f"sandbox: {exc}") from exc

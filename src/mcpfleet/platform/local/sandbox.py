@@ -96,11 +96,16 @@ def sandbox_cache_root() -> Path:
     return Path(base) / "mcpfleet" / "packages"
 
 
-def package_cache(cache_root: Path, argv: Sequence[str]) -> Path:
-    """The package cache of a server command: one per command (its package and version), reused by
-    every run of it, so a package is fetched once per machine but cannot touch another's cache."""
-    digest = hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
-    return cache_root / digest
+def package_cache(cache_root: Path, argv: Sequence[str], profile: PermissionProfile) -> Path:
+    """The package cache of a server: one per package (launcher and package spec, with its version)
+    and profile, reused by every run, so a package is fetched once per machine. Another package
+    cannot plant code in it, and servers under different profiles never share one (a cache both
+    could write would be a channel between a sandbox that reads and one that sends)."""
+    launcher = os.path.basename(argv[0]) if argv else ""
+    package = next((a for a in argv[1:] if not a.startswith("-")), "") if launcher in ("uvx", "npx") else None
+    identity = [launcher, package] if package is not None else list(argv)
+    key = json.dumps([identity, profile.model_dump(mode="json")], sort_keys=True)
+    return cache_root / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 @functools.cache
