@@ -303,3 +303,14 @@ def test_package_caches_are_per_package_and_profile(tmp_path: Path) -> None:
     assert package_cache(tmp_path, time_server, BUILTIN["network"]) != same  # profiles never share
     assert package_cache(tmp_path, ["uvx", "mcp-server-time@1.0"], BUILTIN["none"]) != same
     assert package_cache(tmp_path, ["npx", "-y", "mcp-server-time"], BUILTIN["none"]) != same
+
+
+def test_a_path_entry_above_the_home_or_the_work_folder_is_not_shown(tmp_path: Path) -> None:
+    work = tmp_path / "state" / "sandbox" / "default" / "s"
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(tmp_path), str(Path.home()), os.environ.get("PATH", "")]),
+    }
+    argv = sandbox_argv(["true"], env, BUILTIN["none"], work, tmp_path / "cache")
+    shown = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
+    assert str(tmp_path.resolve()) not in shown and os.path.realpath(Path.home()) not in shown

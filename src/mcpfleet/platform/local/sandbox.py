@@ -142,16 +142,14 @@ def _covered(path: str, roots: Sequence[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def _tool_dirs(argv: Sequence[str], env: Mapping[str, str], home: str) -> list[str]:
-    """Read-only folders the command needs: PATH entries, mcpfleet's Python, a node_modules tree."""
+def _tool_dirs(argv: Sequence[str], env: Mapping[str, str], home: str, work: str) -> list[str]:
+    """Read-only folders the command needs: PATH entries, mcpfleet's Python, a node_modules tree;
+    never one holding the home folder or the work folder (that would show the state dir's secrets)."""
     dirs: list[str] = []
     for entry in env.get("PATH", "").split(os.pathsep):
         if not entry.startswith("/") or not os.path.isdir(entry):
             continue
         real = os.path.realpath(entry)
-        # A PATH entry that is the home folder or above it would show the whole home: skipped.
-        if real == "/" or _covered(home, [real]):
-            continue
         dirs.append(real)
     dirs += [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
     exe = shutil.which(argv[0], path=env.get("PATH")) if argv else None
@@ -162,7 +160,8 @@ def _tool_dirs(argv: Sequence[str], env: Mapping[str, str], home: str) -> list[s
             dirs.append("/".join(parts[: parts.index("node_modules") + 1]))
         else:
             dirs.append(os.path.dirname(real))
-    return dirs
+    # A folder that is the home or the work folder, or above one, would show all of it: skipped.
+    return [d for d in dirs if d != "/" and not _covered(home, [d]) and not _covered(work, [d])]
 
 
 def _profile_paths(profile: PermissionProfile) -> list[str]:
@@ -245,7 +244,7 @@ def _bwrap_args(
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
             bound.append(path)
-    for path in (*SYSTEM_DIRS, *RESOLVER_DIRS, *_tool_dirs(argv, env, home)):
+    for path in (*SYSTEM_DIRS, *RESOLVER_DIRS, *_tool_dirs(argv, env, home, work)):
         if os.path.isdir(path) and not _covered(path, bound):
             args += ["--ro-bind", path, path]
             bound.append(path)
