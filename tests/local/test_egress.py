@@ -126,3 +126,29 @@ async def test_hostile_requests_get_clear_answers(tmp_path: Path) -> None:
 def test_main_needs_a_command() -> None:
     with pytest.raises(SystemExit):
         egress.main(["outside", "--socket-dir", "/nonexistent", "--"])
+
+
+async def test_serve_on_tcp_filters_like_the_local_filter() -> None:
+    """The Kubernetes egress proxy's mode: the same filter on a TCP port."""
+    port = _closed_port()
+    task = asyncio.create_task(egress.serve("127.0.0.1", port, EgressPolicy(hosts=("allowed.test",))))
+    try:
+        for _ in range(100):
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        writer.write(b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+        answer = await asyncio.wait_for(reader.read(4096), 15)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 403 Forbidden") and b"127.0.0.1:1 is not allowed" in answer
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def test_serve_needs_an_address() -> None:
+    with pytest.raises(SystemExit):
+        egress.main(["serve"])

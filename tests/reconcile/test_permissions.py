@@ -32,11 +32,14 @@ def _plan(spec: dict[str, Any], platform: str = "kubernetes", document: str | No
     return mcpserver.plan(_server(spec), world)
 
 
-def _render(spec: dict[str, Any], document: str | None = None) -> dict[str, dict[str, Any]]:
+def _rendered(spec: dict[str, Any], document: str | None = None) -> list[dict[str, Any]]:
     plan = _plan(spec, document=document)
     assert not plan.problems
-    manifests = render(plan, Owner("MCPServer", "time", "ns", "uid-1"), Images(runner="runner:1"))
-    return {m["kind"]: m for m in manifests}
+    return render(plan, Owner("MCPServer", "time", "ns", "uid-1"), Images(runner="runner:1"))
+
+
+def _render(spec: dict[str, Any], document: str | None = None) -> dict[str, dict[str, Any]]:
+    return {m["kind"]: m for m in _rendered(spec, document)}
 
 
 def _configmap() -> dict[str, Any]:
@@ -92,6 +95,65 @@ def test_allow_port_allows_those_ports_and_dns() -> None:
     assert len(children["NetworkPolicy"]["spec"]["egress"]) == 1
 
 
+HOSTS = '{"network": {"outbound": {"allow_host": [".example.com"], "allow_port": [443]}}}'
+
+
+def test_allow_host_on_kubernetes_goes_through_an_egress_proxy_of_its_own() -> None:
+    children = {(m["kind"], m["metadata"]["name"]): m for m in _rendered(_configmap(), HOSTS)}
+    server_pods = children[("Deployment", "mcp-time")]["spec"]["selector"]["matchLabels"]
+    proxy_pods = {"app.kubernetes.io/instance": "time", "mcpfleet.dev/kind": "mcpserver-egress"}
+    # The server's pods reach the proxy (and DNS to find it), nothing else.
+    assert children[("NetworkPolicy", "mcp-time")]["spec"]["egress"] == [
+        {"to": [{"podSelector": {"matchLabels": proxy_pods}}], "ports": [{"protocol": "TCP", "port": 3128}]},
+        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+    ]
+    container = children[("Deployment", "mcp-time")]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["HTTPS_PROXY"] == env["HTTP_PROXY"] == "http://mcp-time-egress.ns.svc:3128"
+    # The proxy: the runner image running the filter with the profile's lists, restricted, no token.
+    proxy = children[("Deployment", "mcp-time-egress")]
+    pod = proxy["spec"]["template"]
+    assert proxy["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"] == proxy_pods
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    (egress,) = pod["spec"]["containers"]
+    assert egress["image"] == "runner:1"
+    assert egress["command"][3:] == [
+        "mcpfleet.platform.local.egress",
+        "serve",
+        "--listen=0.0.0.0:3128",
+        "--allow-host=.example.com",
+        "--allow-port=443",
+    ]
+    assert egress["securityContext"]["readOnlyRootFilesystem"] is True
+    assert (
+        proxy["metadata"]["ownerReferences"]
+        == children[("Deployment", "mcp-time")]["metadata"]["ownerReferences"]
+    )
+    assert children[("Service", "mcp-time-egress")]["spec"]["selector"] == proxy_pods
+    assert proxy_pods.items() - server_pods.items()  # the server's Service never selects the proxy
+    hashes = {m["metadata"]["annotations"]["mcpfleet.dev/applied-hash"] for m in children.values()}
+    assert len(hashes) == len(children)  # each object stamped on its own metadata
+    # Only the server's pods may use it.
+    ingress = children[("NetworkPolicy", "mcp-time-egress")]["spec"]
+    assert ingress["podSelector"] == {"matchLabels": proxy_pods}
+    assert ingress["ingress"][0]["from"] == [{"podSelector": {"matchLabels": server_pods}}]
+
+
+def test_allow_host_needs_room_for_the_egress_proxy_name() -> None:
+    name = "x" * 56  # mcp-<name> fits in 63 characters, mcp-<name>-egress does not
+    server = parse_manifest(
+        {
+            "apiVersion": "mcpfleet.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"image": "uvx://mcp-server-time", **_configmap()},
+        }
+    )
+    world = World(platform="kubernetes", namespace="ns", profile_documents={PROFILE_CM: HOSTS})
+    plan = mcpserver.plan(server, world)
+    assert any("egress proxy Service mcp-" in p and "shorten metadata.name" in p for p in plan.problems)
+
+
 def test_oci_image_read_only_root_with_scratch_tmp_and_attach_egress() -> None:
     children = _render({"image": "ghcr.io/example/server:1", "permissionProfile": {"name": "none"}})
     pod = children["Deployment"]["spec"]["template"]["spec"]
@@ -117,12 +179,6 @@ def test_oci_image_read_only_root_with_scratch_tmp_and_attach_egress() -> None:
             "local",
             '{"network": {"outbound": {"insecure_allow_all": true, "allow_port": [1]}}}',
             "p.json: network.outbound: insecure_allow_all opens every host and port",
-        ),
-        (
-            _configmap(),
-            "kubernetes",
-            '{"network": {"outbound": {"allow_host": [".example.com"]}}}',
-            "network.outbound.allow_host: a NetworkPolicy cannot name hosts",
         ),
         (
             {"transport": "streamable-http", "mcpPort": 9000, "permissionProfile": {"name": "none"}},

@@ -179,9 +179,11 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     # The profile goes on the container that runs the server itself (a stdio package: the proxy's
     # child; an image or an http package: the mcp container), never on a proxy beside it.
     profile = permissions.resolve(server, world).profile
+    proxy_env = permissions.egress_proxy_env(server, world, profile)
     server_container = SERVER_CONTAINER if any(c.name == SERVER_CONTAINER for c in containers) else serving
     containers = tuple(
-        replace(c, permission_profile=profile) if c.name == server_container else c for c in containers
+        replace(c, permission_profile=profile, env=c.env + proxy_env) if c.name == server_container else c
+        for c in containers
     )
     return containers, serving, rbac
 

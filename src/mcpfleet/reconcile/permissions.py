@@ -5,8 +5,9 @@ the profile document, the label status and describe show, and the problems that 
 (a Failed status naming the field) rather than run it with less isolation than asked:
 
 * a ConfigMap profile whose key is missing or whose document is invalid (the key inside it named);
-* `allow_host` on Kubernetes: a NetworkPolicy cannot name hosts, and no egress proxy is rendered
-  there yet (locally the sandbox's egress filter enforces it: `platform/local/egress.py`);
+* `allow_host` on Kubernetes for a server whose name leaves no room for its egress proxy's Service
+  name (a NetworkPolicy cannot name hosts, so the server reaches them through an egress proxy of its
+  own, `egress_proxy_env`; locally the sandbox's egress filter: `platform/local/egress.py`);
 * `none` locally for an http server: its proxy must reach it over the network namespace it would
   not share.
 """
@@ -24,9 +25,13 @@ from mcpfleet.api.permissions import (
     ProfileError,
     parse_profile,
 )
+from mcpfleet.reconcile.common import DNS_LABEL_MAX, child_name
 from mcpfleet.reconcile.model import World
 
 FIELD = "spec.permissionProfile"
+EGRESS_PORT = 3128
+EGRESS_SUFFIX = "-egress"
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 CONDITION_PERMISSION_PROFILE = "Permissions"
 """Kept at most as long as the other condition types: describe's table keeps its columns."""
 
@@ -87,10 +92,11 @@ def _platform_problems(server: MCPServer, profile: PermissionProfile, world: Wor
     outbound = profile.outbound
     problems = []
     if world.platform != "local":
-        if outbound.allow_host:
+        egress = egress_name(server.name)
+        if outbound.allow_host and len(egress) > DNS_LABEL_MAX:
             problems.append(
-                f"{FIELD}: network.outbound.allow_host: a NetworkPolicy cannot name hosts and mcpfleet"
-                " renders no egress proxy on Kubernetes yet: use allow_port, or insecure_allow_all"
+                f"{FIELD}: network.outbound.allow_host: the server's egress proxy Service {egress} would"
+                f" be over {DNS_LABEL_MAX} characters: shorten metadata.name"
             )
         return problems
     if server.spec.transport != "stdio" and profile.network_mode != "all":
@@ -99,6 +105,22 @@ def _platform_problems(server: MCPServer, profile: PermissionProfile, world: Wor
             " its sandbox shares the network: give it a profile with outbound network (builtin network)"
         )
     return problems
+
+
+def egress_name(server_name: str) -> str:
+    """The Deployment and Service of a server's egress proxy on Kubernetes."""
+    return child_name("MCPServer", server_name) + EGRESS_SUFFIX
+
+
+def egress_proxy_env(
+    server: MCPServer, world: World, profile: PermissionProfile | None
+) -> tuple[tuple[str, str], ...]:
+    """On Kubernetes, a profile with `allow_host` sends the server's traffic through its egress proxy
+    (the NetworkPolicy lets it reach nothing else): the proxy variables pointing at that Service."""
+    if world.platform != "kubernetes" or profile is None or not profile.outbound.allow_host:
+        return ()
+    url = f"http://{egress_name(server.name)}.{server.namespace}.svc:{EGRESS_PORT}"
+    return (*((name, url) for name in PROXY_VARIABLES), ("NO_PROXY", ""), ("no_proxy", ""))
 
 
 def resolve(server: MCPServer, world: World) -> ProfilePlan:

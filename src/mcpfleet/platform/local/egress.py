@@ -13,6 +13,9 @@ Such a sandbox has no network at all (its own network namespace). Its one way ou
         server's package, in a sandbox with network) and, when it succeeds, becomes the second
         (exec: no process stays between `up` and the sandbox).
 
+    serve (`egress serve --listen HOST:PORT`): the same filtering proxy on TCP, as its own workload:
+        on Kubernetes the egress proxy of a server with `allow_host` (`render/permissions.py`).
+
 A direct connection from the server fails (no route out of its namespace); a request through the
 proxy to a host or port the profile does not list gets `403` naming the profile field. Request
 heads are bounded (16 KiB, 10 s), as every mcpfleet HTTP front is.
@@ -187,6 +190,13 @@ async def outside(path: Path, policy: EgressPolicy, argv: Sequence[str]) -> int:
         server.close()
 
 
+async def serve(host: str, port: int, policy: EgressPolicy) -> None:
+    """The filtering proxy on TCP until the process is stopped."""
+    server = await asyncio.start_server(_Outside(policy).handle, host, port, limit=MAX_HEAD)
+    async with server:
+        await server.serve_forever()
+
+
 async def inside(socket_path: str, argv: Sequence[str]) -> int:
     """Relay 127.0.0.1:PROXY_PORT to the outside proxy's socket while the server `argv` runs."""
 
@@ -212,12 +222,21 @@ async def inside(socket_path: str, argv: Sequence[str]) -> int:
 
 def main(args: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mcpfleet.platform.local.egress")
-    parser.add_argument("side", choices=("outside", "inside", "then"))
+    parser.add_argument("side", choices=("outside", "inside", "then", "serve"))
+    parser.add_argument("--listen", help="serve: HOST:PORT")
     parser.add_argument("--socket-dir")
     parser.add_argument("--first", help="then: the JSON argv to run first")
     parser.add_argument("--allow-host", action="append", default=[])
     parser.add_argument("--allow-port", action="append", default=[], type=int)
     argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["serve"]:
+        options = parser.parse_args(argv)
+        host, _, port = (options.listen or "").rpartition(":")
+        if not host or not port.isdigit():
+            parser.error("serve needs --listen HOST:PORT")
+        policy = EgressPolicy(tuple(options.allow_host), tuple(options.allow_port))
+        asyncio.run(serve(host, int(port), policy))
+        return 0
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("a command after --")
     split = argv.index("--")

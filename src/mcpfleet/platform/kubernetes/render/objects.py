@@ -380,15 +380,20 @@ def service(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
     return [{"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}]
 
 
-def network_policy(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
-    """The egress NetworkPolicy of a server whose permission profile limits the network (`permissions`)."""
+def network_policy(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
+    """The egress NetworkPolicy of a server whose permission profile limits the network, and its egress
+    proxy when the profile names hosts (`permissions`)."""
     spec = permissions.network_policy_spec(plan, selector_labels(plan))
     if spec is None:
         return []
     metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
-    return [
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata, "spec": spec}
-    ]
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": spec,
+    }
+    return [policy, *permissions.egress_proxy(plan, metadata, image, selector_labels(plan))]
 
 
 def _add_metadata(metadata: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]) -> None:
@@ -405,7 +410,7 @@ def workload(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
         *config_map(plan, owner),
         *identity(plan, owner),
         *volume_claim(plan, owner),
-        *network_policy(plan, owner),
+        *network_policy(plan, owner, image),
         deployment(plan, owner, image),
         *service(plan, owner),
     ]
