@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mcpfleet.api.permissions import BUILTIN, PermissionProfile
 from mcpfleet.platform.local.sandbox import SandboxError, package_cache, sandbox_argv
@@ -314,3 +316,37 @@ def test_a_path_entry_above_the_home_or_the_work_folder_is_not_shown(tmp_path: P
     argv = sandbox_argv(["true"], env, BUILTIN["none"], work, tmp_path / "cache")
     shown = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
     assert str(tmp_path.resolve()) not in shown and os.path.realpath(Path.home()) not in shown
+
+
+def _writable(argv: list[str]) -> set[str]:
+    """The host paths a sandbox argv binds read-write (bwrap's `--bind SRC DEST`)."""
+    return {argv[i + 1] for i, a in enumerate(argv[:-2]) if a == "--bind"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    reads=st.lists(st.integers(0, 3), max_size=4, unique=True),
+    writes=st.lists(st.integers(0, 3), max_size=4, unique=True),
+    mode=st.sampled_from(["none", "network", "ports"]),
+)
+def test_only_the_work_folder_cache_and_write_paths_are_writable(
+    tmp_path: Path, reads: list[int], writes: list[int], mode: str
+) -> None:
+    folders = [tmp_path / f"d{i}" for i in range(4)]
+    for folder in folders:
+        folder.mkdir(exist_ok=True)
+    outbound: dict[str, Any] = {"insecure_allow_all": True} if mode == "network" else {}
+    if mode == "ports":
+        outbound = {"allow_port": [443]}
+    profile = PermissionProfile.model_validate(
+        {
+            "read": [str(folders[i]) for i in reads],
+            "write": [str(folders[i]) for i in writes],
+            "network": {"outbound": outbound},
+        }
+    )
+    argv = sandbox_argv(["true"], dict(os.environ), profile, tmp_path / "work", tmp_path / "cache")
+    expected = {str((tmp_path / "work").resolve()), str((tmp_path / "cache").resolve())}
+    assert _writable(argv) == expected | {str(folders[i]) for i in writes}
+    assert ("--share-net" in argv) == (mode == "network")
+    assert argv.count("--unshare-all") >= 1 and "--remount-ro" in argv
