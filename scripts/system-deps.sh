@@ -3,6 +3,8 @@
 # redis-server: the tests of rate limits and sessions shared by several gateway replicas start their own.
 set -euo pipefail
 packages=(postgresql git wrk graphviz redis-server)
+# bubblewrap: the local sandbox of every MCP server process (docs/security.md).
+packages+=(bubblewrap)
 # The real node (`dev-cluster up --real-node`, `make image`, `make test-realnode`).
 packages+=(containerd runc containernetworking-plugins iptables conntrack socat iproute2 debootstrap umoci)
 missing=()

@@ -85,9 +85,6 @@ MISSING: dict[str, str] = {
     "MCPServer v1beta1 spec.backendReplicas": (
         "proxy and MCP server run as one workload here (no separate backend Deployment): " + NOT_BUILT
     ),
-    "MCPServer v1beta1 spec.permissionProfile": (
-        "ToolHive's container permission profiles (network / filesystem sandbox): " + NOT_BUILT
-    ),
     "MCPServer v1beta1 spec.volumes": "host-path volumes into the MCP server container: " + NOT_BUILT,
     "MCPServer v1beta1 status.authServerConfigHash": "hashes are in the rendered config, not status: "
     + NOT_BUILT,

@@ -3,6 +3,7 @@ the user's shell: tokens and all), only what an interpreter needs."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ async def test_script_worker_environment_is_minimal(monkeypatch: pytest.MonkeyPa
     runner = CodeRunner(CodeMode())
     process = await runner._spawn()
     try:
-        raw = Path(f"/proc/{process.pid}/environ").read_bytes()
+        raw = await asyncio.to_thread(Path(f"/proc/{process.pid}/environ").read_bytes)
         names = {item.split(b"=", 1)[0].decode() for item in raw.split(b"\0") if item}
         assert b"canary-9f2e" not in raw
         assert names <= set(WORKER_ENV)

@@ -19,6 +19,7 @@ from mcpfleet.api.common import (
     Transport,
 )
 from mcpfleet.api.meta import AuthServerRef, KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.permissions import PermissionProfileRef
 from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.ratelimit import (
     NEEDS_REDIS_MESSAGE,
@@ -144,6 +145,11 @@ class MCPServerSpec(RuleModel):
     """MCPTelemetryConfig with this workload's OpenTelemetry / Prometheus settings."""
     webhook_config_ref: LocalObjectReference | None = None
     """MCPWebhookConfig whose mutating and validating webhooks the proxy calls on each request."""
+    permission_profile: PermissionProfileRef | None = None
+    """What the server process may reach (ToolHive's shape): builtin `none` (no network) or `network`
+    (outbound open), or a profile document in a ConfigMap key (read / write paths, outbound
+    allow-lists). Unset: builtin `network`, with the filesystem isolated all the same
+    (docs/security.md, "What a server can and cannot reach")."""
 
     @property
     def is_package(self) -> bool:

@@ -48,6 +48,7 @@ CHILD_RESOURCES: tuple[tuple[str, str, str], ...] = (
     ("", "v1", "configmaps"),
     ("", "v1", "serviceaccounts"),
     ("", "v1", "persistentvolumeclaims"),
+    ("networking.k8s.io", "v1", "networkpolicies"),
     ("rbac.authorization.k8s.io", "v1", "roles"),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"),
 )

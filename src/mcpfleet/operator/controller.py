@@ -58,6 +58,7 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "ConfigMap"),
     ("v1", "ServiceAccount"),
     ("v1", "PersistentVolumeClaim"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
@@ -528,6 +529,21 @@ class Controller:
                 contents[(registry.name, index)] = str(data[ref.key]).encode()
         return enforce.gather(registries, contents, local=False)
 
+    async def _profile_documents(self, namespace: str, server: Any) -> dict[tuple[str, str], str]:
+        """The ConfigMap key a `permissionProfile` of type configmap names (GET, as for enforceServers:
+        user ConfigMaps are not watched; an edit is seen at the server's next pass). A missing key is
+        left out: the server is then Failed naming it."""
+        ref = server.spec.permission_profile
+        if ref is None or ref.type != "configmap" or ref.key is None:
+            return {}
+        try:
+            found = await self.api.get("v1", "ConfigMap", namespace, ref.name)
+        except Exception as exc:  # unreachable API: refused naming why, and retried at the next pass
+            log.warning("ConfigMap %s/%s not read: %s", namespace, ref.name, exc)
+            return {}
+        data = (found or {}).get("data") or {}
+        return {(ref.name, ref.key): str(data[ref.key])} if ref.key in data else {}
+
     async def _reconcile_workload(self, key: ObjKey, entry: Entry) -> None:
         kind, namespace, name = key
         if entry.model is None:
@@ -537,6 +553,8 @@ class Controller:
         world = self.world(kind, namespace, model)
         if kind in ("MCPServer", "EmbeddingServer"):
             world = replace(world, registry_images=await self._registry_images(namespace))
+        if kind == "MCPServer":
+            world = replace(world, profile_documents=await self._profile_documents(namespace, model))
         plan = kinds.plan(model, world)
         rejected = None
         if not plan.problems and not entry.deleting:

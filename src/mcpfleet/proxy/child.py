@@ -33,6 +33,7 @@ import orjson
 
 from mcpfleet.deathsig import die_with_parent
 from mcpfleet.proxy.unavailable import give_up, offline_miss
+from mcpfleet.sandboxcmd import server_command
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,8 @@ class ChildProcess:
         if not command:
             raise ValueError("command: at least the executable is required")
         self._command = list(command)
+        # What messages and status name: the server's own command, not its sandbox's wrapper.
+        self._shown = server_command(command)
         self._on_message = on_message
         self._on_exit = on_exit
         self._on_start = on_start
@@ -193,7 +196,7 @@ class ChildProcess:
         if self._next_restart_at is not None:
             next_in = max(0.0, round(self._next_restart_at - time.monotonic(), 3))
         return ChildStatus(
-            command=self._command,
+            command=self._shown,
             running=self.running,
             pid=self.pid if self.running else None,
             restarts=self._restarts,
@@ -227,8 +230,8 @@ class ChildProcess:
                 try:
                     await self._spawn()
                 except OSError as exc:
-                    self._stderr.append(f"[mcpfleet] cannot start {self._command[0]}: {exc}")
-                    log.error("%s: cannot start %s: %s", self._name, self._command[0], exc)
+                    self._stderr.append(f"[mcpfleet] cannot start {self._shown[0]}: {exc}")
+                    log.error("%s: cannot start %s: %s", self._name, self._shown[0], exc)
                     self._last_exit = None
                 else:
                     if not first.done():
@@ -239,7 +242,7 @@ class ChildProcess:
                 if self._stopping:
                     break
                 unavailable = offline_miss(
-                    self._command, list(self._stderr), {**os.environ, **(self._env or {})}
+                    self._shown, list(self._stderr), {**os.environ, **(self._env or {})}
                 )
                 if unavailable is not None:
                     # Restarting cannot help (docs/dev-cluster.md): say why once and stop the runner.

@@ -34,6 +34,8 @@ with rateLimiting is a plan problem.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
 from mcpfleet.reconcile import (
@@ -44,6 +46,7 @@ from mcpfleet.reconcile import (
     mcpoidcconfig,
     mcptelemetryconfig,
     mcpwebhookconfig,
+    permissions,
 )
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
@@ -89,6 +92,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     problems.extend(_policy(server, world).problems)
     problems.extend(_webhooks(server, world).problems)
     problems.extend(_authserver(server, world).problems)
+    problems.extend(permissions.resolve(server, world).problems)
     if spec.rate_limiting is not None and spec.transport != "stdio":
         problems.append(
             "spec.rateLimiting: enforced by mcpfleet's proxy, which only stdio servers run behind; put an"
@@ -171,6 +175,22 @@ def run_config(server: MCPServer, world: World) -> dict[str, object]:
 
 
 def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
+    containers, serving, rbac = _unconfined_containers(server, world)
+    # The profile goes on the container that runs the server itself (a stdio package: the proxy's
+    # child; an image or an http package: the mcp container), never on a proxy beside it.
+    profile = permissions.resolve(server, world).profile
+    proxy_env = permissions.egress_proxy_env(server, world, profile)
+    server_container = SERVER_CONTAINER if any(c.name == SERVER_CONTAINER for c in containers) else serving
+    containers = tuple(
+        replace(c, permission_profile=profile, env=c.env + proxy_env) if c.name == server_container else c
+        for c in containers
+    )
+    return containers, serving, rbac
+
+
+def _unconfined_containers(
+    server: MCPServer, world: World
+) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
     spec = server.spec
     env = plain_env(spec.env)
     secrets = secret_env(spec.secrets)
@@ -363,6 +383,8 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     policy = _policy(server, world)
     webhooks = _webhooks(server, world)
     embedded = _authserver(server, world)
+    profile = permissions.resolve(server, world)
+    conditions.append(profile.condition())
     # Never run without the auth / policies / webhooks the spec asks for.
     if problems and (
         auth.problems
@@ -370,6 +392,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         or policy.problems
         or webhooks.problems
         or (world.platform == "local" and not spec.is_package)
+        or profile.problems
     ):
         containers: tuple[Container, ...] = ()
         serving = None

@@ -27,6 +27,7 @@ from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
 from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef, SecretKeyRef
+from mcpfleet.api.permissions import PermissionProfile
 from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import LIVE_CONFIG_FIELDS, VirtualMCPServer
 from mcpfleet.reconcile.enforce import RegistryImages
@@ -110,6 +111,10 @@ class Container:
     secret_files: bool = True
     """Mount the plan's SecretFiles into this container (Kubernetes). False for a user's server image
     beside mcpfleet's proxy: the proxy's keys (e.g. webhook HMAC keys) are not the server's business."""
+    permission_profile: PermissionProfile | None = None
+    """The MCP server's permission profile (`reconcile/permissions.py`), on the container that runs the
+    server: locally the server process is wrapped in a sandbox (a proxy container's child after `--`);
+    on Kubernetes the container gets a restricted securityContext and the pod a NetworkPolicy."""
 
 
 @dataclass(frozen=True)
@@ -377,6 +382,9 @@ class World:
     """EmbeddingServers by name: the URL of a Ready one, None while it is not Ready."""
     server_entries: tuple[MCPServerEntry, ...] = ()
     """MCPServerEntries (for a VirtualMCPServer: those of its group)."""
+    profile_documents: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The text of the ConfigMap keys MCPServer permissionProfiles name, by (ConfigMap, key); a key
+    the platform could not read is absent."""
     registry_images: dict[str, RegistryImages] = field(default_factory=dict)
     """MCPRegistries of the namespace with the images they list, when one of them sets
     enforceServers (for MCPServer and EmbeddingServer: `reconcile/enforce.py`); else empty."""

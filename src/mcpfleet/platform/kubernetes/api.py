@@ -87,6 +87,7 @@ _BUILTIN_PLURALS: dict[tuple[str, str], str] = {
     ("v1", "Service"): "services",
     ("v1", "ServiceAccount"): "serviceaccounts",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
     ("v1", "Pod"): "pods",
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",

@@ -63,6 +63,13 @@ from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, loa
 from mcpfleet.platform.local.paths import PathEscapeError, file_signature, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
 from mcpfleet.platform.local.reaper import end_tagged
+from mcpfleet.platform.local.sandbox import (
+    SandboxError,
+    package_cache,
+    profile_documents,
+    sandbox_argv,
+    sandbox_cache_root,
+)
 from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
@@ -435,6 +442,7 @@ class Runner:
             server_entries=tuple(of(MCPServerEntry)),
             embedding_urls=self._embedding_urls(namespace, stored),
             registry_images=self._registry_images(of(MCPRegistry)),
+            profile_documents=profile_documents(self.state_dir, of(MCPServer)),
         )
 
     def _fresh(self, world: World, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
@@ -568,6 +576,7 @@ class Runner:
                 )
                 argv = self._argv(container, plan, port, config_dir, data_dir)
                 env = self._env(container, plan, argv)
+                argv = self._sandboxed(argv, container, env, plan)
                 serving = container.name == plan.serving_container
                 health = probe = None
                 if serving and port is not None:
@@ -679,6 +688,23 @@ class Runner:
                 extra += ["--status-file", str(self.status_file(plan.namespace, plan.name))]
             return [sys.executable, "-m", "mcpfleet.platform.local.dataplane", argv[1], *extra, *argv[3:]]
         return [*mcpfleet_argv(), *argv[1:]]
+
+    def _sandboxed(
+        self, argv: list[str], container: Container, env: dict[str, str], plan: WorkloadPlan
+    ) -> list[str]:
+        """`argv` with the server inside its sandbox (`sandbox.py`): a proxy's child after `--`, or
+        the whole command of a server run directly. LocalRunError (the workload Failed) when the
+        sandbox cannot be set up: never run without it."""
+        if container.permission_profile is None:
+            return argv
+        start = argv.index("--") + 1 if tuple(container.command[:2]) == ("mcpfleet", "proxy") else 0
+        try:
+            work_dir = safe_join(self.state_dir, "sandbox", plan.namespace, plan.name)
+            cache = package_cache(sandbox_cache_root(), argv[start:], container.permission_profile)
+            wrapped = sandbox_argv(argv[start:], env, container.permission_profile, work_dir, cache)
+        except (PathEscapeError, SandboxError) as exc:
+            raise LocalRunError(f"sandbox: {exc}") from exc
+        return [*argv[:start], *wrapped]
 
     def _env(self, container: Container, plan: WorkloadPlan, argv: list[str]) -> dict[str, str]:
         """The process's whole environment (`launch.server_env`): the base, a private HOME in the

@@ -26,6 +26,7 @@ from typing import Any
 
 from mcpfleet.api.meta import ANNOTATION_CONFIG_CHECKSUM, GROUP, LABEL_INSTANCE
 from mcpfleet.api.versions import STORAGE_API_VERSION
+from mcpfleet.platform.kubernetes.render import permissions
 from mcpfleet.platform.kubernetes.render.podtemplate import add_metadata, apply_pod_template, merge
 from mcpfleet.reconcile.common import LABEL_KIND, child_name, service_url, sha256_of
 from mcpfleet.reconcile.model import (
@@ -124,9 +125,12 @@ def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str
         spec["tty"] = False
     if container.resources:
         spec["resources"] = container.resources
-    mounts = _mounts(plan, container)
+    mounts = _mounts(plan, container) + permissions.scratch_mounts(container)
     if mounts:
         spec["volumeMounts"] = mounts
+    context = permissions.security_context(container)
+    if context is not None:
+        spec["securityContext"] = context
     return spec
 
 
@@ -291,7 +295,7 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
             out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": plan.data_claim}})
         else:
             out.append({"name": DATA_VOLUME, "emptyDir": {}})
-    return out
+    return out + permissions.scratch_volumes(plan)
 
 
 def volume_claim(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
@@ -376,6 +380,22 @@ def service(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
     return [{"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}]
 
 
+def network_policy(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
+    """The egress NetworkPolicy of a server whose permission profile limits the network, and its egress
+    proxy when the profile names hosts (`permissions`)."""
+    spec = permissions.network_policy_spec(plan, selector_labels(plan))
+    if spec is None:
+        return []
+    metadata = _metadata(plan, owner, child_name(plan.kind, plan.name))
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": spec,
+    }
+    return [policy, *permissions.egress_proxy(plan, metadata, image, selector_labels(plan))]
+
+
 def _add_metadata(metadata: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]) -> None:
     """The user's labels and annotations (`resourceOverrides`) under ours: ours win on a clash."""
     if labels:
@@ -390,6 +410,7 @@ def workload(plan: WorkloadPlan, owner: Owner, image: str) -> list[Manifest]:
         *config_map(plan, owner),
         *identity(plan, owner),
         *volume_claim(plan, owner),
+        *network_policy(plan, owner, image),
         deployment(plan, owner, image),
         *service(plan, owner),
     ]
