@@ -209,3 +209,30 @@ def create_app(
 ) -> RegistryApp:
     """The registry's ASGI app; `tracer` (see `mcpfleet.telemetry`) adds a span per request."""
     return RegistryApp(service, manage_lifespan, tracer)
+
+
+def _refusal(status: int, message: str) -> tuple[bytes, bytes]:
+    return b"application/problem+json", problem(status, message)
+
+
+def served(app: RegistryApp) -> tuple[Any, dict[str, Any]]:
+    """The ASGI callable and the uvicorn options that serve `app` within the config's connection
+    and body limits (`server.*`, the proxy's and gateway's `HttpLimits`): header deadline and size
+    (408 / 431, the connection closed), body size and deadline (413 / 408 problem documents),
+    keep-alive. Loaded when serving starts (uvicorn loads the same protocol module anyway)."""
+    from mcpfleet.httplimits import BodyLimits, uvicorn_options
+    from mcpfleet.registry.config import http_limits
+
+    config = app.service.config
+    limits = http_limits(config)
+    body_key = "server.maxBodyBytes"
+    if config.publish is not None and config.publish.maxBodyBytes > config.server.maxBodyBytes:
+        body_key = "publish.maxBodyBytes"
+    names = {
+        "max_body_bytes": body_key,
+        "body_timeout": "server.bodyTimeout",
+        "header_timeout": "server.headerTimeout",
+        "max_header_bytes": "server.maxHeaderBytes",
+        "keep_alive_timeout": "server.keepAliveTimeout",
+    }
+    return BodyLimits(app, limits, _refusal, names), uvicorn_options(limits)

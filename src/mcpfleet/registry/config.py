@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mcpfleet.api.duration import Duration
+from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcpregistry import (
     PUBLISH_SCOPE,
     APISource,
@@ -32,6 +32,7 @@ from mcpfleet.api.mcpregistry import (
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef, location
 from mcpfleet.auth.settings import IncomingAuth
 from mcpfleet.configfile import DocumentError, parse_json_or_yaml
+from mcpfleet.httpsettings import HttpLimits
 from mcpfleet.registry.entry import PUBLISHED
 
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
@@ -167,8 +168,40 @@ class Database(ApiModel):
 
 
 class Server(ApiModel):
+    """Where the registry listens and how long and how much it waits for a client (the same limits,
+    and the same defaults, as the proxy's and the gateway's servers: docs/security.md)."""
+
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    headerTimeout: Duration = Field(default="10s", alias="headerTimeout")
+    """From a connection's opening (or a kept-alive connection's next request) to complete request
+    headers; a client that is slower gets a 408 and the connection is closed."""
+    maxHeaderBytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024, alias="maxHeaderBytes")
+    """Request line plus headers (431 above)."""
+    bodyTimeout: Duration = Field(default="30s", alias="bodyTimeout")
+    """To receive a whole request body once its headers arrived (408 after)."""
+    maxBodyBytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024, alias="maxBodyBytes")
+    """Any request body (413 above); a publish is also held to `publish.maxBodyBytes`."""
+    keepAliveTimeout: Duration = Field(default="5s", alias="keepAliveTimeout")
+    """How long an idle kept-alive connection stays open between requests."""
+
+    @field_validator("headerTimeout", "bodyTimeout", "keepAliveTimeout")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if parse_duration(value) <= 0:
+            raise ValueError("must be longer than 0s")
+        return value
+
+    def limits(self, publish_body_bytes: int = 0) -> HttpLimits:
+        """These limits as the shared `HttpLimits` (the body limit covers the largest publish)."""
+        return HttpLimits(
+            max_body_bytes=max(self.maxBodyBytes, publish_body_bytes),
+            body_timeout=parse_duration(self.bodyTimeout),
+            header_timeout=parse_duration(self.headerTimeout),
+            max_header_bytes=self.maxHeaderBytes,
+            # uvicorn's keep-alive timer takes whole seconds.
+            keep_alive_timeout=max(1, round(parse_duration(self.keepAliveTimeout))),
+        )
 
 
 class Publish(ApiModel):
@@ -244,6 +277,11 @@ class RegistryConfig(ApiModel):
                 raise ValueError(f"duplicate source name {source.name!r}")
             seen.add(source.name)
         return sources
+
+
+def http_limits(config: RegistryConfig) -> HttpLimits:
+    """The connection and body limits the registry is served with."""
+    return config.server.limits(config.publish.maxBodyBytes if config.publish is not None else 0)
 
 
 def merge_order(config: RegistryConfig) -> list[str]:
