@@ -60,6 +60,10 @@ _OPERATIONAL = "mcpfleet.registry.operational"
 """The operational endpoints' module (`operational.py`): the service loads it in the background
 after a start from the stored catalogue (`RegistryService.preload`), else its first request does."""
 _UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
+_VALIDATE_PATHS = (b"/v0.1/validate", b"/v0/validate")
+"""The publish dry run (`publishcheck.VALIDATE_PATHS`, repeated so the start path stays light)."""
+_VALIDATE_BODY_BYTES = 1024 * 1024
+"""Largest body the dry run reads on a registry without a publish block (publish.maxBodyBytes' default)."""
 
 
 async def _problem(send: Send, status: int, detail: str) -> None:
@@ -148,7 +152,9 @@ class RegistryApp:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
         publishing = self.service.config.publish is not None
-        if is_write(scope) and (publishing or raw.endswith(b"/publish")):
+        if raw.split(b"?", 1)[0] in _VALIDATE_PATHS:
+            await self._validate(scope, receive, send)
+        elif is_write(scope) and (publishing or raw.endswith(b"/publish")):
             publisher = await self.service.publishing()
             if publisher is not None:
                 await publisher(scope, receive, send)
@@ -163,6 +169,22 @@ class RegistryApp:
             await self.api(scope, receive, send)
         else:
             await self.operational(scope, receive, send)  # type: ignore[arg-type]
+
+    async def _validate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The publish dry run (`publishcheck.validate`), served with or without publishing."""
+        from mcpfleet.registry.publishcheck import Problem, validate
+
+        config = self.service.config
+        limit = config.publish.maxBodyBytes if config.publish is not None else _VALIDATE_BODY_BYTES
+        try:
+            status, body = await validate(scope, receive, limit)
+            headers = [(b"content-type", b"application/json")]
+        except Problem as exc:
+            status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
+            headers = [(b"content-type", b"application/problem+json"), *exc.headers]
+        headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()

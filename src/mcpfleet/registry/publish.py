@@ -30,12 +30,10 @@ import asyncio
 import gc
 import importlib
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
-import orjson
 from sqlalchemy.exc import IntegrityError
 
 from mcpfleet.api.mcpregistry import PublishGrant
@@ -50,6 +48,7 @@ from mcpfleet.registry.entry import (
     Entry,
 )
 from mcpfleet.registry.formats.upstream import validation_problem
+from mcpfleet.registry.publishcheck import Problem, entry_of, read_json
 
 log = logging.getLogger(__name__)
 
@@ -62,24 +61,6 @@ PUBLISH = "publish"
 EDIT = "edit"
 _STATUSES = (STATUS_ACTIVE, STATUS_DEPRECATED, STATUS_DELETED)
 _MAX_STATUS_MESSAGE = 500
-
-
-class Problem(Exception):
-    """An answer other than success: status, detail, optional per-field errors and headers."""
-
-    def __init__(
-        self,
-        status: int,
-        detail: str,
-        location: str | None = None,
-        value: Any = None,
-        headers: Headers | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.errors = [{"message": detail, "location": location, "value": value}] if location else None
-        self.headers = headers or []
 
 
 def resource_match(resource: str, pattern: str) -> bool:
@@ -226,7 +207,7 @@ class Publisher:
         claims = await self._authenticate(scope)
         perms = permissions(self.config, claims)
         if route == "publish":
-            entry = self._entry(await self._json(scope, receive))
+            entry = entry_of(await self._json(scope, receive))
             return 200, await self._publish(entry, perms)
         assert name is not None
         if route == "version":
@@ -266,41 +247,7 @@ class Publisher:
         return claims
 
     async def _json(self, scope: Scope, receive: Receive) -> Any:
-        content_type = b""
-        length: int | None = None
-        for key, value in scope["headers"]:
-            if key == b"content-type":
-                content_type = value.split(b";", 1)[0].strip().lower()
-            elif key == b"content-length":
-                length = int(value) if value.isdigit() else None
-        if content_type and content_type != b"application/json" and not content_type.endswith(b"+json"):
-            raise Problem(
-                415,
-                "Expected a JSON body (Content-Type: application/json)",
-                "header.Content-Type",
-                content_type.decode("latin-1"),
-            )
-        limit = self.config.maxBodyBytes
-        too_large = f"The body is larger than {limit} bytes"
-        if length is not None and length > limit:
-            raise Problem(413, too_large, "body", length)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise Problem(400, "The client went away before sending the body", "body")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise Problem(413, too_large, "body", size)
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        try:
-            return orjson.loads(b"".join(chunks))
-        except orjson.JSONDecodeError as exc:
-            raise Problem(400, f"The body is not valid JSON: {exc}", "body") from None
+        return await read_json(scope, receive, self.config.maxBodyBytes)
 
     async def _drain(self, scope: Scope, receive: Receive) -> None:
         """Read and ignore a body (DELETE carries none), within the size limit."""
@@ -310,16 +257,6 @@ class Publisher:
             size += len(message.get("body", b""))
             if size > self.config.maxBodyBytes or not message.get("more_body"):
                 return
-
-    def _entry(self, document: Any) -> Entry:
-        if not isinstance(document, dict):
-            raise Problem(422, "The body must be a server.json object", "body")
-        found = validation_problem(document)
-        if found is not None:
-            path, message = found
-            value = _at(document, path)
-            raise Problem(422, f"server.json: {message}", f"body.{path}" if path else "body", value)
-        return Entry(document["name"], document["version"], document)
 
     def _status_request(self, body: Any) -> tuple[str, str | None]:
         if not isinstance(body, dict):
@@ -336,6 +273,11 @@ class Publisher:
                 422,
                 f"statusMessage must be a string of at most {_MAX_STATUS_MESSAGE} characters",
                 "body.statusMessage",
+            )
+        if status == STATUS_ACTIVE and message is not None:
+            # The official rule: a message explains a deprecation or a deletion, never an active version.
+            raise Problem(
+                422, "statusMessage is only for deprecated or deleted versions", "body.statusMessage", message
             )
         return str(status), message
 
@@ -436,18 +378,3 @@ class Publisher:
 def _import(*modules: str) -> None:
     for module in modules:
         importlib.import_module(module)
-
-
-def _at(document: Any, path: str) -> Any:
-    """The value at a fastjsonschema path (`packages[0].version`), None when absent; never raises."""
-    value = document
-    for part in re.findall(r"[^.\[\]]+", path):
-        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        elif isinstance(value, dict) and part in value:
-            value = value[part]
-        else:
-            return None
-    if isinstance(value, dict | list):
-        return None  # only scalars are echoed back
-    return value
