@@ -33,6 +33,7 @@ from mcpfleet.registry.api import (
     problem,
     route_template,
 )
+from mcpfleet.registry.cors import CorsPolicy, answer_preflight, is_preflight
 from mcpfleet.registry.service import RegistryService
 
 if TYPE_CHECKING:
@@ -88,6 +89,18 @@ class RegistryApp:
         self.tracer = tracer
         config = service.config
         self.prefixes = tuple(f"/registry/{alias}/".encode() for alias in config.aliases)
+        cors = config.cors
+        self.cors = (
+            CorsPolicy(
+                cors.allowedOrigins,
+                cors.allowedMethods,
+                cors.allowedHeaders,
+                cors.exposedHeaders,
+                cors.maxAge,
+            )
+            if cors.allowedOrigins
+            else None
+        )
         self.guard: AuthGuard | None = None
         if config.auth is not None and config.auth.type == "oidc":
             # Reader authentication (ToolHive's `auth.mode: oauth`): every path but the public ones.
@@ -109,6 +122,12 @@ class RegistryApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if scope["type"] == "http" and self.cors is not None:
+            # Before the token check: browsers send preflights without credentials.
+            if is_preflight(scope):
+                await answer_preflight(self.cors, scope, send)
+                return
+            send = self.cors.wrap(scope["headers"], send)
         if scope["type"] == "http" and self.guard is not None:
             await self.guard(scope, receive, send)
             return

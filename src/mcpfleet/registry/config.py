@@ -204,6 +204,33 @@ class Server(ApiModel):
         )
 
 
+class Cors(ApiModel):
+    """Cross-origin access for browser apps (`registry/cors.py`); the defaults are the official
+    registry's (any origin, no credentials, a day's preflight cache) plus PATCH, which the status
+    operations use. `allowedOrigins: []` turns CORS off (no CORS headers, preflights are not answered)."""
+
+    allowedOrigins: list[str] = Field(default_factory=lambda: ["*"], alias="allowedOrigins", max_length=100)
+    """`*`, exact origins (`https://console.example.com`) or one `*` wildcard (`https://*.example.com`)."""
+    allowedMethods: list[str] = Field(
+        default_factory=lambda: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], alias="allowedMethods"
+    )
+    allowedHeaders: list[str] = Field(default_factory=lambda: ["*"], alias="allowedHeaders")
+    """Request headers a browser may send (`*`: any, echoed back to the preflight)."""
+    exposedHeaders: list[str] = Field(
+        default_factory=lambda: ["Content-Type", "Content-Length"], alias="exposedHeaders"
+    )
+    maxAge: int = Field(default=86400, ge=0, le=7 * 86400, alias="maxAge")
+    """Seconds a browser may cache a preflight answer."""
+
+    @field_validator("allowedOrigins", "allowedMethods", "allowedHeaders", "exposedHeaders")
+    @classmethod
+    def _tokens(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value or value.count("*") > 1 or any(c in value for c in ",\r\n\0 "):
+                raise ValueError(f"{value!r}: expected one token (no commas, spaces; at most one '*')")
+        return values
+
+
 class Publish(ApiModel):
     """Publishing (`POST /v0.1/publish` and the status / delete operations); off without this block."""
 
@@ -256,6 +283,8 @@ class RegistryConfig(ApiModel):
         default_factory=lambda: ["/health", "/readiness", "/version"], alias="publicPaths"
     )
     """Paths served without a token when `auth` asks for one."""
+    cors: Cors = Field(default_factory=Cors)
+    """Cross-origin access for browser apps (on by default, as on the official registry)."""
     aliases: list[str] = Field(default_factory=list, max_length=8)
     """Extra names the catalogue answers under, as ToolHive's server does: `/registry/<alias>/v0.1/...`
     is served like `/v0.1/...`."""

@@ -81,7 +81,10 @@ _WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
             "409": "A synced source serves this name and ranks above published entries",
             "413": "The body is larger than publish.maxBodyBytes",
             "415": "The body is not JSON (Content-Type)",
-            "422": "The body is not a valid server.json; `errors` names the field",
+            "422": (
+                "The body is not a valid server.json, breaks a publish rule (docs/registry.md, "
+                '"Publish validation") or holds an integer beyond 64 bits; `errors` names the field'
+            ),
         },
     ),
     ("/v0.1/servers/{serverName}/versions/{version}/status", "patch"): (
@@ -92,7 +95,7 @@ _WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
             "409": "The version comes from a synced source: its status is changed there",
             "413": "The body is larger than publish.maxBodyBytes",
             "415": "The body is not JSON (Content-Type)",
-            "422": "Not {status, statusMessage?} with a known status",
+            "422": "Not {status, statusMessage?} with a known status, or a statusMessage with status active",
         },
     ),
     ("/v0.1/servers/{serverName}/status", "patch"): (
@@ -156,6 +159,33 @@ def _add_writes(paths: dict[str, Any], upstream: dict[str, Any]) -> None:
                 paths.setdefault(prefix + path.removeprefix("/v0.1"), {})[method] = op
 
 
+def _validate_operation(upstream: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`POST /v0.1/validate`: the publish dry run (`registry.publishcheck.validate`)."""
+    request = copy.deepcopy(upstream["paths"]["/v0.1/publish"]["post"]["requestBody"])
+    valid = {
+        "type": "object",
+        "required": ["valid", "name", "version"],
+        "properties": {"valid": {"const": True}, "name": {"type": "string"}, "version": {"type": "string"}},
+    }
+    errors = {
+        "400": "The body is not JSON",
+        "405": "Only POST",
+        "413": "The body is larger than publish.maxBodyBytes",
+        "415": "The body is not JSON (Content-Type)",
+        "422": "What a publish of this body would be refused for; `errors` names the field",
+    }
+    return {
+        "operationId": ("v0_1_" if prefix == "/v0.1" else "v0_") + "validate_server",
+        "description": (
+            "Dry run of a publish: the same checks (schema and publish rules), nothing stored, no token. "
+            "Namespace grants and duplicate versions are checked by the publish itself."
+        ),
+        "requestBody": request,
+        "responses": {"200": _json("The document would be accepted", valid)}
+        | {status: _problem(text) for status, text in errors.items()},
+    }
+
+
 def build_openapi() -> dict[str, Any]:
     upstream = upstream_openapi()
     paths: dict[str, Any] = {}
@@ -194,6 +224,8 @@ def build_openapi() -> dict[str, Any]:
             }[path]
             paths[prefix + path.removeprefix("/v0.1")] = {"get": op}
     _add_writes(paths, upstream)
+    for prefix in ("/v0.1", "/v0"):
+        paths[f"{prefix}/validate"] = {"post": _validate_operation(upstream, prefix)}
     status_schema = {
         "type": "object",
         "required": ["status"],
