@@ -21,7 +21,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -240,6 +240,40 @@ def _winners(rows: Any, order: list[str]) -> dict[tuple[str, str], tuple[str, st
         for src, name, version, status, h in rows
         if src in rank and winner.get(name) == rank[src]
     }
+
+
+def _published_times(
+    desired: dict[tuple[str, str], tuple[str, str, str]],
+    current: dict[tuple[str, str], Any],
+    known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
+) -> dict[tuple[str, str], str]:
+    """When each served version was published: its stored time, or — for the versions this merge
+    adds — one microsecond apart in the order their source listed them, the last one now. So
+    versions that arrive in one sync keep their source's order (the official registry, publishing
+    one at a time, orders non-semantic versions by arrival) instead of one shared timestamp."""
+    arrival = {key: i for docs in known_docs.values() for i, key in enumerate(docs)}
+    new = sorted((k for k in desired if k not in current), key=lambda k: arrival.get(k, len(arrival)))
+    end = datetime.now(UTC)
+    stamps = {
+        key: (end - timedelta(microseconds=len(new) - 1 - i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for i, key in enumerate(new)
+    }
+    return {k: current[k].published_at if k in current else stamps[k] for k in desired}
+
+
+def _latest(
+    desired: dict[tuple[str, str], tuple[str, str, str]], published: dict[tuple[str, str], str]
+) -> dict[str, str]:
+    """The latest version of each name: among its versions that are not deleted (deleting the
+    latest makes the next one latest, as on the official registry), or among all when every
+    version is deleted."""
+    live: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    every: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for (name, version), (_src, status, _h) in desired.items():
+        every[name].append((version, published[(name, version)]))
+        if status != STATUS_DELETED:
+            live[name].append((version, published[(name, version)]))
+    return {name: latest_version(live.get(name) or versions) for name, versions in every.items()}
 
 
 def _merge_queries(order: list[str], names: set[str] | None) -> tuple[Select[Any], Select[Any]]:
@@ -511,13 +545,8 @@ class Store:
         current = {(r.name, r.version): r for r in (await conn.execute(served_query)).all()}
         now = now_iso()
         stats = MergeStats()
-        published: dict[tuple[str, str], str] = {
-            k: (current[k].published_at if k in current else now) for k in desired
-        }
-        by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for (name, version), (_src, _status, _h) in desired.items():
-            by_name[name].append((version, published[(name, version)]))
-        latest = {name: latest_version(vs) for name, vs in by_name.items()}
+        published = _published_times(desired, current, known_docs)
+        latest = _latest(desired, published)
 
         need_doc: list[tuple[str, str, str]] = []
         inserts: list[dict[str, Any]] = []
@@ -535,7 +564,7 @@ class Store:
                         "source": src,
                         "status": status,
                         "is_latest": is_latest,
-                        "published_at": now,
+                        "published_at": published[key],
                         "updated_at": now,
                         "status_changed_at": now,
                         "content_hash": h,
