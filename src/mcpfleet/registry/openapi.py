@@ -186,6 +186,21 @@ def _validate_operation(upstream: dict[str, Any], prefix: str) -> dict[str, Any]
     }
 
 
+def _read_parameters(parameters: list[dict[str, Any]]) -> None:
+    """The upstream read parameters as this server reads them."""
+    for param in parameters:
+        if param["in"] == "query":
+            param["allowEmptyValue"] = True  # `limit=` is no value (200), as on the official
+        if param["name"] == "limit":
+            param["schema"] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 30}
+        if param["name"] == "search":
+            param["schema"] = {**param["schema"], "minLength": 3}
+        if param["name"] == "updated_since":
+            param["description"] += (
+                " An invalid timestamp is answered with 400, and so is include_deleted=false with it."
+            )
+
+
 def build_openapi() -> dict[str, Any]:
     upstream = upstream_openapi()
     paths: dict[str, Any] = {}
@@ -199,22 +214,14 @@ def build_openapi() -> dict[str, Any]:
             "headers": etag_header,
         }
         responses["400"] = _problem(
-            "Invalid cursor or updated_since, or updated_since with include_deleted=false"
+            "Invalid updated_since, updated_since with include_deleted=false, or a NUL (%00) in the query"
         )
         responses["422"] = _problem("A parameter fails its schema; `errors` lists each one")
         if "404" in responses:
             responses["404"] = _problem(responses["404"]["description"])
-        for param in operation["parameters"]:
-            if param["name"] == "limit":
-                param["schema"] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 30}
-            if param["name"] == "search":
-                param["schema"] = {**param["schema"], "minLength": 3}
-            if param["name"] == "updated_since":
-                param["description"] += (
-                    " An invalid timestamp is answered with 400, and so is include_deleted=false with it."
-                )
+        _read_parameters(operation["parameters"])
         if path == _READ_PATHS[0]:
-            operation["parameters"].append(copy.deepcopy(_SEARCH_FIELDS_PARAM))
+            operation["parameters"].append({**copy.deepcopy(_SEARCH_FIELDS_PARAM), "allowEmptyValue": True})
         for prefix in ("/v0.1", "/v0"):
             op = copy.deepcopy(operation)
             op["operationId"] = ("v0_1_" if prefix == "/v0.1" else "v0_") + {

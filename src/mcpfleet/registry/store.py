@@ -119,9 +119,12 @@ _COPY_THRESHOLD = 200
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
 
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 def now_iso() -> str:
     """UTC timestamp with fixed width, so string order is time order on every backend."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime(_TIME_FORMAT)
 
 
 def content_hash(entry: Entry, status_message: str | None = None) -> str:
@@ -246,16 +249,18 @@ def _published_times(
     desired: dict[tuple[str, str], tuple[str, str, str]],
     current: dict[tuple[str, str], Any],
     known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
+    now: str,
 ) -> dict[tuple[str, str], str]:
     """When each served version was published: its stored time, or — for the versions this merge
-    adds — one microsecond apart in the order their source listed them, the last one now. So
+    adds — one microsecond apart in the order their source listed them, the last one `now` (so no
+    version is published after it was updated). So
     versions that arrive in one sync keep their source's order (the official registry, publishing
     one at a time, orders non-semantic versions by arrival) instead of one shared timestamp."""
     arrival = {key: i for docs in known_docs.values() for i, key in enumerate(docs)}
     new = sorted((k for k in desired if k not in current), key=lambda k: arrival.get(k, len(arrival)))
-    end = datetime.now(UTC)
+    end = datetime.strptime(now, _TIME_FORMAT)
     stamps = {
-        key: (end - timedelta(microseconds=len(new) - 1 - i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        key: (end - timedelta(microseconds=len(new) - 1 - i)).strftime(_TIME_FORMAT)
         for i, key in enumerate(new)
     }
     return {k: current[k].published_at if k in current else stamps[k] for k in desired}
@@ -545,7 +550,7 @@ class Store:
         current = {(r.name, r.version): r for r in (await conn.execute(served_query)).all()}
         now = now_iso()
         stats = MergeStats()
-        published = _published_times(desired, current, known_docs)
+        published = _published_times(desired, current, known_docs, now)
         latest = _latest(desired, published)
 
         need_doc: list[tuple[str, str, str]] = []
