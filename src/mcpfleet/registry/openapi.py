@@ -5,7 +5,7 @@ It keeps the upstream read operations verbatim (schemas included), serves them u
 differs from the document: the problem+json 400 / 404 / 422 answers (as the official registry sends
 them), the 304 answer, the bounds of `limit` and `search`, the `search_fields` extension, and the
 operational endpoints. The write operations (publish, the two status updates, delete, and the
-optional update, which this registry refuses: versions are immutable) keep the upstream request and
+optional update, which only a moderator's `edit` grant may use) keep the upstream request and
 success schemas; their error answers are this server's problem+json ones (`registry.publish`),
 including 405 on a registry with publishing off. Because the upstream schemas are reused as they are, a client (or schemathesis)
 checking responses against this document checks them against the upstream API.
@@ -109,6 +109,18 @@ _WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
             "422": "Not {status, statusMessage?} with a known status",
         },
     ),
+    ("/v0.1/servers/{serverName}/versions/{version}", "put"): (
+        "update_server_version",
+        {
+            "400": "The body is not JSON",
+            "403": "The token has no edit grant for this server: versions are immutable for publishers",
+            "404": "Server version not found (never published)",
+            "409": "The version comes from a synced source: it is edited there",
+            "413": "The body is larger than publish.maxBodyBytes",
+            "415": "The body is not JSON (Content-Type)",
+            "422": "Not a valid server.json, a publish rule broken, or another name or version than the path's",
+        },
+    ),
     ("/v0.1/servers/{serverName}/versions/{version}", "delete"): (
         "delete_server_version",
         {
@@ -136,17 +148,6 @@ def _write_operations(upstream: dict[str, Any]) -> dict[str, dict[str, Any]]:
         }
         operation["operationId"] = operation_id
         out.setdefault(path, {})[method] = operation
-    update = copy.deepcopy(upstream["paths"]["/v0.1/servers/{serverName}/versions/{version}"]["put"])
-    update["description"] = (
-        "Optional in the upstream API; this registry refuses it: versions are immutable, publish a new "
-        "version instead."
-    )
-    update.pop("security", None)
-    update["responses"] = {
-        "405": _problem("Versions are immutable (always; `Allow` names the methods the path accepts)")
-    }
-    update["operationId"] = "update_server_version"
-    out["/v0.1/servers/{serverName}/versions/{version}"]["put"] = update
     return out
 
 

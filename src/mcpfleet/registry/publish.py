@@ -6,7 +6,9 @@ Routes (also under `/v0`):
   — `{status, statusMessage?}` for one version or every version of a name;
 - `DELETE /v0.1/servers/{serverName}/versions/{version}` — the same as status `deleted` (the version
   stays, visible to `include_deleted` readers, and can never be published again);
-- `PUT …/versions/{version}` — 405: versions are immutable, publish a new one.
+- `PUT …/versions/{version}` — moderation: a token with an `edit` grant replaces that published
+  version's content (the body passes the publish checks, same name and version; audited on the
+  `mcpfleet.registry.audit` logger); a publisher gets 403: versions are immutable for publishers.
 
 Every call needs a bearer token of the configured OIDC issuer and audience carrying the publish scope
 (`publish.scope`, in `scope` or `scp`). What the token may touch is the official registry's permission
@@ -34,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
+import orjson
 from sqlalchemy.exc import IntegrityError
 
 from mcpfleet.api.mcpregistry import PublishGrant
@@ -51,6 +54,9 @@ from mcpfleet.registry.formats.upstream import validation_problem
 from mcpfleet.registry.publishcheck import Problem, entry_of, read_json
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("mcpfleet.registry.audit")
+"""Moderation (a version's content replaced): one JSON line per change — who (`sub`, `iss`, `email`
+of the token, never the token), what, and the content hashes before and after."""
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -195,17 +201,14 @@ class Publisher:
         }.get(route)
         if allowed is None:
             raise Problem(404, "Not found")
-        if route == "version" and method == "PUT":
-            raise Problem(
-                405,
-                "Versions are immutable: publish a new version instead of updating this one",
-                headers=[(b"allow", b"GET, HEAD, DELETE")],
-            )
-        if method != allowed:
-            extra = ", GET, HEAD" if route == "version" else ""
+        if method != allowed and not (route == "version" and method == "PUT"):
+            extra = ", GET, HEAD, PUT" if route == "version" else ""
             raise Problem(405, "Method not allowed", headers=[(b"allow", (allowed + extra).encode())])
         claims = await self._authenticate(scope)
         perms = permissions(self.config, claims)
+        if method == "PUT":
+            assert name is not None and version is not None
+            return 200, await self._edit(name, version, await self._json(scope, receive), perms, claims)
         if route == "publish":
             entry = entry_of(await self._json(scope, receive))
             return 200, await self._publish(entry, perms)
@@ -366,6 +369,58 @@ class Publisher:
         catalogue = service.current()
         bodies = [item.body for item in catalogue.by_name.get(name, ()) if item.version in set(changed)]
         return b'{"updatedCount":' + str(len(changed)).encode() + b',"servers":[' + b",".join(bodies) + b"]}"
+
+    async def _edit(
+        self, name: str, version: str, document: Any, perms: list[tuple[str, str]], claims: dict[str, Any]
+    ) -> bytes:
+        """`PUT …/versions/{version}`: a moderator (an `edit` grant) replaces a published version's
+        content, as on the official registry; publishers cannot (versions are immutable for them).
+        The body passes the publish checks and must name the same server and version. Audited."""
+        if not _allowed(perms, name, (EDIT,)):
+            mine = ", ".join(p for a, p in perms if a == EDIT) or "none"
+            raise Problem(
+                403,
+                "Published versions are immutable: only an edit (moderation) grant may replace one; "
+                f"you may edit: {mine}. Publish a new version instead",
+                "path.serverName",
+                name,
+            )
+        entry = entry_of(document)
+        for field, wanted, got in (("name", name, entry.name), ("version", version, entry.version)):
+            if got != wanted:
+                raise Problem(
+                    422, f"The body's {field} must be the path's ({wanted!r})", f"body.{field}", got
+                )
+        service = self.service
+        async with service.syncer.write_lock:
+            replaced = await service.store.replace_published(entry, service.syncer.merge_order)
+            if replaced is None:
+                owners = {src for v, src, _s in await service.store.served(name) if v == version}
+                if owners:
+                    raise Problem(
+                        409,
+                        f"{name} {version} comes from the synced source {sorted(owners)[0]!r}: edit it there",
+                        "path.version",
+                        version,
+                    )
+                raise Problem(404, "Server version not found", "path.version", version)
+            previous, digest, stats = replaced
+            assert stats.rows is not None
+            await service.refresh(name, (stats.generation, stats.rows))
+        audit.warning(
+            "%s",
+            orjson.dumps(
+                {
+                    "action": "edit_version",
+                    "subject": {k: v for k in ("sub", "iss", "email") if isinstance(v := claims.get(k), str)},
+                    "name": name,
+                    "version": version,
+                    "previousContentHash": previous,
+                    "contentHash": digest,
+                }
+            ).decode(),
+        )
+        return self._response(name, version)
 
     def _response(self, name: str, version: str) -> bytes:
         page = self.service.current().get(name, version, True)

@@ -490,6 +490,40 @@ class Store:
             stats.rows = [row_of(tuple(r)) for r in result]
             return stats
 
+    async def replace_published(self, entry: Entry, order: list[str]) -> tuple[str, str, MergeStats] | None:
+        """Replace the document of a published version (moderation), keeping its status and message;
+        returns the previous and the new content hash and the merge, None when that version was
+        never published."""
+        document = orjson.dumps(entry.server).decode()
+        key = and_(
+            source_entries.c.source == PUBLISHED,
+            source_entries.c.name == entry.name,
+            source_entries.c.version == entry.version,
+        )
+        async with self.engine.begin() as conn:
+            found = (
+                await conn.execute(
+                    select(
+                        source_entries.c.status,
+                        source_entries.c.status_message,
+                        source_entries.c.content_hash,
+                    )
+                    .where(key)
+                    .with_for_update()
+                )
+            ).first()
+            if found is None:
+                return None
+            status, message, previous = found
+            digest = content_hash(Entry(entry.name, entry.version, entry.server, status), message)
+            await conn.execute(
+                update(source_entries).where(key).values(document=document, content_hash=digest)
+            )
+            stats = await self._merge(conn, order, {}, names={entry.name})
+            result = await conn.execute(select(*_CATALOGUE_COLUMNS).where(servers.c.name == entry.name))
+            stats.rows = [row_of(tuple(r)) for r in result]
+            return str(previous), digest, stats
+
     async def set_published_status(
         self, name: str, version: str | None, status: str, message: str | None, order: list[str]
     ) -> list[str] | None:
