@@ -138,3 +138,15 @@ def test_any_preflight_is_a_204_never_an_error(
                 assert origin == ORIGIN or (origin.startswith("https://") and origin.endswith(".acme.com"))
 
     asyncio.run(run())
+
+
+async def test_preflight_needs_no_token_where_reads_do(tmp_path: Path) -> None:
+    # Browsers send preflights without credentials: answered before the reader-auth guard, while
+    # the actual request still needs its token (and its 401 carries the CORS headers, so a browser
+    # app can read why).
+    auth = {"type": "oidc", "oidc": {"issuer": "https://idp.example.com", "audience": "registry"}}
+    async with running(_config(tmp_path, auth=auth), tmp_path) as h:
+        r = await h.client.options("/v0.1/servers", headers=_preflight("GET", "Authorization"))
+        assert r.status_code == 204 and r.headers["access-control-allow-headers"] == "Authorization"
+        r = await h.get("/v0.1/servers", headers={"origin": ORIGIN})
+        assert r.status_code == 401 and r.headers["access-control-allow-origin"] == "*"
