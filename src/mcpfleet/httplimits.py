@@ -50,11 +50,21 @@ def _error_body(message: str) -> bytes:
     )
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
+Refusal = Callable[[int, str], tuple[bytes, bytes]]
+"""(status, message) -> (content type, body) of a refusal: JSON-RPC errors for the MCP servers,
+problem documents for the registry."""
+
+
+def jsonrpc_refusal(status: int, message: str) -> tuple[bytes, bytes]:
+    return b"application/json", _error_body(message)
+
+
+async def _refuse(send: Send, status: int, message: str, refusal: Refusal = jsonrpc_refusal) -> None:
+    content_type, body = refusal(status, message)
     # `connection: close`: the unread rest of the body must not be parsed as a next request.
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    headers = [(b"content-type", content_type), (b"connection", b"close")]
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": _error_body(message)})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimits:
@@ -62,12 +72,21 @@ class BodyLimits:
     to the app whole (both services parse the whole JSON-RPC message anyway).
 
     Requests without a body (GET notification streams, DELETE) pass untouched, so their `receive`
-    still reports the client's disconnect.
+    still reports the client's disconnect. `refusal` shapes the 4xx answers and `names` names each
+    limit in them as the operator sets it (a CLI flag by default, a config key for the registry).
     """
 
-    def __init__(self, app: ASGIApp, limits: HttpLimits) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limits: HttpLimits,
+        refusal: Refusal = jsonrpc_refusal,
+        names: Mapping[str, str] = FLAGS,
+    ) -> None:
         self.app = app
         self.limits = limits
+        self.refusal = refusal
+        self.names = names
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -75,12 +94,13 @@ class BodyLimits:
             return
         length, chunked = _framing(scope["headers"])
         limit = self.limits.max_body_bytes
+        too_large = f"Request body larger than {limit} bytes (limit: {self.names['max_body_bytes']})"
         if length is not None:
             if not length.strip().isdigit():
-                await _refuse(send, 400, "Invalid Content-Length header")
+                await _refuse(send, 400, "Invalid Content-Length header", self.refusal)
                 return
             if int(length) > limit:
-                await _refuse(send, 413, f"Request body larger than {limit} bytes (limit: --max-body-bytes)")
+                await _refuse(send, 413, too_large, self.refusal)
                 return
             if int(length) == 0 and not chunked:
                 await self.app(scope, receive, send)
@@ -99,19 +119,17 @@ class BodyLimits:
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > limit:
-                        await _refuse(
-                            send, 413, f"Request body larger than {limit} bytes (limit: --max-body-bytes)"
-                        )
+                        await _refuse(send, 413, too_large, self.refusal)
                         return
                     chunks.append(chunk)
                     if not message.get("more_body"):
                         break
         except TimeoutError:
-            await _refuse(
-                send,
-                408,
-                f"Request body not received within {self.limits.body_timeout:g} s (limit: --body-timeout)",
+            late = (
+                f"Request body not received within {self.limits.body_timeout:g} s "
+                f"(limit: {self.names['body_timeout']})"
             )
+            await _refuse(send, 408, late, self.refusal)
             return
         await self.app(scope, replay_body(b"".join(chunks), receive), send)
 

@@ -112,9 +112,11 @@ async def test_limit_bounds(reg: Harness) -> None:
     assert len((await reg.get("/v0.1/servers?limit=100")).json()["servers"]) == 100
     assert len((await reg.get("/v0.1/servers?limit=1")).json()["servers"]) == 1
     # Issue 17: schema failures are 422 problem documents, as on the official registry.
-    for bad in ("0", "101", "-1", "abc", "1.5", ""):
+    for bad in ("0", "101", "-1", "abc", "1.5"):
         r = await reg.get(f"/v0.1/servers?limit={bad}")
         assert r.status_code == 422 and r.json()["errors"][0]["location"] == "query.limit", bad
+    # Issue 32: an empty value is no value (the default), as on the official registry.
+    assert (await reg.get("/v0.1/servers?limit=")).status_code == 200
 
 
 async def test_search_version_and_updated_since(reg: Harness) -> None:
@@ -138,7 +140,9 @@ async def test_search_version_and_updated_since(reg: Harness) -> None:
         r = await reg.get("/v0.1/servers", params={"updated_since": bad})
         assert r.status_code == 400 and "updated_since" in r.json()["detail"], bad
     assert (await reg.get("/v0.1/servers?include_deleted=maybe")).status_code == 422
-    assert (await reg.get("/v0.1/servers?cursor=!!notacursor")).status_code == 400
+    # A cursor that is not ours is a position (the official answers 200), a NUL a 400.
+    assert (await reg.get("/v0.1/servers?cursor=!!notacursor")).status_code == 200
+    assert (await reg.get("/v0.1/servers?search=ab%00c")).status_code == 400
 
 
 async def test_versions_and_get(reg: Harness) -> None:

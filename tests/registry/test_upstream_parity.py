@@ -70,18 +70,22 @@ def _problem(r: Any, status: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("version", "semantic"),
     [
+        # Go's module semver rules, a "v" added when missing (issue 32 item 3).
         ("1.0.0", True),
         ("1.0.0-rc.1", True),
-        ("01.2.3", True),  # Go's Atoi takes leading zeros
-        ("+1.2.3", True),  # ... and a sign
-        ("v1.0.0", False),
-        ("1.0", False),
-        ("1.0.0+build.7", False),  # build metadata: not semantic for the official registry
-        ("1.0.0-rc-1", False),  # split on "-" gives three parts
+        ("v1.0.0", True),
+        ("1.0", True),  # Go's short form of 1.0.0
+        ("1.0.0+build.7", True),
+        ("1.0.0-rc-1", True),
+        ("01.2.3", False),  # no leading zeros
+        ("1.0.0-alpha.01", False),  # ... in numeric pre-release identifiers either
+        ("+1.2.3", False),
+        ("1.2-pre", False),  # a short form takes no suffix
         ("1.0.0-", False),
         ("1.0.0-rc_1", False),
+        ("V1.0.0", False),
         ("snapshot", False),
-        ("1.0.99999999999999999999", False),  # outside int64: Atoi fails
+        ("1.0.99999999999999999999", True),  # no size limit
     ],
 )
 def test_semantic_version_detection(version: str, semantic: bool) -> None:
@@ -93,12 +97,13 @@ def test_semantic_version_detection(version: str, semantic: bool) -> None:
     [
         ([("1.0.0", T1), ("1.10.0", T1), ("1.2.0", T1)], "1.10.0"),
         ([("1.0.0", T2), ("1.0.0-alpha", T3)], "1.0.0"),
-        ([("1.0.0-rc.9", T1), ("1.0.0-rc.10", T2)], "1.0.0-rc.9"),  # pre-releases compare as strings
-        ([("1.0.0", T1), ("v2.0.0", T2)], "1.0.0"),  # semantic beats non-semantic, whatever the time
-        ([("0.9.0", T1), ("1.0.0+build.7", T2)], "0.9.0"),
+        ([("1.0.0-rc.9", T1), ("1.0.0-rc.10", T2)], "1.0.0-rc.10"),  # numeric identifiers as numbers
+        ([("1.0.0", T1), ("v2.0.0", T2)], "v2.0.0"),
+        ([("0.9.0", T1), ("1.0.0+build.7", T2)], "1.0.0+build.7"),
         ([("2024-12", T2), ("2025-01", T1)], "2024-12"),  # non-semantic: the newest published
-        ([("1.0.0", T1), ("01.0.0", T2)], "1.0.0"),  # equal: the first published stays
-        ([("01.0.0", T1), ("1.0.0", T2)], "01.0.0"),
+        ([("1.0.0", T1), ("v1.0.0", T2)], "1.0.0"),  # equal: the first published stays
+        ([("v1.0.0", T1), ("1.0.0+b", T2)], "v1.0.0"),
+        ([("1.0.0", T1), ("01.0.0", T3)], "1.0.0"),  # semantic beats non-semantic, whatever the time
         ([("b", T1), ("a", T1)], "a"),  # same instant: folded in version-string order
     ],
 )

@@ -29,7 +29,7 @@ def serve(
     import logging
 
     from mcpfleet import malloctune, telemetry, uvicornserver
-    from mcpfleet.registry.app import create_app
+    from mcpfleet.registry.app import create_app, served
     from mcpfleet.registry.config import ConfigError, load_config
     from mcpfleet.registry.service import RegistryService
 
@@ -58,16 +58,18 @@ def serve(
     service = RegistryService(
         cfg, config.resolve().parent, tracer=tracer, serve_stored_first=True, on_failure=stop_serving
     )
+    # The connection and body limits of `server.*` (header / body deadlines, sizes, keep-alive).
+    asgi, limit_options = served(create_app(service, tracer=tracer))
     server = uvicornserver.server(
-        create_app(service, tracer=tracer),
+        asgi,
         host=host or cfg.server.host,
         port=cfg.server.port if port is None else port,
         loop="uvloop",
-        http="httptools",
         ws="none",  # nothing here serves WebSockets: skip loading a WebSocket implementation at start
         log_level=log_level,
         access_log=False,
         lifespan="on",
+        **limit_options,  # (the httptools protocol, with a header deadline and size cap)
     )
     try:
         uvicornserver.run(server)

@@ -6,11 +6,13 @@ path so that `com.example%2Fserver` is one segment; an unencoded `com.example/se
 Every answer carries an ETag; `If-None-Match` gets a 304.
 
 Errors are answered as the official registry (huma) answers them: `application/problem+json`
-`{title, status, detail[, errors]}`. A parameter that fails its schema (limit outside 1..100 or not an
-integer, include_deleted not a boolean, search shorter than 3 characters) is a 422 listing every bad
-parameter in `errors` (`{message, location, value}`); an unparsable `updated_since`, `updated_since`
-with `include_deleted=false` or a bad cursor is a 400; an unknown server or version a 404. A path with a
-trailing slash is redirected (308) to the path without it. Nothing here answers 5xx.
+`{title, status, detail[, errors]}`. An empty value (`limit=`) is no value. A parameter that fails its
+schema (limit outside 1..100 or not an integer, include_deleted not a boolean, search shorter than 3
+characters once trimmed) is a 422 listing every bad parameter in `errors` (`{message, location,
+value}`); an unparsable `updated_since`, `updated_since` with `include_deleted=false` or a NUL
+(`%00`) in the query is a 400; an unknown server or version a 404. A cursor that is not one of ours is
+a position after the name it spells (200, as the official). A path with a trailing slash is
+redirected (308) to the path without it. Nothing here answers 5xx.
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ class _Params:
         self.errors: list[dict[str, Any]] = []
 
     def get(self, name: str) -> str | None:
-        # An empty value is a value: `limit=` is not an integer, `search=` is shorter than 3.
-        return self.values.get(name)
+        # An empty value is no value (`limit=`, `search=`, `include_deleted=`), as on the official.
+        return self.values.get(name) or None
 
     def invalid(self, name: str, message: str, value: Any) -> None:
         self.errors.append({"message": message, "location": f"query.{name}", "value": value})
@@ -133,7 +135,8 @@ class _Params:
 
     def search(self) -> str | None:
         value = self.get("search")
-        if value is not None and len(value) < MIN_SEARCH:
+        # Counted after trimming, as the official counts it: a search of spaces is too short.
+        if value is not None and len(value.strip()) < MIN_SEARCH:
             self.invalid("search", f"expected length >= {MIN_SEARCH}", value)
         return value
 
@@ -232,35 +235,22 @@ class RegistryApi:
         if scope["method"] not in ("GET", "HEAD"):
             headers = [*_PROBLEM_HEADERS, (b"allow", b"GET, HEAD")]
             return route, 405, headers, problem(405, "Method not allowed")
-        params = _Params(scope.get("query_string", b""))
+        query: bytes = scope.get("query_string", b"")
+        if b"\0" in query or b"%00" in query.lower():
+            # A NUL is never part of a name, a cursor or a search: refused, as the official does.
+            return (
+                route,
+                400,
+                list(_PROBLEM_HEADERS),
+                problem(400, "The query string holds a NUL character (%00)"),
+            )
+        params = _Params(query)
         catalogue = self._catalogue()
         page: Page | None
         try:
             include_deleted = params.boolean("include_deleted")
             if route == "list":
-                limit = params.limit()
-                search = params.search()
-                fields = params.search_fields()
-                params.check()
-                since = params.get("updated_since")
-                if since is not None:
-                    if include_deleted is False:
-                        raise BadRequest(
-                            "updated_since always includes deleted servers: drop include_deleted=false",
-                            "query.include_deleted",
-                            False,
-                        )
-                    # The upstream API: deletions are always reported to incremental readers.
-                    include_deleted = True
-                page = catalogue.list_page(
-                    params.get("cursor") or None,
-                    limit,
-                    search,
-                    _timestamp(since) if since is not None else None,
-                    params.get("version") or None,
-                    bool(include_deleted),
-                    fields,
-                )
+                page = _list_page(catalogue, params, include_deleted)
             else:
                 params.check()
                 if route == "versions":
@@ -278,6 +268,32 @@ class RegistryApi:
         if _etag_matches(_header(scope, b"if-none-match"), page.etag):
             return route, 304, headers, b""
         return route, 200, headers, page.body
+
+
+def _list_page(catalogue: Catalogue, params: _Params, include_deleted: bool | None) -> Page:
+    limit = params.limit()
+    search = params.search()
+    fields = params.search_fields()
+    params.check()
+    since = params.get("updated_since")
+    if since is not None:
+        if include_deleted is False:
+            raise BadRequest(
+                "updated_since always includes deleted servers: drop include_deleted=false",
+                "query.include_deleted",
+                False,
+            )
+        # The upstream API: deletions are always reported to incremental readers.
+        include_deleted = True
+    return catalogue.list_page(
+        params.get("cursor"),
+        limit,
+        search,
+        _timestamp(since) if since is not None else None,
+        params.get("version"),
+        bool(include_deleted),
+        fields,
+    )
 
 
 def _redirect(scope: Scope, path: bytes) -> Answer:

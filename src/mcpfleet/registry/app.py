@@ -33,6 +33,7 @@ from mcpfleet.registry.api import (
     problem,
     route_template,
 )
+from mcpfleet.registry.cors import CorsPolicy, answer_preflight, is_preflight
 from mcpfleet.registry.service import RegistryService
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ _OPERATIONAL = "mcpfleet.registry.operational"
 """The operational endpoints' module (`operational.py`): the service loads it in the background
 after a start from the stored catalogue (`RegistryService.preload`), else its first request does."""
 _UNTRACED = frozenset({"/health", "/readiness", "/metrics"})
+_VALIDATE_PATHS = (b"/v0.1/validate", b"/v0/validate")
+"""The publish dry run (`publishcheck.VALIDATE_PATHS`, repeated so the start path stays light)."""
+_VALIDATE_BODY_BYTES = 1024 * 1024
+"""Largest body the dry run reads on a registry without a publish block (publish.maxBodyBytes' default)."""
 
 
 async def _problem(send: Send, status: int, detail: str) -> None:
@@ -84,6 +89,18 @@ class RegistryApp:
         self.tracer = tracer
         config = service.config
         self.prefixes = tuple(f"/registry/{alias}/".encode() for alias in config.aliases)
+        cors = config.cors
+        self.cors = (
+            CorsPolicy(
+                cors.allowedOrigins,
+                cors.allowedMethods,
+                cors.allowedHeaders,
+                cors.exposedHeaders,
+                cors.maxAge,
+            )
+            if cors.allowedOrigins
+            else None
+        )
         self.guard: AuthGuard | None = None
         if config.auth is not None and config.auth.type == "oidc":
             # Reader authentication (ToolHive's `auth.mode: oauth`): every path but the public ones.
@@ -105,6 +122,12 @@ class RegistryApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if scope["type"] == "http" and self.cors is not None:
+            # Before the token check: browsers send preflights without credentials.
+            if is_preflight(scope):
+                await answer_preflight(self.cors, scope, send)
+                return
+            send = self.cors.wrap(scope["headers"], send)
         if scope["type"] == "http" and self.guard is not None:
             await self.guard(scope, receive, send)
             return
@@ -148,7 +171,9 @@ class RegistryApp:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
         publishing = self.service.config.publish is not None
-        if is_write(scope) and (publishing or raw.endswith(b"/publish")):
+        if raw.split(b"?", 1)[0] in _VALIDATE_PATHS:
+            await self._validate(scope, receive, send)
+        elif is_write(scope) and (publishing or raw.endswith(b"/publish")):
             publisher = await self.service.publishing()
             if publisher is not None:
                 await publisher(scope, receive, send)
@@ -163,6 +188,22 @@ class RegistryApp:
             await self.api(scope, receive, send)
         else:
             await self.operational(scope, receive, send)  # type: ignore[arg-type]
+
+    async def _validate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The publish dry run (`publishcheck.validate`), served with or without publishing."""
+        from mcpfleet.registry.publishcheck import Problem, validate
+
+        config = self.service.config
+        limit = config.publish.maxBodyBytes if config.publish is not None else _VALIDATE_BODY_BYTES
+        try:
+            status, body = await validate(scope, receive, limit)
+            headers = [(b"content-type", b"application/json")]
+        except Problem as exc:
+            status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
+            headers = [(b"content-type", b"application/problem+json"), *exc.headers]
+        headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
@@ -209,3 +250,30 @@ def create_app(
 ) -> RegistryApp:
     """The registry's ASGI app; `tracer` (see `mcpfleet.telemetry`) adds a span per request."""
     return RegistryApp(service, manage_lifespan, tracer)
+
+
+def _refusal(status: int, message: str) -> tuple[bytes, bytes]:
+    return b"application/problem+json", problem(status, message)
+
+
+def served(app: RegistryApp) -> tuple[Any, dict[str, Any]]:
+    """The ASGI callable and the uvicorn options that serve `app` within the config's connection
+    and body limits (`server.*`, the proxy's and gateway's `HttpLimits`): header deadline and size
+    (408 / 431, the connection closed), body size and deadline (413 / 408 problem documents),
+    keep-alive. Loaded when serving starts (uvicorn loads the same protocol module anyway)."""
+    from mcpfleet.httplimits import BodyLimits, uvicorn_options
+    from mcpfleet.registry.config import http_limits
+
+    config = app.service.config
+    limits = http_limits(config)
+    body_key = "server.maxBodyBytes"
+    if config.publish is not None and config.publish.maxBodyBytes > config.server.maxBodyBytes:
+        body_key = "publish.maxBodyBytes"
+    names = {
+        "max_body_bytes": body_key,
+        "body_timeout": "server.bodyTimeout",
+        "header_timeout": "server.headerTimeout",
+        "max_header_bytes": "server.maxHeaderBytes",
+        "keep_alive_timeout": "server.keepAliveTimeout",
+    }
+    return BodyLimits(app, limits, _refusal, names), uvicorn_options(limits)

@@ -146,13 +146,16 @@ def encode_cursor(name: str, version: str) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[str, str]:
+    """The (name, version) a cursor continues after. A cursor that is not one of ours is read as a
+    position too — after the server name it spells — as the official registry answers such a cursor
+    with a page (200), not an error."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         value = orjson.loads(raw)
     except (binascii.Error, ValueError, orjson.JSONDecodeError):
-        raise BadRequest("Invalid cursor parameter", "query.cursor", cursor) from None
+        return cursor, ""
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise BadRequest("Invalid cursor parameter", "query.cursor", cursor)
+        return cursor, ""
     return value[0], value[1]
 
 

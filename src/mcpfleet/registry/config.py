@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from mcpfleet.api.duration import Duration
+from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcpregistry import (
     PUBLISH_SCOPE,
     APISource,
@@ -32,6 +32,7 @@ from mcpfleet.api.mcpregistry import (
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef, location
 from mcpfleet.auth.settings import IncomingAuth
 from mcpfleet.configfile import DocumentError, parse_json_or_yaml
+from mcpfleet.httpsettings import HttpLimits
 from mcpfleet.registry.entry import PUBLISHED
 
 _SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
@@ -167,8 +168,67 @@ class Database(ApiModel):
 
 
 class Server(ApiModel):
+    """Where the registry listens and how long and how much it waits for a client (the same limits,
+    and the same defaults, as the proxy's and the gateway's servers: docs/security.md)."""
+
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    headerTimeout: Duration = Field(default="10s", alias="headerTimeout")
+    """From a connection's opening (or a kept-alive connection's next request) to complete request
+    headers; a client that is slower gets a 408 and the connection is closed."""
+    maxHeaderBytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024, alias="maxHeaderBytes")
+    """Request line plus headers (431 above)."""
+    bodyTimeout: Duration = Field(default="30s", alias="bodyTimeout")
+    """To receive a whole request body once its headers arrived (408 after)."""
+    maxBodyBytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024, alias="maxBodyBytes")
+    """Any request body (413 above); a publish is also held to `publish.maxBodyBytes`."""
+    keepAliveTimeout: Duration = Field(default="5s", alias="keepAliveTimeout")
+    """How long an idle kept-alive connection stays open between requests."""
+
+    @field_validator("headerTimeout", "bodyTimeout", "keepAliveTimeout")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if parse_duration(value) <= 0:
+            raise ValueError("must be longer than 0s")
+        return value
+
+    def limits(self, publish_body_bytes: int = 0) -> HttpLimits:
+        """These limits as the shared `HttpLimits` (the body limit covers the largest publish)."""
+        return HttpLimits(
+            max_body_bytes=max(self.maxBodyBytes, publish_body_bytes),
+            body_timeout=parse_duration(self.bodyTimeout),
+            header_timeout=parse_duration(self.headerTimeout),
+            max_header_bytes=self.maxHeaderBytes,
+            # uvicorn's keep-alive timer takes whole seconds.
+            keep_alive_timeout=max(1, round(parse_duration(self.keepAliveTimeout))),
+        )
+
+
+class Cors(ApiModel):
+    """Cross-origin access for browser apps (`registry/cors.py`); the defaults are the official
+    registry's (any origin, no credentials, a day's preflight cache) plus PATCH, which the status
+    operations use. `allowedOrigins: []` turns CORS off (no CORS headers, preflights are not answered)."""
+
+    allowedOrigins: list[str] = Field(default_factory=lambda: ["*"], alias="allowedOrigins", max_length=100)
+    """`*`, exact origins (`https://console.example.com`) or one `*` wildcard (`https://*.example.com`)."""
+    allowedMethods: list[str] = Field(
+        default_factory=lambda: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], alias="allowedMethods"
+    )
+    allowedHeaders: list[str] = Field(default_factory=lambda: ["*"], alias="allowedHeaders")
+    """Request headers a browser may send (`*`: any, echoed back to the preflight)."""
+    exposedHeaders: list[str] = Field(
+        default_factory=lambda: ["Content-Type", "Content-Length"], alias="exposedHeaders"
+    )
+    maxAge: int = Field(default=86400, ge=0, le=7 * 86400, alias="maxAge")
+    """Seconds a browser may cache a preflight answer."""
+
+    @field_validator("allowedOrigins", "allowedMethods", "allowedHeaders", "exposedHeaders")
+    @classmethod
+    def _tokens(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value or value.count("*") > 1 or any(c in value for c in ",\r\n\0 "):
+                raise ValueError(f"{value!r}: expected one token (no commas, spaces; at most one '*')")
+        return values
 
 
 class Publish(ApiModel):
@@ -223,6 +283,8 @@ class RegistryConfig(ApiModel):
         default_factory=lambda: ["/health", "/readiness", "/version"], alias="publicPaths"
     )
     """Paths served without a token when `auth` asks for one."""
+    cors: Cors = Field(default_factory=Cors)
+    """Cross-origin access for browser apps (on by default, as on the official registry)."""
     aliases: list[str] = Field(default_factory=list, max_length=8)
     """Extra names the catalogue answers under, as ToolHive's server does: `/registry/<alias>/v0.1/...`
     is served like `/v0.1/...`."""
@@ -244,6 +306,11 @@ class RegistryConfig(ApiModel):
                 raise ValueError(f"duplicate source name {source.name!r}")
             seen.add(source.name)
         return sources
+
+
+def http_limits(config: RegistryConfig) -> HttpLimits:
+    """The connection and body limits the registry is served with."""
+    return config.server.limits(config.publish.maxBodyBytes if config.publish is not None else 0)
 
 
 def merge_order(config: RegistryConfig) -> list[str]:

@@ -5,7 +5,7 @@ It keeps the upstream read operations verbatim (schemas included), serves them u
 differs from the document: the problem+json 400 / 404 / 422 answers (as the official registry sends
 them), the 304 answer, the bounds of `limit` and `search`, the `search_fields` extension, and the
 operational endpoints. The write operations (publish, the two status updates, delete, and the
-optional update, which this registry refuses: versions are immutable) keep the upstream request and
+optional update, which only a moderator's `edit` grant may use) keep the upstream request and
 success schemas; their error answers are this server's problem+json ones (`registry.publish`),
 including 405 on a registry with publishing off. Because the upstream schemas are reused as they are, a client (or schemathesis)
 checking responses against this document checks them against the upstream API.
@@ -81,7 +81,10 @@ _WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
             "409": "A synced source serves this name and ranks above published entries",
             "413": "The body is larger than publish.maxBodyBytes",
             "415": "The body is not JSON (Content-Type)",
-            "422": "The body is not a valid server.json; `errors` names the field",
+            "422": (
+                "The body is not a valid server.json, breaks a publish rule (docs/registry.md, "
+                '"Publish validation") or holds an integer beyond 64 bits; `errors` names the field'
+            ),
         },
     ),
     ("/v0.1/servers/{serverName}/versions/{version}/status", "patch"): (
@@ -92,7 +95,7 @@ _WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
             "409": "The version comes from a synced source: its status is changed there",
             "413": "The body is larger than publish.maxBodyBytes",
             "415": "The body is not JSON (Content-Type)",
-            "422": "Not {status, statusMessage?} with a known status",
+            "422": "Not {status, statusMessage?} with a known status, or a statusMessage with status active",
         },
     ),
     ("/v0.1/servers/{serverName}/status", "patch"): (
@@ -104,6 +107,18 @@ _WRITES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
             "413": "The body is larger than publish.maxBodyBytes",
             "415": "The body is not JSON (Content-Type)",
             "422": "Not {status, statusMessage?} with a known status",
+        },
+    ),
+    ("/v0.1/servers/{serverName}/versions/{version}", "put"): (
+        "update_server_version",
+        {
+            "400": "The body is not JSON",
+            "403": "The token has no edit grant for this server: versions are immutable for publishers",
+            "404": "Server version not found (never published)",
+            "409": "The version comes from a synced source: it is edited there",
+            "413": "The body is larger than publish.maxBodyBytes",
+            "415": "The body is not JSON (Content-Type)",
+            "422": "Not a valid server.json, a publish rule broken, or another name or version than the path's",
         },
     ),
     ("/v0.1/servers/{serverName}/versions/{version}", "delete"): (
@@ -133,17 +148,6 @@ def _write_operations(upstream: dict[str, Any]) -> dict[str, dict[str, Any]]:
         }
         operation["operationId"] = operation_id
         out.setdefault(path, {})[method] = operation
-    update = copy.deepcopy(upstream["paths"]["/v0.1/servers/{serverName}/versions/{version}"]["put"])
-    update["description"] = (
-        "Optional in the upstream API; this registry refuses it: versions are immutable, publish a new "
-        "version instead."
-    )
-    update.pop("security", None)
-    update["responses"] = {
-        "405": _problem("Versions are immutable (always; `Allow` names the methods the path accepts)")
-    }
-    update["operationId"] = "update_server_version"
-    out["/v0.1/servers/{serverName}/versions/{version}"]["put"] = update
     return out
 
 
@@ -154,6 +158,48 @@ def _add_writes(paths: dict[str, Any], upstream: dict[str, Any]) -> None:
                 op = copy.deepcopy(operation)
                 op["operationId"] = ("v0_1_" if prefix == "/v0.1" else "v0_") + operation["operationId"]
                 paths.setdefault(prefix + path.removeprefix("/v0.1"), {})[method] = op
+
+
+def _validate_operation(upstream: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`POST /v0.1/validate`: the publish dry run (`registry.publishcheck.validate`)."""
+    request = copy.deepcopy(upstream["paths"]["/v0.1/publish"]["post"]["requestBody"])
+    valid = {
+        "type": "object",
+        "required": ["valid", "name", "version"],
+        "properties": {"valid": {"const": True}, "name": {"type": "string"}, "version": {"type": "string"}},
+    }
+    errors = {
+        "400": "The body is not JSON",
+        "405": "Only POST",
+        "413": "The body is larger than publish.maxBodyBytes",
+        "415": "The body is not JSON (Content-Type)",
+        "422": "What a publish of this body would be refused for; `errors` names the field",
+    }
+    return {
+        "operationId": ("v0_1_" if prefix == "/v0.1" else "v0_") + "validate_server",
+        "description": (
+            "Dry run of a publish: the same checks (schema and publish rules), nothing stored, no token. "
+            "Namespace grants and duplicate versions are checked by the publish itself."
+        ),
+        "requestBody": request,
+        "responses": {"200": _json("The document would be accepted", valid)}
+        | {status: _problem(text) for status, text in errors.items()},
+    }
+
+
+def _read_parameters(parameters: list[dict[str, Any]]) -> None:
+    """The upstream read parameters as this server reads them."""
+    for param in parameters:
+        if param["in"] == "query":
+            param["allowEmptyValue"] = True  # `limit=` is no value (200), as on the official
+        if param["name"] == "limit":
+            param["schema"] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 30}
+        if param["name"] == "search":
+            param["schema"] = {**param["schema"], "minLength": 3}
+        if param["name"] == "updated_since":
+            param["description"] += (
+                " An invalid timestamp is answered with 400, and so is include_deleted=false with it."
+            )
 
 
 def build_openapi() -> dict[str, Any]:
@@ -169,22 +215,14 @@ def build_openapi() -> dict[str, Any]:
             "headers": etag_header,
         }
         responses["400"] = _problem(
-            "Invalid cursor or updated_since, or updated_since with include_deleted=false"
+            "Invalid updated_since, updated_since with include_deleted=false, or a NUL (%00) in the query"
         )
         responses["422"] = _problem("A parameter fails its schema; `errors` lists each one")
         if "404" in responses:
             responses["404"] = _problem(responses["404"]["description"])
-        for param in operation["parameters"]:
-            if param["name"] == "limit":
-                param["schema"] = {"type": "integer", "minimum": 1, "maximum": 100, "default": 30}
-            if param["name"] == "search":
-                param["schema"] = {**param["schema"], "minLength": 3}
-            if param["name"] == "updated_since":
-                param["description"] += (
-                    " An invalid timestamp is answered with 400, and so is include_deleted=false with it."
-                )
+        _read_parameters(operation["parameters"])
         if path == _READ_PATHS[0]:
-            operation["parameters"].append(copy.deepcopy(_SEARCH_FIELDS_PARAM))
+            operation["parameters"].append({**copy.deepcopy(_SEARCH_FIELDS_PARAM), "allowEmptyValue": True})
         for prefix in ("/v0.1", "/v0"):
             op = copy.deepcopy(operation)
             op["operationId"] = ("v0_1_" if prefix == "/v0.1" else "v0_") + {
@@ -194,6 +232,8 @@ def build_openapi() -> dict[str, Any]:
             }[path]
             paths[prefix + path.removeprefix("/v0.1")] = {"get": op}
     _add_writes(paths, upstream)
+    for prefix in ("/v0.1", "/v0"):
+        paths[f"{prefix}/validate"] = {"post": _validate_operation(upstream, prefix)}
     status_schema = {
         "type": "object",
         "required": ["status"],

@@ -6,7 +6,9 @@ Routes (also under `/v0`):
   — `{status, statusMessage?}` for one version or every version of a name;
 - `DELETE /v0.1/servers/{serverName}/versions/{version}` — the same as status `deleted` (the version
   stays, visible to `include_deleted` readers, and can never be published again);
-- `PUT …/versions/{version}` — 405: versions are immutable, publish a new one.
+- `PUT …/versions/{version}` — moderation: a token with an `edit` grant replaces that published
+  version's content (the body passes the publish checks, same name and version; audited on the
+  `mcpfleet.registry.audit` logger); a publisher gets 403: versions are immutable for publishers.
 
 Every call needs a bearer token of the configured OIDC issuer and audience carrying the publish scope
 (`publish.scope`, in `scope` or `scp`). What the token may touch is the official registry's permission
@@ -30,7 +32,6 @@ import asyncio
 import gc
 import importlib
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
@@ -50,8 +51,12 @@ from mcpfleet.registry.entry import (
     Entry,
 )
 from mcpfleet.registry.formats.upstream import validation_problem
+from mcpfleet.registry.publishcheck import Problem, entry_of, read_json
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("mcpfleet.registry.audit")
+"""Moderation (a version's content replaced): one JSON line per change — who (`sub`, `iss`, `email`
+of the token, never the token), what, and the content hashes before and after."""
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -62,24 +67,6 @@ PUBLISH = "publish"
 EDIT = "edit"
 _STATUSES = (STATUS_ACTIVE, STATUS_DEPRECATED, STATUS_DELETED)
 _MAX_STATUS_MESSAGE = 500
-
-
-class Problem(Exception):
-    """An answer other than success: status, detail, optional per-field errors and headers."""
-
-    def __init__(
-        self,
-        status: int,
-        detail: str,
-        location: str | None = None,
-        value: Any = None,
-        headers: Headers | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.errors = [{"message": detail, "location": location, "value": value}] if location else None
-        self.headers = headers or []
 
 
 def resource_match(resource: str, pattern: str) -> bool:
@@ -214,19 +201,16 @@ class Publisher:
         }.get(route)
         if allowed is None:
             raise Problem(404, "Not found")
-        if route == "version" and method == "PUT":
-            raise Problem(
-                405,
-                "Versions are immutable: publish a new version instead of updating this one",
-                headers=[(b"allow", b"GET, HEAD, DELETE")],
-            )
-        if method != allowed:
-            extra = ", GET, HEAD" if route == "version" else ""
+        if method != allowed and not (route == "version" and method == "PUT"):
+            extra = ", GET, HEAD, PUT" if route == "version" else ""
             raise Problem(405, "Method not allowed", headers=[(b"allow", (allowed + extra).encode())])
         claims = await self._authenticate(scope)
         perms = permissions(self.config, claims)
+        if method == "PUT":
+            assert name is not None and version is not None
+            return 200, await self._edit(name, version, await self._json(scope, receive), perms, claims)
         if route == "publish":
-            entry = self._entry(await self._json(scope, receive))
+            entry = entry_of(await self._json(scope, receive))
             return 200, await self._publish(entry, perms)
         assert name is not None
         if route == "version":
@@ -266,41 +250,7 @@ class Publisher:
         return claims
 
     async def _json(self, scope: Scope, receive: Receive) -> Any:
-        content_type = b""
-        length: int | None = None
-        for key, value in scope["headers"]:
-            if key == b"content-type":
-                content_type = value.split(b";", 1)[0].strip().lower()
-            elif key == b"content-length":
-                length = int(value) if value.isdigit() else None
-        if content_type and content_type != b"application/json" and not content_type.endswith(b"+json"):
-            raise Problem(
-                415,
-                "Expected a JSON body (Content-Type: application/json)",
-                "header.Content-Type",
-                content_type.decode("latin-1"),
-            )
-        limit = self.config.maxBodyBytes
-        too_large = f"The body is larger than {limit} bytes"
-        if length is not None and length > limit:
-            raise Problem(413, too_large, "body", length)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise Problem(400, "The client went away before sending the body", "body")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise Problem(413, too_large, "body", size)
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        try:
-            return orjson.loads(b"".join(chunks))
-        except orjson.JSONDecodeError as exc:
-            raise Problem(400, f"The body is not valid JSON: {exc}", "body") from None
+        return await read_json(scope, receive, self.config.maxBodyBytes)
 
     async def _drain(self, scope: Scope, receive: Receive) -> None:
         """Read and ignore a body (DELETE carries none), within the size limit."""
@@ -310,16 +260,6 @@ class Publisher:
             size += len(message.get("body", b""))
             if size > self.config.maxBodyBytes or not message.get("more_body"):
                 return
-
-    def _entry(self, document: Any) -> Entry:
-        if not isinstance(document, dict):
-            raise Problem(422, "The body must be a server.json object", "body")
-        found = validation_problem(document)
-        if found is not None:
-            path, message = found
-            value = _at(document, path)
-            raise Problem(422, f"server.json: {message}", f"body.{path}" if path else "body", value)
-        return Entry(document["name"], document["version"], document)
 
     def _status_request(self, body: Any) -> tuple[str, str | None]:
         if not isinstance(body, dict):
@@ -336,6 +276,11 @@ class Publisher:
                 422,
                 f"statusMessage must be a string of at most {_MAX_STATUS_MESSAGE} characters",
                 "body.statusMessage",
+            )
+        if status == STATUS_ACTIVE and message is not None:
+            # The official rule: a message explains a deprecation or a deletion, never an active version.
+            raise Problem(
+                422, "statusMessage is only for deprecated or deleted versions", "body.statusMessage", message
             )
         return str(status), message
 
@@ -425,6 +370,58 @@ class Publisher:
         bodies = [item.body for item in catalogue.by_name.get(name, ()) if item.version in set(changed)]
         return b'{"updatedCount":' + str(len(changed)).encode() + b',"servers":[' + b",".join(bodies) + b"]}"
 
+    async def _edit(
+        self, name: str, version: str, document: Any, perms: list[tuple[str, str]], claims: dict[str, Any]
+    ) -> bytes:
+        """`PUT …/versions/{version}`: a moderator (an `edit` grant) replaces a published version's
+        content, as on the official registry; publishers cannot (versions are immutable for them).
+        The body passes the publish checks and must name the same server and version. Audited."""
+        if not _allowed(perms, name, (EDIT,)):
+            mine = ", ".join(p for a, p in perms if a == EDIT) or "none"
+            raise Problem(
+                403,
+                "Published versions are immutable: only an edit (moderation) grant may replace one; "
+                f"you may edit: {mine}. Publish a new version instead",
+                "path.serverName",
+                name,
+            )
+        entry = entry_of(document)
+        for field, wanted, got in (("name", name, entry.name), ("version", version, entry.version)):
+            if got != wanted:
+                raise Problem(
+                    422, f"The body's {field} must be the path's ({wanted!r})", f"body.{field}", got
+                )
+        service = self.service
+        async with service.syncer.write_lock:
+            replaced = await service.store.replace_published(entry, service.syncer.merge_order)
+            if replaced is None:
+                owners = {src for v, src, _s in await service.store.served(name) if v == version}
+                if owners:
+                    raise Problem(
+                        409,
+                        f"{name} {version} comes from the synced source {sorted(owners)[0]!r}: edit it there",
+                        "path.version",
+                        version,
+                    )
+                raise Problem(404, "Server version not found", "path.version", version)
+            previous, digest, stats = replaced
+            assert stats.rows is not None
+            await service.refresh(name, (stats.generation, stats.rows))
+        audit.warning(
+            "%s",
+            orjson.dumps(
+                {
+                    "action": "edit_version",
+                    "subject": {k: v for k in ("sub", "iss", "email") if isinstance(v := claims.get(k), str)},
+                    "name": name,
+                    "version": version,
+                    "previousContentHash": previous,
+                    "contentHash": digest,
+                }
+            ).decode(),
+        )
+        return self._response(name, version)
+
     def _response(self, name: str, version: str) -> bytes:
         page = self.service.current().get(name, version, True)
         if page is None:  # the entry was taken over by a higher-ranking source in the same instant
@@ -436,18 +433,3 @@ class Publisher:
 def _import(*modules: str) -> None:
     for module in modules:
         importlib.import_module(module)
-
-
-def _at(document: Any, path: str) -> Any:
-    """The value at a fastjsonschema path (`packages[0].version`), None when absent; never raises."""
-    value = document
-    for part in re.findall(r"[^.\[\]]+", path):
-        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        elif isinstance(value, dict) and part in value:
-            value = value[part]
-        else:
-            return None
-    if isinstance(value, dict | list):
-        return None  # only scalars are echoed back
-    return value

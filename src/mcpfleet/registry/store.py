@@ -21,7 +21,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -119,9 +119,12 @@ _COPY_THRESHOLD = 200
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
 
 
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 def now_iso() -> str:
     """UTC timestamp with fixed width, so string order is time order on every backend."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime(_TIME_FORMAT)
 
 
 def content_hash(entry: Entry, status_message: str | None = None) -> str:
@@ -240,6 +243,42 @@ def _winners(rows: Any, order: list[str]) -> dict[tuple[str, str], tuple[str, st
         for src, name, version, status, h in rows
         if src in rank and winner.get(name) == rank[src]
     }
+
+
+def _published_times(
+    desired: dict[tuple[str, str], tuple[str, str, str]],
+    current: dict[tuple[str, str], Any],
+    known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
+    now: str,
+) -> dict[tuple[str, str], str]:
+    """When each served version was published: its stored time, or — for the versions this merge
+    adds — one microsecond apart in the order their source listed them, the last one `now` (so no
+    version is published after it was updated). So
+    versions that arrive in one sync keep their source's order (the official registry, publishing
+    one at a time, orders non-semantic versions by arrival) instead of one shared timestamp."""
+    arrival = {key: i for docs in known_docs.values() for i, key in enumerate(docs)}
+    new = sorted((k for k in desired if k not in current), key=lambda k: arrival.get(k, len(arrival)))
+    end = datetime.strptime(now, _TIME_FORMAT)
+    stamps = {
+        key: (end - timedelta(microseconds=len(new) - 1 - i)).strftime(_TIME_FORMAT)
+        for i, key in enumerate(new)
+    }
+    return {k: current[k].published_at if k in current else stamps[k] for k in desired}
+
+
+def _latest(
+    desired: dict[tuple[str, str], tuple[str, str, str]], published: dict[tuple[str, str], str]
+) -> dict[str, str]:
+    """The latest version of each name: among its versions that are not deleted (deleting the
+    latest makes the next one latest, as on the official registry), or among all when every
+    version is deleted."""
+    live: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    every: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for (name, version), (_src, status, _h) in desired.items():
+        every[name].append((version, published[(name, version)]))
+        if status != STATUS_DELETED:
+            live[name].append((version, published[(name, version)]))
+    return {name: latest_version(live.get(name) or versions) for name, versions in every.items()}
 
 
 def _merge_queries(order: list[str], names: set[str] | None) -> tuple[Select[Any], Select[Any]]:
@@ -451,6 +490,40 @@ class Store:
             stats.rows = [row_of(tuple(r)) for r in result]
             return stats
 
+    async def replace_published(self, entry: Entry, order: list[str]) -> tuple[str, str, MergeStats] | None:
+        """Replace the document of a published version (moderation), keeping its status and message;
+        returns the previous and the new content hash and the merge, None when that version was
+        never published."""
+        document = orjson.dumps(entry.server).decode()
+        key = and_(
+            source_entries.c.source == PUBLISHED,
+            source_entries.c.name == entry.name,
+            source_entries.c.version == entry.version,
+        )
+        async with self.engine.begin() as conn:
+            found = (
+                await conn.execute(
+                    select(
+                        source_entries.c.status,
+                        source_entries.c.status_message,
+                        source_entries.c.content_hash,
+                    )
+                    .where(key)
+                    .with_for_update()
+                )
+            ).first()
+            if found is None:
+                return None
+            status, message, previous = found
+            digest = content_hash(Entry(entry.name, entry.version, entry.server, status), message)
+            await conn.execute(
+                update(source_entries).where(key).values(document=document, content_hash=digest)
+            )
+            stats = await self._merge(conn, order, {}, names={entry.name})
+            result = await conn.execute(select(*_CATALOGUE_COLUMNS).where(servers.c.name == entry.name))
+            stats.rows = [row_of(tuple(r)) for r in result]
+            return str(previous), digest, stats
+
     async def set_published_status(
         self, name: str, version: str | None, status: str, message: str | None, order: list[str]
     ) -> list[str] | None:
@@ -511,13 +584,8 @@ class Store:
         current = {(r.name, r.version): r for r in (await conn.execute(served_query)).all()}
         now = now_iso()
         stats = MergeStats()
-        published: dict[tuple[str, str], str] = {
-            k: (current[k].published_at if k in current else now) for k in desired
-        }
-        by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for (name, version), (_src, _status, _h) in desired.items():
-            by_name[name].append((version, published[(name, version)]))
-        latest = {name: latest_version(vs) for name, vs in by_name.items()}
+        published = _published_times(desired, current, known_docs, now)
+        latest = _latest(desired, published)
 
         need_doc: list[tuple[str, str, str]] = []
         inserts: list[dict[str, Any]] = []
@@ -535,7 +603,7 @@ class Store:
                         "source": src,
                         "status": status,
                         "is_latest": is_latest,
-                        "published_at": now,
+                        "published_at": published[key],
                         "updated_at": now,
                         "status_changed_at": now,
                         "content_hash": h,

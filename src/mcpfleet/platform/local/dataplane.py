@@ -54,11 +54,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve(app: object, host: str, port: int, limits: HttpLimits | None = None) -> None:
-    """Serve `app`; with `limits`, within them, as `mcpfleet vmcp serve` does (docs/security.md)."""
+async def _serve(
+    app: object,
+    host: str,
+    port: int,
+    limits: HttpLimits | None = None,
+    protocol: dict[str, Any] | None = None,
+) -> None:
+    """Serve `app`; with `limits`, within them, as `mcpfleet vmcp serve` does (docs/security.md);
+    `protocol`: uvicorn options of an app already wrapped in its limits (the registry's)."""
     import uvicorn
 
-    protocol: dict[str, Any] = {"http": "httptools"}
+    protocol = protocol or {"http": "httptools"}
     if limits is not None:
         app = BodyLimits(app, limits)  # type: ignore[arg-type]
         protocol = uvicorn_options(limits)
@@ -158,7 +165,7 @@ async def run_vmcp(args: argparse.Namespace) -> int:
 
 
 async def run_registry(args: argparse.Namespace) -> int:
-    from mcpfleet.registry.app import create_app
+    from mcpfleet.registry.app import create_app, served
     from mcpfleet.registry.config import ConfigError, load_config
     from mcpfleet.registry.service import RegistryService
 
@@ -188,7 +195,9 @@ async def run_registry(args: argparse.Namespace) -> int:
     )
     _say(f"mcpfleet registry listening on http://{args.host}:{args.port}")
     try:
-        await _serve(create_app(service, manage_lifespan=False, tracer=tracer), args.host, args.port)
+        # Within the config's `server.*` connection and body limits, as `mcpfleet registry serve`.
+        asgi, options = served(create_app(service, manage_lifespan=False, tracer=tracer))
+        await _serve(asgi, args.host, args.port, protocol=options)
     finally:
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
