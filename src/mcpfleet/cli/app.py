@@ -13,7 +13,19 @@ from typing import Any
 import typer
 
 from mcpfleet import __version__
-from mcpfleet.cli import catalogue, crds, devcluster, fleet, local, operator, proxy, publish, registry, vmcp
+from mcpfleet.cli import (
+    catalogue,
+    clients,
+    crds,
+    devcluster,
+    fleet,
+    local,
+    operator,
+    proxy,
+    publish,
+    registry,
+    vmcp,
+)
 from mcpfleet.cli.options import typer_command
 
 PROXY_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -58,6 +70,7 @@ for _name in ("search", "show", "add"):
 for _name in ("run", "stop", "start", "rm"):
     app.command(_name)(getattr(fleet, _name))
 app.command("list")(fleet.list_)
+app.add_typer(clients.app, name="client")
 for _name in ("up", "down", "get", "describe", "logs"):
     app.command(_name)(getattr(local, _name))
 app.command("proxy", context_settings=PROXY_CONTEXT)(typer_command(proxy.proxy, command_line=True))

@@ -40,7 +40,10 @@ def read(path: Path) -> str | None:
     except OSError as exc:
         raise ConfigFileError(path, f"cannot be read ({exc.strerror})") from None
     if stat.S_ISLNK(info.st_mode):
-        raise ConfigFileError(path, "is a symbolic link; mcpfleet does not edit through links (edit the target, or replace the link with a file)")
+        raise ConfigFileError(
+            path,
+            "is a symbolic link; mcpfleet does not edit through links (edit the target, or replace the link with a file)",
+        )
     if not stat.S_ISREG(info.st_mode):
         raise ConfigFileError(path, "is not a regular file")
     if info.st_size > MAX_BYTES:

@@ -123,7 +123,9 @@ class _Parser:
     def value(self, depth: int) -> Node:
         if depth > MAX_DEPTH:
             token = self._peek()
-            raise JsoncError(f"nesting deeper than {MAX_DEPTH} at {_where(self.text, token.start if token else 0)}")
+            raise JsoncError(
+                f"nesting deeper than {MAX_DEPTH} at {_where(self.text, token.start if token else 0)}"
+            )
         token = self._expect("{ [ string number literal", "a value")
         if token.kind == "{":
             return self._object(token, depth)
@@ -137,7 +139,9 @@ class _Parser:
         if token is None or token.kind != closer:
             return False
         if self.strict:
-            raise JsoncError(f"a trailing comma at {_where(self.text, comma.start)} (this client reads plain JSON)")
+            raise JsoncError(
+                f"a trailing comma at {_where(self.text, comma.start)} (this client reads plain JSON)"
+            )
         return True
 
     def _object(self, opening: Token, depth: int) -> Node:

@@ -29,12 +29,13 @@ class Plan:
     path: Path
     before: str | None  # None: the file does not exist
     after: str
+    secrets: tuple[str, ...] = ()  # header values in the old or new entry: never printed
 
     @property
     def changed(self) -> bool:
         return self.after != (self.before or "")
 
-    def diff(self, secrets: tuple[str, ...] = ()) -> str:
+    def diff(self) -> str:
         """A unified diff of the change, with secret values replaced by `<redacted>`."""
         lines = difflib.unified_diff(
             (self.before or "").splitlines(keepends=True),
@@ -42,8 +43,10 @@ class Plan:
             fromfile=str(self.path) if self.before is not None else "/dev/null",
             tofile=str(self.path),
         )
-        text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-        for secret in secrets:
+        text = "".join(
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+        )
+        for secret in sorted(self.secrets, key=len, reverse=True):
             if secret:
                 text = text.replace(secret, "<redacted>")
         return text
@@ -79,20 +82,39 @@ def _load(client: Client, env: Environment) -> tuple[Path, str | None, Document]
     return path, text, _document(client, text, path)
 
 
+SECRET_KEYS = ("headers", "http_headers", "env")
+"""Where an entry carries header values (Claude Desktop's bridge: in `env`)."""
+
+
+def _secrets(entry: Any) -> tuple[str, ...]:
+    if not isinstance(entry, Mapping):
+        return ()
+    found = [
+        value
+        for key in SECRET_KEYS
+        if isinstance(entry.get(key), Mapping)
+        for value in entry[key].values()
+        if isinstance(value, str)
+    ]
+    return tuple(found)
+
+
 def plan_setup(client: Client, env: Environment, name: str, url: str, headers: Mapping[str, str]) -> Plan:
     path, text, document = _load(client, env)
     entry = client.entry(name, url, headers)
-    servers = document.servers() or {}
-    if servers.get(name) == entry:
-        return Plan(client, path, text, text or "")
-    return Plan(client, path, text, document.with_entry(name, entry))
+    existing = (document.servers() or {}).get(name)
+    secrets = (*headers.values(), *_secrets(existing))
+    if existing == entry:
+        return Plan(client, path, text, text or "", secrets)
+    return Plan(client, path, text, document.with_entry(name, entry), secrets)
 
 
 def plan_remove(client: Client, env: Environment, name: str) -> Plan:
     path, text, document = _load(client, env)
-    if name not in (document.servers() or {}):
+    servers = document.servers() or {}
+    if name not in servers:
         return Plan(client, path, text, text or "")
-    return Plan(client, path, text, document.without_entry(name))
+    return Plan(client, path, text, document.without_entry(name), _secrets(servers[name]))
 
 
 def apply(plan: Plan) -> Path | None:

@@ -199,11 +199,13 @@ CLIENTS: tuple[Client, ...] = (
         format="json",
         key=("mcpServers",),
         folder=lambda e: _vscode_user(e) / "globalStorage" / "saoudrizwan.claude-dev",
-        file=lambda e: _vscode_user(e)
-        / "globalStorage"
-        / "saoudrizwan.claude-dev"
-        / "settings"
-        / "cline_mcp_settings.json",
+        file=lambda e: (
+            _vscode_user(e)
+            / "globalStorage"
+            / "saoudrizwan.claude-dev"
+            / "settings"
+            / "cline_mcp_settings.json"
+        ),
         entry=lambda name, url, headers: _with_headers(
             {"type": "streamableHttp", "url": url, "disabled": False}, headers
         ),
