@@ -24,8 +24,8 @@ NAME = "mcpfleet"
 EXISTING = {
     "json": '{\n    "theme": "dark",\n    "mcpServers": {\n        "other": {"command": "uvx", "args": ["x"]}\n    }\n}\n',
     "jsonc": (
-        "// my settings\n{\n  /* servers */\n  \"KEY\": {\n    \"other\": {\"url\": \"http://127.0.0.1:1/mcp\"}, // theirs\n"
-        "  },\n  \"theme\": \"dark\", // trailing comma next\n}\n"
+        '// my settings\n{\n  /* servers */\n  "KEY": {\n    "other": {"url": "http://127.0.0.1:1/mcp"}, // theirs\n'
+        '  },\n  "theme": "dark", // trailing comma next\n}\n'
     ),
     "toml": '# my codex config\nmodel = "o3"  # favourite\n\n[mcp_servers.other]\ncommand = "npx"  # theirs\nargs = ["-y", "x"]\n',
     "yaml": "# goose\nGOOSE_MODE: auto  # mode\nextensions:\n  developer:\n    bundled: true\n    enabled: true  # on\n    name: developer\n    type: builtin\n",
@@ -119,7 +119,9 @@ def test_existing_file_keeps_other_entries_and_comments(client: Client, env: Env
 
 @pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.id)
 @pytest.mark.parametrize("broken", [INVALID, WRONG_SHAPE], ids=["invalid", "wrong-shape"])
-def test_invalid_file_is_refused_and_untouched(client: Client, env: Environment, broken: dict[str, str]) -> None:
+def test_invalid_file_is_refused_and_untouched(
+    client: Client, env: Environment, broken: dict[str, str]
+) -> None:
     path = client.file(env)
     text = broken[client.format].replace("KEY", client.key[0])
     _write(path, text)

@@ -31,8 +31,11 @@ VSCODE = """// VS Code user MCP servers
 
 def test_insert_then_remove_gives_the_file_back_byte_for_byte() -> None:
     added = jsonc.set_member(VSCODE, ["servers"], "mcpfleet", ENTRY)
-    assert jsonc.loads(added)["servers"] == {"mcpfleet": ENTRY, "github": jsonc.loads(VSCODE)["servers"]["github"]}
-    assert "\n\t\t\"mcpfleet\": {\n\t\t\t\"type\"" in added  # indented like its neighbours (tabs)
+    assert jsonc.loads(added)["servers"] == {
+        "mcpfleet": ENTRY,
+        "github": jsonc.loads(VSCODE)["servers"]["github"],
+    }
+    assert '\n\t\t"mcpfleet": {\n\t\t\t"type"' in added  # indented like its neighbours (tabs)
     for line in VSCODE.splitlines():
         assert line in added.splitlines()
     assert jsonc.remove_member(added, ["servers"], "mcpfleet") == VSCODE
@@ -85,7 +88,7 @@ def test_remove_collapses_an_emptied_object_and_keeps_neighbours() -> None:
     [
         ('{"mcpServers": {', "ends where"),
         ('{"a": 1 "b": 2}', "expected ',' or '}'"),
-        ("{'a': 1}", "unexpected \"'\""),
+        ("{'a': 1}", 'unexpected "\'"'),
         ('{"a": /* open', "unterminated /*"),
         ('{"a": "open', "unterminated string"),
         ('{"a": 1} {"b": 2}', "after the document"),
@@ -122,7 +125,9 @@ def test_strict_refuses_comments_and_trailing_commas() -> None:
 
 # -- properties ---------------------------------------------------------------------------------
 
-KEYS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6).filter(lambda k: k != "mcpServers")
+KEYS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6).filter(
+    lambda k: k != "mcpServers"
+)
 SCALARS = (
     st.none()
     | st.booleans()
@@ -131,7 +136,9 @@ SCALARS = (
     | st.text(max_size=8)
 )
 VALUES = st.recursive(
-    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3), max_leaves=10
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=10,
 )
 GAPS = ["", " ", "\n", "\n    ", "\t", "line", "block"]
 
@@ -158,7 +165,7 @@ def documents(draw: st.DrawFn) -> tuple[str, dict[str, Any], list[str]]:
 
     def render(v: Any) -> str:
         if isinstance(v, dict):
-            parts = [f'{gap()}{json.dumps(k)}{gap()}:{gap()}{render(x)}{gap()}' for k, x in v.items()]
+            parts = [f"{gap()}{json.dumps(k)}{gap()}:{gap()}{render(x)}{gap()}" for k, x in v.items()]
             trailing = "," + gap() if parts and draw(st.booleans()) else ""
             return "{" + ",".join(parts) + trailing + gap() + "}"
         if isinstance(v, list):
