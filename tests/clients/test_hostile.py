@@ -75,6 +75,12 @@ def test_corpus_of_files_refused_untouched(env: Environment, make: object, probl
         ),
         ("goose", "- top level list\n", "the document is a list"),
         ("goose", "extensions: {a: 1\n", "not valid YAML"),
+        (
+            "goose",
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+            "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nextensions:\n  bomb: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
+            "more than 10000 values",
+        ),
     ],
 )
 def test_hostile_toml_and_yaml(env: Environment, client: str, text: str, problem: str | None) -> None:
@@ -89,6 +95,32 @@ def test_hostile_toml_and_yaml(env: Environment, client: str, text: str, problem
     with pytest.raises(ConfigFileError, match=problem):
         setup.plan_setup(row, env, "mcpfleet", URL, {})
     assert path.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("client", "text", "kept"),
+    [
+        ("goose", "# only a comment\n", "# only a comment"),
+        ("goose", "extensions:\n# none yet\nGOOSE_MODE: auto\n", "GOOSE_MODE: auto"),
+        ("codex", 'mcp_servers = {other = {command = "x"}}\n', 'other = {command = "x"}'),
+        ("codex", '[mcp_servers]\nmcpfleet = {url = "old"}  # ours\n', "[mcp_servers]"),
+        ("codex", 'mcp_servers.mcpfleet.url = "old"\nmodel = "o3"\n', 'model = "o3"'),
+        ("zed", "// only a comment", "// only a comment"),
+    ],
+)
+def test_unusual_layouts_are_edited_in_their_own_style(
+    env: Environment, client: str, text: str, kept: str
+) -> None:
+    row = by_id(client)
+    path = row.file(env)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    setup.apply(setup.plan_setup(row, env, "mcpfleet", URL, {"X-Key": "v"}))
+    assert kept in path.read_text()
+    assert setup.status(row, env, "mcpfleet").entry_url == URL
+    assert not setup.plan_setup(row, env, "mcpfleet", URL, {"X-Key": "v"}).changed
+    setup.apply(setup.plan_remove(row, env, "mcpfleet"))
+    assert kept in path.read_text() and setup.status(row, env, "mcpfleet").entry_url is None
 
 
 def test_a_file_changed_during_the_edit_is_not_replaced(env: Environment) -> None:

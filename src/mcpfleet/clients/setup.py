@@ -9,7 +9,8 @@ or parse, or whose servers key has an unexpected shape, raises `ConfigFileError`
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,21 +66,29 @@ def found(client: Client, env: Environment) -> bool:
     return client.folder(env).is_dir()
 
 
-def _document(client: Client, text: str | None, path: Path) -> Document:
+def _document(client: Client, text: str | None) -> Document:
+    if client.format == "toml":
+        return TomlDocument(text, client.key)
+    if client.format == "yaml":
+        return YamlDocument(text, client.key)
+    return JsonDocument(text, client.key, strict=client.format == "json")
+
+
+@contextmanager
+def _refusing(path: Path) -> Iterator[None]:
+    """A format error (syntax, shape, a layout we cannot edit) as a refusal naming the file."""
     try:
-        if client.format == "toml":
-            return TomlDocument(text, client.key)
-        if client.format == "yaml":
-            return YamlDocument(text, client.key)
-        return JsonDocument(text, client.key, strict=client.format == "json")
+        yield
     except FormatError as exc:
         raise ConfigFileError(path, str(exc)) from None
 
 
-def _load(client: Client, env: Environment) -> tuple[Path, str | None, Document]:
+def _load(client: Client, env: Environment) -> tuple[Path, str | None, Document, Mapping[str, Any]]:
     path = client.file(env)
     text = files.read(path)
-    return path, text, _document(client, text, path)
+    with _refusing(path):
+        document = _document(client, text)
+        return path, text, document, document.servers() or {}
 
 
 SECRET_KEYS = ("headers", "http_headers", "env")
@@ -100,21 +109,22 @@ def _secrets(entry: Any) -> tuple[str, ...]:
 
 
 def plan_setup(client: Client, env: Environment, name: str, url: str, headers: Mapping[str, str]) -> Plan:
-    path, text, document = _load(client, env)
+    path, text, document, servers = _load(client, env)
     entry = client.entry(name, url, headers)
-    existing = (document.servers() or {}).get(name)
+    existing = servers.get(name)
     secrets = (*headers.values(), *_secrets(existing))
     if existing == entry:
         return Plan(client, path, text, text or "", secrets)
-    return Plan(client, path, text, document.with_entry(name, entry), secrets)
+    with _refusing(path):
+        return Plan(client, path, text, document.with_entry(name, entry), secrets)
 
 
 def plan_remove(client: Client, env: Environment, name: str) -> Plan:
-    path, text, document = _load(client, env)
-    servers = document.servers() or {}
+    path, text, document, servers = _load(client, env)
     if name not in servers:
         return Plan(client, path, text, text or "")
-    return Plan(client, path, text, document.without_entry(name), _secrets(servers[name]))
+    with _refusing(path):
+        return Plan(client, path, text, document.without_entry(name), _secrets(servers[name]))
 
 
 def apply(plan: Plan) -> Path | None:
@@ -127,10 +137,10 @@ def apply(plan: Plan) -> Path | None:
 def status(client: Client, env: Environment, name: str) -> Status:
     path = client.file(env)
     try:
-        _, _, document = _load(client, env)
+        _, _, _, servers = _load(client, env)
     except ConfigFileError as exc:
         return Status(client, found(client, env), path, None, exc.problem)
-    entry: Any = (document.servers() or {}).get(name)
+    entry: Any = servers.get(name)
     url = client.url_of(entry) if isinstance(entry, Mapping) else None
     if entry is not None and url is None:
         url = "?"

@@ -139,7 +139,7 @@ CLIENTS: tuple[Client, ...] = (
         source="https://code.claude.com/docs/en/mcp",
     ),
     Client(
-        # https://modelcontextprotocol.io/docs/develop/connect-local-servers (the file and its
+        # https://modelcontextprotocol.io/quickstart/user (the file and its
         # mcpServers; stdio servers only) and https://www.npmjs.com/package/mcp-remote (the bridge,
         # `--header NAME:${VAR}` with VAR in env). Linux has no official build; community builds
         # use ~/.config/Claude.
@@ -151,10 +151,10 @@ CLIENTS: tuple[Client, ...] = (
         file=lambda e: e.app_support() / "Claude" / "claude_desktop_config.json",
         entry=_desktop_entry,
         url_of=_desktop_url,
-        source="https://modelcontextprotocol.io/docs/develop/connect-local-servers",
+        source="https://modelcontextprotocol.io/quickstart/user",
     ),
     Client(
-        # https://cursor.com/docs/context/mcp (global ~/.cursor/mcp.json; remote: "url", "headers")
+        # https://cursor.com/docs/mcp (global ~/.cursor/mcp.json; remote: "url", "headers")
         id="cursor",
         title="Cursor",
         format="json",
@@ -163,7 +163,7 @@ CLIENTS: tuple[Client, ...] = (
         file=lambda e: e.home / ".cursor" / "mcp.json",
         entry=lambda name, url, headers: _with_headers({"url": url}, headers),
         url_of=_field("url"),
-        source="https://cursor.com/docs/context/mcp",
+        source="https://cursor.com/docs/mcp",
     ),
     Client(
         # https://code.visualstudio.com/docs/copilot/reference/mcp-configuration (mcp.json in the

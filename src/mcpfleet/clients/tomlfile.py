@@ -12,9 +12,25 @@ from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
-from tomlkit.items import Table
+from tomlkit.items import InlineTable, Table
 
 from mcpfleet.clients.document import FormatError, walk
+
+
+def _inline(entry: Mapping[str, Any]) -> InlineTable:
+    table = tomlkit.inline_table()
+    for key, value in entry.items():
+        table[key] = _inline(value) if isinstance(value, Mapping) else value
+    return table
+
+
+def _table(entry: Mapping[str, Any]) -> Table:
+    """A `[mcp_servers.NAME]` table; nested mappings (headers) as inline tables, as Codex's docs
+    write them."""
+    table = tomlkit.table()
+    for key, value in entry.items():
+        table.add(key, _inline(value) if isinstance(value, Mapping) else value)
+    return table
 
 
 def _plain(value: Any) -> Any:
@@ -46,33 +62,35 @@ class TomlDocument:
         return node
 
     def with_entry(self, name: str, entry: Mapping[str, Any]) -> str:
-        parent = self._parent()
-        table = tomlkit.table()
-        for key, value in entry.items():
-            if isinstance(value, Mapping):
-                inline = tomlkit.inline_table()
-                inline.update(value)
-                table.add(key, inline)
-            else:
-                table.add(key, value)
-        if name in parent:
-            existing = parent[name]
+        try:
+            parent = self._parent()
+            existing = parent.get(name)
             if isinstance(existing, Table):  # keep the table where it is, replace its content
                 for key in list(existing.keys()):
                     del existing[key]
-                for key, value in table.items():
+                for key, value in _table(entry).items():
                     existing.add(key, value)
-                return tomlkit.dumps(self.doc)
-            del parent[name]
-        parent.add(name, table)
-        return tomlkit.dumps(self.doc)
+            elif isinstance(parent, InlineTable) or existing is not None:
+                parent[name] = _inline(entry)  # an inline layout stays inline, in its place
+            else:
+                parent.add(name, _table(entry))
+            return tomlkit.dumps(self.doc)
+        except (TOMLKitError, ValueError) as exc:
+            raise FormatError(
+                f"mcpfleet cannot edit this TOML layout ({exc}); edit [mcp_servers] by hand"
+            ) from None
 
     def without_entry(self, name: str) -> str:
         parent = walk(self.doc, self.path)
         if parent is None or name not in parent:
             return self.text
-        del parent[name]  # type: ignore[attr-defined]
-        text = tomlkit.dumps(self.doc)
+        try:
+            del parent[name]  # type: ignore[attr-defined]
+            text = tomlkit.dumps(self.doc)
+        except (TOMLKitError, ValueError) as exc:
+            raise FormatError(
+                f"mcpfleet cannot edit this TOML layout ({exc}); edit [mcp_servers] by hand"
+            ) from None
         if text.endswith("\n\n") and not self.text.endswith("\n\n"):  # the blank line before our table
             text = text.rstrip("\n") + "\n"
         return text

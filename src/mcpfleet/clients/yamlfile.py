@@ -26,13 +26,19 @@ def _yaml() -> YAML:
     return yaml
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    if depth > 64:
-        raise FormatError("not valid YAML for mcpfleet: nested too deeply")
+MAX_NODES = 10_000
+"""Values converted to plain Python per read: aliases are shared in the parsed document, but a
+conversion would copy each use, so a small "billion laughs" file is refused here."""
+
+
+def _plain(value: Any, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise FormatError(f"more than {MAX_NODES} values under the servers key (aliases expanded)")
     if isinstance(value, Mapping):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+        return {str(k): _plain(v, budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v, depth + 1) for v in value]
+        return [_plain(v, budget) for v in value]
     return value
 
 
@@ -45,16 +51,22 @@ class YamlDocument:
             raise FormatError(f"not valid YAML: {' '.join(str(exc).split())}") from None
         except RecursionError:
             raise FormatError("not valid YAML: nested too deeply") from None
+        self.empty = loaded is None  # empty, or comments only: kept above what we add
         self.doc: Any = CommentedMap() if loaded is None else loaded
+        if isinstance(self.doc, CommentedMap) and self.path and self.doc.get(self.path[0], 0) is None:
+            self.doc[self.path[0]] = CommentedMap()  # `extensions:` with nothing under it: empty
         walk(self.doc, self.path)
 
     def servers(self) -> Mapping[str, Any] | None:
         found = walk(self.doc, self.path)
-        return None if found is None else {str(k): _plain(v) for k, v in found.items()}
+        budget = [MAX_NODES]
+        return None if found is None else {str(k): _plain(v, budget) for k, v in found.items()}
 
     def _dump(self) -> str:
         out = io.StringIO()
         _yaml().dump(self.doc, out)
+        if self.empty and self.text.strip():
+            return self.text + ("" if self.text.endswith("\n") else "\n") + out.getvalue()
         return out.getvalue()
 
     def with_entry(self, name: str, entry: Mapping[str, Any]) -> str:
@@ -63,7 +75,7 @@ class YamlDocument:
             if key not in node:
                 node[key] = CommentedMap()
             node = node[key]
-        node[name] = CommentedMap(_plain(entry))
+        node[name] = CommentedMap(_plain(entry, [MAX_NODES]))
         return self._dump()
 
     def without_entry(self, name: str) -> str:
