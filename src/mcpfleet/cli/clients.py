@@ -86,7 +86,7 @@ def fleet_url(directory: Path | None, state_dir: Path | None, server: str | None
         what = f"server {server!r}"
     else:
         chosen = [o for o in objects if o.name == GATEWAY_NAME] or (objects if len(objects) == 1 else [])
-        what = "a gateway (VirtualMCPServer)"
+        what = "gateway (VirtualMCPServer)"
     if not chosen:
         known = ", ".join(sorted({o.name for o in objects})) or "none"
         raise NoUrl(
@@ -178,7 +178,7 @@ _dry_run = typer.Option(False, "--dry-run", help="Print the change as a unified 
 @app.command("setup")
 def setup(
     clients: list[str] = typer.Argument(
-        None, metavar="[CLIENT]...", help="Client ids (default: every client found)."
+        None, metavar="CLIENT", help="Client ids (default: every client found)."
     ),
     every: bool = typer.Option(False, "--all", help="Every known client, found or not (files are created)."),
     name: str = _name,
@@ -253,11 +253,21 @@ def list_(
     output: str | None = typer.Option(None, "--output", "-o", help="json for a machine-readable list."),
 ) -> None:
     """Show each known client: found on this machine, its file, and whether the entry is there
-    and points at the fleet's current URL."""
+    and points at the fleet's current URL (current, stale (URL), - for none, or the file's error).
+
+    Examples:
+
+    \b
+      mcpfleet client list
+      mcpfleet client list -o json
+      mcpfleet client list --dir examples/quickstart     # compare with another fleet's gateway
+    """
     from mcpfleet.clients import setup as ops
     from mcpfleet.clients.table import CLIENTS, Environment
 
     _check_name(name)
+    if output not in (None, "json"):
+        raise _fail(f"--output {output!r}: json, or nothing for the table")
     try:
         current: str | None = _check_url(url) if url else fleet_url(directory, state_dir, server)
     except NoUrl:
@@ -292,7 +302,7 @@ def list_(
 @app.command("remove")
 def remove(
     clients: list[str] = typer.Argument(
-        None, metavar="[CLIENT]...", help="Client ids (default: every client whose file has the entry)."
+        None, metavar="CLIENT", help="Client ids (default: every client whose file has the entry)."
     ),
     name: str = _name,
     dry_run: bool = _dry_run,
