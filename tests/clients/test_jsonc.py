@@ -204,3 +204,10 @@ def test_set_member_gives_the_expected_value_and_keeps_every_comment(
 def test_strict_parse_agrees_with_json(value: Any) -> None:
     for text in (json.dumps(value), json.dumps(value, indent=2)):
         assert jsonc.loads(text, strict=True) == json.loads(text)
+
+
+def test_a_comment_after_the_opening_brace_stays_on_its_line() -> None:
+    text = '{ // my servers\n    "a": 1\n}\n'
+    out = jsonc.set_member(text, [], "mcpfleet", {"url": "u"})
+    assert out.startswith('{ // my servers\n    "mcpfleet": {\n        "url": "u"\n    },\n    "a": 1')
+    assert jsonc.remove_member(out, [], "mcpfleet") == text

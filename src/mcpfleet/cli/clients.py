@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,6 +69,8 @@ def _start_hint(directory: Path | None) -> str:
 
 def fleet_url(directory: Path | None, state_dir: Path | None, server: str | None) -> str:
     """The URL of the fleet's gateway (or of `server`) from its state, or a clear error."""
+    import sqlite3
+
     from mcpfleet.platform.local import snapshot
     from mcpfleet.platform.local.userfleet import GATEWAY_NAME
 

@@ -279,6 +279,10 @@ def set_member(text: str, path: Sequence[str], key: str, value: Any, strict: boo
     member = f"\n{indent}{json.dumps(name, ensure_ascii=False)}: {_dump(inner, indent, unit)}"
     after_brace = node.start + 1
     if node.members:  # first in the object: the comma goes after it, no existing line changes
+        rest_of_line = re.match(r"[ \t]*(?://[^\n]*)?\n", text[after_brace:])
+        if rest_of_line and _alone_on_line(text, node.members[0].key_start):
+            at = after_brace + rest_of_line.end()  # on its own line, below `{` and its comment
+            return text[:at] + member[1:] + ",\n" + text[at:]
         gap = "" if _alone_on_line(text, node.members[0].key_start) else " "
         return text[:after_brace] + member + "," + gap + text[after_brace:]
     if text[after_brace : node.end - 1].strip() == "":  # `{}` or `{ }`: lay the object out on lines
