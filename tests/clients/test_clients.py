@@ -197,3 +197,21 @@ def test_paths_follow_the_platform_and_the_environment(tmp_path: Path) -> None:
 def test_every_client_names_its_documentation() -> None:
     assert len({c.id for c in CLIENTS}) == len(CLIENTS) == 10
     assert all(c.source.startswith("https://") for c in CLIENTS)
+
+
+def test_fields_the_client_added_to_our_entry_are_kept(env: Environment) -> None:
+    client = by_id("cline")
+    setup.apply(setup.plan_setup(client, env, NAME, URL, {"Authorization": "Bearer a"}))
+    path = client.file(env)
+    path.write_text(
+        path.read_text().replace('"disabled": false', '"disabled": false, "autoApprove": ["time_x"]')
+    )
+    assert not setup.plan_setup(client, env, NAME, URL, {"Authorization": "Bearer a"}).changed
+    setup.apply(setup.plan_setup(client, env, NAME, "http://127.0.0.1:9/mcp", {}))
+    entry = servers(client, path.read_text())[NAME]
+    assert entry == {
+        "type": "streamableHttp",
+        "url": "http://127.0.0.1:9/mcp",
+        "disabled": False,
+        "autoApprove": ["time_x"],
+    }

@@ -113,8 +113,13 @@ def plan_setup(client: Client, env: Environment, name: str, url: str, headers: M
     entry = client.entry(name, url, headers)
     existing = servers.get(name)
     secrets = (*headers.values(), *_secrets(existing))
-    if existing == entry:
-        return Plan(client, path, text, text or "", secrets)
+    if isinstance(existing, Mapping):
+        # Fields mcpfleet does not write (Cline's autoApprove, Goose's available_tools, ...) are the
+        # user's or the client's: they do not make the entry differ, and an update keeps them.
+        owned = set(client.entry(name, url, {"X": "x"}))
+        if {k: v for k, v in existing.items() if k in owned} == entry:
+            return Plan(client, path, text, text or "", secrets)
+        entry = {**entry, **{k: v for k, v in existing.items() if k not in owned}}
     with _refusing(path):
         return Plan(client, path, text, document.with_entry(name, entry), secrets)
 
