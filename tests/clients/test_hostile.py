@@ -194,3 +194,13 @@ def test_cli_setup_list_remove_with_a_token(tmp_path: Path) -> None:
     code, output = run(tmp_path, "remove")
     assert code == 1 and "Cursor: removed" in output and "Gemini CLI: removed" in output  # windsurf: refused
     assert "mcpfleet" not in (tmp_path / ".cursor" / "mcp.json").read_text()
+
+
+def test_a_folder_that_cannot_be_made_is_a_clear_refusal(env: Environment) -> None:
+    client = by_id("cursor")
+    plan = setup.plan_setup(client, env, "mcpfleet", URL, {})
+    (env.home / ".cursor").write_text("a file where the folder should be")  # appears after the plan
+    with pytest.raises(ConfigFileError, match="Not a directory"):
+        setup.apply(plan)
+    with pytest.raises(ConfigFileError, match="Not a directory"):
+        setup.plan_setup(client, env, "mcpfleet", URL, {})

@@ -82,6 +82,13 @@ def write(path: Path, before: str | None, after: str) -> Path | None:
     current = read(path)
     if current != before:
         raise ConfigFileError(path, "changed while mcpfleet was editing it; run the command again")
+    try:
+        return _replace(path, before, after)
+    except OSError as exc:
+        raise ConfigFileError(path, f"cannot be written ({exc.strerror or exc})") from None
+
+
+def _replace(path: Path, before: str | None, after: str) -> Path | None:
     backup: Path | None = None
     if before is None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,8 +99,5 @@ def write(path: Path, before: str | None, after: str) -> Path | None:
         if not os.path.lexists(candidate):
             _atomic_write(candidate, before.encode("utf-8"), mode)
             backup = candidate
-    try:
-        _atomic_write(path, after.encode("utf-8"), mode)
-    except OSError as exc:
-        raise ConfigFileError(path, f"cannot be written ({exc.strerror})") from None
+    _atomic_write(path, after.encode("utf-8"), mode)
     return backup
