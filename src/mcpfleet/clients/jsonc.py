@@ -107,11 +107,11 @@ class _Parser:
     def __init__(self, text: str, tokens: list[Token], strict: bool) -> None:
         self.text, self.tokens, self.strict, self.i = text, tokens, strict, 0
 
-    def _peek(self) -> Token | None:
+    def peek(self) -> Token | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
     def _expect(self, kinds: str, what: str) -> Token:
-        token = self._peek()
+        token = self.peek()
         if token is None:
             raise JsoncError(f"the text ends where {what} was expected")
         if token.kind not in kinds.split():
@@ -122,7 +122,7 @@ class _Parser:
 
     def value(self, depth: int) -> Node:
         if depth > MAX_DEPTH:
-            token = self._peek()
+            token = self.peek()
             raise JsoncError(
                 f"nesting deeper than {MAX_DEPTH} at {_where(self.text, token.start if token else 0)}"
             )
@@ -135,7 +135,7 @@ class _Parser:
 
     def _trailing(self, closer: str, comma: Token) -> bool:
         """A `,` directly before the closer: allowed in JSONC, refused in strict JSON."""
-        token = self._peek()
+        token = self.peek()
         if token is None or token.kind != closer:
             return False
         if self.strict:
@@ -146,7 +146,7 @@ class _Parser:
 
     def _object(self, opening: Token, depth: int) -> Node:
         node = Node("object", opening.start, opening.end, value={})
-        while (token := self._peek()) is not None and token.kind != "}":
+        while (token := self.peek()) is not None and token.kind != "}":
             key = self._expect("string", "a member name in double quotes")
             self._expect(":", "':'")
             member = Member(json.loads(self.text[key.start : key.end]), key.start, self.value(depth + 1))
@@ -164,7 +164,7 @@ class _Parser:
 
     def _array(self, opening: Token, depth: int) -> Node:
         node = Node("array", opening.start, opening.end, value=[])
-        while (token := self._peek()) is not None and token.kind != "]":
+        while (token := self.peek()) is not None and token.kind != "]":
             item = self.value(depth + 1)
             node.items.append(item)
             node.value.append(item.value)
@@ -185,7 +185,7 @@ def parse(text: str, strict: bool = False) -> Node | None:
         return None
     parser = _Parser(text, tokens, strict)
     root = parser.value(0)
-    extra = parser._peek()
+    extra = parser.peek()
     if extra is not None:
         raise JsoncError(f"unexpected text after the document at {_where(text, extra.start)}")
     return root
