@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -77,3 +78,13 @@ def test_another_fleet_by_state_dir_and_a_fleet_without_a_gateway(tmp_path: Path
     (corrupt / "state.db").write_bytes(b"not a database" * 100)
     code, output = _setup(tmp_path, "--state-dir", str(corrupt))
     assert code == 1 and "cannot be read" in output and "Traceback" not in output
+
+
+def test_a_folder_fleet_reads_its_state_where_up_keeps_it(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MCPFLEET_STATE_DIR", raising=False)
+    code, output = _setup(tmp_path, "--dir", "examples/quickstart")
+    assert code == 1 and "mcpfleet up examples/quickstart --detach" in output
+    asyncio.run(_state(tmp_path / ".mcpfleet", [("VirtualMCPServer", "gateway", GATEWAY)]))
+    code, output = _setup(tmp_path, "--dir", "examples/quickstart")
+    assert code == 0 and _cursor_url(tmp_path) == GATEWAY
