@@ -211,3 +211,10 @@ def test_a_comment_after_the_opening_brace_stays_on_its_line() -> None:
     out = jsonc.set_member(text, [], "mcpfleet", {"url": "u"})
     assert out.startswith('{ // my servers\n    "mcpfleet": {\n        "url": "u"\n    },\n    "a": 1')
     assert jsonc.remove_member(out, [], "mcpfleet") == text
+
+
+def test_crlf_files_get_crlf_lines() -> None:
+    text = '{\r\n  "mcpServers": {\r\n    "a": 1\r\n  }\r\n}\r\n'
+    out = jsonc.set_member(text, ["mcpServers"], "mcpfleet", {"url": "u"})
+    assert "\n" not in out.replace("\r\n", "") and jsonc.loads(out)["mcpServers"]["mcpfleet"] == {"url": "u"}
+    assert jsonc.remove_member(out, ["mcpServers"], "mcpfleet") == text

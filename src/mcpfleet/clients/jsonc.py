@@ -258,36 +258,45 @@ def _last(node: Node, key: str) -> Member | None:
 
 
 def set_member(text: str, path: Sequence[str], key: str, value: Any, strict: bool = False) -> str:
-    """`text` with `path…[key]` set to `value`; objects missing on the path are created."""
+    """`text` with `path…[key]` set to `value`; objects missing on the path are created. New lines
+    end like the file's (CRLF when it uses CRLF)."""
     root = parse(text, strict)
-    unit = _indent_unit(text)
     node, missing = _find(root, path)
     nested: Any = value
     for name in reversed([*missing, key]):
         nested = {name: nested}
+    newline = "\r\n" if "\r\n" in text else "\n"
+    start, end, piece = _insertion(text, node, missing, nested, _indent_unit(text))
+    return text[:start] + piece.replace("\n", newline) + text[end:]
+
+
+def _insertion(
+    text: str, node: Node | None, missing: list[str], nested: Any, unit: str
+) -> tuple[int, int, str]:
+    """Where and what to splice into `text`: (start, end, new text with `\\n` line ends)."""
     if node is None:  # no document yet (or comments only): append one
         body = _dump(nested, "", unit) + "\n"
         if not text.strip():
-            return body
-        return text + ("" if text.endswith("\n") else "\n") + body
+            return 0, len(text), body
+        return len(text), len(text), ("" if text.endswith("\n") else "\n") + body
     ((name, inner),) = nested.items()
     existing = None if missing else _last(node, name)
     if existing is not None:
         indent = _line_indent(text, existing.key_start)
-        return text[: existing.value.start] + _dump(inner, indent, unit) + text[existing.value.end :]
+        return existing.value.start, existing.value.end, _dump(inner, indent, unit)
     indent = _member_indent(text, node, unit)
     member = f"\n{indent}{json.dumps(name, ensure_ascii=False)}: {_dump(inner, indent, unit)}"
     after_brace = node.start + 1
     if node.members:  # first in the object: the comma goes after it, no existing line changes
-        rest_of_line = re.match(r"[ \t]*(?://[^\n]*)?\n", text[after_brace:])
-        if rest_of_line and _alone_on_line(text, node.members[0].key_start):
-            at = after_brace + rest_of_line.end()  # on its own line, below `{` and its comment
-            return text[:at] + member[1:] + ",\n" + text[at:]
-        gap = "" if _alone_on_line(text, node.members[0].key_start) else " "
-        return text[:after_brace] + member + "," + gap + text[after_brace:]
+        alone = _alone_on_line(text, node.members[0].key_start)
+        rest_of_line = re.match(r"[ \t]*(?://[^\n]*)?\r?\n", text[after_brace:])
+        if rest_of_line and alone:  # on its own line, below `{` and its comment
+            at = after_brace + rest_of_line.end()
+            return at, at, member[1:] + ",\n"
+        return after_brace, after_brace, member + ("," if alone else ", ")
     if text[after_brace : node.end - 1].strip() == "":  # `{}` or `{ }`: lay the object out on lines
-        return text[:after_brace] + member + "\n" + _line_indent(text, node.start) + text[node.end - 1 :]
-    return text[:after_brace] + member + text[after_brace:]  # comments only inside: kept after it
+        return after_brace, node.end - 1, member + "\n" + _line_indent(text, node.start)
+    return after_brace, after_brace, member  # comments only inside: kept after it
 
 
 def _line_span(text: str, start: int, end: int) -> tuple[int, int]:
