@@ -56,6 +56,7 @@ def test_the_code_keeps_the_contracts(tmp_path: Path) -> None:
         ("proxy/_upward.py", "from mcpfleet.operator import app", "The data plane runs anywhere"),
         ("reconcile/_upward.py", "import mcpfleet.platform.local", "Layers:"),
         ("api/_upward.py", "from mcpfleet import redact", "The resource models stand alone"),
+        ("clients/_upward.py", "import mcpfleet.platform.local", "The AI clients' files"),
     ],
 )
 def test_an_import_up_a_layer_breaks_a_contract(

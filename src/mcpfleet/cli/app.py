@@ -16,6 +16,7 @@ from mcpfleet import __version__
 from mcpfleet.cli import (
     auth,
     catalogue,
+    clients,
     crds,
     devcluster,
     fleet,
@@ -71,6 +72,7 @@ for _name in ("run", "stop", "start", "rm"):
     app.command(_name)(getattr(fleet, _name))
 app.command("list")(fleet.list_)
 app.add_typer(auth.app, name="auth")
+app.add_typer(clients.app, name="client")
 for _name in ("up", "down", "get", "describe", "logs"):
     app.command(_name)(getattr(local, _name))
 app.command("proxy", context_settings=PROXY_CONTEXT)(typer_command(proxy.proxy, command_line=True))

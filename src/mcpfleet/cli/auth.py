@@ -42,6 +42,12 @@ def enable(directory: Path | None = _dir, state_dir: Path | None = _state) -> No
     """Create the fleet's token issuer and make its gateway require tokens from it.
 
     The running `mcpfleet up` serves the issuer at once and applies the gateway change like any edit.
+
+    Examples:
+
+    \b
+      mcpfleet auth enable
+      mcpfleet auth enable --dir ./servers      (prints the incomingAuth block)
     """
     import yaml
 
@@ -74,7 +80,13 @@ def enable(directory: Path | None = _dir, state_dir: Path | None = _state) -> No
 
 @app.command()
 def disable(directory: Path | None = _dir, state_dir: Path | None = _state) -> None:
-    """Let the user fleet's gateway accept anonymous clients again (the issuer key stays)."""
+    """Let the user fleet's gateway accept anonymous clients again (the issuer key stays).
+
+    Examples:
+
+    \b
+      mcpfleet auth disable
+    """
     from mcpfleet.cli.fleet import _fleet
     from mcpfleet.platform.local.userfleet import Fleet, FleetEditError, set_gateway_auth
 
@@ -113,7 +125,14 @@ def token(
     directory: Path | None = _dir,
     state_dir: Path | None = _state,
 ) -> None:
-    """Issue a bearer token for USER from the fleet's local issuer."""
+    """Issue a bearer token for USER from the fleet's local issuer.
+
+    Examples:
+
+    \b
+      mcpfleet auth token --user alice -o ~/.config/mcpfleet/alice.token
+      mcpfleet auth token --user ci --ttl 24h
+    """
     import os
 
     from mcpfleet.cli.fleet import _fleet

@@ -131,7 +131,14 @@ def show(
     bundled: bool = _bundled,
     output: str = typer.Option("table", "--output", "-o", help=OUTPUT_HELP),
 ) -> None:
-    """Show one catalogue entry: how it runs and the values it asks for."""
+    """Show one catalogue entry: how it runs and the values it asks for.
+
+    Examples:
+
+    \b
+      mcpfleet show time
+      mcpfleet show io.github.modelcontextprotocol/filesystem -o json
+    """
     _check_output(output)
     entry = _lookup(reference, registry, catalogue, state_dir, bundled)
     if output != "table":

@@ -105,7 +105,14 @@ def list_(
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
     output: str | None = typer.Option(None, "--output", "-o", help="yaml, json, wide or name."),
 ) -> None:
-    """List the servers of the user fleet (or --dir) with their phase and URL."""
+    """List the servers of the user fleet (or --dir) with their phase and URL.
+
+    Examples:
+
+    \b
+      mcpfleet list
+      mcpfleet list -o yaml
+    """
     from rich.console import Console
 
     from mcpfleet.platform.local.lock import holder_pid
@@ -145,7 +152,13 @@ def stop(
     directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """Stop a server of the fleet (its manifest gets `replicas: 0`; `mcpfleet start` undoes it)."""
+    """Stop a server of the fleet (its manifest gets `replicas: 0`; `mcpfleet start` undoes it).
+
+    Examples:
+
+    \b
+      mcpfleet stop time
+    """
     _edit(name, directory, state_dir, "stop")
 
 
@@ -154,7 +167,13 @@ def start(
     directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """Start a server stopped with `mcpfleet stop`."""
+    """Start a server stopped with `mcpfleet stop`.
+
+    Examples:
+
+    \b
+      mcpfleet start time
+    """
     _edit(name, directory, state_dir, "start")
 
 
@@ -163,5 +182,11 @@ def rm(
     directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_DIR_HELP),
 ) -> None:
-    """Remove a server from the fleet: its manifest and the local Secret `add` stored for it."""
+    """Remove a server from the fleet: its manifest and the local Secret `add` stored for it.
+
+    Examples:
+
+    \b
+      mcpfleet rm time
+    """
     _edit(name, directory, state_dir, "rm")
