@@ -132,7 +132,7 @@ def _gone_within(state_dir: Path, seconds: float) -> list[int]:
 def test_base_env_is_minimal_and_keeps_the_package_caches(tmp_path: Path) -> None:
     shell = {
         "PATH": "/usr/bin",
-        "HOME": "/home/someone",
+        "HOME": "/nonexistent/user",
         "LANG": "C.UTF-8",
         "GITHUB_TOKEN": CANARY,
         "AWS_SECRET_ACCESS_KEY": CANARY,
@@ -151,9 +151,9 @@ def test_base_env_is_minimal_and_keeps_the_package_caches(tmp_path: Path) -> Non
     assert env["UV_INDEX_URL"] == shell["UV_INDEX_URL"] and env["HTTPS_PROXY"] == shell["HTTPS_PROXY"]
     assert env["SSL_CERT_FILE"] == shell["SSL_CERT_FILE"]
     # The user's real caches, named explicitly (HOME will be private).
-    assert env["UV_CACHE_DIR"] == "/home/someone/.cache/uv"
-    assert env["UV_PYTHON_INSTALL_DIR"] == "/home/someone/.local/share/uv/python"
-    assert env["npm_config_cache"] == "/home/someone/.npm"
+    assert env["UV_CACHE_DIR"] == "/nonexistent/user/.cache/uv"
+    assert env["UV_PYTHON_INSTALL_DIR"] == "/nonexistent/user/.local/share/uv/python"
+    assert env["npm_config_cache"] == "/nonexistent/user/.npm"
     assert (env[FLEET_ENV], env[RUN_ENV]) == ("f1", "r1")
 
 
