@@ -101,14 +101,42 @@ def _check_integers(body: bytes, value: Any) -> None:
 
 def check_depth(value: Any, max_depth: int) -> None:
     """Raise MessageError (-32600) naming the first path nested deeper than `max_depth` levels."""
+    where = too_deep(value, max_depth)
+    if where is not None:
+        raise MessageError(
+            INVALID_REQUEST,
+            f"Invalid Request: {where} is nested deeper than {max_depth} levels (limit: --max-json-depth)",
+            _request_id_of(value),
+        )
+
+
+def too_deep(value: Any, max_depth: int) -> str | None:
+    """The first path of `value` nested deeper than `max_depth` levels ('the message' for the root),
+    or None when it is within the bound."""
     for _node, depth, path in _walk(value):
         if depth > max_depth:
-            raise MessageError(
-                INVALID_REQUEST,
-                f"Invalid Request: {_dotted(path) or 'the message'} is nested deeper than {max_depth} "
-                f"levels (limit: --max-json-depth)",
-                _request_id_of(value),
-            )
+            return _dotted(path) or "the message"
+    return None
+
+
+MAX_ANSWER_DEPTH: Final = 128
+"""Nesting levels accepted in a server's (backend's, stdio child's) answer before it is relayed.
+orjson encodes at most 255 levels: an answer nested deeper cannot be relayed at all, and one
+close to that bound cannot be wrapped in anything. Far above what real results use."""
+
+
+def answer_problem(value: Any, raw: bytes | str) -> str | None:
+    """Why a server's decoded message `value` (read from `raw`) cannot be relayed, or None.
+
+    Only nesting is checked here: the brackets are counted first (in C), so the walk runs only
+    for answers that could be too deep."""
+    brackets = (
+        raw.count(b"{") + raw.count(b"[") if isinstance(raw, bytes) else raw.count("{") + raw.count("[")
+    )
+    if brackets <= MAX_ANSWER_DEPTH:
+        return None
+    where = too_deep(value, MAX_ANSWER_DEPTH)
+    return None if where is None else f"{where} is nested deeper than {MAX_ANSWER_DEPTH} levels"
 
 
 def _walk(value: Any) -> Iterator[tuple[Any, int, tuple[str, ...]]]:
