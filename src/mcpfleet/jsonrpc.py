@@ -139,6 +139,23 @@ def answer_problem(value: Any, raw: bytes | str) -> str | None:
     return None if where is None else f"{where} is nested deeper than {MAX_ANSWER_DEPTH} levels"
 
 
+UNRELAYABLE: Final = object()
+"""What `relayable` answers for a message to drop."""
+
+
+def relayable(message: Any, raw: bytes | str, server: str) -> Any:
+    """`message` (decoded from `raw`) when it can be relayed; otherwise, for a response, a JSON-RPC
+    error (-32603) in its place saying that `server` (e.g. "server 'x'") sent an invalid answer, and
+    `UNRELAYABLE` for anything else (a request or notification nobody waits for: dropped)."""
+    problem = answer_problem(message, raw)
+    if problem is None:
+        return message
+    if not isinstance(message, dict) or "method" in message or not valid_id(message.get("id")):
+        return UNRELAYABLE
+    text = f"{server} sent an invalid answer: {problem}"
+    return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}}
+
+
 def _walk(value: Any) -> Iterator[tuple[Any, int, tuple[str, ...]]]:
     """Every array / object in `value` with its depth (the root is 1) and path, without recursion."""
     if not isinstance(value, dict | list):
