@@ -49,6 +49,7 @@ from mcpfleet.vmcp.gateway import (
     SessionLimitError,
 )
 from mcpfleet.vmcp.pinned import Pinned
+from mcpfleet.vmcp.status import status_summary
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ class VMCPApp:
                 ok = self.gateway.ready()
                 await _respond(send, 200 if ok else 503, wire.dumps({"ready": ok}))
             elif path == "/status":
-                await _respond(send, 200, wire.dumps(self.gateway.status()))
+                await self._status(scope, send)
             elif path == "/metrics":
                 await _respond(
                     send,
@@ -261,6 +262,28 @@ class VMCPApp:
         closer = getattr(self.auth, "close", None)
         if closer is not None:
             await closer()
+
+    async def _status(self, scope: Scope, send: Send) -> None:
+        """`/status`: the Host / Origin policy of `/mcp`; with incoming auth, a caller without a
+        token sees only `status_summary` (no backend, URL or error), a bad token is a 401 as on
+        `/mcp`, a valid one sees the whole (redacted) document."""
+        h = _headers(scope)
+        bad = self._dns_rebinding(h)
+        if bad is not None:
+            await _respond(send, bad[0], bad[1], [(b"content-type", b"text/plain")])
+            return
+        doc = self.gateway.status()
+        if not self.anonymous:
+            if "authorization" not in h:
+                doc = status_summary(doc)
+            else:
+                try:
+                    await self.auth.authenticate(h["authorization"])
+                except AuthError as exc:
+                    headers, body = unauthorized(self.auth, exc)
+                    await _respond(send, 401, body, headers)
+                    return
+        await _respond(send, 200, wire.dumps(doc))
 
     # ---- /mcp --------------------------------------------------------------------------
 

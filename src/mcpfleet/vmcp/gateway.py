@@ -37,6 +37,7 @@ from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
+from mcpfleet.redact import redact_text, redact_url
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, lazyhttp, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
@@ -1481,16 +1482,19 @@ class Gateway:
             backends.append(
                 {
                     "name": name,
-                    "url": b.spec.url,
+                    # Credentials in a backend URL (userinfo, query values) never reach a status
+                    # reader (HTTP, status file, the VirtualMCPServer's status): masked as `/health`
+                    # of the proxy masks them; so are URLs inside error texts.
+                    "url": redact_url(b.spec.url),
                     "transport": b.spec.transport,
                     "state": b.health.state if b.connected or b.health.state != "ready" else "unavailable",
                     "connected": b.connected,
                     "lastCheck": _iso(b.health.last_check),
-                    "error": b.health.last_error,
+                    "error": redact_text(b.health.last_error) if b.health.last_error else b.health.last_error,
                     "consecutiveFailures": b.health.consecutive_failures,
                     "circuitBreaker": b.health.circuit if b.health.breaker_enabled else None,
                     "protocolEras": eras,
-                    "listErrors": dict(b.list_errors),
+                    "listErrors": {m: redact_text(e) for m, e in b.list_errors.items()},
                     "counts": {
                         "tools": len(b.lists_for("legacy").tools),
                         "resources": len(b.lists_for("legacy").resources),
