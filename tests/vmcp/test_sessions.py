@@ -88,6 +88,53 @@ async def test_expired_sessions_make_room_under_the_cap(gateway: GatewayFactory,
         assert (await post(h, gw.url, initialize_request(), HDR))[0] == 200
 
 
+async def test_one_anonymous_address_cannot_take_every_session(gateway: GatewayFactory, served: Any) -> None:
+    """Issue 27 risk: the cap was global only, so one caller could fill it and lock everyone out.
+    Anonymous callers are counted per client address (here 127.0.0.1 against 127.0.0.2)."""
+    s = await served(JsonRpcBackend("be"))
+    gw = await gateway(
+        {"backends": [{"name": "be", "url": s.url}]}, max_sessions=10, max_sessions_per_subject=2
+    )
+    other = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    async with aiohttp.ClientSession() as h, aiohttp.ClientSession(connector=other) as h2:
+        sids = []
+        for _ in range(2):
+            status, headers, _ = await post(h, gw.url, initialize_request(), HDR)
+            assert status == 200
+            sids.append(headers["mcp-session-id"])
+        status, headers, body = await post(h, gw.url, initialize_request(request_id=9), HDR)
+        assert status == 429 and headers.get("Retry-After") == "5"
+        assert (
+            body["id"] == 9 and "too many open sessions for this caller (limit 2" in body["error"]["message"]
+        )
+        # Another address still gets sessions; ending one of the first frees its slot.
+        assert (await post(h2, gw.url, initialize_request(), HDR))[0] == 200
+        async with h.delete(gw.url, headers={"mcp-session-id": sids[0]}) as r:
+            assert r.status == 200
+        assert (await post(h, gw.url, initialize_request(), HDR))[0] == 200
+
+
+async def test_one_subject_cannot_take_every_session(gateway: GatewayFactory, served: Any) -> None:
+    """With incoming auth the per-caller cap counts a token's subject, whatever its address."""
+    issuer = Issuer()
+    iss = await served(issuer)
+    issuer.base = iss.base
+    issuer.add_rsa("k")
+    s = await served(JsonRpcBackend("be"))
+    auth = {"type": "oidc", "oidc": {"issuer": issuer.base, "audience": "vmcp", "insecureAllowHTTP": True}}
+    gw = await gateway(
+        {"backends": [{"name": "be", "url": s.url}], "incomingAuth": auth}, max_sessions_per_subject=2
+    )
+    alice = {**HDR, "authorization": "Bearer " + issuer.token("k", sub="alice")}
+    bob = {**HDR, "authorization": "Bearer " + issuer.token("k", sub="bob")}
+    async with aiohttp.ClientSession() as h:
+        for _ in range(2):
+            assert (await post(h, gw.url, initialize_request(), alice))[0] == 200
+        status, _, body = await post(h, gw.url, initialize_request(), alice)
+        assert status == 429 and "for this caller" in body["error"]["message"]
+        assert (await post(h, gw.url, initialize_request(), bob))[0] == 200
+
+
 def test_cli_rejects_a_bad_idle_timeout(tmp_path: Path) -> None:
     cfg = tmp_path / "vmcp.json"
     cfg.write_text(json.dumps({"backends": [{"name": "be", "url": "http://127.0.0.1:1/mcp"}]}))
@@ -95,6 +142,7 @@ def test_cli_rejects_a_bad_idle_timeout(tmp_path: Path) -> None:
         (["--session-idle-timeout", "soon"], "--session-idle-timeout"),
         (["--session-idle-timeout", "0s"], "must be positive"),
         (["--max-sessions", "0"], "--max-sessions"),
+        (["--max-sessions-per-subject", "0"], "--max-sessions-per-subject"),
     ):
         p = subprocess.run(
             [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "-c", str(cfg), *args],

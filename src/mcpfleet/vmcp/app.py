@@ -47,6 +47,8 @@ from mcpfleet.vmcp.gateway import (
     Gateway,
     Listener,
     SessionLimitError,
+    SubjectSessionLimitError,
+    session_owner,
 )
 from mcpfleet.vmcp.pinned import Pinned
 from mcpfleet.vmcp.status import status_summary
@@ -357,7 +359,9 @@ class VMCPApp:
     ) -> None:
         method = scope["method"]
         if method == "POST":
-            await self._legacy_post(receive, send, h, token, subject)
+            address = scope.get("client")
+            owner = session_owner(subject, str(address[0]) if address else None)
+            await self._legacy_post(receive, send, h, token, subject, owner)
         elif method == "GET":
             await self._legacy_get(receive, send, h, token, subject)
         elif method == "DELETE":
@@ -435,19 +439,31 @@ class VMCPApp:
         return s, None
 
     async def _traced_initialize(
-        self, send: Send, msg: dict[str, Any], h: dict[str, str], token: str | None, subject: str | None
+        self,
+        send: Send,
+        msg: dict[str, Any],
+        h: dict[str, str],
+        token: str | None,
+        subject: str | None,
+        owner: str | None = None,
     ) -> None:
         """`initialize`, inside a SERVER span when tracing."""
         if self.tracer is None:
-            await self._initialize(send, msg, token, subject)
+            await self._initialize(send, msg, token, subject, owner)
             return
         params = msg.get("params")
         version = params.get("protocolVersion") if isinstance(params, dict) else None
         with self._server_span(self.tracer, "initialize", params, h, "legacy", version, None, msg.get("id")):
-            await self._initialize(send, msg, token, subject)
+            await self._initialize(send, msg, token, subject, owner)
 
     async def _legacy_post(
-        self, receive: Receive, send: Send, h: dict[str, str], token: str | None, subject: str | None
+        self,
+        receive: Receive,
+        send: Send,
+        h: dict[str, str],
+        token: str | None,
+        subject: str | None,
+        owner: str | None = None,
     ) -> None:
         refusal = _legacy_refusal(h)
         if refusal is not None:
@@ -464,7 +480,7 @@ class VMCPApp:
         method = msg.get("method")
         req_id = msg.get("id")
         if method == "initialize" and kind == "request":
-            await self._traced_initialize(send, msg, h, token, subject)
+            await self._traced_initialize(send, msg, h, token, subject, owner)
             return
         session, problem = await self._session(h, token, subject)
         if problem is not None:
@@ -519,16 +535,23 @@ class VMCPApp:
         await stream.finish(200, body)
 
     async def _initialize(
-        self, send: Send, msg: dict[str, Any], token: str | None, subject: str | None = None
+        self,
+        send: Send,
+        msg: dict[str, Any],
+        token: str | None,
+        subject: str | None = None,
+        owner: str | None = None,
     ) -> None:
         params = msg.get("params") or {}
         requested = params.get("protocolVersion")
         version = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
         try:
-            session = await self.gateway.open_session(version, token, subject)
+            session = await self.gateway.open_session(version, token, subject, owner)
         except SessionLimitError as exc:
+            # One caller's cap: 429 (that caller is over its share); the global cap: 503.
+            status = 429 if isinstance(exc, SubjectSessionLimitError) else 503
             body = wire.dumps(wire.error_message(msg.get("id"), exc.code, exc.message))
-            await _respond(send, 503, body, [*_JSON, (b"retry-after", b"5")])
+            await _respond(send, status, body, [*_JSON, (b"retry-after", b"5")])
             return
         result: dict[str, Any] = {
             "protocolVersion": version,
