@@ -139,6 +139,25 @@ def answer_problem(value: Any, raw: bytes | str) -> str | None:
     return None if where is None else f"{where} is nested deeper than {MAX_ANSWER_DEPTH} levels"
 
 
+def _response_problem(message: Mapping[str, Any]) -> str | None:
+    """Why a response is no JSON-RPC response a client's SDK can read (one it cannot read is never
+    answered: the client waits until it gives up), or None."""
+    if "error" not in message:
+        return None if isinstance(message.get("result"), dict) else "its result is not an object"
+    err = message["error"]
+    code = err.get("code") if isinstance(err, dict) else None
+    if "result" in message:
+        return "it holds both a result and an error"
+    if (
+        not isinstance(code, int)
+        or isinstance(code, bool)
+        or not _INT_MIN <= code < 2**63
+        or not isinstance(err.get("message"), str)
+    ):
+        return "its error is not an object with an integer code and a message"
+    return None
+
+
 UNRELAYABLE: Final = object()
 """What `relayable` answers for a message to drop."""
 
@@ -148,9 +167,12 @@ def relayable(message: Any, raw: bytes | str, server: str) -> Any:
     error (-32603) in its place saying that `server` (e.g. "server 'x'") sent an invalid answer, and
     `UNRELAYABLE` for anything else (a request or notification nobody waits for: dropped)."""
     problem = answer_problem(message, raw)
+    is_response = isinstance(message, dict) and "method" not in message and valid_id(message.get("id"))
+    if problem is None and is_response:
+        problem = _response_problem(message)
     if problem is None:
         return message
-    if not isinstance(message, dict) or "method" in message or not valid_id(message.get("id")):
+    if not is_response:
         return UNRELAYABLE
     text = f"{server} sent an invalid answer: {problem}"
     return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}}

@@ -2,7 +2,8 @@
 
 Lenient on purpose (it answers `initialize` with the version asked for, `server/discover`, and
 every list / call / get / read): it is the hostile server of the proxy's deep-answer tests, not a
-reference. Written with the standard library's json, which writes any nesting (orjson stops at 255).
+reference. A `tools/call` whose `arguments.answer` is a string answers with the members that JSON
+text holds (the hostile suite's generated answers). Written with the standard library's json, which writes any nesting (orjson stops at 255).
 """
 
 from __future__ import annotations
@@ -58,7 +59,13 @@ def main() -> None:
             continue
         if not isinstance(msg, dict) or "id" not in msg or "method" not in msg:
             continue
-        answer = result(msg["method"], msg.get("params") or {})
+        params = msg.get("params") or {}
+        given = (params.get("arguments") or {}).get("answer") if msg["method"] == "tools/call" else None
+        if isinstance(given, str):  # the hostile suite's generated answer: its members, as JSON text
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], **json.loads(given)}) + "\n")
+            sys.stdout.flush()
+            continue
+        answer = result(msg["method"], params)
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": msg["id"]}
         if answer is None:
             reply["error"] = {"code": -32601, "message": "Method not found"}

@@ -145,8 +145,8 @@ class JsonRpcBackend:
     on_call: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     # 2026-07-28 only: answers server/discover, refuses initialize, requires the _meta envelope.
     modern_only: bool = False
-    # A fixed result per method (hostile answers: nested too deep, ...); resources/* ones also
-    # make it announce the resources capability.
+    # A fixed result per method (hostile answers: nested too deep, ...), or a callable making the
+    # whole answer (bytes) for the request id; resources/* ones also make it announce resources.
     answers: dict[str, Any] = field(default_factory=dict)
 
     async def _refused(self, send: Any, http_method: str, headers: dict[str, str]) -> bool:
@@ -263,7 +263,11 @@ class JsonRpcBackend:
         if self.modern_only and await self._modern_answer(send, req, method, headers):
             return True
         if method in self.answers:
-            await self._reply(send, req, method, self.answers[method])
+            answer = self.answers[method]
+            if callable(answer):  # the whole message, as bytes, for the request id
+                await self._send(send, 200, answer(req["id"]))
+            else:
+                await self._reply(send, req, method, answer)
             return True
         return False
 

@@ -958,7 +958,9 @@ def _result_of(msg: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("its error is not an object with an integer code")
         raise RPCError(code, str(err.get("message", "")), err.get("data"))
     res = msg.get("result")
-    return res if isinstance(res, dict) else {}
+    if not isinstance(res, dict):  # every MCP result is an object: relaying another is no answer
+        raise ValueError("its result is not an object")
+    return res
 
 
 def _encode_header(value: str) -> str:
