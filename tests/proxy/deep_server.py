@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 DEPTH = int(os.environ.get("DEEP_SERVER_DEPTH", "300"))
+# $DEEP_SERVER_TOOLS=not-a-list: tools/list answers {"tools": 5}.
 CAPS = {"tools": {}, "prompts": {}, "resources": {}}
 
 
@@ -39,8 +40,11 @@ def result(method: str, params: dict[str, Any]) -> Any:
             "capabilities": CAPS,
             "serverInfo": {"name": "deep", "version": "1"},
         }
+    tools: Any = [{"name": "t", "inputSchema": {"type": "object", "x": deep}}]
+    if os.environ.get("DEEP_SERVER_TOOLS") == "not-a-list":
+        tools = 5
     answers: dict[str, Any] = {
-        "tools/list": {"tools": [{"name": "t", "inputSchema": {"type": "object", "x": deep}}]},
+        "tools/list": {"tools": tools},
         "tools/call": {"content": [], "structuredContent": {"x": deep}},
         "prompts/list": {"prompts": [{"name": "p", "x": deep}]},
         "prompts/get": {"messages": [], "x": deep},

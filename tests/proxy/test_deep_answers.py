@@ -9,6 +9,7 @@ eras, with or without authorization, for lists, calls, prompts and resources.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,27 @@ def test_deep_server_answers_are_errors_naming_the_server(
     assert "sent an invalid answer" in text and f"nested deeper than {MAX_ANSWER_DEPTH} levels" in text, text
     assert "server '" in text, text  # names the server
     assert not log.tracebacks()
+
+
+def test_a_malformed_tools_list_does_not_break_param_header_checks() -> None:
+    """The 2026-07-28 `Mcp-Param-*` check reads the server's tools/list; `{"tools": 5}` was a
+    TypeError (a 500) on every tools/call with arguments. Now: no schemas, the call is relayed."""
+    servers = ThreadServers()
+    app = build_stdio_app(SERVER, host="127.0.0.1", env={**os.environ, "DEEP_SERVER_TOOLS": "not-a-list"})
+    base = servers.add(app, TEST_LIMITS)
+    servers.start()
+    try:
+        msg = {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "t", "arguments": {"a": 1}, "_meta": META},
+        }
+        with error_log() as log:
+            reply = post(base, orjson.dumps(msg), modern_headers(msg), until=b'"id":5')
+        assert reply.status == 200, (reply.status, reply.body[:300])
+        (answer,) = [m for m in reply.messages() if isinstance(m, dict) and m.get("id") == 5]
+        assert "nested deeper" in answer["error"]["message"]  # the server's own (deep) call answer
+        assert not log.tracebacks()
+    finally:
+        servers.stop()

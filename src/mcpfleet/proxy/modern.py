@@ -100,8 +100,11 @@ class ToolSchemaCache:
             except (RuntimeError, TimeoutError) as exc:
                 log.warning("Mcp-Param header validation skipped: tools/list failed: %s", exc)
                 return schemas
-            result = reply.get("result") or {}
-            for tool in result.get("tools", []):
+            result = reply.get("result")
+            tools = result.get("tools") if isinstance(result, dict) else None
+            if not isinstance(tools, list):  # an error, or a server's malformed list: no schemas
+                return schemas
+            for tool in tools:
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     schemas[tool["name"]] = tool.get("inputSchema")
             cursor = result.get("nextCursor")
