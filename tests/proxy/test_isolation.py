@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
@@ -18,7 +20,7 @@ from mcp.types import (
     TextContent,
 )
 
-from mcpfleet.proxy.backend import StdioBackend, process_factory
+from mcpfleet.proxy.backend import SessionServerLimit, StdioBackend, process_factory
 from mcpfleet.proxy.http_app import ProxyApp
 from mcpfleet.proxy.serve import build_stdio_app
 from tests.conformance import harness
@@ -134,3 +136,44 @@ async def test_legacy_sse_streams_count_against_the_cap() -> None:
                 assert (
                     "too many session servers running (limit 1" in (await second.json())["error"]["message"]
                 )
+
+
+class _FakeChild:
+    """A child that starts and stops at once (the cap is about bookkeeping, not processes)."""
+
+    running = True
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self, grace: float = 3.0) -> None:
+        self.running = False
+
+    async def send(self, message: Any) -> None:
+        return None
+
+    def status(self) -> Any:
+        raise NotImplementedError
+
+
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 9)), max_size=40), cap=st.integers(1, 4))
+@settings(max_examples=100, deadline=None, database=None)
+def test_session_server_cap_property(ops: list[tuple[bool, int]], cap: int) -> None:
+    """Any sequence of sessions opening (acquire) and ending (release): never more than `cap`
+    servers, and a refusal exactly when `cap` run."""
+
+    async def run() -> None:
+        backend = StdioBackend(lambda *_: _FakeChild(), per_session=True, max_session_servers=cap)
+        held: list[Any] = []
+        for acquire, pick in ops:
+            if acquire:
+                try:
+                    held.append(await backend.dedicated())
+                    assert len(held) <= cap
+                except SessionServerLimit:
+                    assert len(held) == cap
+            elif held:
+                await backend.release(held.pop(pick % len(held)))
+            assert len(backend._dedicated) == len(held)
+
+    asyncio.run(run())

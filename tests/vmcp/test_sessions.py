@@ -15,8 +15,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpfleet.vmcp.app import VMCPApp
+from mcpfleet.vmcp.backends import StaticBackendSource
+from mcpfleet.vmcp.config import parse_config
+from mcpfleet.vmcp.gateway import Gateway, SessionLimitError, SubjectSessionLimitError, session_owner
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.conftest import GatewayFactory
@@ -249,3 +254,44 @@ def test_session_limits_flags_env_and_defaults(monkeypatch: pytest.MonkeyPatch) 
         ["vmcp", "--state-dir", "s", "-c", "c.yaml", "--port", "1", "--max-sessions", "5"]
     )
     assert session_limits(args.max_sessions, args.session_idle_timeout) == (5, 90.0)
+
+
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["open", "end", "prune"]), st.sampled_from(["a", "b", None]), st.integers(0, 9)
+        ),
+        max_size=60,
+    )
+)
+@settings(max_examples=150, deadline=None, database=None)
+def test_session_caps_property(ops: list[tuple[str, str | None, int]]) -> None:
+    """Any sequence of opens, ends and prunes by two callers (and callers with no known owner):
+    the gateway's per-owner counts always equal its sessions, no owner ever holds more than its cap,
+    the global cap holds, and a refusal is the per-caller one exactly when that caller is full."""
+    cfg = parse_config({"backends": [{"name": "be", "url": "http://127.0.0.1:1/mcp"}]})
+    gw = Gateway(cfg, StaticBackendSource([]), max_sessions=5, max_sessions_per_subject=2)
+    opened: list[str] = []
+    for op, who, pick in ops:
+        owner = session_owner(None, f"127.0.0.{who}") if who else None
+        if op == "open":
+            full_owner = owner is not None and sum(s.owner == owner for s in gw.sessions.values()) >= 2
+            full_all = len(gw.sessions) >= 5
+            try:
+                opened.append(gw.new_session("2025-11-25", None, None, owner).id)
+                assert not full_owner and not full_all
+            except SubjectSessionLimitError:
+                assert full_owner and not full_all
+            except SessionLimitError:
+                assert full_all
+        elif op == "end" and opened:
+            gw.end_session(opened.pop(pick % len(opened)))
+        elif op == "prune":
+            gw.prune_sessions(idle=0.0)
+            opened.clear()
+        counts: dict[str, int] = {}
+        for s in gw.sessions.values():
+            if s.owner is not None:
+                counts[s.owner] = counts.get(s.owner, 0) + 1
+        assert counts == gw._owned
+        assert all(n <= 2 for n in counts.values()) and len(gw.sessions) <= 5

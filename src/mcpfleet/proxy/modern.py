@@ -101,9 +101,9 @@ class ToolSchemaCache:
                 log.warning("Mcp-Param header validation skipped: tools/list failed: %s", exc)
                 return schemas
             result = reply.get("result")
-            tools = result.get("tools") if isinstance(result, dict) else None
-            if not isinstance(tools, list):  # an error, or a server's malformed list: no schemas
-                return schemas
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                return schemas  # an error, or a server's malformed list: no schemas
+            tools: list[Any] = result["tools"]
             for tool in tools:
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     schemas[tool["name"]] = tool.get("inputSchema")
