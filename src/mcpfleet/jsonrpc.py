@@ -114,14 +114,81 @@ def has_wide_integer(body: bytes) -> bool:
 
 def check_depth(value: Any, max_depth: int) -> None:
     """Raise MessageError (-32600) naming the first path nested deeper than `max_depth` levels."""
+    where = too_deep(value, max_depth)
+    if where is not None:
+        raise MessageError(
+            INVALID_REQUEST,
+            f"Invalid Request: {where} is nested deeper than {max_depth} levels (limit: --max-json-depth)",
+            _request_id_of(value),
+        )
+
+
+def too_deep(value: Any, max_depth: int) -> str | None:
+    """The first path of `value` nested deeper than `max_depth` levels ('the message' for the root),
+    or None when it is within the bound."""
     for _node, depth, path in _walk(value):
         if depth > max_depth:
-            raise MessageError(
-                INVALID_REQUEST,
-                f"Invalid Request: {_dotted(path) or 'the message'} is nested deeper than {max_depth} "
-                f"levels (limit: --max-json-depth)",
-                _request_id_of(value),
-            )
+            return _dotted(path) or "the message"
+    return None
+
+
+MAX_ANSWER_DEPTH: Final = 128
+"""Nesting levels accepted in a server's (backend's, stdio child's) answer before it is relayed.
+orjson encodes at most 255 levels: an answer nested deeper cannot be relayed at all, and one
+close to that bound cannot be wrapped in anything. Far above what real results use."""
+
+
+def answer_problem(value: Any, raw: bytes | str) -> str | None:
+    """Why a server's decoded message `value` (read from `raw`) cannot be relayed, or None.
+
+    Only nesting is checked here: the brackets are counted first (in C), so the walk runs only
+    for answers that could be too deep."""
+    brackets = (
+        raw.count(b"{") + raw.count(b"[") if isinstance(raw, bytes) else raw.count("{") + raw.count("[")
+    )
+    if brackets <= MAX_ANSWER_DEPTH:
+        return None
+    where = too_deep(value, MAX_ANSWER_DEPTH)
+    return None if where is None else f"{where} is nested deeper than {MAX_ANSWER_DEPTH} levels"
+
+
+def _response_problem(message: Mapping[str, Any]) -> str | None:
+    """Why a response is no JSON-RPC response a client's SDK can read (one it cannot read is never
+    answered: the client waits until it gives up), or None."""
+    if "error" not in message:
+        return None if isinstance(message.get("result"), dict) else "its result is not an object"
+    err = message["error"]
+    code = err.get("code") if isinstance(err, dict) else None
+    if "result" in message:
+        return "it holds both a result and an error"
+    if (
+        not isinstance(code, int)
+        or isinstance(code, bool)
+        or not _INT_MIN <= code < 2**63
+        or not isinstance(err.get("message"), str)
+    ):
+        return "its error is not an object with an integer code and a message"
+    return None
+
+
+UNRELAYABLE: Final = object()
+"""What `relayable` answers for a message to drop."""
+
+
+def relayable(message: Any, raw: bytes | str, server: str) -> Any:
+    """`message` (decoded from `raw`) when it can be relayed; otherwise, for a response, a JSON-RPC
+    error (-32603) in its place saying that `server` (e.g. "server 'x'") sent an invalid answer, and
+    `UNRELAYABLE` for anything else (a request or notification nobody waits for: dropped)."""
+    problem = answer_problem(message, raw)
+    is_response = isinstance(message, dict) and "method" not in message and valid_id(message.get("id"))
+    if problem is None and is_response:
+        problem = _response_problem(message)
+    if problem is None:
+        return message
+    if not is_response:
+        return UNRELAYABLE
+    text = f"{server} sent an invalid answer: {problem}"
+    return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}}
 
 
 def _walk(value: Any) -> Iterator[tuple[Any, int, tuple[str, ...]]]:

@@ -168,3 +168,20 @@ def test_an_unfinished_event_and_garbage_are_not_relayed() -> None:
     out = rewriter.feed(b'data: not json\n\ndata: {"tools": [1, 2]}')
     assert out == b""
     assert rewriter.end() == b""
+
+
+def test_an_event_nested_too_deep_is_an_error_or_dropped() -> None:
+    """Issue 27, defect 4: a (remote) server's answer nested past what orjson writes was a 500 as the
+    filtered stream was re-encoded. A response becomes a -32603 error; anything else is dropped."""
+    deep = b"[" * 300 + b"]" * 300
+    stream = (
+        b'data: {"jsonrpc":"2.0","id":7,"result":' + deep + b"}\n\n"
+        b'data: {"jsonrpc":"2.0","method":"notifications/x","params":{"a":' + deep + b"}}\n\n"
+    )
+    rw = SseRewriter(lambda m: m, lambda: OVERFLOW)
+    out = rw.feed(stream) + rw.end()
+    events = client_events(out)
+    assert len(events) == 1, out[:300]
+    answer = orjson.loads(events[0][1] or b"")
+    assert answer["id"] == 7 and answer["error"]["code"] == -32603
+    assert "nested deeper than 128 levels" in answer["error"]["message"]

@@ -21,6 +21,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from tests.hostile import encode
 from tests.inprocess_server import InProcessServer
 
 
@@ -144,6 +145,9 @@ class JsonRpcBackend:
     on_call: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     # 2026-07-28 only: answers server/discover, refuses initialize, requires the _meta envelope.
     modern_only: bool = False
+    # A fixed result per method (hostile answers: nested too deep, ...), or a callable making the
+    # whole answer (bytes) for the request id; resources/* ones also make it announce resources.
+    answers: dict[str, Any] = field(default_factory=dict)
 
     async def _refused(self, send: Any, http_method: str, headers: dict[str, str]) -> bool:
         """405 for anything but POST, 401 without the required header; True when refused."""
@@ -203,15 +207,10 @@ class JsonRpcBackend:
             await self._send(send, 202, b"")
             return
         result: Any
-        if self.modern_only and await self._modern_answer(send, req, method, headers):
+        if await self._special_answer(send, req, method, headers):
             return
         if method == "initialize":
-            caps = {"tools": {"listChanged": True}, "prompts": {}}
-            result = {
-                "protocolVersion": "2025-11-25",
-                "capabilities": caps,
-                "serverInfo": {"name": self.name, "version": "1"},
-            }
+            result = self._initialize_result()
         elif method == "tools/list":
             result = {
                 "tools": [
@@ -257,10 +256,36 @@ class JsonRpcBackend:
             return
         await self._reply(send, req, method, result)
 
+    async def _special_answer(
+        self, send: Any, req: dict[str, Any], method: str, headers: dict[str, str]
+    ) -> bool:
+        """A 2026-only server's own answers, or a fixed answer from `answers`; True when answered."""
+        if self.modern_only and await self._modern_answer(send, req, method, headers):
+            return True
+        if method in self.answers:
+            answer = self.answers[method]
+            if callable(answer):  # the whole message, as bytes, for the request id
+                await self._send(send, 200, answer(req["id"]))
+            else:
+                await self._reply(send, req, method, answer)
+            return True
+        return False
+
+    def _initialize_result(self) -> dict[str, Any]:
+        caps: dict[str, Any] = {"tools": {"listChanged": True}, "prompts": {}}
+        if any(m.startswith("resources/") for m in self.answers):
+            caps["resources"] = {}
+        return {
+            "protocolVersion": "2025-11-25",
+            "capabilities": caps,
+            "serverInfo": {"name": self.name, "version": "1"},
+        }
+
     async def _reply(self, send: Any, req: dict[str, Any], method: str, result: Any) -> None:
         if self.modern_only and isinstance(result, dict):
             result["resultType"] = "complete"
-        out = orjson.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result})
+        answer = {"jsonrpc": "2.0", "id": req["id"], "result": result}
+        out = encode(answer)  # also a hostile answer nested deeper than orjson writes
         extra = [(b"mcp-session-id", b"s-" + self.name.encode())] if method == "initialize" else []
         await self._send(send, 200, out, extra)
 

@@ -15,8 +15,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpfleet.vmcp.app import VMCPApp
+from mcpfleet.vmcp.backends import StaticBackendSource
+from mcpfleet.vmcp.config import parse_config
+from mcpfleet.vmcp.gateway import Gateway, SessionLimitError, SubjectSessionLimitError, session_owner
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.conftest import GatewayFactory
@@ -88,6 +93,53 @@ async def test_expired_sessions_make_room_under_the_cap(gateway: GatewayFactory,
         assert (await post(h, gw.url, initialize_request(), HDR))[0] == 200
 
 
+async def test_one_anonymous_address_cannot_take_every_session(gateway: GatewayFactory, served: Any) -> None:
+    """Issue 27 risk: the cap was global only, so one caller could fill it and lock everyone out.
+    Anonymous callers are counted per client address (here 127.0.0.1 against 127.0.0.2)."""
+    s = await served(JsonRpcBackend("be"))
+    gw = await gateway(
+        {"backends": [{"name": "be", "url": s.url}]}, max_sessions=10, max_sessions_per_subject=2
+    )
+    other = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    async with aiohttp.ClientSession() as h, aiohttp.ClientSession(connector=other) as h2:
+        sids = []
+        for _ in range(2):
+            status, headers, _ = await post(h, gw.url, initialize_request(), HDR)
+            assert status == 200
+            sids.append(headers["mcp-session-id"])
+        status, headers, body = await post(h, gw.url, initialize_request(request_id=9), HDR)
+        assert status == 429 and headers.get("Retry-After") == "5"
+        assert (
+            body["id"] == 9 and "too many open sessions for this caller (limit 2" in body["error"]["message"]
+        )
+        # Another address still gets sessions; ending one of the first frees its slot.
+        assert (await post(h2, gw.url, initialize_request(), HDR))[0] == 200
+        async with h.delete(gw.url, headers={"mcp-session-id": sids[0]}) as r:
+            assert r.status == 200
+        assert (await post(h, gw.url, initialize_request(), HDR))[0] == 200
+
+
+async def test_one_subject_cannot_take_every_session(gateway: GatewayFactory, served: Any) -> None:
+    """With incoming auth the per-caller cap counts a token's subject, whatever its address."""
+    issuer = Issuer()
+    iss = await served(issuer)
+    issuer.base = iss.base
+    issuer.add_rsa("k")
+    s = await served(JsonRpcBackend("be"))
+    auth = {"type": "oidc", "oidc": {"issuer": issuer.base, "audience": "vmcp", "insecureAllowHTTP": True}}
+    gw = await gateway(
+        {"backends": [{"name": "be", "url": s.url}], "incomingAuth": auth}, max_sessions_per_subject=2
+    )
+    alice = {**HDR, "authorization": "Bearer " + issuer.token("k", sub="alice")}
+    bob = {**HDR, "authorization": "Bearer " + issuer.token("k", sub="bob")}
+    async with aiohttp.ClientSession() as h:
+        for _ in range(2):
+            assert (await post(h, gw.url, initialize_request(), alice))[0] == 200
+        status, _, body = await post(h, gw.url, initialize_request(), alice)
+        assert status == 429 and "for this caller" in body["error"]["message"]
+        assert (await post(h, gw.url, initialize_request(), bob))[0] == 200
+
+
 def test_cli_rejects_a_bad_idle_timeout(tmp_path: Path) -> None:
     cfg = tmp_path / "vmcp.json"
     cfg.write_text(json.dumps({"backends": [{"name": "be", "url": "http://127.0.0.1:1/mcp"}]}))
@@ -95,6 +147,7 @@ def test_cli_rejects_a_bad_idle_timeout(tmp_path: Path) -> None:
         (["--session-idle-timeout", "soon"], "--session-idle-timeout"),
         (["--session-idle-timeout", "0s"], "must be positive"),
         (["--max-sessions", "0"], "--max-sessions"),
+        (["--max-sessions-per-subject", "0"], "--max-sessions-per-subject"),
     ):
         p = subprocess.run(
             [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "-c", str(cfg), *args],
@@ -201,3 +254,44 @@ def test_session_limits_flags_env_and_defaults(monkeypatch: pytest.MonkeyPatch) 
         ["vmcp", "--state-dir", "s", "-c", "c.yaml", "--port", "1", "--max-sessions", "5"]
     )
     assert session_limits(args.max_sessions, args.session_idle_timeout) == (5, 90.0)
+
+
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["open", "end", "prune"]), st.sampled_from(["a", "b", None]), st.integers(0, 9)
+        ),
+        max_size=60,
+    )
+)
+@settings(max_examples=150, deadline=None, database=None)
+def test_session_caps_property(ops: list[tuple[str, str | None, int]]) -> None:
+    """Any sequence of opens, ends and prunes by two callers (and callers with no known owner):
+    the gateway's per-owner counts always equal its sessions, no owner ever holds more than its cap,
+    the global cap holds, and a refusal is the per-caller one exactly when that caller is full."""
+    cfg = parse_config({"backends": [{"name": "be", "url": "http://127.0.0.1:1/mcp"}]})
+    gw = Gateway(cfg, StaticBackendSource([]), max_sessions=5, max_sessions_per_subject=2)
+    opened: list[str] = []
+    for op, who, pick in ops:
+        owner = session_owner(None, f"127.0.0.{who}") if who else None
+        if op == "open":
+            full_owner = owner is not None and sum(s.owner == owner for s in gw.sessions.values()) >= 2
+            full_all = len(gw.sessions) >= 5
+            try:
+                opened.append(gw.new_session("2025-11-25", None, None, owner).id)
+                assert not full_owner and not full_all
+            except SubjectSessionLimitError:
+                assert full_owner and not full_all
+            except SessionLimitError:
+                assert full_all
+        elif op == "end" and opened:
+            gw.end_session(opened.pop(pick % len(opened)))
+        elif op == "prune":
+            gw.prune_sessions(idle=0.0)
+            opened.clear()
+        counts: dict[str, int] = {}
+        for s in gw.sessions.values():
+            if s.owner is not None:
+                counts[s.owner] = counts.get(s.owner, 0) + 1
+        assert counts == gw._owned
+        assert all(n <= 2 for n in counts.values()) and len(gw.sessions) <= 5

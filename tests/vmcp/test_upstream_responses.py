@@ -30,6 +30,14 @@ def _json(status: int, body: bytes) -> bytes:
         (_sse(b"data: 1\n\n"), "sent an invalid response"),
         (_sse(b"data: {not json\n\n"), "sent an invalid response"),
         (_sse(b"data: " + b"x" * 2_000_000 + b"\n\n"), "sent an invalid response: SSE"),
+        # Nested deeper than the gateway can relay (issue 27, defect 4): as SSE and as JSON.
+        (
+            _sse(b'data: {"jsonrpc":"2.0","id":1,"result":' + b"[" * 300 + b"]" * 300 + b"}\n\n"),
+            "nested deeper",
+        ),
+        (_json(200, b'{"jsonrpc":"2.0","id":1,"result":' + b"[" * 300 + b"]" * 300 + b"}"), "nested deeper"),
+        (_json(200, b'{"jsonrpc":"2.0","id":1,"error":"bad"}'), "not an object with an integer code"),
+        (_json(200, b'{"jsonrpc":"2.0","id":1,"error":{"code":1e30,"message":"m"}}'), "integer code"),
         (
             _json(400, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Missing sess"}}'),
             "backend 'be' refused the request: HTTP 400: Missing sess",

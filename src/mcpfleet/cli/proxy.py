@@ -201,6 +201,12 @@ def proxy(
         "--isolation",
         help="shared: one server process for all handshake-era sessions; session: one per session.",
     ),
+    max_session_servers: int = Opt(
+        10,
+        "--max-session-servers",
+        help="--isolation session: most per-session server processes running at once; a new "
+        "session beyond it answers HTTP 503 (a session's process ends with it, idle ones included).",
+    ),
     allowed_host: list[str] = Opt(
         [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."
     ),
@@ -285,6 +291,7 @@ def build(
     kubeconfig: str | None,
     context: str | None,
     isolation: str,
+    max_session_servers: int = 10,  # proxy.backend.MAX_SESSION_SERVERS (not imported: start time)
     allowed_host: list[str],
     forward_all_paths: bool,
     auth_config: str | None,
@@ -366,6 +373,7 @@ def build(
                 transport=transport,
                 allowed_hosts=allowed_host,
                 isolation=isolation,
+                max_session_servers=max_session_servers,
                 tool_policy=tool_policy,
                 max_json_depth=limits.max_json_depth,
                 env=env,

@@ -32,6 +32,13 @@ def serve(
         help="Most 2025-era client sessions open at once; `initialize` beyond it answers HTTP 503. "
         "Default: $MCPFLEET_VMCP_MAX_SESSIONS, else 10000.",
     ),
+    max_sessions_per_subject: int | None = Opt(
+        None,
+        "--max-sessions-per-subject",
+        help="Most 2025-era client sessions one caller may hold (a token's subject; anonymous: a "
+        "client address); `initialize` beyond it answers HTTP 429. "
+        "Default: $MCPFLEET_VMCP_MAX_SESSIONS_PER_SUBJECT, else 100.",
+    ),
     session_idle_timeout: str | None = Opt(
         None,
         "--session-idle-timeout",
@@ -71,6 +78,7 @@ def serve(
         build_app,
         load_auth_server,
         session_limits,
+        subject_session_limit,
         with_auth_server,
     )
 
@@ -81,6 +89,7 @@ def serve(
     )
     try:
         limit, idle = session_limits(max_sessions, session_idle_timeout)
+        per_subject = subject_session_limit(max_sessions_per_subject)
         cfg = load_config(config)
         opts = ServeOptions(
             host=host,
@@ -91,6 +100,7 @@ def serve(
             public_url=public_url,
             max_json_depth=limits.max_json_depth,
             max_sessions=limit,
+            max_sessions_per_subject=per_subject,
             session_idle_seconds=idle,
             config_file=str(config),
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from mcpfleet import jsonrpc
 from mcpfleet.auth.asgi import scope_claims
 from mcpfleet.httplimits import Message as ReadMessage
 from mcpfleet.httplimits import read_body, replay_messages
@@ -265,6 +266,12 @@ class _ResponseWatcher:
             if self.status >= 300:
                 return body  # an HTTP error's own text: no list in it for a client to read
             message = self._unfilterable("the server's list response is not JSON")
+            self._response = message
+            return orjson.dumps(message)
+        # Nested too deep to write back (a remote server's answer): an error in its place.
+        message = jsonrpc.relayable(message, body, "the server")
+        if message is jsonrpc.UNRELAYABLE:
+            message = self._unfilterable("the server's list response is nested too deep")
             self._response = message
             return orjson.dumps(message)
         return orjson.dumps(self._rewrite_message(message))

@@ -10,6 +10,8 @@ or from a code-mode script) has its own event with `parent`: the client's reques
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import threading
 from collections.abc import Mapping
@@ -71,6 +73,22 @@ class Client:
         return {k: v for k, v in out.items() if v}
 
 
+def open_private(path: str) -> IO[str]:
+    """`path` for line-buffered appending, readable by its owner only: created 0600, and an
+    existing file of ours with wider permissions narrowed to 0600. Audit lines carry who called,
+    from where and the `sessionId` (the only key of a caller on an anonymous gateway). The folder
+    is not created here: it must exist (a missing one is an error naming the file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class AuditLog:
     """Writes audit events for one component (a proxy, a gateway)."""
 
@@ -85,7 +103,7 @@ class AuditLog:
             self._out: IO[str] = stream
         elif config.log_file:
             # Line-buffered append: each event reaches the file whole, in order.
-            self._out = open(config.log_file, "a", buffering=1, encoding="utf-8")
+            self._out = open_private(config.log_file)
             self._own = True
         else:
             self._out = sys.stdout

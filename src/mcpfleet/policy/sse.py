@@ -28,6 +28,8 @@ from typing import Any, Final
 
 import orjson
 
+from mcpfleet import jsonrpc
+
 log = logging.getLogger(__name__)
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -155,12 +157,18 @@ class SseRewriter:
                 others.append(line)
         if not data:
             return b"\n".join(others) + b"\n\n"
+        raw = b"\n".join(data)
         try:
-            message = orjson.loads(b"\n".join(data))
+            message = orjson.loads(raw)
         except orjson.JSONDecodeError:
             if self._text is not None:
-                return self._text(others, b"\n".join(data))
+                return self._text(others, raw)
             log.warning("an SSE event whose data is not JSON was dropped from a filtered stream")
+            return b""
+        # Nested too deep to write back: a response becomes an error, anything else is dropped.
+        message = jsonrpc.relayable(message, raw, "the server")
+        if message is jsonrpc.UNRELAYABLE:
+            log.warning("an SSE event nested too deep to relay was dropped from a filtered stream")
             return b""
         return _events(others, self._rewrite(message))
 

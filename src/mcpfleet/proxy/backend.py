@@ -34,6 +34,21 @@ log = logging.getLogger(__name__)
 
 Era = Literal["handshake", "modern"]
 
+MAX_SESSION_SERVERS = 10
+"""`--isolation session`: at most this many per-session server processes run at once by default
+(each session, or legacy SSE stream, starts one; an anonymous client could otherwise start
+thousands). A session's process ends with the session, idle ones included (the session idle timeout)."""
+
+
+class SessionServerLimit(RuntimeError):
+    """`--isolation session` is at its cap of running per-session servers: refuse the new session."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"too many session servers running (limit {limit}, --max-session-servers); "
+            "end unused sessions with DELETE, or retry later"
+        )
+
 
 class Child(Protocol):
     """A supervised stdio endpoint (a local process, or a container's attached stdio)."""
@@ -104,7 +119,11 @@ class StdioBackend:
         per_session: bool = False,
         ready_timeout: float = 30.0,
         tool_policy: ToolPolicy | None = None,
+        max_session_servers: int = MAX_SESSION_SERVERS,
     ) -> None:
+        if max_session_servers < 1:
+            raise ValueError(f"--max-session-servers: must be at least 1, got {max_session_servers}")
+        self.max_session_servers = max_session_servers
         self._factory = factory
         self._tool_policy = tool_policy
         self._per_session = per_session
@@ -126,7 +145,11 @@ class StdioBackend:
         self._dedicated.clear()
 
     async def dedicated(self) -> Multiplexer:
-        """A new child for one session alone (`--isolation session`); give it back with `release`."""
+        """A new child for one session alone (`--isolation session`); give it back with `release`.
+        Raises SessionServerLimit when `max_session_servers` already run (checked and counted with
+        no await in between, so concurrent sessions cannot overshoot)."""
+        if len(self._dedicated) >= self.max_session_servers:
+            raise SessionServerLimit(self.max_session_servers)
         self._dedicated_ids += 1
         name = f"session server {self._dedicated_ids}"
         mux = Multiplexer(name=name, ready_timeout=self._ready_timeout, tool_policy=self._tool_policy)

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from mcpfleet import jsonrpc
 from mcpfleet.deathsig import die_with_parent
 from mcpfleet.proxy.unavailable import give_up, offline_miss
 from mcpfleet.sandboxcmd import server_command
@@ -359,6 +360,12 @@ async def deliver_line(line: bytes, on_message: MessageHandler, stderr: deque[st
     except orjson.JSONDecodeError:
         stderr.append(f"[stdout, not JSON] {line[:500].decode(errors='replace')}")
         return
+    # One nested too deep to relay (orjson writes 255 levels) is answered as an error naming the
+    # server, in every era and transport, instead of failing later as it is written (a 500).
+    checked = jsonrpc.relayable(message, line, f"server {name!r}")
+    if checked is not message:
+        stderr.append(f"[stdout, nested too deep] {line[:200].decode(errors='replace')}")
+        message = checked
     if isinstance(message, dict):
         try:
             await on_message(message)

@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcpfleet import jsonrpc
 from mcpfleet.httplimits import replay_body
-from mcpfleet.proxy.backend import StdioBackend
+from mcpfleet.proxy.backend import SessionServerLimit, StdioBackend
 from mcpfleet.proxy.events import BoundedEventStore
 from mcpfleet.proxy.modern import ToolSchemaCache, handle_modern
 from mcpfleet.proxy.mux import Multiplexer
@@ -118,7 +118,11 @@ class SessionManager:
             # Per session, so replay state ends with the session.
             event_store=BoundedEventStore(self.replay_events) if self.replay_events else None,
         )
-        mux = await self.acquire()
+        try:
+            mux = await self.acquire()
+        except SessionServerLimit as exc:
+            await _error_response(str(exc), 503, retry_after=True)(scope, receive, send)
+            return
         started = asyncio.get_running_loop().create_future()
 
         async def run() -> None:
@@ -331,9 +335,10 @@ def check_post(body: bytes, max_depth: int) -> Response | None:
     return None
 
 
-def _error_response(message: str, status: int) -> Response:
+def _error_response(message: str, status: int, *, retry_after: bool = False) -> Response:
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    headers = {"Retry-After": "5"} if retry_after else None
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
 async def _send_and_report_status(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> int | None:

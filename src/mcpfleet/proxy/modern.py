@@ -100,8 +100,11 @@ class ToolSchemaCache:
             except (RuntimeError, TimeoutError) as exc:
                 log.warning("Mcp-Param header validation skipped: tools/list failed: %s", exc)
                 return schemas
-            result = reply.get("result") or {}
-            for tool in result.get("tools", []):
+            result = reply.get("result")
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                return schemas  # an error, or a server's malformed list: no schemas
+            tools: list[Any] = result["tools"]
+            for tool in tools:
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     schemas[tool["name"]] = tool.get("inputSchema")
             cursor = result.get("nextCursor")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
-from mcpfleet.proxy.backend import ChildFactory, StdioBackend, process_factory
+from mcpfleet.proxy.backend import MAX_SESSION_SERVERS, ChildFactory, StdioBackend, process_factory
 from mcpfleet.proxy.child import ChildHooks
 from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.toolconfig import ToolPolicy
@@ -39,6 +39,7 @@ def build_stdio_app(
     max_json_depth: int | None = None,
     cwd: str | None = None,
     hooks: ChildHooks | None = None,
+    max_session_servers: int = MAX_SESSION_SERVERS,
 ) -> ProxyApp:
     """The proxy app for a local command, or for `factory` (e.g. an attached container) when given.
 
@@ -53,6 +54,7 @@ def build_stdio_app(
             process_factory(command, env=env, cwd=cwd, hooks=hooks),
             per_session=isolation == "session",
             tool_policy=tool_policy,
+            max_session_servers=max_session_servers,
         )
     else:
         if isolation != "shared":

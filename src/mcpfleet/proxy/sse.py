@@ -17,10 +17,12 @@ from collections.abc import Awaitable, Callable
 import orjson
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from mcpfleet.auth.binding import AmbiguousSession, query_session
 from mcpfleet.jsonrpc import INVALID_REQUEST
+from mcpfleet.proxy.backend import SessionServerLimit
 from mcpfleet.proxy.mux import Multiplexer
 from mcpfleet.proxy.relay import relay_session
 
@@ -43,7 +45,15 @@ class SseEndpoints:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def handle_sse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        mux = await self._acquire()
+        try:
+            mux = await self._acquire()
+        except SessionServerLimit as exc:  # `--isolation session` at its cap of running servers
+            body = orjson.dumps(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": str(exc)}}
+            )
+            headers = {"Retry-After": "5"}
+            await Response(body, 503, headers=headers, media_type="application/json")(scope, receive, send)
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)

@@ -47,8 +47,11 @@ from mcpfleet.vmcp.gateway import (
     Gateway,
     Listener,
     SessionLimitError,
+    SubjectSessionLimitError,
+    session_owner,
 )
 from mcpfleet.vmcp.pinned import Pinned
+from mcpfleet.vmcp.status import status_summary
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -220,7 +223,7 @@ class VMCPApp:
                 ok = self.gateway.ready()
                 await _respond(send, 200 if ok else 503, wire.dumps({"ready": ok}))
             elif path == "/status":
-                await _respond(send, 200, wire.dumps(self.gateway.status()))
+                await self._status(scope, send)
             elif path == "/metrics":
                 await _respond(
                     send,
@@ -263,6 +266,28 @@ class VMCPApp:
         closer = getattr(self.auth, "close", None)
         if closer is not None:
             await closer()
+
+    async def _status(self, scope: Scope, send: Send) -> None:
+        """`/status`: the Host / Origin policy of `/mcp`; with incoming auth, a caller without a
+        token sees only `status_summary` (no backend, URL or error), a bad token is a 401 as on
+        `/mcp`, a valid one sees the whole (redacted) document."""
+        h = _headers(scope)
+        bad = self._dns_rebinding(h)
+        if bad is not None:
+            await _respond(send, bad[0], bad[1], [(b"content-type", b"text/plain")])
+            return
+        doc = self.gateway.status()
+        if not self.anonymous:
+            if "authorization" not in h:
+                doc = status_summary(doc)
+            else:
+                try:
+                    await self.auth.authenticate(h["authorization"])
+                except AuthError as exc:
+                    headers, body = unauthorized(self.auth, exc)
+                    await _respond(send, 401, body, headers)
+                    return
+        await _respond(send, 200, wire.dumps(doc))
 
     # ---- /mcp --------------------------------------------------------------------------
 
@@ -338,7 +363,9 @@ class VMCPApp:
     ) -> None:
         method = scope["method"]
         if method == "POST":
-            await self._legacy_post(receive, send, h, token, subject)
+            address = scope.get("client")
+            owner = session_owner(subject, str(address[0]) if address else None)
+            await self._legacy_post(receive, send, h, token, subject, owner)
         elif method == "GET":
             await self._legacy_get(receive, send, h, token, subject)
         elif method == "DELETE":
@@ -416,19 +443,31 @@ class VMCPApp:
         return s, None
 
     async def _traced_initialize(
-        self, send: Send, msg: dict[str, Any], h: dict[str, str], token: str | None, subject: str | None
+        self,
+        send: Send,
+        msg: dict[str, Any],
+        h: dict[str, str],
+        token: str | None,
+        subject: str | None,
+        owner: str | None = None,
     ) -> None:
         """`initialize`, inside a SERVER span when tracing."""
         if self.tracer is None:
-            await self._initialize(send, msg, token, subject)
+            await self._initialize(send, msg, token, subject, owner)
             return
         params = msg.get("params")
         version = params.get("protocolVersion") if isinstance(params, dict) else None
         with self._server_span(self.tracer, "initialize", params, h, "legacy", version, None, msg.get("id")):
-            await self._initialize(send, msg, token, subject)
+            await self._initialize(send, msg, token, subject, owner)
 
     async def _legacy_post(
-        self, receive: Receive, send: Send, h: dict[str, str], token: str | None, subject: str | None
+        self,
+        receive: Receive,
+        send: Send,
+        h: dict[str, str],
+        token: str | None,
+        subject: str | None,
+        owner: str | None = None,
     ) -> None:
         refusal = _legacy_refusal(h)
         if refusal is not None:
@@ -445,7 +484,7 @@ class VMCPApp:
         method = msg.get("method")
         req_id = msg.get("id")
         if method == "initialize" and kind == "request":
-            await self._traced_initialize(send, msg, h, token, subject)
+            await self._traced_initialize(send, msg, h, token, subject, owner)
             return
         session, problem = await self._session(h, token, subject)
         if problem is not None:
@@ -500,16 +539,23 @@ class VMCPApp:
         await stream.finish(200, body)
 
     async def _initialize(
-        self, send: Send, msg: dict[str, Any], token: str | None, subject: str | None = None
+        self,
+        send: Send,
+        msg: dict[str, Any],
+        token: str | None,
+        subject: str | None = None,
+        owner: str | None = None,
     ) -> None:
         params = msg.get("params") or {}
         requested = params.get("protocolVersion")
         version = requested if requested in wire.HANDSHAKE_VERSIONS else wire.LATEST_HANDSHAKE
         try:
-            session = await self.gateway.open_session(version, token, subject)
+            session = await self.gateway.open_session(version, token, subject, owner)
         except SessionLimitError as exc:
+            # One caller's cap: 429 (that caller is over its share); the global cap: 503.
+            status = 429 if isinstance(exc, SubjectSessionLimitError) else 503
             body = wire.dumps(wire.error_message(msg.get("id"), exc.code, exc.message))
-            await _respond(send, 503, body, [*_JSON, (b"retry-after", b"5")])
+            await _respond(send, status, body, [*_JSON, (b"retry-after", b"5")])
             return
         result: dict[str, Any] = {
             "protocolVersion": version,

@@ -38,6 +38,7 @@ from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
 from mcpfleet.policy.guard import FORBIDDEN, Policy, Target, audit_log, denial, target_of
+from mcpfleet.redact import redact_text, redact_url
 from mcpfleet.toolconfig import unknown_tool_result
 from mcpfleet.vmcp import aggregate, httpclient, lazyhttp, nested, wire
 from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Route
@@ -69,6 +70,9 @@ Emit = Callable[[dict[str, Any]], Awaitable[None]]
 SESSION_IDLE_SECONDS = 3600.0
 # At most this many 2025-era client sessions at once; `initialize` beyond it gets HTTP 503.
 MAX_SESSIONS = 10_000
+# At most this many of them opened by one caller (a token's subject; anonymous: a client address),
+# so that one caller cannot take every session; `initialize` beyond it gets HTTP 429.
+MAX_SESSIONS_PER_SUBJECT = 100
 # The status report is written at most once per this many seconds, except right after a backend
 # connected (see `_status_loop`).
 STATUS_COALESCE = 0.5
@@ -82,6 +86,26 @@ class SessionLimitError(RPCError):
             wire.INTERNAL_ERROR,
             f"too many open sessions (limit {limit}); retry later, or end unused sessions with DELETE",
         )
+
+
+class SubjectSessionLimitError(SessionLimitError):
+    """Too many client sessions opened by one caller: its `initialize` is refused (HTTP 429)."""
+
+    def __init__(self, limit: int) -> None:
+        RPCError.__init__(
+            self,
+            wire.INTERNAL_ERROR,
+            f"too many open sessions for this caller (limit {limit} per caller); "
+            "end unused sessions with DELETE, or retry when idle ones expire",
+        )
+
+
+def session_owner(subject: str | None, address: str | None) -> str | None:
+    """Who a session counts against for the per-caller cap: the token's subject, else the client's
+    address (an anonymous caller); None when neither is known (no per-caller cap)."""
+    if subject is not None:
+        return "subject:" + subject
+    return None if address is None else "address:" + address
 
 
 # list method -> (capability, result key, BackendLists attribute)
@@ -118,6 +142,8 @@ class ClientSession:
     subscriptions: set[str] = field(default_factory=set)
     log_level: str | None = None
     last_seen: float = field(default_factory=time.monotonic)
+    owner: str | None = None
+    """What the per-caller session cap counts it against (`session_owner`)."""
 
 
 @dataclass(eq=False)
@@ -208,11 +234,14 @@ class Gateway:
         max_sessions: int = MAX_SESSIONS,
         session_idle: float = SESSION_IDLE_SECONDS,
         config_file: str | None = None,
+        max_sessions_per_subject: int = MAX_SESSIONS_PER_SUBJECT,
     ) -> None:
         self.config = config
         # The file `config` was read from: followed while running, its aggregation settings re-applied.
         self._watcher = ConfigWatcher(config_file, self) if config_file else None
         self.max_sessions = max_sessions
+        self.max_sessions_per_subject = max_sessions_per_subject
+        self._owned: dict[str, int] = {}  # open sessions per owner (`session_owner`)
         self.session_idle = session_idle
         self._cap_pruned = 0.0
         # None: tracing off, and the call path pays one `is None` test for it.
@@ -1315,18 +1344,31 @@ class Gateway:
 
     # ---- sessions ----------------------------------------------------------------------
 
-    def new_session(self, version: str, token: str | None, subject: str | None = None) -> ClientSession:
-        """Open a client session; raises SessionLimitError at `max_sessions` (after expiring idle ones)."""
-        if len(self.sessions) >= self.max_sessions:
+    def new_session(
+        self, version: str, token: str | None, subject: str | None = None, owner: str | None = None
+    ) -> ClientSession:
+        """Open a client session; raises SessionLimitError at `max_sessions`, or
+        SubjectSessionLimitError at `max_sessions_per_subject` of `owner` (after expiring idle ones)."""
+        if len(self.sessions) >= self.max_sessions or self._owner_full(owner):
             now = time.monotonic()
-            if now - self._cap_pruned > 1.0:  # a scan at most once a second while at the limit
+            if now - self._cap_pruned > 1.0:  # a scan at most once a second while at a limit
                 self._cap_pruned = now
                 self.prune_sessions()
             if len(self.sessions) >= self.max_sessions:
                 raise SessionLimitError(self.max_sessions)
-        s = ClientSession(id=uuid.uuid4().hex, version=version, token=token, subject=subject)
-        self.sessions[s.id] = s
+            if self._owner_full(owner):
+                raise SubjectSessionLimitError(self.max_sessions_per_subject)
+        s = ClientSession(id=uuid.uuid4().hex, version=version, token=token, subject=subject, owner=owner)
+        self._add(s)
         return s
+
+    def _owner_full(self, owner: str | None) -> bool:
+        return owner is not None and self._owned.get(owner, 0) >= self.max_sessions_per_subject
+
+    def _add(self, s: ClientSession) -> None:
+        self.sessions[s.id] = s
+        if s.owner is not None:
+            self._owned[s.owner] = self._owned.get(s.owner, 0) + 1
 
     def session_for(self, sid: str, subject: str | None) -> ClientSession | None:
         """The session `sid` if `subject` opened it; None otherwise (unknown, or another subject's)."""
@@ -1336,10 +1378,10 @@ class Gateway:
         return s
 
     async def open_session(
-        self, version: str, token: str | None, subject: str | None = None
+        self, version: str, token: str | None, subject: str | None = None, owner: str | None = None
     ) -> ClientSession:
         """`new_session`, recorded in the session store for the other replicas."""
-        s = self.new_session(version, token, subject)
+        s = self.new_session(version, token, subject, owner)
         if self.session_store is not None:
             await self.session_store.save(s)
         return s
@@ -1358,11 +1400,14 @@ class Gateway:
             return self.session_for(sid, subject)
         if len(self.sessions) >= self.max_sessions:
             return None
-        s = ClientSession(id=sid, version=record["version"], subject=subject)
+        owner = session_owner(subject, None)
+        if self._owner_full(owner):
+            return None
+        s = ClientSession(id=sid, version=record["version"], subject=subject, owner=owner)
         s.subscriptions = {u for u in record.get("subscriptions") or () if isinstance(u, str)}
         level = record.get("logLevel")
         s.log_level = level if isinstance(level, str) else None
-        self.sessions[sid] = s
+        self._add(s)
         if s.subscriptions or s.log_level:
             self._background(self._reestablish(s))
         return s
@@ -1398,6 +1443,12 @@ class Gateway:
         s = self.sessions.pop(sid, None)
         if s is None:
             return False
+        if s.owner is not None:
+            left = self._owned.get(s.owner, 1) - 1
+            if left > 0:
+                self._owned[s.owner] = left
+            else:
+                self._owned.pop(s.owner, None)
         for ls in [x for x in self.listeners if x.session is s]:
             self.listeners.discard(ls)
             with contextlib.suppress(asyncio.QueueFull):
@@ -1537,16 +1588,19 @@ class Gateway:
             backends.append(
                 {
                     "name": name,
-                    "url": b.spec.url,
+                    # Credentials in a backend URL (userinfo, query values) never reach a status
+                    # reader (HTTP, status file, the VirtualMCPServer's status): masked as `/health`
+                    # of the proxy masks them; so are URLs inside error texts.
+                    "url": redact_url(b.spec.url),
                     "transport": b.spec.transport,
                     "state": b.health.state if b.connected or b.health.state != "ready" else "unavailable",
                     "connected": b.connected,
                     "lastCheck": _iso(b.health.last_check),
-                    "error": b.health.last_error,
+                    "error": redact_text(b.health.last_error) if b.health.last_error else b.health.last_error,
                     "consecutiveFailures": b.health.consecutive_failures,
                     "circuitBreaker": b.health.circuit if b.health.breaker_enabled else None,
                     "protocolEras": eras,
-                    "listErrors": dict(b.list_errors),
+                    "listErrors": {m: redact_text(e) for m, e in b.list_errors.items()},
                     "counts": {
                         "tools": len(b.lists_for("legacy").tools),
                         "resources": len(b.lists_for("legacy").resources),

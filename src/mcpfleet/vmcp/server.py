@@ -29,7 +29,7 @@ from mcpfleet.vmcp.backends import (
     StaticBackendSource,
 )
 from mcpfleet.vmcp.config import ConfigError, VMCPConfig
-from mcpfleet.vmcp.gateway import MAX_SESSIONS, SESSION_IDLE_SECONDS, Gateway
+from mcpfleet.vmcp.gateway import MAX_SESSIONS, MAX_SESSIONS_PER_SUBJECT, SESSION_IDLE_SECONDS, Gateway
 from mcpfleet.vmcp.status import FileStatusWriter, KubernetesStatusWriter, NoopStatusWriter, StatusWriter
 
 if TYPE_CHECKING:
@@ -51,12 +51,28 @@ class ServeOptions:
     # 2025-era client sessions: at most this many at once; forgotten after this long unused.
     max_sessions: int = MAX_SESSIONS
     session_idle_seconds: float = SESSION_IDLE_SECONDS
+    # ...and at most this many opened by one caller (token subject; anonymous: client address).
+    max_sessions_per_subject: int = MAX_SESSIONS_PER_SUBJECT
     # The config file to follow: its tool filters / overrides / composite tools apply live.
     config_file: str | None = None
 
 
 ENV_MAX_SESSIONS = "MCPFLEET_VMCP_MAX_SESSIONS"
 ENV_SESSION_IDLE = "MCPFLEET_VMCP_SESSION_IDLE_TIMEOUT"
+ENV_MAX_SESSIONS_PER_SUBJECT = "MCPFLEET_VMCP_MAX_SESSIONS_PER_SUBJECT"
+
+
+def subject_session_limit(value: int | str | None) -> int:
+    """`--max-sessions-per-subject` (None: $MCPFLEET_VMCP_MAX_SESSIONS_PER_SUBJECT, else the
+    default), checked; raises ConfigError naming the flag."""
+    raw = value if value is not None else os.environ.get(ENV_MAX_SESSIONS_PER_SUBJECT)
+    try:
+        limit = MAX_SESSIONS_PER_SUBJECT if raw is None else int(raw)
+    except ValueError:
+        raise ConfigError(f"--max-sessions-per-subject: expected a whole number, got {raw!r}") from None
+    if limit < 1:
+        raise ConfigError(f"--max-sessions-per-subject: must be at least 1, got {limit}")
+    return limit
 
 
 def session_limits(max_sessions: int | str | None, idle_timeout: str | None) -> tuple[int, float]:
@@ -170,6 +186,7 @@ def build_app(
         max_sessions=opts.max_sessions,
         session_idle=opts.session_idle_seconds,
         config_file=opts.config_file,
+        max_sessions_per_subject=opts.max_sessions_per_subject,
     )
     # Buckets and sessions are keyed by the gateway (namespace/name): one Redis may serve many.
     scope = f"{config.namespace or 'local'}/{config.name}"

@@ -2,6 +2,8 @@
 
 * `NoopStatusWriter`: nothing (static mode without a cluster).
 * `FileStatusWriter`: a JSON file, atomically replaced (the local platform reads it).
+* `status_summary`: the part of the document `/status` shows a caller without a token when the
+  gateway has incoming auth.
 * `KubernetesStatusWriter`: merge-patches `status` of the VirtualMCPServer
   (mcpfleet.dev/v1beta1 virtualmcpservers, the stored version: no conversion webhook call) through
   lightkube's generic resources, so the data
@@ -38,6 +40,16 @@ class FileStatusWriter:
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         tmp.write_text(json.dumps(status, indent=2, sort_keys=True))
         os.replace(tmp, self.path)
+
+
+SUMMARY_KEYS = ("name", "phase", "ready", "backendCount", "healthyBackends")
+"""What `/status` shows a caller without a token on a gateway with incoming auth: whether it
+serves, nothing about its backends (names, URLs, errors) or its sessions."""
+
+
+def status_summary(status: dict[str, Any]) -> dict[str, Any]:
+    """The unauthenticated view of a `/status` document (`SUMMARY_KEYS`)."""
+    return {key: status[key] for key in SUMMARY_KEYS}
 
 
 _HEALTH = {"ready": "healthy", "degraded": "healthy", "unavailable": "unhealthy", "unknown": "unknown"}

@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urljoin
 
+from mcpfleet import jsonrpc
 from mcpfleet.vmcp import httpclient, lazyhttp, wire
 from mcpfleet.vmcp.wire import RPCError
 
@@ -502,6 +503,9 @@ class Upstream(BaseUpstream):
             raise _http_error(self.name, status) from None
         if not isinstance(msg, dict):
             raise _http_error(self.name, status)
+        problem = jsonrpc.answer_problem(msg, raw)
+        if problem is not None:
+            raise ValueError(problem)  # `_exchange`: "backend ... sent an invalid response: ..."
         if status >= 400 and msg.get("id") != rid:
             # Not an answer to this request but the backend refusing the HTTP request itself (e.g.
             # "Missing session ID"): say which backend refused, not just what it said.
@@ -703,8 +707,12 @@ class Upstream(BaseUpstream):
         listen stream: only the list_changed ones it subscribed to)."""
         async for ev in wire.iter_sse(chunks):
             if ev.data and self._on_notification is not None:
-                msg = wire.loads(ev.data)
-                method = msg.get("method") if isinstance(msg, dict) else None
+                try:
+                    msg = _event_message(ev.data)
+                except ValueError as exc:
+                    log.warning("backend %s: notification dropped: %s", self.name, exc)
+                    continue
+                method = msg.get("method")
                 if not isinstance(method, str) or "id" in msg:
                     continue
                 if not list_changed_only or method.endswith("/list_changed"):
@@ -785,8 +793,28 @@ class SSEUpstream(BaseUpstream):
         self.instructions = res.get("instructions")
         await self.send_message({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
+    def _checked(self, data: str) -> dict[str, Any]:
+        """The message of one event of the legacy SSE stream; one that cannot be relayed (too deep)
+        becomes an error answer to its request, naming the backend, instead of ending the stream."""
+        msg = wire.loads(data)
+        if not isinstance(msg, dict):
+            return {}  # not a JSON-RPC message: nothing to route
+        problem = jsonrpc.answer_problem(msg, data)
+        if problem is None:
+            return msg
+        log.warning("backend %s: invalid message dropped: %s", self.name, problem)
+        if "method" in msg:
+            return {}
+        error = {
+            "code": wire.INTERNAL_ERROR,
+            "message": f"backend {self.name!r} sent an invalid response: {problem}",
+        }
+        return {"jsonrpc": "2.0", "id": msg.get("id"), "error": error}
+
     async def _stream_message(self, msg: dict[str, Any]) -> None:
         """One message of the legacy SSE stream: a response, a notification, or a request we refuse."""
+        if not msg:
+            return
         if "method" not in msg:
             fut = self._pending.pop(msg.get("id"), None)
             if fut is not None and not fut.done():
@@ -818,7 +846,7 @@ class SSEUpstream(BaseUpstream):
                         continue
                     if not ev.data:
                         continue
-                    await self._stream_message(wire.loads(ev.data))
+                    await self._stream_message(self._checked(ev.data))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -869,6 +897,10 @@ class SSEUpstream(BaseUpstream):
                 return _result_of(await fut)
         except TimeoutError:
             raise BackendUnavailable(self.name, "timed out") from None
+        except ValueError as exc:
+            raise RPCError(
+                wire.INTERNAL_ERROR, f"backend {self.name!r} sent an invalid response: {exc}"
+            ) from None
         finally:
             self._pending.pop(rid, None)
 
@@ -917,13 +949,18 @@ def _http_error(backend: str, status: int) -> RPCError:
 
 
 def _result_of(msg: dict[str, Any]) -> dict[str, Any]:
+    """The result of a backend's answer; its error as an RPCError (ValueError: a malformed error)."""
     if "error" in msg:
         err = msg["error"] or {}
-        raise RPCError(
-            int(err.get("code", wire.INTERNAL_ERROR)), str(err.get("message", "")), err.get("data")
-        )
+        code = err.get("code", wire.INTERNAL_ERROR) if isinstance(err, dict) else None
+        # An error code the gateway could not write back (not an integer, beyond 64 bits) is no error.
+        if not isinstance(code, int) or isinstance(code, bool) or not -(2**63) <= code < 2**63:
+            raise ValueError("its error is not an object with an integer code")
+        raise RPCError(code, str(err.get("message", "")), err.get("data"))
     res = msg.get("result")
-    return res if isinstance(res, dict) else {}
+    if not isinstance(res, dict):  # every MCP result is an object: relaying another is no answer
+        raise ValueError("its result is not an object")
+    return res
 
 
 def _encode_header(value: str) -> str:
@@ -946,8 +983,12 @@ def make_upstream(
 
 
 def _event_message(data: str) -> dict[str, Any]:
-    """The JSON-RPC message an SSE event carries; ValueError when it carries something else."""
+    """The JSON-RPC message an SSE event carries; ValueError when it carries something else or
+    something that cannot be relayed (nested too deep)."""
     msg = wire.loads(data)
     if not isinstance(msg, dict):
         raise ValueError("an SSE event whose data is not a JSON-RPC message")
+    problem = jsonrpc.answer_problem(msg, data)
+    if problem is not None:
+        raise ValueError(problem)
     return msg
