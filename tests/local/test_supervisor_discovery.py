@@ -7,9 +7,10 @@ import sys
 import time
 from pathlib import Path
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.platform.local.discovery import LocalBackendSource, LocalWorkloads
 from mcpfleet.platform.local.state import State
-from mcpfleet.platform.local.supervisor import Backoff, ProcessSpec, ProcessState, Supervisor
+from mcpfleet.platform.local.supervisor import ProcessSpec, ProcessState, Supervisor
 
 
 async def _noop(*_args: object) -> None:

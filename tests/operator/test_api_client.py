@@ -19,10 +19,11 @@ import pytest
 import yaml
 from aiohttp import web
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.platform.kubernetes.api import ApiError, KubeApi, RetryPolicy, kubeconfig_login, login_from
 from tests.local_http import serving
 
-FAST = RetryPolicy(attempts=4, base=0.01, cap=0.05, retry_after_cap=0.5)
+FAST = RetryPolicy(attempts=4, backoff=Backoff(initial=0.01, maximum=0.05, jitter=0.5), retry_after_cap=0.5)
 
 
 class FakeServer:

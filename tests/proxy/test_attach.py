@@ -8,9 +8,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.types import TextContent
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.proxy.attach import AttachTarget, attach_factory, load_kubeconfig
 from mcpfleet.proxy.backend import ChildFactory
-from mcpfleet.proxy.child import BackoffPolicy
 from tests.proxy.attach_endpoint import AttachEndpoint
 from tests.proxy.conftest import RunningProxy, running_proxy
 from tests.waiting import wait_until
@@ -24,7 +24,7 @@ def _factory(endpoint: AttachEndpoint, tmp_path: Path, token: str | None = None)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(endpoint.kubeconfig() if token is None else endpoint.kubeconfig(token))
     target = AttachTarget(endpoint.namespace, endpoint.pod, endpoint.container)
-    return attach_factory(load_kubeconfig(kubeconfig), target, BackoffPolicy(initial=0.2))
+    return attach_factory(load_kubeconfig(kubeconfig), target, Backoff(initial=0.2))
 
 
 async def _call_simple(client: Client) -> str:
@@ -90,7 +90,7 @@ async def test_attach_rereads_a_rotated_token_file_on_reconnect(tmp_path: Path) 
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(endpoint.kubeconfig(token_file=str(token_file)))
         target = AttachTarget(endpoint.namespace, endpoint.pod, endpoint.container)
-        factory = attach_factory(load_kubeconfig(kubeconfig), target, BackoffPolicy(initial=0.2))
+        factory = attach_factory(load_kubeconfig(kubeconfig), target, Backoff(initial=0.2))
         async with running_proxy(factory=factory) as proxy:
             await wait_until(lambda: _healthy(proxy), "the proxy healthy")
             # The kubelet rotated the token; the API server no longer accepts the old one.

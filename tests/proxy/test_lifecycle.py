@@ -14,7 +14,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitRequestParams, ElicitResult, ErrorData, TextContent
 
-from mcpfleet.proxy.child import BackoffPolicy
+from mcpfleet.backoff import Backoff
 from tests.conformance import harness
 from tests.proxy.conftest import running_proxy
 from tests.waiting import wait_until
@@ -86,7 +86,7 @@ async def test_crashing_child_backs_off_and_health_reports_it() -> None:
 
 
 def test_backoff_policy() -> None:
-    policy = BackoffPolicy(initial=0.5, factor=2, maximum=4)
+    policy = Backoff(initial=0.5, factor=2, maximum=4)
     assert [policy.delay(n) for n in range(6)] == [0, 0.5, 1, 2, 4, 4]
 
 

@@ -16,8 +16,8 @@ from mcp.client.sse import sse_client
 from mcp.shared.subscriptions import ToolsListChanged
 from mcp.types import CallToolResult, TextContent
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.proxy.attach import AttachTarget, attach_factory, load_kubeconfig
-from mcpfleet.proxy.child import BackoffPolicy
 from mcpfleet.proxy.mux import Multiplexer
 from mcpfleet.proxy.runconfig import RunConfigError, load_run_config
 from mcpfleet.toolconfig import Override, ToolPolicy
@@ -105,7 +105,7 @@ async def test_attach_mode_is_filtered_too(tmp_path: Path) -> None:
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(endpoint.kubeconfig())
         target = AttachTarget(endpoint.namespace, endpoint.pod, endpoint.container)
-        factory = attach_factory(load_kubeconfig(kubeconfig), target, BackoffPolicy(initial=0.2))
+        factory = attach_factory(load_kubeconfig(kubeconfig), target, Backoff(initial=0.2))
         async with running_proxy(factory=factory, tool_policy=_policy(tmp_path)) as proxy:
             async with Client(proxy.url, mode="legacy") as client:
                 await _check(client)

@@ -32,6 +32,7 @@ from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import STORAGE_API_VERSION
+from mcpfleet.backoff import Backoff
 from mcpfleet.operator.pods import stuck_reason
 from mcpfleet.operator.queue import WorkQueue
 from mcpfleet.operator.settings import OperatorSettings
@@ -51,7 +52,7 @@ WORKLOAD_KINDS = tuple(kinds.WORKLOADS)
 CONFIG_KINDS = tuple(kinds.CONFIGS)
 MEMBER_KINDS = kinds.MEMBERS
 ENTRY_KINDS = kinds.ENTRIES
-MAX_BACKOFF = 60.0
+RETRY = Backoff(initial=0.5, maximum=60.0)
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
     ("v1", "Service"),
@@ -308,14 +309,15 @@ class Controller:
 
     async def _initial_list(self) -> None:
         """LIST everything once (reads only), retrying until the API server answers; then `synced`."""
-        delay = 0.5
+        failures = 0
         while True:
             try:
                 await self.relist()
             except Exception as exc:
+                failures += 1
+                delay = RETRY.delay(failures)
                 log.warning("initial listing failed (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(MAX_BACKOFF, delay * 2)
                 continue
             self.synced.set()
             log.info(
@@ -393,7 +395,7 @@ class Controller:
         self.stats.errors += 1
         self._failures[key] += 1
         failures = self._failures[key]
-        delay = min(MAX_BACKOFF, 0.5 * 2 ** (failures - 1))
+        delay = RETRY.delay(failures)
         log.warning(
             "reconcile of %s %s/%s failed (attempt %d, retry in %.1fs): %s", *key, failures, delay, message
         )

@@ -40,9 +40,9 @@ import aiohttp
 import orjson
 import yaml
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.proxy.backend import Child, ChildFactory
 from mcpfleet.proxy.child import (
-    BackoffPolicy,
     ChildStatus,
     ChildUnavailableError,
     LifecycleHandler,
@@ -196,7 +196,7 @@ class AttachedChild:
         on_message: MessageHandler,
         on_exit: LifecycleHandler | None = None,
         on_start: LifecycleHandler | None = None,
-        backoff: BackoffPolicy | None = None,
+        backoff: Backoff | None = None,
         stderr_lines: int = 50,
         name: str = "attached server",
     ) -> None:
@@ -205,7 +205,7 @@ class AttachedChild:
         self._on_message = on_message
         self._on_exit = on_exit
         self._on_start = on_start
-        self._backoff = backoff or BackoffPolicy()
+        self._backoff = backoff or Backoff()
         self._stderr: deque[str] = deque(maxlen=stderr_lines)
         self._name = name
         self._ws: aiohttp.ClientWebSocketResponse | None = None
@@ -290,7 +290,7 @@ class AttachedChild:
                 if self._stopping:
                     break
                 ran_for = time.monotonic() - started
-                self._failures = 1 if ran_for >= self._backoff.stable_after else self._failures + 1
+                self._failures = self._backoff.failures_after(self._failures, ran_for)
                 delay = self._backoff.delay(self._failures)
                 self._next_restart_at = time.monotonic() + delay
                 await asyncio.sleep(delay)
@@ -373,7 +373,7 @@ def _status_message(payload: bytes) -> str:
 
 
 def attach_factory(
-    connection: KubeConnection, target: AttachTarget, backoff: BackoffPolicy | None = None
+    connection: KubeConnection, target: AttachTarget, backoff: Backoff | None = None
 ) -> ChildFactory:
     """A `ChildFactory` for `StdioBackend`: the one attached container stdio."""
 

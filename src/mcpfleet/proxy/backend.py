@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.proxy.child import (
-    BackoffPolicy,
     ChildHooks,
     ChildProcess,
     ChildStatus,
@@ -74,7 +74,7 @@ def process_factory(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
-    backoff: BackoffPolicy | None = None,
+    backoff: Backoff | None = None,
     hooks: ChildHooks | None = None,
 ) -> ChildFactory:
     """Children that are local processes running `command`."""

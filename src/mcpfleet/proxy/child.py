@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from mcpfleet import jsonrpc
+from mcpfleet.backoff import Backoff
 from mcpfleet.deathsig import die_with_parent
 from mcpfleet.proxy.unavailable import give_up, offline_miss
 from mcpfleet.sandboxcmd import server_command
@@ -64,21 +65,6 @@ class ChildHooks:
 
 class ChildUnavailableError(RuntimeError):
     """The child is not running (starting, restarting or stopped)."""
-
-
-@dataclass(frozen=True)
-class BackoffPolicy:
-    """Restart delays: initial * factor**n, capped; reset after a stable run."""
-
-    initial: float = 0.5
-    factor: float = 2.0
-    maximum: float = 30.0
-    stable_after: float = 30.0
-
-    def delay(self, consecutive_failures: int) -> float:
-        if consecutive_failures <= 0:
-            return 0.0
-        return float(min(self.maximum, self.initial * self.factor ** (consecutive_failures - 1)))
 
 
 @dataclass
@@ -118,7 +104,7 @@ class ChildProcess:
         on_start: LifecycleHandler | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
-        backoff: BackoffPolicy | None = None,
+        backoff: Backoff | None = None,
         stderr_lines: int = 50,
         name: str = "child",
         hooks: ChildHooks | None = None,
@@ -133,7 +119,7 @@ class ChildProcess:
         self._on_start = on_start
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
-        self._backoff = backoff or BackoffPolicy()
+        self._backoff = backoff or Backoff()
         self._stderr: deque[str] = deque(maxlen=stderr_lines)
         self._name = name
         self._hooks = hooks or ChildHooks()
@@ -251,7 +237,7 @@ class ChildProcess:
                     give_up(unavailable)
                     break
                 ran_for = time.monotonic() - started
-                self._failures = 1 if ran_for >= self._backoff.stable_after else self._failures + 1
+                self._failures = self._backoff.failures_after(self._failures, ran_for)
                 delay = self._backoff.delay(self._failures)
                 log.warning(
                     "%s exited (code %s) after %.1fs; restarting in %.2fs",

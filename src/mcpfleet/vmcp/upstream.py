@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urljoin
 
 from mcpfleet import jsonrpc
+from mcpfleet.backoff import Backoff
 from mcpfleet.vmcp import httpclient, lazyhttp, wire
 from mcpfleet.vmcp.wire import RPCError
 
@@ -56,6 +57,8 @@ NotificationCallback = Callable[["BaseUpstream", dict[str, Any]], Coroutine[Any,
 # What the gateway advertises upstream: enough that backends will use sampling/elicitation/roots
 # and the front can pass those requests through to the real client.
 GATEWAY_CLIENT_CAPS: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
+STREAM_RETRY = Backoff(initial=0.2, maximum=5.0)
+"""A standing notification stream that ended is reopened after 0.2, 0.4 ... 5 s (reset once it connects)."""
 _ENVELOPE_KEYS = (wire.META_VERSION, wire.META_CLIENT_INFO, wire.META_CLIENT_CAPS)
 _ids = itertools.count(1)
 # Passed to `on_message` when a backend answers a call with an SSE stream (mode mirroring).
@@ -618,7 +621,7 @@ class Upstream(BaseUpstream):
         wanted = {k: v for k, v in wanted.items() if v}
         if not wanted:
             return
-        delay = 0.2
+        failures = 0
         while not self._closed:
             try:
                 params = {"notifications": wanted, "_meta": self._modern_envelope}
@@ -642,7 +645,7 @@ class Upstream(BaseUpstream):
                     try:
                         if not _is_event_stream(resp.status, resp.headers):
                             return
-                        delay = 0.2
+                        failures = 0
                         await self._notifications(resp.iter_chunks(), list_changed_only=True)
                     finally:
                         resp.abort()  # a stream is never reused, and may be cut short here
@@ -653,20 +656,20 @@ class Upstream(BaseUpstream):
                     ) as r:
                         if not _is_event_stream(r.status, r.headers):
                             return
-                        delay = 0.2
+                        failures = 0
                         await self._notifications(r.content.iter_any(), list_changed_only=True)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.debug("backend %s: listen stream: %s", self.name, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            failures += 1
+            await asyncio.sleep(STREAM_RETRY.delay(failures))
 
     async def _listen(self) -> None:
         """Hold the standing GET stream open; reconnect with backoff; stop if unsupported (405)."""
         if not self.legacy:
             return
-        delay = 0.2
+        failures = 0
         while not self._closed:
             try:
                 hdrs = self._legacy_headers()
@@ -677,7 +680,7 @@ class Upstream(BaseUpstream):
                     try:
                         status = resp.status
                         if status == 200:
-                            delay = 0.2
+                            failures = 0
                             await self._notifications(resp.iter_chunks())
                     finally:
                         resp.abort()  # a stream is never reused, and may be cut short here
@@ -686,7 +689,7 @@ class Upstream(BaseUpstream):
                     async with self._http.get(self.url, headers=hdrs, timeout=no_limit) as r:
                         status = r.status
                         if status == 200:
-                            delay = 0.2
+                            failures = 0
                             await self._notifications(r.content.iter_any())
                 if status == 405:
                     return
@@ -699,8 +702,8 @@ class Upstream(BaseUpstream):
                 raise
             except Exception as exc:
                 log.debug("backend %s: notification stream: %s", self.name, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            failures += 1
+            await asyncio.sleep(STREAM_RETRY.delay(failures))
 
     async def _notifications(self, chunks: AsyncIterator[bytes], list_changed_only: bool = False) -> None:
         """Pass the notifications of a standing stream to the callback until it ends (of a 2026

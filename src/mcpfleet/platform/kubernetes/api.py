@@ -30,10 +30,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from lightkube.config.kubeconfig import KubeConfig
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.versions import SERVED_API_VERSIONS, STORAGE_API_VERSION
+from mcpfleet.backoff import Backoff
 
 FIELD_MANAGER = "mcpfleet"
 WRITE_VERBS = frozenset({"apply", "patch", "create", "update", "delete"})
@@ -58,14 +58,14 @@ BODY_IN_ERROR = 300
 class RetryPolicy:
     """How often and how long a request is retried on 429 / 5xx / a dropped connection.
 
-    Delays double from `base` up to `cap` (with jitter); a `Retry-After` is honoured up to
+    Delays follow `backoff` (doubling, capped, with jitter); a `Retry-After` is honoured up to
     `retry_after_cap`. Every delay is bounded, and so is the number of attempts: a reconcile that
     still fails is retried by the controller with its own back-off.
     """
 
     attempts: int = 4
-    base: float = 0.2
-    cap: float = 5.0
+    backoff: Backoff = field(default_factory=lambda: Backoff(initial=0.2, maximum=5.0, jitter=0.5))
+    """Jitter spreads the retries of many workers that failed together."""
     retry_after_cap: float = 10.0
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
@@ -77,8 +77,7 @@ class RetryPolicy:
                 seconds = -1.0  # an HTTP date or garbage: fall back to the exponential delay
             if seconds >= 0:
                 return min(seconds, self.retry_after_cap)
-        exponential: float = min(self.cap, self.base * 2.0 ** (attempt - 1))
-        return exponential * (0.5 + random.random() / 2)  # jitter: spread the retries of many workers
+        return self.backoff.delay(attempt)
 
 
 _BUILTIN_PLURALS: dict[tuple[str, str], str] = {

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.platform.local.launch import Launch, spawn
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.redact import redact_text
@@ -46,19 +47,6 @@ PROBE_STARTING_SECONDS = 0.1
 PROBE_READY_SECONDS = 2.0
 RECOVERED_AFTER = 5.0
 """Seconds of healthy answers before a process that failed counts as ready again."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Restart delays initial * factor**(n-1), capped; reset once a run lasted `stable_after`."""
-
-    initial: float = 0.5
-    factor: float = 2.0
-    maximum: float = 30.0
-    stable_after: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        return 0.0 if failures <= 0 else min(self.maximum, self.initial * self.factor ** (failures - 1))
 
 
 @dataclass(frozen=True)
@@ -185,7 +173,7 @@ class Managed:
             if self._stopping:
                 break
             ran = time.monotonic() - started
-            failures = 1 if ran >= self._backoff.stable_after else failures + 1
+            failures = self._backoff.failures_after(failures, ran)
             self._set(restarts=self.state.restarts + 1)
             delay = self._backoff.delay(failures)
             log.info("%s exited after %.1fs; restarting in %.1fs", self.spec.key, ran, delay)

@@ -25,6 +25,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import OnErrorAction, OnErrorResult
 
+from mcpfleet.backoff import Backoff
 from mcpfleet.registry.entry import Entry, EntryError, ParseResult
 from mcpfleet.registry.formats.upstream import SERVER_SCHEMA_URL, validation_error
 from mcpfleet.registry.sources.base import Fetched, SourceError
@@ -35,6 +36,8 @@ VERSION = "v1beta1"
 LABEL_REGISTRY = f"{GROUP}/registry"
 NAME_PREFIX = "dev.mcpfleet.k8s."
 ENTRY_VERSION = "1.0.0"
+WATCH_RETRY = Backoff(initial=0.5, maximum=30.0)
+"""A watch that failed is reopened after 1, 2, 4 ... 30 s (a kind without its CRD keeps failing)."""
 ANNOTATION_DESCRIPTION = f"{GROUP}/description"
 KINDS = (
     ("MCPServer", "mcpservers"),
@@ -181,7 +184,7 @@ class KubernetesWorkloads:
         events: asyncio.Queue[None] = asyncio.Queue(maxsize=1)
 
         def backoff(_exc: Exception, count: int) -> OnErrorResult:
-            return OnErrorResult(OnErrorAction.RETRY, sleep=min(30.0, 0.5 * 2 ** min(count, 6)))
+            return OnErrorResult(OnErrorAction.RETRY, sleep=WATCH_RETRY.delay(count + 1))
 
         async def follow(resource: Any, namespace: str) -> None:
             async for _ in client.watch(resource, namespace=namespace, labels=labels, on_error=backoff):
