@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
+from mcpfleet import sse
 from mcpfleet.vmcp import httpclient, wire
 from mcpfleet.vmcp.upstream import Upstream
 from mcpfleet.vmcp.wire import RPCError
@@ -47,7 +48,7 @@ def _json(status: int, body: bytes) -> bytes:
 async def test_bad_backend_answers_are_gateway_errors(
     reply: bytes, needle: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(wire.iter_sse, "__defaults__", (1_000_000,))  # a 1 MB event limit here
+    monkeypatch.setattr(sse.iter_sse, "__defaults__", (1_000_000,))  # a 1 MB event limit here
     script = Script(reply=lambda i, head: (reply, False))
     fast = httpclient.Client()
     async with ScriptServer(script) as srv, aiohttp.ClientSession() as http:

@@ -32,6 +32,7 @@ from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.guard import LISTS, Policy, forbidden_error, target_of
 from mcpfleet.policy.legacy_sse import LegacyStreams
 from mcpfleet.policy.sse import MAX_EVENT_BYTES, SseRewriter
+from mcpfleet.sse import SSEError, SSEParser
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -331,14 +332,19 @@ def _find_response(seen: bytes, request_id: Any) -> Any:
             return orjson.loads(stripped)
         except orjson.JSONDecodeError:
             return None
-    for line in seen.split(b"\n"):
-        if line.startswith(b"data:"):
-            try:
-                message = orjson.loads(line[5:])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(message, dict) and message.get("id") == request_id and "method" not in message:
-                return message
+    # The peeked bytes are bounded, so the parser's own bound is theirs; a cut-off event does not parse.
+    parser = SSEParser(max(len(seen), 1))
+    try:
+        events = [*parser.feed(seen), *parser.close()]
+    except SSEError:
+        return None
+    for event in events:
+        try:
+            message = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(message, dict) and message.get("id") == request_id and "method" not in message:
+            return message
     return None
 
 

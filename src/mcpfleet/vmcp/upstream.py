@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urljoin
 
-from mcpfleet import jsonrpc
+from mcpfleet import jsonrpc, sse
 from mcpfleet.backoff import Backoff
 from mcpfleet.vmcp import httpclient, lazyhttp, wire
 from mcpfleet.vmcp.wire import RPCError
@@ -537,7 +537,7 @@ class Upstream(BaseUpstream):
         resumed: aiohttp.ClientResponse | None = None
         try:
             for _ in range(100):
-                async for ev in wire.iter_sse(chunks):
+                async for ev in sse.iter_sse(chunks):
                     if ev.id is not None:
                         last_id = ev.id
                     if ev.retry is not None:
@@ -708,7 +708,7 @@ class Upstream(BaseUpstream):
     async def _notifications(self, chunks: AsyncIterator[bytes], list_changed_only: bool = False) -> None:
         """Pass the notifications of a standing stream to the callback until it ends (of a 2026
         listen stream: only the list_changed ones it subscribed to)."""
-        async for ev in wire.iter_sse(chunks):
+        async for ev in sse.iter_sse(chunks):
             if ev.data and self._on_notification is not None:
                 try:
                     msg = _event_message(ev.data)
@@ -842,7 +842,7 @@ class SSEUpstream(BaseUpstream):
             async with self._http.get(self.url, headers=hdrs, timeout=no_limit) as r:
                 if r.status != 200:
                     raise BackendUnavailable(self.name, f"SSE stream HTTP {r.status}")
-                async for ev in wire.iter_sse(r.content.iter_any()):
+                async for ev in sse.iter_sse(r.content.iter_any()):
                     if ev.event == "endpoint":
                         if not self._endpoint.done():
                             self._endpoint.set_result(urljoin(self.url, ev.data.strip()))
