@@ -43,8 +43,8 @@ from mcpfleet.platform.kubernetes.observe import observe
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import configkinds, enforce, kinds, mcpgroup, mcpserverentry
 from mcpfleet.reconcile.common import MANAGED_BY, child_name
-from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
+from mcpfleet.reconcile.world import WORLD_FIELDS, build_world
 
 log = logging.getLogger("mcpfleet.operator")
 
@@ -445,67 +445,22 @@ class Controller:
         elif kind in ENTRY_KINDS:
             await self._reconcile_entry(key, entry)
 
-    def world(self, kind: str, namespace: str, model: Resource | None) -> World:
+    def world(self, namespace: str) -> World:
         """What the rules may know, read from the store (never from the API server)."""
-        store = self.store
-        groups = {m.name: m for m in store.models("MCPGroup", namespace)}
-        tool_configs = {m.name: m for m in store.models("MCPToolConfig", namespace)}
-        auths = {m.name: m for m in store.models("MCPExternalAuthConfig", namespace)}
-        base = World(
-            platform="kubernetes",
-            namespace=namespace,
+        objects: list[Resource] = []
+        statuses: dict[tuple[str, str], dict[str, Any]] = {}
+        for world_kind in (*WORLD_FIELDS, "EmbeddingServer"):
+            for entry in self.store.entries(world_kind, namespace):
+                if entry.model is not None and world_kind in WORLD_FIELDS:
+                    objects.append(entry.model)
+                statuses[(world_kind, entry.raw["metadata"]["name"])] = entry.raw.get("status") or {}
+        return build_world(
+            "kubernetes",
+            namespace,
+            objects,
+            statuses,
             images=self.settings.images,
             otlp_endpoint=self.settings.otlp_endpoint,
-            groups=groups,
-            tool_configs=tool_configs,
-            external_auth_configs=auths,
-            oidc_configs={m.name: m for m in store.models("MCPOIDCConfig", namespace)},
-            telemetry_configs={m.name: m for m in store.models("MCPTelemetryConfig", namespace)},
-            authz_configs={m.name: m for m in store.models("MCPAuthzConfig", namespace)},
-            webhook_configs={m.name: m for m in store.models("MCPWebhookConfig", namespace)},
-            composite_tool_definitions={
-                m.name: m for m in store.models("VirtualMCPCompositeToolDefinition", namespace)
-            },
-            embedding_urls=embedding_urls(e.raw for e in store.entries("EmbeddingServer", namespace)),
-        )
-        if kind in ("MCPServer", "MCPRemoteProxy", "MCPRegistry", "EmbeddingServer", *ENTRY_KINDS):
-            return base
-        if kind == "VirtualMCPServer":
-            group = _group_ref(store.get((kind, namespace, model.name))) if model is not None else None
-            servers = tuple(
-                e.model for e in store.entries("MCPServer", namespace) if e.model and _group_ref(e) == group
-            )
-            proxies = tuple(
-                e.model
-                for e in store.entries("MCPRemoteProxy", namespace)
-                if e.model and _group_ref(e) == group
-            )
-            urls = {}
-            for member in (
-                *store.entries("MCPServer", namespace),
-                *store.entries("MCPRemoteProxy", namespace),
-            ):
-                url = (member.raw.get("status") or {}).get("url")
-                if url and _group_ref(member) == group:
-                    urls[member.raw["metadata"]["name"]] = url
-            entries = tuple(
-                e.model
-                for e in store.entries("MCPServerEntry", namespace)
-                if e.model and _group_ref(e) == group
-            )
-            return replace(
-                base,
-                servers=servers,  # type: ignore[arg-type]
-                remote_proxies=proxies,  # type: ignore[arg-type]
-                backend_urls=urls,
-                server_entries=entries,  # type: ignore[arg-type]
-            )
-        return replace(
-            base,
-            servers=tuple(store.models("MCPServer", namespace)),
-            remote_proxies=tuple(store.models("MCPRemoteProxy", namespace)),
-            virtual_servers=tuple(store.models("VirtualMCPServer", namespace)),
-            server_entries=tuple(store.models("MCPServerEntry", namespace)),
         )
 
     async def _registry_images(self, namespace: str) -> dict[str, enforce.RegistryImages]:
@@ -552,7 +507,7 @@ class Controller:
             await self._invalid_workload(entry)
             return
         model: Any = entry.model
-        world = self.world(kind, namespace, model)
+        world = self.world(namespace)
         if kind in ("MCPServer", "EmbeddingServer"):
             world = replace(world, registry_images=await self._registry_images(namespace))
         if kind == "MCPServer":
@@ -689,7 +644,7 @@ class Controller:
     async def _reconcile_group(self, key: ObjKey, entry: Entry) -> None:
         if entry.model is None:
             return
-        world = self.world(key[0], key[1], entry.model)
+        world = self.world(key[1])
         group: Any = entry.model
         status = mcpgroup.status(group.status, group, world, now=self._now() if self._now else None)
         await self._write_status(entry, status)
@@ -706,11 +661,11 @@ class Controller:
                 await self._event(entry, "InvalidSpec", message, "Warning")
             return
         model: Any = entry.model
-        world = self.world(key[0], key[1], model)
+        world = self.world(key[1])
         await self._write_status(entry, mcpserverentry.status(model.status, model, world, now))
 
     async def _reconcile_config(self, key: ObjKey, entry: Entry) -> None:
-        kind, namespace, _name = key
+        namespace = key[1]
         now = self._now() if self._now else None
         if entry.model is None:
             try:
@@ -723,7 +678,7 @@ class Controller:
             if await self._write_status(entry, status):
                 await self._event(entry, "InvalidSpec", entry.error or "invalid spec", "Warning")
             return
-        world = self.world(kind, namespace, entry.model)
+        world = self.world(namespace)
         config: Any = entry.model
         status = kinds.config_status(config.status, config, world, deleting=entry.deleting, now=now)
         refs = status.referencing_workloads

@@ -41,20 +41,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
-from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
-from mcpfleet.api.mcpoidcconfig import MCPOIDCConfig
 from mcpfleet.api.mcpregistry import MCPRegistry
-from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
-from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
-from mcpfleet.api.mcptoolconfig import MCPToolConfig
-from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import ConfigStatus, SecretKeyRef, now_rfc3339
 from mcpfleet.api.resource import Resource
-from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
 from mcpfleet.platform.local.hosted import DATAPLANE_MODULE, hostable
@@ -75,7 +67,6 @@ from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
 from mcpfleet.platform.local.volumes import CLAIMS_DIR, VolumeError, write_volumes
 from mcpfleet.reconcile import enforce, kinds, mcpserverentry
-from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
     LOCAL_VOLUME_DIR,
@@ -87,6 +78,7 @@ from mcpfleet.reconcile.model import (
     World,
     config_map_volume,
 )
+from mcpfleet.reconcile.world import build_world, refresh
 from mcpfleet.yamlread import ManifestLimits
 
 log = logging.getLogger(__name__)
@@ -312,7 +304,7 @@ class Runner:
             for kind in WORKLOAD_ORDER:
                 # Refreshed per kind from the statuses written so far in this pass: a server that just
                 # became Running gives its URL to the gateway and registry at once, not a pass later.
-                world = self._fresh(world, in_ns, stored)
+                world = self._fresh(world, stored)
                 for resource in (r for r in in_ns if r.kind == kind):
                     try:
                         wanted |= await self._reconcile_workload(resource, world, stored)
@@ -321,7 +313,7 @@ class Runner:
                         log.exception("reconciling %s/%s failed", kind, resource.name)
                         prefix = workload_key(kind, namespace, resource.name) + "/"
                         wanted |= {k for k in self.supervisor.keys() if k.startswith(prefix)}
-            world = self._fresh(world, in_ns, stored)
+            world = self._fresh(world, stored)
             for resource in in_ns:
                 try:
                     await self._reconcile_other(
@@ -421,57 +413,21 @@ class Runner:
         return status
 
     def _world(self, namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
-        def of(kind: type[Any]) -> list[Any]:
-            return [r for r in resources if isinstance(r, kind)]
-
-        return World(
-            platform="local",
-            namespace=namespace,
-            groups={g.name: g for g in of(MCPGroup)},
-            servers=tuple(of(MCPServer)),
-            remote_proxies=tuple(of(MCPRemoteProxy)),
-            tool_configs={t.name: t for t in of(MCPToolConfig)},
-            external_auth_configs={e.name: e for e in of(MCPExternalAuthConfig)},
-            backend_urls=self._backend_urls(namespace, resources, stored),
-            virtual_servers=tuple(of(VirtualMCPServer)),
-            oidc_configs={c.name: c for c in of(MCPOIDCConfig)},
-            telemetry_configs={c.name: c for c in of(MCPTelemetryConfig)},
-            authz_configs={c.name: c for c in of(MCPAuthzConfig)},
-            webhook_configs={c.name: c for c in of(MCPWebhookConfig)},
-            composite_tool_definitions={c.name: c for c in of(VirtualMCPCompositeToolDefinition)},
-            server_entries=tuple(of(MCPServerEntry)),
-            embedding_urls=self._embedding_urls(namespace, stored),
-            registry_images=self._registry_images(of(MCPRegistry)),
-            profile_documents=profile_documents(self.state_dir, of(MCPServer)),
+        return build_world(
+            "local",
+            namespace,
+            resources,
+            _statuses(namespace, stored),
+            registry_images=self._registry_images([r for r in resources if isinstance(r, MCPRegistry)]),
+            profile_documents=profile_documents(
+                self.state_dir, [r for r in resources if isinstance(r, MCPServer)]
+            ),
         )
 
-    def _fresh(self, world: World, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
+    @staticmethod
+    def _fresh(world: World, stored: dict[Key, StoredObject]) -> World:
         """`world` with the parts that come from statuses re-read from `stored` (the pass' view)."""
-        return replace(
-            world,
-            backend_urls=self._backend_urls(world.namespace, resources, stored),
-            embedding_urls=self._embedding_urls(world.namespace, stored),
-        )
-
-    @staticmethod
-    def _backend_urls(
-        namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]
-    ) -> dict[str, str]:
-        urls: dict[str, str] = {}
-        for resource in resources:
-            if isinstance(resource, MCPServer | MCPRemoteProxy):
-                url = stored[(resource.kind, namespace, resource.name)].status.get("url")
-                if isinstance(url, str):
-                    urls[resource.name] = url
-        return urls
-
-    @staticmethod
-    def _embedding_urls(namespace: str, stored: dict[Key, StoredObject]) -> dict[str, str | None]:
-        return embedding_urls(
-            {"metadata": {"name": name}, "status": entry.status}
-            for (kind, ns, name), entry in stored.items()
-            if kind == "EmbeddingServer" and ns == namespace
-        )
+        return refresh(world, _statuses(world.namespace, stored))
 
     def _registry_images(self, registries: list[MCPRegistry]) -> dict[str, enforce.RegistryImages]:
         """enforceServers: the images the enforcing registries list, read from the local ConfigMap
@@ -874,3 +830,8 @@ def restart_checksum(plan: WorkloadPlan) -> str:
 
 class LocalRunError(Exception):
     """A plan this machine cannot run as asked (a missing local secret, a container image)."""
+
+
+def _statuses(namespace: str, stored: dict[Key, StoredObject]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The statuses of one namespace's stored objects, by (kind, name)."""
+    return {(kind, name): obj.status for (kind, ns, name), obj in stored.items() if ns == namespace}
