@@ -109,6 +109,12 @@ async def test_oidc_login_gives_a_registry_token_with_the_grants(db_url: str, tm
         )
         assert status.status_code == 200, status.text
         # The same endpoint under /v0 (where mcp-publisher calls it), and a moderator's grants.
+        spec = (await h.get("/openapi.json")).json()
+        documented = spec["paths"]["/v0.1/auth/oidc"]["post"]["responses"]
+        import jsonschema
+
+        jsonschema.validate(answer, documented["200"]["content"]["application/json"]["schema"])
+        assert {"400", "401", "403", "413", "415", "422"} <= set(documented)
         moderator = await exchange(h, id_token(issuer, sub="moderator", groups=[]), prefix="/v0")
         assert moderator.status_code == 200, moderator.text
         assert claims_of(moderator.json()["registry_token"])[1]["permissions"] == [
@@ -161,6 +167,22 @@ def test_publish_config_without_an_issuer_needs_anonymous_login() -> None:
         parse_config({**base, "publish": {}})
     config = parse_config({**base, "publish": {"anonymousLogin": True}})
     assert config.publish is not None and config.publish.auth is None
+
+
+async def test_a_read_only_registry_issues_no_tokens(tmp_path: Path) -> None:
+    source = write_json(tmp_path / "empty.json", [])
+    config = parse_config(
+        {
+            "registryName": "ro",
+            "sources": [{"name": "s", "file": {"path": str(source)}}],
+            "database": {"url": sqlite(tmp_path)},
+        }
+    )
+    async with running(config, tmp_path) as h:
+        for login in ("none", "oidc"):
+            r = await h.client.post(f"/v0.1/auth/{login}", json={"oidc_token": "x"})
+            assert 400 <= r.status_code < 500 and r.status_code != 200, r.text
+            assert r.headers["content-type"] == "application/problem+json"
 
 
 async def test_a_registry_without_an_issuer_takes_only_its_own_tokens(tmp_path: Path) -> None:
