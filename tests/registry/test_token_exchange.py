@@ -206,6 +206,30 @@ async def test_a_registry_without_an_issuer_takes_only_its_own_tokens(tmp_path: 
         assert ok.status_code == 200, ok.text
 
 
+async def test_a_registry_that_authenticates_readers_lets_publishers_log_in(tmp_path: Path) -> None:
+    """Reader auth (`auth`) guards reads; the writes (logins included) are the publisher's to check:
+    a login has no token yet, and a registry token is no token of the readers' issuer."""
+    async with local_issuer() as issuer:
+        config = publish_config(issuer, sqlite(tmp_path), tmp_path, anonymousLogin=True)
+        reader_auth = {
+            "type": "oidc",
+            "oidc": {"issuer": issuer.base, "audience": "readers", "insecureAllowHTTP": True},
+        }
+        config = parse_config({**config.model_dump(by_alias=True, exclude_none=True), "auth": reader_auth})
+        async with running(config, tmp_path) as h:
+            assert (await h.get("/v0.1/servers")).status_code == 401
+            token = (await h.client.post("/v0.1/auth/none")).json()["registry_token"]
+            r = await h.client.post("/v0.1/publish", json=server_doc(ANONYMOUS_NAME), headers=bearer(token))
+            assert r.status_code == 200, r.text
+            exchanged = await exchange(h, id_token(issuer))
+            assert exchanged.status_code == 200, exchanged.text
+            # Still guarded: reads, and the dry run (a POST that is no write).
+            assert (await h.get(path(ANONYMOUS_NAME, "versions"), headers=bearer(token))).status_code == 401
+            assert (await h.client.post("/v0.1/validate", json=server_doc("com.acme/v"))).status_code == 401
+            reader = bearer(issuer.token("r1", aud="readers"))
+            assert (await h.get(path(ANONYMOUS_NAME, "versions"), headers=reader)).status_code == 200
+
+
 # -- hostile input
 
 
