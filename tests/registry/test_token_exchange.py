@@ -478,3 +478,15 @@ async def test_mcp_publisher_publishes_with_a_token_from_the_oidc_exchange(
         async with httpx.AsyncClient() as client:
             got = await client.get(base + path("com.acme/via-oidc", "versions", "1.4.0"))
         assert got.status_code == 200 and got.json()["server"]["name"] == "com.acme/via-oidc"
+
+
+async def test_the_warm_up_prepares_the_signing_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A start reads the seed file only; cryptography loads in the publishing API's warm-up thread."""
+    key = tmp_path / "seed.key"
+    key.write_text("ab" * 32)
+    async with registry(sqlite(tmp_path), tmp_path, tokenSigningKeyFile=key.name) as (_issuer, h):
+        publisher = h.service.publisher
+        assert publisher is not None
+        await publisher.warm()
+        assert publisher.tokens._keys is not None
+        assert "cannot preload" not in caplog.text

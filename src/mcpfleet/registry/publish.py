@@ -197,6 +197,7 @@ class Publisher:
         try:
             modules = ("jwt", "jwt.algorithms") + (("aiohttp",) if self.config.auth is not None else ())
             await asyncio.to_thread(_import, *modules)
+            await asyncio.to_thread(self.tokens.prepare)
             await asyncio.to_thread(validation_problem, {})
             # Long-lived like the snapshot: kept out of every full cyclic-GC pass (see `_install`).
             gc.freeze()

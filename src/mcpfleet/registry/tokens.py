@@ -10,8 +10,9 @@ key (a configured Ed25519 seed, else one generated per process), issuing them wi
 names and lifetime, and verifying them on every write — signature by our key only (`EdDSA` only),
 issuer, expiry required, and permissions of the expected shape.
 
-Kept free of the HTTP and store layers; PyJWT and cryptography are imported when a key is made, that
-is when a registry with a `publish` block starts its publishing API, never on the read path.
+Kept free of the HTTP and store layers; PyJWT and cryptography are imported on the first token issued
+or checked (the publishing API's warm-up loads them in a worker thread), never on the read path or
+by a start: a start only reads the seed file, so a bad one still stops it.
 """
 
 from __future__ import annotations
@@ -121,15 +122,34 @@ def _permissions_of(value: Any) -> list[Permission]:
 
 
 class RegistryTokens:
-    """Issues and verifies registry tokens with one Ed25519 key."""
+    """Issues and verifies registry tokens with one Ed25519 key (from `seed`, else generated)."""
 
     def __init__(self, seed: bytes | None = None) -> None:
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        if seed is not None and len(seed) != SEED_BYTES:
+            raise SigningKeyError(f"an Ed25519 seed is {SEED_BYTES} bytes, got {len(seed)}")
+        self._seed = seed
+        self._keys: tuple[Ed25519PrivateKey, Ed25519PublicKey] | None = None
 
-        self._private: Ed25519PrivateKey = (
-            Ed25519PrivateKey.from_private_bytes(seed) if seed is not None else Ed25519PrivateKey.generate()
-        )
-        self._public: Ed25519PublicKey = self._private.public_key()
+    def prepare(self) -> None:
+        """Load cryptography and build the key now (the publishing API's warm-up, in a worker
+        thread), rather than on the event loop at the first login."""
+        self._key_pair()
+
+    @property
+    def _private(self) -> Ed25519PrivateKey:
+        return self._key_pair()[0]
+
+    def _key_pair(self) -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
+        if self._keys is None:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            private = (
+                Ed25519PrivateKey.from_private_bytes(self._seed)
+                if self._seed is not None
+                else Ed25519PrivateKey.generate()
+            )
+            self._keys = (private, private.public_key())
+        return self._keys
 
     @classmethod
     def from_file(cls, path: Path | None) -> RegistryTokens:
@@ -165,7 +185,7 @@ class RegistryTokens:
         try:
             claims = jwt.decode(
                 token,
-                key=self._public,
+                key=self._key_pair()[1],
                 algorithms=[ALGORITHM],
                 issuer=ISSUER,
                 options={"require": ["exp", "iss"], "verify_aud": False},
