@@ -49,7 +49,7 @@ system-deps:
 
 # Builds (first time only, cached under ~/.cache/mcpfleet) the Kubernetes control plane binaries and Helm.
 cluster-binaries: venv
-	$(MCPFLEET) dev-cluster build --helm
+	$(MCPFLEET) dev-cluster build --helm --mcp-publisher
 
 # The README's picture: docs/diagrams/*.dot -> .svg with Graphviz (Debian: graphviz, in system-deps).
 # The version comment is dropped so the file only changes when the drawing does.

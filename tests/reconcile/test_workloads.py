@@ -11,7 +11,7 @@ import yaml
 from mcpfleet.api.meta import WorkloadStatus
 from mcpfleet.api.virtualmcpserver import VirtualMCPServerStatus
 from mcpfleet.reconcile import mcpregistry, mcpremoteproxy, mcpserver, virtualmcpserver
-from mcpfleet.reconcile.model import WorkloadObservation, World
+from mcpfleet.reconcile.model import WorkloadObservation, World, secret_file_path
 from mcpfleet.reconcile.status import workload_status
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.vmcp.config import VMCPConfig
@@ -666,6 +666,53 @@ spec:
 """
 
 
+def test_registry_publish_token_login_settings_render_with_the_key_as_a_secret_file() -> None:
+    """`mcp-publisher login`: the registry tokens' signing seed is a Secret key, mounted (Kubernetes)
+    or written mode 0600 (locally) and named by path; `anonymousLogin` alone needs no issuer."""
+    from mcpfleet.platform.kubernetes.render import Owner, render
+
+    spec = (
+        PUBLISHING
+        + "    tokenSigningKeySecretRef: {name: registry-token, key: seed}\n"
+        + "    anonymousLogin: true\n"
+        + "  storage: {persistentVolumeClaimName: catalog-data}\n"
+    )
+    for world in (k8s(), local()):
+        plan = mcpregistry.plan(obj(spec), world)
+        assert plan.problems == ()
+        config = RegistryConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+        assert config.publish is not None and config.publish.anonymousLogin is True
+        secret = next(f for f in plan.secret_files if f.filename == "registry-token-key")
+        assert (secret.secret.name, secret.secret.key) == ("registry-token", "seed")
+        assert config.publish.tokenSigningKeyFile == secret_file_path(world.platform, "registry-token-key")
+    manifests = render(
+        mcpregistry.plan(obj(spec), k8s()), Owner("MCPRegistry", "catalog", "team", "u"), k8s().images
+    )
+    pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
+    sources = [s for v in pod["volumes"] for s in v.get("projected", {}).get("sources", [])]
+    assert any(
+        s.get("secret", {}).get("name") == "registry-token"
+        and s["secret"]["items"] == [{"key": "seed", "path": "registry-token-key"}]
+        for s in sources
+    ), pod["volumes"]
+
+    # A development registry: anonymous login and no issuer at all; neither is refused.
+    dev = """
+kind: MCPRegistry
+metadata: {name: dev}
+spec:
+  registries:
+    - {name: upstream, api: {endpoint: "https://registry.example.com"}}
+  publish: {anonymousLogin: true}
+"""
+    plan = mcpregistry.plan(obj(dev), local())
+    assert plan.problems == ()
+    config = RegistryConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+    assert config.publish is not None and config.publish.auth is None and config.publish.anonymousLogin
+    with pytest.raises(ValueError, match="oidcConfig or oidcConfigRef"):
+        obj(dev.replace("{anonymousLogin: true}", "{grants: []}"))
+
+
 def test_registry_publish_renders_auth_grants_and_storage_on_both_platforms() -> None:
     from mcpfleet.platform.kubernetes.render import Owner, render
 
@@ -681,7 +728,9 @@ def test_registry_publish_renders_auth_grants_and_storage_on_both_platforms() ->
     assert config.publish.scope == "mcp-registry:publish"
     assert config.publish.grants[0].claims == {"groups": "platform"}
     assert config.publish.grants[0].publish == ["com.acme/*"]
-    assert config.publish.auth.oidc is not None and config.publish.auth.oidc.audience == "registry"
+    assert config.publish.auth is not None and config.publish.auth.oidc is not None
+    assert config.publish.auth.oidc.audience == "registry"
+    assert config.publish.anonymousLogin is False and config.publish.tokenSigningKeyFile is None
     # The client secret is secretKeyRef env, never in the config.
     assert "secret" not in plan.config_files[0].content.replace("clientSecretEnv", "")
     assert [e.env_name for e in plan.containers[0].secret_env] == ["MCPFLEET_OIDC_CLIENT_SECRET"]

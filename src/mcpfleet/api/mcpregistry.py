@@ -234,10 +234,18 @@ class RegistryPublish(RuleModel):
 
     rules = (
         Rule(
-            cel="has(self.oidcConfig) != has(self.oidcConfigRef)",
-            message="set exactly one of oidcConfig and oidcConfigRef",
+            cel="!(has(self.oidcConfig) && has(self.oidcConfigRef))",
+            message="set at most one of oidcConfig and oidcConfigRef",
             field_path=".oidcConfig",
-            check=lambda s: (s.oidc_config is None) != (s.oidc_config_ref is None),
+            check=lambda s: s.oidc_config is None or s.oidc_config_ref is None,
+        ),
+        Rule(
+            cel="has(self.oidcConfig) || has(self.oidcConfigRef) || "
+            "(has(self.anonymousLogin) && self.anonymousLogin)",
+            message="set oidcConfig or oidcConfigRef (only a development registry with anonymousLogin "
+            "may have neither)",
+            field_path=".oidcConfig",
+            check=lambda s: s.oidc_config is not None or s.oidc_config_ref is not None or s.anonymous_login,
         ),
     )
 
@@ -255,6 +263,13 @@ class RegistryPublish(RuleModel):
     precedence: Literal["first", "last"] = "first"
     """first: a published name wins over the same name from any source; last: sources win and
     publishing a name a source serves is refused."""
+    anonymous_login: bool = False
+    """Development only: `POST /v0.1/auth/none` (`mcp-publisher login none`) hands anyone a
+    five-minute registry token for `io.modelcontextprotocol.anonymous/*`."""
+    token_signing_key_secret_ref: SecretKeyRef | None = None
+    """A Secret key holding the Ed25519 seed (64 hex characters) that signs the registry tokens of
+    `mcp-publisher login`; without it each replica signs with a key of its own, so set it when
+    `replicas` is above 1."""
 
 
 class RegistryStorage(ApiModel):

@@ -47,6 +47,11 @@ def build(
     cluster: bool = typer.Option(
         True, "--cluster/--no-cluster", help="Build the cluster binaries (--no-cluster --helm: only Helm)."
     ),
+    mcp_publisher: bool = typer.Option(
+        False,
+        "--mcp-publisher",
+        help="Also build the official registry's mcp-publisher CLI (for the registry's login tests).",
+    ),
     real_node: bool = typer.Option(
         False, "--real-node", help="Also build kubelet, kube-proxy, CoreDNS and the pause program."
     ),
@@ -65,7 +70,9 @@ def build(
 
     layout = BuildLayout(default_cache_root())
     try:
-        asyncio.run(build_tools(layout, _progress, jobs, cluster=cluster, helm=helm))
+        asyncio.run(
+            build_tools(layout, _progress, jobs, cluster=cluster, helm=helm, mcp_publisher=mcp_publisher)
+        )
         if real_node:
             asyncio.run(build_node_locked(NodeLayout(layout), _progress, jobs))
     except BuildError as exc:
@@ -75,6 +82,8 @@ def build(
         typer.echo(str(layout.kube_bin))
     if helm:
         typer.echo(str(layout.helm_bin))
+    if mcp_publisher:
+        typer.echo(str(layout.mcp_publisher_bin))
 
 
 @app.command()

@@ -12,6 +12,9 @@ cache directory, outside any work tree, keyed by version, so sessions and CI reu
 
 Helm (for the charts under deploy/helm/) needs no wrapper: its go.mod has no replace directives, so
 `go install helm.sh/helm/v4/cmd/helm@vX` builds it, with the version stamped as Helm's Makefile does.
+The official MCP registry's publisher CLI (`mcp-publisher`, for the registry's login and publish tests)
+is built the same way from its module, `go install github.com/modelcontextprotocol/registry/cmd/publisher@vX`,
+and named `mcp-publisher` as the registry's Makefile names it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ KWOK_VERSION = "v0.8.0"
 ETCD_VERSION = "v3.6.16"
 HELM_VERSION = "v4.3.1"
 HELM_MODULE = "helm.sh/helm/v4"
+MCP_PUBLISHER_VERSION = "v1.8.9"
+"""The official registry release the registry's paired comparison was recorded against (issue 32)."""
+MCP_REGISTRY_MODULE = "github.com/modelcontextprotocol/registry"
 
 WRAPPER_MODULE = "mcpfleet.dev/devcluster/kube"
 ETCD_WRAPPER_MODULE = "mcpfleet.dev/devcluster/etcd"
@@ -79,6 +85,7 @@ class BuildLayout:
     kwok_version: str = KWOK_VERSION
     etcd_version: str = ETCD_VERSION
     helm_version: str = HELM_VERSION
+    mcp_publisher_version: str = MCP_PUBLISHER_VERSION
 
     @property
     def gomodcache(self) -> Path:
@@ -116,12 +123,18 @@ class BuildLayout:
     def helm_bin(self) -> Path:
         return self.cache_root / "helm" / self.helm_version / "bin"
 
+    @property
+    def mcp_publisher_bin(self) -> Path:
+        return self.cache_root / "mcp-publisher" / self.mcp_publisher_version / "bin"
+
     def binary(self, name: str) -> Path:
-        """Path of one built binary: etcd, kube-apiserver, ..., kubectl, kwok, helm."""
+        """Path of one built binary: etcd, kube-apiserver, ..., kubectl, kwok, helm, mcp-publisher."""
         if name == "etcd":
             return self.etcd_bin / "etcd"
         if name == "helm":
             return self.helm_bin / "helm"
+        if name == "mcp-publisher":
+            return self.mcp_publisher_bin / "mcp-publisher"
         return self.kube_bin / name
 
     @property
@@ -529,6 +542,45 @@ async def build_helm(layout: BuildLayout, progress: Progress, jobs: int | None =
     return True
 
 
+def mcp_publisher_present(layout: BuildLayout) -> bool:
+    """True when the mcp-publisher binary and its stamp exist (no version check)."""
+    return layout.binary("mcp-publisher").is_file() and (layout.mcp_publisher_bin / STAMP_FILE).is_file()
+
+
+async def build_mcp_publisher(layout: BuildLayout, progress: Progress, jobs: int | None = None) -> bool:
+    """Builds mcp-publisher into layout.mcp_publisher_bin; False when the stamp says it is built.
+
+    Callers hold the build lock (build_tools does). `go install` names the binary after its package
+    (`publisher`); it is renamed `mcp-publisher`, the name the registry's own Makefile gives it.
+    """
+    go = _go_binary()
+    env = {**go_env(layout), "GOFLAGS": "", "GOBIN": str(layout.mcp_publisher_bin)}
+    version = layout.mcp_publisher_version
+    target = f"{MCP_REGISTRY_MODULE}/cmd/publisher@{version}"
+    args = ["go", "install", "-trimpath", "-ldflags", f"-s -w -X main.Version={version}", target]
+    stamp = _stamp(layout, f"mcp-publisher {version}", target, args, await _go_version(go, env))
+    if _is_built(layout.mcp_publisher_bin, ["mcp-publisher"], stamp):
+        progress(f"mcp-publisher {version}: already built ({layout.mcp_publisher_bin})")
+        return False
+    started = time.monotonic()
+    layout.mcp_publisher_bin.mkdir(parents=True, exist_ok=True)
+    (layout.mcp_publisher_bin / STAMP_FILE).unlink(missing_ok=True)
+    cmd = [go, "install", "-v", *(["-p", str(jobs)] if jobs else []), *args[2:]]
+    progress(f"mcp-publisher {version}: go install {target}")
+    await _run(
+        cmd,
+        cwd=layout.cache_root,
+        env=env,
+        step="mcp-publisher build",
+        progress=progress,
+        line_label=_compiled_package,
+    )
+    os.replace(layout.mcp_publisher_bin / "publisher", layout.binary("mcp-publisher"))
+    (layout.mcp_publisher_bin / STAMP_FILE).write_text(stamp)
+    progress(f"mcp-publisher {version}: built in {time.monotonic() - started:.0f}s")
+    return True
+
+
 @contextlib.asynccontextmanager
 async def build_lock(layout: BuildLayout, progress: Progress) -> AsyncIterator[None]:
     """The machine-wide build lock: one Go build at a time (each link needs ~2 GiB, and two
@@ -553,6 +605,7 @@ async def build_tools(
     *,
     cluster: bool = True,
     helm: bool = False,
+    mcp_publisher: bool = False,
 ) -> bool:
     """Builds, under the build lock, the cluster binaries and/or helm. True if anything was built.
 
@@ -565,6 +618,8 @@ async def build_tools(
             built = await build_kube(layout, progress, jobs) or built
         if helm:
             built = await build_helm(layout, progress, jobs) or built
+        if mcp_publisher:
+            built = await build_mcp_publisher(layout, progress, jobs) or built
     return built
 
 
@@ -578,3 +633,11 @@ async def ensure_helm(layout: BuildLayout, progress: Progress) -> Path:
     if not helm_present(layout):
         await build_tools(layout, progress, cluster=False, helm=True)
     return layout.binary("helm")
+
+
+async def ensure_mcp_publisher(layout: BuildLayout, progress: Progress) -> Path:
+    """The mcp-publisher binary, built first (under the build lock) when missing; for the registry's
+    login and publish tests."""
+    if not mcp_publisher_present(layout):
+        await build_tools(layout, progress, cluster=False, mcp_publisher=True)
+    return layout.binary("mcp-publisher")

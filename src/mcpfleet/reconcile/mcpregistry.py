@@ -60,6 +60,8 @@ CONTAINER = "registry"
 PORT = 8080
 DATA_DIR = "/var/lib/mcpfleet"
 DB_PASSWORD_FILE = "db-password"
+TOKEN_KEY_FILE = "registry-token-key"
+"""SecretFile name of `spec.publish.tokenSigningKeySecretRef` (the registry tokens' Ed25519 seed)."""
 PVC_MOUNT_ROOT = "/config/registry"
 """Where `pvcRef` claims are mounted, one folder per source (ToolHive's path)."""
 
@@ -194,8 +196,13 @@ def _publish_auth(registry: MCPRegistry, world: World) -> IncomingAuthPlan:
 def _publish(registry: MCPRegistry, world: World) -> Publish | None:
     publish = registry.spec.publish
     auth = _publish_auth(registry, world)
-    if publish is None or auth.document is None or auth.problems:
+    if publish is None or auth.problems or (auth.document is None and not publish.anonymous_login):
         return None
+    key_file = (
+        secret_file_path(world.platform, TOKEN_KEY_FILE)
+        if publish.token_signing_key_secret_ref is not None
+        else None
+    )
     return Publish.model_validate(
         {
             "auth": auth.document,
@@ -203,6 +210,8 @@ def _publish(registry: MCPRegistry, world: World) -> Publish | None:
             "grants": [g.dump() for g in publish.grants],
             "emailDomainNamespaces": publish.email_domain_namespaces,
             "precedence": publish.precedence,
+            "anonymousLogin": publish.anonymous_login,
+            "tokenSigningKeyFile": key_file,
         }
     )
 
@@ -260,6 +269,8 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
     claim_pod, claim_volumes = _claims(registry, world.platform)
     rbac: tuple[RbacRule, ...] = ()
     secret_files = _git_secret_files(registry) + translated.secret_files
+    if spec.publish is not None and spec.publish.token_signing_key_secret_ref is not None:
+        secret_files += (SecretFile(TOKEN_KEY_FILE, spec.publish.token_signing_key_secret_ref),)
     kubernetes = world.platform == "kubernetes"
     auth = _publish_auth(registry, world)
     problems.extend(auth.problems)

@@ -128,10 +128,20 @@ class RegistryApp:
                 await answer_preflight(self.cors, scope, send)
                 return
             send = self.cors.wrap(scope["headers"], send)
-        if scope["type"] == "http" and self.guard is not None:
+        if scope["type"] == "http" and self.guard is not None and not self._publisher_authenticates(scope):
             await self.guard(scope, receive, send)
             return
         await self._http(scope, receive, send)
+
+    def _publisher_authenticates(self, scope: Scope) -> bool:
+        """Writes of a publishing registry (publish, status, delete, edit, the `/auth/*` logins)
+        skip the readers' token check: the publisher authenticates each one itself, with its own
+        issuer or a registry token of ours, which a reader's issuer would refuse (a registry token is
+        signed by this registry, and a login has no token yet). Aliased paths are not writes."""
+        if self.service.config.publish is None or not is_write(scope):
+            return False
+        raw: bytes = scope.get("raw_path") or scope["path"].encode()
+        return raw.split(b"?", 1)[0] not in _VALIDATE_PATHS
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """The ASGI lifespan protocol: start the service at start-up and stop it at shutdown (when

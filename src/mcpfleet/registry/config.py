@@ -234,8 +234,19 @@ class Cors(ApiModel):
 class Publish(ApiModel):
     """Publishing (`POST /v0.1/publish` and the status / delete operations); off without this block."""
 
-    auth: IncomingAuth
-    """Who may publish: `type: oidc` with the issuer and the audience tokens must carry."""
+    auth: IncomingAuth | None = None
+    """Who may publish: `type: oidc` with the issuer and the audience tokens must carry. Its access
+    tokens are accepted directly, and its ID tokens are exchanged for registry tokens at
+    `POST /v0.1/auth/oidc` (`mcp-publisher`'s login). Required unless `anonymousLogin` is on."""
+    anonymousLogin: bool = Field(default=False, alias="anonymousLogin")
+    """Development only: `POST /v0.1/auth/none` hands anyone a registry token that may publish
+    `io.modelcontextprotocol.anonymous/*` (`mcp-publisher login none`), as the official registry's
+    `MCP_REGISTRY_ENABLE_ANONYMOUS_AUTH`. Off by default."""
+    tokenSigningKeyFile: str | None = Field(default=None, alias="tokenSigningKeyFile", min_length=1)
+    """A file holding the Ed25519 seed (64 hex characters, as the official registry's
+    `MCP_REGISTRY_JWT_PRIVATE_KEY`) that signs the registry tokens of `/v0.1/auth/*`; relative to the
+    config file. Unset: a key generated at start (tokens do not outlive the process and are not
+    accepted by other replicas): set it when several replicas share a database."""
     scope: str | None = Field(default=PUBLISH_SCOPE, min_length=1)
     """Scope (in the token's `scope` or `scp` claim) every publish, status or delete call needs; null
     for issuers that put no scopes in tokens (Kubernetes service-account tokens)."""
@@ -254,6 +265,10 @@ class Publish(ApiModel):
 
     @model_validator(mode="after")
     def _oidc_only(self) -> Publish:
+        if self.auth is None:
+            if not self.anonymousLogin:
+                raise ValueError("auth is required (an OIDC issuer), unless anonymousLogin is on")
+            return self
         if self.auth.type != "oidc":
             raise ValueError("auth.type must be 'oidc': publishing needs authenticated callers")
         problems = self.auth.problems("auth")

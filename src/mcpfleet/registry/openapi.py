@@ -187,6 +187,60 @@ def _validate_operation(upstream: dict[str, Any], prefix: str) -> dict[str, Any]
     }
 
 
+_TOKEN_RESPONSE = {
+    "type": "object",
+    "required": ["registry_token", "expires_at"],
+    "properties": {
+        "registry_token": {"type": "string", "description": "An EdDSA JWT signed by this registry"},
+        "expires_at": {"type": "integer", "description": "Unix seconds (five minutes after issue)"},
+    },
+}
+
+
+def _exchange_operation(login: str, prefix: str) -> dict[str, Any]:
+    """`POST /v0.1/auth/{oidc,none}`: the official registry's token exchange (`registry/publish.py`)."""
+    errors = {"404": "This login is not enabled on this registry", "405": "Only POST"}
+    operation: dict[str, Any] = {
+        "operationId": ("v0_1_" if prefix == "/v0.1" else "v0_") + f"auth_{login}",
+        "tags": ["auth"],
+    }
+    if login == "oidc":
+        operation["description"] = (
+            "Exchange an ID token of the configured issuer (publish.auth) for a short-lived registry "
+            "token carrying the namespaces publish.grants map its claims to"
+        )
+        operation["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["oidc_token"],
+                        "additionalProperties": False,
+                        "properties": {"oidc_token": {"type": "string", "minLength": 1}},
+                    }
+                }
+            },
+        }
+        errors |= {
+            "400": "The body is not JSON",
+            "401": "The ID token is not a valid token of the issuer for this audience",
+            "403": "No grant matches the token's claims",
+            "413": "The body is larger than 64 KiB",
+            "415": "The body is not JSON (Content-Type)",
+            "422": "oidc_token missing, not a string, or an unknown field",
+        }
+    else:
+        operation["description"] = (
+            "Development only (publish.anonymousLogin): a registry token that may publish and edit "
+            "io.modelcontextprotocol.anonymous/*"
+        )
+    operation["responses"] = {"200": _json("A registry token", _TOKEN_RESPONSE)} | {
+        status: _problem(text) for status, text in sorted(errors.items())
+    }
+    return operation
+
+
 def _read_parameters(parameters: list[dict[str, Any]]) -> None:
     """The upstream read parameters as this server reads them."""
     for param in parameters:
@@ -234,6 +288,8 @@ def build_openapi() -> dict[str, Any]:
     _add_writes(paths, upstream)
     for prefix in ("/v0.1", "/v0"):
         paths[f"{prefix}/validate"] = {"post": _validate_operation(upstream, prefix)}
+        for login in ("oidc", "none"):
+            paths[f"{prefix}/auth/{login}"] = {"post": _exchange_operation(login, prefix)}
     status_schema = {
         "type": "object",
         "required": ["status"],

@@ -8,10 +8,16 @@ Routes (also under `/v0`):
   stays, visible to `include_deleted` readers, and can never be published again);
 - `PUT …/versions/{version}` — moderation: a token with an `edit` grant replaces that published
   version's content (the body passes the publish checks, same name and version; audited on the
-  `mcpfleet.registry.audit` logger); a publisher gets 403: versions are immutable for publishers.
+  `mcpfleet.registry.audit` logger); a publisher gets 403: versions are immutable for publishers;
+- `POST /v0.1/auth/oidc` (`{"oidc_token": ID token}`) and `POST /v0.1/auth/none` (with
+  `publish.anonymousLogin` only) — the official registry's token exchange, which `mcp-publisher login`
+  calls: the answer is `{"registry_token", "expires_at"}`, a registry token (`registry/tokens.py`)
+  carrying the permissions the login grants. The official's other logins (`github-at`, `github-oidc`,
+  `dns`, `http`) prove a public identity a private registry does not map: 404 naming `oidc`.
 
-Every call needs a bearer token of the configured OIDC issuer and audience carrying the publish scope
-(`publish.scope`, in `scope` or `scp`). What the token may touch is the official registry's permission
+Every write needs a bearer token: a registry token of ours (its permissions are the ones it carries),
+or a token of the configured OIDC issuer and audience carrying the publish scope (`publish.scope`, in
+`scope` or `scp`). What the token may touch is the official registry's permission
 model: a list of (action, pattern) where the action is `publish` or `edit` and a pattern is `*`, a
 server name, or a prefix ending in `*` (the official `isResourceMatch`). The official registry derives
 them from the login method (GitHub user → `io.github.<user>/*`, a proven domain → `com.example/*` and
@@ -52,6 +58,16 @@ from mcpfleet.registry.entry import (
 )
 from mcpfleet.registry.formats.upstream import validation_problem
 from mcpfleet.registry.publishcheck import Problem, entry_of, read_json
+from mcpfleet.registry.tokens import (
+    ANONYMOUS_PATTERN,
+    ISSUER,
+    MAX_PERMISSIONS,
+    METHOD_NONE,
+    METHOD_OIDC,
+    RegistryTokenError,
+    RegistryTokens,
+    looks_like_registry_token,
+)
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("mcpfleet.registry.audit")
@@ -67,6 +83,10 @@ PUBLISH = "publish"
 EDIT = "edit"
 _STATUSES = (STATUS_ACTIVE, STATUS_DEPRECATED, STATUS_DELETED)
 _MAX_STATUS_MESSAGE = 500
+_MAX_EXCHANGE_BODY = 64 * 1024
+"""Largest token-exchange body (`{"oidc_token": …}`; the token itself is at most 16 KiB)."""
+_PUBLIC_LOGINS = ("github-at", "github-oidc", "dns", "http")
+"""The official registry's logins that prove a public identity (a GitHub account, a domain)."""
 
 
 def resource_match(resource: str, pattern: str) -> bool:
@@ -134,6 +154,8 @@ def _route(raw_path: bytes) -> tuple[str, str | None, str | None]:
     segments = [unquote(s.decode("latin-1"), errors="replace") for s in path[len(prefix) :].split(b"/")]
     if segments == ["publish"]:
         return "publish", None, None
+    if len(segments) == 2 and segments[0] == "auth" and segments[1]:
+        return "auth", segments[1], None
     if len(segments) < 3 or segments[0] != "servers":
         return "unknown", None, None
     rest = segments[1:]
@@ -154,9 +176,17 @@ class Publisher:
     """Answers the write routes; `service` is the `RegistryService` (store, syncer lock, reload)."""
 
     def __init__(self, config: Publish, service: Any, authenticator: Authenticator | None = None) -> None:
+        """`config.tokenSigningKeyFile`, when set, is read now (an absolute path: the service makes
+        it so); a bad file raises `SigningKeyError`."""
+        from pathlib import Path
+
         self.config = config
         self.service = service
-        self.auth = authenticator or make_authenticator(config.auth)
+        self.auth: Authenticator | None = authenticator or (
+            make_authenticator(config.auth) if config.auth is not None else None
+        )
+        key_file = config.tokenSigningKeyFile
+        self.tokens = RegistryTokens.from_file(Path(key_file) if key_file is not None else None)
 
     async def warm(self) -> None:
         """Load, in a worker thread, what the first publish would otherwise load on the event loop:
@@ -165,8 +195,9 @@ class Publisher:
         a start blocked the event loop — readers included — for 0.25-3.3 s doing that (the
         cold-start part of the publish p99). Started in the background, never awaited by a start."""
         try:
-            if self.config.auth.type == "oidc":
-                await asyncio.to_thread(_import, "jwt", "jwt.algorithms", "aiohttp")
+            modules = ("jwt", "jwt.algorithms") + (("aiohttp",) if self.config.auth is not None else ())
+            await asyncio.to_thread(_import, *modules)
+            await asyncio.to_thread(self.tokens.prepare)
             await asyncio.to_thread(validation_problem, {})
             # Long-lived like the snapshot: kept out of every full cyclic-GC pass (see `_install`).
             gc.freeze()
@@ -195,6 +226,7 @@ class Publisher:
         method = scope["method"]
         allowed = {
             "publish": "POST",
+            "auth": "POST",
             "server-status": "PATCH",
             "version-status": "PATCH",
             "version": "DELETE",
@@ -204,8 +236,10 @@ class Publisher:
         if method != allowed and not (route == "version" and method == "PUT"):
             extra = ", GET, HEAD, PUT" if route == "version" else ""
             raise Problem(405, "Method not allowed", headers=[(b"allow", (allowed + extra).encode())])
-        claims = await self._authenticate(scope)
-        perms = permissions(self.config, claims)
+        if route == "auth":
+            assert name is not None
+            return 200, await self._exchange(name, scope, receive)
+        claims, perms = await self._authenticate(scope)
         if method == "PUT":
             assert name is not None and version is not None
             return 200, await self._edit(name, version, await self._json(scope, receive), perms, claims)
@@ -221,24 +255,34 @@ class Publisher:
 
     # -- authentication and the request body
 
-    async def _authenticate(self, scope: Scope) -> dict[str, Any]:
+    async def _authenticate(self, scope: Scope) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """The caller's claims and permissions: from a registry token of ours, else from a token of
+        the configured issuer (its scope checked, its claims mapped by `publish.grants`)."""
         authorization = None
         for key, value in scope["headers"]:
             if key == b"authorization":
                 authorization = value.decode("latin-1")
                 break
+        scheme, _, bearer = (authorization or "").partition(" ")
+        bearer = bearer.strip()
+        if scheme.lower() == "bearer" and looks_like_registry_token(bearer):
+            try:
+                identity = self.tokens.verify(bearer)
+            except RegistryTokenError as exc:
+                raise self._unauthorized(f"registry token: {exc}", str(exc)) from None
+            claims = {"sub": identity.subject, "iss": ISSUER, "auth_method": identity.method}
+            return claims, identity.permissions
+        if self.auth is None:
+            raise self._unauthorized(
+                "this registry accepts only its own registry tokens: log in first "
+                "(mcp-publisher login none --registry URL)",
+                "a registry token is required",
+            )
         try:
-            claims = await self.auth.authenticate(authorization)
+            verified = await self.auth.authenticate(authorization)
         except AuthError as exc:
-            message = str(exc) or "a bearer token is required"
-            challenge = self.auth.challenge(str(exc) or None).encode("latin-1", "replace")
-            raise Problem(
-                401,
-                f"Invalid or missing token: {message}",
-                "header.Authorization",
-                headers=[(b"www-authenticate", challenge)],
-            ) from None
-        claims = claims or {}
+            raise self._unauthorized(str(exc) or "a bearer token is required", str(exc) or None) from None
+        claims = verified or {}
         if self.config.scope is not None and not has_scope(claims, self.config.scope):
             challenge = f'Bearer error="insufficient_scope", scope="{self.config.scope}"'.encode()
             raise Problem(
@@ -247,7 +291,98 @@ class Publisher:
                 "header.Authorization",
                 headers=[(b"www-authenticate", challenge)],
             )
-        return claims
+        return claims, permissions(self.config, claims)
+
+    def _unauthorized(self, message: str, error: str | None) -> Problem:
+        challenge = (self.auth.challenge(error) if self.auth is not None else _challenge(error)).encode(
+            "latin-1", "replace"
+        )
+        return Problem(
+            401,
+            f"Invalid or missing token: {message}",
+            "header.Authorization",
+            headers=[(b"www-authenticate", challenge)],
+        )
+
+    # -- the token exchange (`mcp-publisher login`)
+
+    async def _exchange(self, method: str, scope: Scope, receive: Receive) -> bytes:
+        """`POST /v0.1/auth/{method}`: a registry token for a proof of identity (see `tokens.py`)."""
+        if method == METHOD_NONE:
+            if not self.config.anonymousLogin:
+                raise Problem(
+                    404,
+                    "Not found: anonymous login (mcp-publisher login none) is off on this registry "
+                    "(publish.anonymousLogin)",
+                    "path.method",
+                    method,
+                )
+            await self._drain(scope, receive)
+            perms = [("publish", ANONYMOUS_PATTERN), ("edit", ANONYMOUS_PATTERN)]
+            return self._token_answer(METHOD_NONE, "anonymous", perms)
+        if method == METHOD_OIDC:
+            if self.auth is None:
+                raise Problem(
+                    404,
+                    "Not found: this registry has no OIDC issuer to exchange ID tokens of (publish.auth)",
+                    "path.method",
+                    method,
+                )
+            claims = await self._id_token_claims(scope, receive, self.auth)
+            perms = list(dict.fromkeys(permissions(self.config, claims)))
+            if not perms:
+                raise Problem(
+                    403,
+                    "The ID token is valid, but no publish.grants entry matches its claims: it may "
+                    "publish nothing here",
+                    "body.oidc_token",
+                )
+            if len(perms) > MAX_PERMISSIONS:
+                raise Problem(
+                    403,
+                    f"The grants matching this ID token name {len(perms)} (action, pattern) pairs, more "
+                    f"than the {MAX_PERMISSIONS} a registry token carries",
+                    "body.oidc_token",
+                )
+            subject = claims.get("sub")
+            return self._token_answer(METHOD_OIDC, subject if isinstance(subject, str) else "", perms)
+        if method in _PUBLIC_LOGINS:
+            raise Problem(
+                404,
+                f"Not found: this private registry does not issue tokens through {method} (a public "
+                "GitHub or domain identity); exchange an ID token of its issuer at auth/oidc",
+                "path.method",
+                method,
+            )
+        raise Problem(404, "Not found")
+
+    async def _id_token_claims(self, scope: Scope, receive: Receive, auth: Authenticator) -> dict[str, Any]:
+        """The claims of the body's `oidc_token`, verified as the configured issuer's token for our
+        audience (signature, issuer, audience, time window). No scope is asked of it: an ID token
+        names a person, and the grants decide what that person may publish."""
+        body = await read_json(scope, receive, _MAX_EXCHANGE_BODY)
+        if not isinstance(body, dict):
+            raise Problem(422, "Expected an object {oidc_token}", "body")
+        unknown = sorted(set(body) - {"oidc_token"})
+        if unknown:
+            raise Problem(422, f"Unknown field {unknown[0]!r}", f"body.{unknown[0]}")
+        token = body.get("oidc_token")
+        if not isinstance(token, str) or not token.strip():
+            raise Problem(
+                422, "oidc_token is required: an ID token of this registry's issuer", "body.oidc_token"
+            )
+        try:
+            claims = await auth.authenticate("Bearer " + token.strip())
+        except AuthError as exc:
+            raise Problem(
+                401, f"Token exchange failed: {str(exc) or 'invalid token'}", "body.oidc_token"
+            ) from None
+        return claims or {}
+
+    def _token_answer(self, method: str, subject: str, perms: list[tuple[str, str]]) -> bytes:
+        token, expires_at = self.tokens.issue(method, subject, perms)
+        log.info("registry token (%s login) issued to %r for %d permissions", method, subject, len(perms))
+        return orjson.dumps({"registry_token": token, "expires_at": expires_at})
 
     async def _json(self, scope: Scope, receive: Receive) -> Any:
         return await read_json(scope, receive, self.config.maxBodyBytes)
@@ -428,6 +563,14 @@ class Publisher:
             raise Problem(409, f"{name} {version} is not served: a higher-ranking source took the name")
         body: bytes = page.body
         return body
+
+
+def _challenge(error: str | None) -> str:
+    """`WWW-Authenticate` for a registry without an external issuer (registry tokens only)."""
+    if not error:
+        return 'Bearer realm="mcp-registry"'
+    cleaned = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in error)[:300]
+    return f'Bearer realm="mcp-registry", error="invalid_token", error_description="{cleaned}"'
 
 
 def _import(*modules: str) -> None:

@@ -249,8 +249,12 @@ class RegistryService:
         if self.config.publish is not None:
             from mcpfleet.registry.publish import Publisher
 
-            auth = self.config.publish.auth.resolved(self.base_dir)
-            self.publisher = Publisher(self.config.publish.model_copy(update={"auth": auth}), self)
+            auth = self.config.publish.auth
+            resolved = auth.resolved(self.base_dir) if auth is not None else None
+            update: dict[str, Any] = {"auth": resolved}
+            if (key_file := self.config.publish.tokenSigningKeyFile) is not None:
+                update["tokenSigningKeyFile"] = str(self.base_dir / key_file)  # relative: to the config
+            self.publisher = Publisher(self.config.publish.model_copy(update=update), self)
             # Token validation's imports and the schema validator, loaded off the event loop now
             # rather than on it by the first publish (see `Publisher.warm`).
             self._tasks.append(asyncio.create_task(self.publisher.warm(), name="registry-publish-warm"))
