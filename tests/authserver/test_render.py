@@ -222,3 +222,19 @@ def test_gateway_auth_server_config_renders_on_kubernetes() -> None:
     assert any("secret" in v or "projected" in v for v in deployment["spec"]["template"]["spec"]["volumes"])
     wrong = virtualmcpserver.plan(gateway("https://other.example.com"), world)  # type: ignore[arg-type]
     assert any(p.startswith("spec.authServerConfig.issuer") for p in wrong.problems), wrong.problems
+
+
+def test_cimd_private_addresses_are_refused_unless_allowed() -> None:
+    """`cimd.allowPrivateIP` reaches the server's settings; without it the guard is on (issue 27 item 9)."""
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'ghcr.io/x/y:1', transport: streamable-http,"
+        " mcpPort: 8081, externalAuthConfigRef: {name: eas}}"
+    )
+    for cimd, allowed in (("{enabled: true}", False), ("{enabled: true, allowPrivateIP: true}", True)):
+        auth = obj(AUTH + f"    cimd: {cimd}\n")
+        world = World(platform="kubernetes", namespace="team", external_auth_configs={"eas": auth})
+        plan = mcpserver.plan(server, world)
+        assert not plan.problems, plan.problems
+        document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+        assert document["cimdEnabled"] is True
+        assert document["cimdAllowPrivateIp"] is allowed

@@ -326,6 +326,9 @@ class CIMDConfig(ApiModel):
     """How long a fetched document is cached; 5m when unset."""
     cache_max_size: int | None = Field(default=None, ge=1, le=100000)
     """Documents kept in the cache; 256 when unset."""
+    allow_private_ip: bool = Field(default=False, alias="allowPrivateIP")
+    """Let document fetches connect to non-public addresses (loopback, RFC 1918, link-local, ...);
+    refused by default, checked on the address connected to (development and in-cluster clients only)."""
 
 
 def _is_loopback_url(url: str) -> bool:

@@ -284,6 +284,7 @@ def settings_plan(
         if spec.cimd and spec.cimd.cache_fallback_ttl
         else 300.0,
         cimd_cache_max_size=(spec.cimd.cache_max_size or 256) if spec.cimd else 256,
+        cimd_allow_private_ip=bool(spec.cimd and spec.cimd.allow_private_ip),
         disable_upstream_token_injection=spec.disable_upstream_token_injection,
         insecure_allow_http=spec.insecure_allow_http,
         config_hash=config_hash,

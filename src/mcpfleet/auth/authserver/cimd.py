@@ -4,10 +4,16 @@ a `client_id` that is an https URL names a JSON document at that URL describing 
 The document is fetched without following redirects, bounded (`MAX_DOCUMENT_BYTES`, 5 s), must name
 the same `client_id`, and is cached (`cacheFallbackTtl`, LRU of `cacheMaxSize`). Such a client is
 always public (`none`): its redirect URIs are validated like a registration's.
+
+Anyone can name any URL as `client_id` on the unauthenticated `/oauth/authorize`, so the fetch is
+behind the request-forgery guard (`mcpfleet.guardedhttpx`): it connects only to public addresses,
+checked on the address connected to, unless `cimd.allowPrivateIP` (the OIDC fetches' rule).
 """
 
 from __future__ import annotations
 
+import logging
+import ssl
 import time
 from collections import OrderedDict
 from typing import Any
@@ -16,15 +22,21 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from mcpfleet.guardedhttpx import guarded_client
 from mcpfleet.httplimits import IDENTITY, BodyTooLarge, BodyUnreadable, read_capped
+from mcpfleet.netguard import PrivateAddressError
 
 MAX_DOCUMENT_BYTES = 64 * 1024
 FETCH_TIMEOUT = 5.0
 
+log = logging.getLogger("mcpfleet.authserver")
+
 
 class CIMDResolver:
-    def __init__(self, http: httpx.AsyncClient, ttl: float, max_size: int) -> None:
-        self.http = http
+    def __init__(
+        self, ttl: float, max_size: int, *, allow_private: bool, verify: ssl.SSLContext | bool = True
+    ) -> None:
+        self.http = guarded_client(allow_private=allow_private, verify=verify, timeout=FETCH_TIMEOUT)
         self.ttl = ttl
         self.max_size = max_size
         self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
@@ -62,6 +74,13 @@ class CIMDResolver:
                     raise OAuthError(
                         "invalid_client", "client_id: its metadata document is in an unreadable encoding", 401
                     ) from None
+        except PrivateAddressError as exc:
+            log.warning("authorization server: CIMD document %s not fetched: %s", parts.hostname, exc)
+            raise OAuthError(
+                "invalid_client",
+                "client_id: its metadata document is on a non-public address (refused)",
+                401,
+            ) from None
         except httpx.HTTPError as exc:
             raise OAuthError(
                 "invalid_client", "client_id: its metadata document could not be fetched", 401
@@ -83,3 +102,6 @@ class CIMDResolver:
         while len(self._cache) > self.max_size:
             self._cache.popitem(last=False)
         return kept
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

@@ -94,6 +94,7 @@ class AuthServerSettings(_Doc):
     cimd_enabled: bool = False
     cimd_cache_ttl: float = 300.0
     cimd_cache_max_size: int = 256
+    cimd_allow_private_ip: bool = False
     disable_upstream_token_injection: bool = False
     insecure_allow_http: bool = False
     config_hash: str | None = None

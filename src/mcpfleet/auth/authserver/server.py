@@ -25,6 +25,7 @@ import hmac
 import logging
 import re
 import secrets
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -159,7 +160,10 @@ class AuthServer:
         resource: str,
         storage: Storage | None = None,
         http: httpx.AsyncClient | None = None,
+        cimd_verify: ssl.SSLContext | bool = True,
     ) -> None:
+        """`http` calls the upstream identity provider; CIMD documents are fetched by a client of
+        their own, behind the request-forgery guard (`cimd_verify`: how their TLS is verified)."""
         self.settings = settings
         self.issuer = settings.issuer
         self.resource = resource
@@ -194,7 +198,12 @@ class AuthServer:
         if settings.cimd_enabled:
             from mcpfleet.auth.authserver.cimd import CIMDResolver
 
-            self.cimd = CIMDResolver(self.http, settings.cimd_cache_ttl, settings.cimd_cache_max_size)
+            self.cimd = CIMDResolver(
+                settings.cimd_cache_ttl,
+                settings.cimd_cache_max_size,
+                allow_private=settings.cimd_allow_private_ip,
+                verify=cimd_verify,
+            )
 
     # -- routing ---------------------------------------------------------------------------------
 
@@ -676,6 +685,8 @@ class AuthServer:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        if self.cimd is not None:
+            await self.cimd.aclose()
         await self.storage.close()
 
 
