@@ -9,7 +9,8 @@
 * `GET /oauth/callback`: the provider's answer; the user's upstream tokens are kept in a session and
   a one-time code goes to the client's registered redirect URI (exact match);
 * `POST /oauth/token`: `authorization_code` (PKCE verified, code redeemed once; a replayed code ends
-  its session) and `refresh_token` (rotated on every use); access tokens are JWTs signed by `keys`.
+  its session) and `refresh_token` (rotated on every use; a rotated token presented again revokes
+  its whole family, i.e. the login session); access tokens are JWTs signed by `keys`.
 
 Hostile input: bodies are bounded (`MAX_BODY_BYTES`), every parameter's length and shape checked,
 repeated parameters refused, and every failure is an RFC 6749 JSON error with a 4xx status (or an
@@ -552,7 +553,17 @@ class AuthServer:
             return await self._code_grant(client, params)
         refresh = _required(params, "refresh_token", 256)
         held = await self._take("refresh", refresh)
-        if held is None or held["client_id"] != client["client_id"]:
+        if held is None:
+            await self._revoke_family_on_reuse(refresh)
+            raise OAuthError("invalid_grant", "refresh_token: unknown, expired or already used")
+        # Remembered before anything else can fail: a second use of this token from now on is a replay.
+        await self.storage.put(
+            "rotated",
+            self.keys.token_keys(refresh)[0],
+            {"sid": held["sid"]},
+            self.settings.refresh_token_lifespan,
+        )
+        if held["client_id"] != client["client_id"]:
             raise OAuthError("invalid_grant", "refresh_token: unknown, expired or already used")
         scopes = held["scope"]
         if params.get("scope"):
@@ -561,6 +572,19 @@ class AuthServer:
                 raise OAuthError("invalid_scope", "scope: wider than the original grant")
             scopes = narrowed
         return await self._issue(client, held["sid"], scopes, held.get("resource"))
+
+    async def _revoke_family_on_reuse(self, refresh: str) -> None:
+        """A refresh token already rotated out is presented again: either its legitimate client or an
+        attacker holds a copy. The whole family (every token descending from that login, i.e. its
+        session) is revoked (OAuth 2.1 section 4.3.1, RFC 9700 section 4.14.2)."""
+        for key in self.keys.token_keys(refresh):
+            rotated = await self.storage.get("rotated", key)
+            if rotated is not None:
+                log.warning(
+                    "authorization server: a rotated refresh token was replayed; its login is revoked"
+                )
+                await self.storage.delete("session", rotated["sid"])
+                return
 
     async def _code_grant(
         self, client: dict[str, Any], params: dict[str, str]

@@ -1,5 +1,6 @@
 """Where the authorization server keeps its state: registered clients, pending authorizations,
-codes, refresh tokens and the upstream tokens of each login session.
+codes, refresh tokens (and those already rotated out, to recognise a replay) and the upstream tokens
+of each login session.
 
 Every record is a small JSON object with a lifetime, stored under `kind` and a key (for codes and
 refresh tokens the key is an HMAC of the token, `keys.KeySet.token_keys`). `take` reads and deletes
@@ -23,7 +24,9 @@ from mcpfleet.auth.authserver.config import RedisSettings, RedisTLSFiles, read_s
 if TYPE_CHECKING:
     import redis.asyncio
 
-Kind = Literal["client", "pending", "code", "refresh", "session"]
+# "rotated": refresh tokens already used once (their HMAC -> the login session), kept for the refresh
+# token lifespan so that a replay is recognised and revokes the family (the session).
+Kind = Literal["client", "pending", "code", "refresh", "rotated", "session"]
 MAX_RECORDS = 100_000
 
 
