@@ -116,7 +116,7 @@ async def test_a_package_that_does_not_exist_is_explained_everywhere(running_up:
 
     # The `up` terminal: the cause (uv's words), the typo with its hint, and each invalid manifest once.
     terminal = up.output.read_text()
-    assert "✗ MCPServer/ghost: uvx mcp-server-does-not-exist-xyz exited with code 1" in terminal, terminal
+    assert "✗ MCPServer/ghost: uvx -- mcp-server-does-not-exist-xyz exited with code 1" in terminal, terminal
     assert "not found in the package registry" in terminal, terminal
     assert "(full log: mcpfleet logs ghost)" in terminal
     assert terminal.count("spec.transprot") == 1, terminal

@@ -275,7 +275,7 @@ def _check_declared_env_only(pids: list[int], state_dir: Path) -> None:
         home = Path(env["HOME"])
         assert home.is_relative_to(state_dir.resolve()) and home.is_dir()
     commands = [_cmdline(pid) for pid in pids]
-    assert any("uvx mcp-server-time" in c for c in commands), commands
+    assert any("uvx -- mcp-server-time" in c for c in commands), commands
     assert any(c.startswith("sleep 300") for c in commands), commands
 
 

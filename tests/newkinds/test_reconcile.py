@@ -294,7 +294,9 @@ def test_embedding_server_locally_runs_a_package_and_refuses_an_image() -> None:
     assert not plan.problems
     (container,) = plan.containers
     assert (
-        container.command == ("uvx", "embed-server@1.0") and container.port == 9000 and container.fixed_port
+        container.command == ("uvx", "--", "embed-server@1.0")
+        and container.port == 9000
+        and container.fixed_port
     )
     assert (
         dict(container.env)["MODEL_ID"] == "BAAI/bge-small-en-v1.5" and dict(container.env)["PORT"] == "9000"

@@ -41,7 +41,7 @@ def test_server_children_status_and_idle_resync(kube: Kube, operator: OperatorPr
     assert deployment is not None
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "mcpfleet-test/runner:1"
-    assert container["command"][-4:] == ["uvx", "mcp-server-time@2025.1", "--local-timezone", "UTC"]
+    assert container["command"][-5:] == ["uvx", "--", "mcp-server-time@2025.1", "--local-timezone", "UTC"]
     # Nothing reads a plain server's run config (its proxy gets no --run-config): no ConfigMap, no
     # config volume; the run config's checksum is on the pod template all the same (a change rolls).
     assert kube.get("ConfigMap", "mcp-time-config") is None

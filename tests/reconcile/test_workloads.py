@@ -48,6 +48,7 @@ def test_stdio_package_runs_under_the_proxy_locally() -> None:
         "{port}",
         "--",
         "uvx",
+        "--",
         "mcp-server-time@2025.1",
         "--local-timezone",
         "UTC",
@@ -60,7 +61,7 @@ def test_npx_package_and_sse_proxy_mode() -> None:
         "kind: MCPServer\nmetadata: {name: e}\nspec: {image: 'npx://@scope/pkg@1.2.3', proxyMode: sse}"
     )
     plan = mcpserver.plan(server, local())
-    assert plan.containers[0].command[-3:] == ("npx", "-y", "@scope/pkg@1.2.3")
+    assert plan.containers[0].command[-4:] == ("npx", "-y", "--", "@scope/pkg@1.2.3")
     assert plan.url_path == "/sse"
 
 
@@ -105,7 +106,7 @@ def test_http_package_binds_its_own_port() -> None:
     )
     plan = mcpserver.plan(server, local())
     (container,) = plan.containers
-    assert container.command == ("uvx", "srv") and container.port == 8111 and container.fixed_port
+    assert container.command == ("uvx", "--", "srv") and container.port == 8111 and container.fixed_port
     assert plan.url_path == "/sse"
 
 
@@ -159,7 +160,7 @@ def test_tool_config_ref_makes_the_proxy_read_the_run_config() -> None:
         command = container.command
         at = command.index("--run-config")
         assert command[at + 1] == "{config_dir}/runconfig.json"
-        assert command[at + 2 :] == ("--", "uvx", "s@1", "x")  # the package command stays last
+        assert command[at + 2 :] == ("--", "uvx", "--", "s@1", "x")  # the package command stays last
         # What the proxy reads: the file the plan writes, with the MCPToolConfig's spec in it.
         (run_config,) = [c for c in plan.config_files if c.filename == "runconfig.json"]
         policy = RunConfig.model_validate(json.loads(run_config.content)).tool_policy()

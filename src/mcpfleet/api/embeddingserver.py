@@ -7,11 +7,12 @@ run as a process; a container image is refused naming `spec.image`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from mcpfleet.api.common import QUANTITY_PATTERN, EnvVar, ResourceRequirements
+from mcpfleet.api.mcpserver import IMAGE_PATTERN, refuse_option_like_image
 from mcpfleet.api.meta import WORKLOAD_COLUMNS, ApiModel, Condition, KindInfo, PrinterColumn, SecretKeyRef
 from mcpfleet.api.resource import Resource
 
@@ -65,8 +66,10 @@ class EmbeddingResourceOverrides(ApiModel):
 class EmbeddingServerSpec(ApiModel):
     """What embedding server to run."""
 
-    image: str = Field(default=DEFAULT_IMAGE, min_length=1, max_length=1024, pattern=r"^[^\s]+$")
-    """Container image (Kubernetes), or `uvx://pkg` / `npx://pkg` (both platforms)."""
+    image: Annotated[str, BeforeValidator(refuse_option_like_image)] = Field(
+        default=DEFAULT_IMAGE, min_length=1, max_length=1024, pattern=IMAGE_PATTERN
+    )
+    """Container image (Kubernetes), or `uvx://pkg` / `npx://pkg` (both platforms); never starting with `-`."""
     image_pull_policy: Literal["Always", "Never", "IfNotPresent"] = "IfNotPresent"
     """When the image is pulled."""
     model: str = Field(default=DEFAULT_MODEL, min_length=1, max_length=512, pattern=r"^[^\s]+$")

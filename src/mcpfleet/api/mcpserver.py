@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from mcpfleet.api.common import (
     EnvVar,
@@ -31,9 +31,26 @@ from mcpfleet.api.ratelimit import (
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, NameRef
 
+# A package (`uvx://[@SCOPE/]NAME[@VERSION]`) or a container image reference. Neither may start with
+# `-`: `uvx://--version` would be read as an option of uvx / npx (option injection, issue 27). An
+# image's tag holds no `/`, so `uvx://...` / `npx://...` can only match as a package (RE2: no lookahead).
 IMAGE_PATTERN = (
-    r"^((uvx|npx)://[^\s@]+(@[^\s@]+)?|[^\s:/]+(:[0-9]+)?(/[^\s]+)*(:[^\s]+)?(@sha256:[a-f0-9]{64})?)$"
+    r"^((uvx|npx)://(@[^\s@/-][^\s@/]*/)?[^\s@-][^\s@]*(@[^\s@]+)?"
+    r"|[^\s:/-][^\s:/]*(:[0-9]+)?(/[^\s]+)*(:[^\s/]+)?(@sha256:[a-f0-9]{64})?)$"
 )
+OPTION_LIKE_IMAGE = (
+    "must not start with '-' (it would be read as an option of uvx, npx or the container tool)"
+)
+
+
+def refuse_option_like_image(value: Any) -> Any:
+    """A clear message for the one refusal of IMAGE_PATTERN that is an attack, not a typo (the pattern
+    stays the rule, and the CRD's)."""
+    if isinstance(value, str):
+        name = value.partition("://")[2] if value.startswith(("uvx://", "npx://")) else value
+        if name.startswith("-") or name.startswith("@-"):
+            raise ValueError(f"{value[:64]!r}: the package or image name {OPTION_LIKE_IMAGE}")
+    return value
 
 
 class MCPServerSpec(RuleModel):
@@ -84,9 +101,11 @@ class MCPServerSpec(RuleModel):
         ),
     )
 
-    image: str = Field(min_length=1, pattern=IMAGE_PATTERN)
+    image: Annotated[str, BeforeValidator(refuse_option_like_image)] = Field(
+        min_length=1, pattern=IMAGE_PATTERN
+    )
     """What to run: `uvx://PACKAGE[@VERSION]` (PyPI, run with uv), `npx://PACKAGE[@VERSION]` (npm),
-    or a container image reference (Kubernetes only)."""
+    or a container image reference (Kubernetes only); never starting with `-`."""
     transport: Transport = "stdio"
     """How the server speaks MCP: stdio, streamable-http or sse."""
     proxy_mode: HttpTransport = "streamable-http"

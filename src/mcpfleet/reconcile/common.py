@@ -51,13 +51,14 @@ def sha256_of(value: Any) -> str:
 
 
 def package_command(image: str, args: list[str] | None) -> tuple[str, ...]:
-    """`uvx://PKG[@V]` -> `uvx PKG@V ARGS`; `npx://PKG[@V]` -> `npx -y PKG@V ARGS`."""
+    """`uvx://PKG[@V]` -> `uvx -- PKG@V ARGS`; `npx://PKG[@V]` -> `npx -y -- PKG@V ARGS`: `--` ends the
+    launcher's options, so no package name is read as one (the model refuses a leading `-` too)."""
     scheme, _, package = image.partition("://")
     rest = tuple(args or ())
     if scheme == "uvx":
-        return ("uvx", package, *rest)
+        return ("uvx", "--", package, *rest)
     if scheme == "npx":
-        return ("npx", "-y", package, *rest)
+        return ("npx", "-y", "--", package, *rest)
     raise ValueError(f"image: {image!r} is not a uvx:// or npx:// package")
 
 
