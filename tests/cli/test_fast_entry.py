@@ -24,6 +24,7 @@ ARGVS: dict[tuple[str, ...], list[list[str]]] = {
         ["--port=0", "--host", "0.0.0.0", "--", "python", "-m", "server"],
         ["--remote", "https://example.com/mcp", "--header-from-env", "X-A=A", "--header-from-env=X-B=B"],
         ["--remote", "https://e.com/mcp", "--forward-all-paths", "--bearer-token-from-env", "TOKEN"],
+        ["--remote-from-env", "REMOTE_URL", "--header-from-env", "X-A=A", "--port", "0"],
         ["--allowed-host", "a:1", "--allowed-host", "b:2", "--isolation", "session", "--", "srv"],
         ["--max-body-bytes", "1024", "--body-timeout", "2.5", "--keep-alive-timeout", "7", "--", "x"],
         ["--port", "1", "--port", "2", "--", "last", "one", "wins"],
@@ -119,7 +120,7 @@ def test_left_to_typer_cases_are_left() -> None:
         )
         is not None
     }
-    assert len(answered) == 13 + 1 + 5 + 3, sorted(answered)
+    assert len(answered) == 14 + 1 + 5 + 3, sorted(answered)
 
 
 @pytest.mark.parametrize(

@@ -155,9 +155,9 @@ spec: {remoteURL: "https://mcp.example.com/mcp", groupRef: tools}
     kube.wait_phase("MCPRemoteProxy", "r", "Running")
     proxy = kube.get("Deployment", "mcprp-r")
     assert proxy is not None
-    assert proxy["spec"]["template"]["spec"]["containers"][0]["command"][:4] == [
-        "mcpfleet", "proxy", "--remote", "https://mcp.example.com/mcp",
-    ]  # fmt: skip
+    container = proxy["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:4] == ["mcpfleet", "proxy", "--remote-from-env", "MCPFLEET_REMOTE_URL"]
+    assert {"name": "MCPFLEET_REMOTE_URL", "value": "https://mcp.example.com/mcp"} in container["env"]
 
     def group_condition(kind: str, name: str) -> str | None:
         for condition in kube.status(kind, name).get("conditions", []):

@@ -236,8 +236,8 @@ def test_remote_proxy_headers_via_env() -> None:
     assert container.command[:8] == (
         "mcpfleet",
         "proxy",
-        "--remote",
-        "https://mcp.example.com/mcp",
+        "--remote-from-env",
+        "MCPFLEET_REMOTE_URL",
         "--host",
         "0.0.0.0",
         "--port",
@@ -247,7 +247,10 @@ def test_remote_proxy_headers_via_env() -> None:
         "X-Team=MCPFLEET_HEADER_0" in container.command
         and "Authorization=MCPFLEET_HEADER_1" in container.command
     )
-    assert container.env == (("MCPFLEET_HEADER_0", "blue"),)
+    assert container.env == (
+        ("MCPFLEET_REMOTE_URL", "https://mcp.example.com/mcp"),
+        ("MCPFLEET_HEADER_0", "blue"),
+    )
     assert container.secret_env[0].secret.name == "tok"
     assert "tok" not in plan.config_files[0].content
 

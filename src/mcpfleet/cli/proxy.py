@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli import limit_options
@@ -146,6 +147,22 @@ def _webhooks(webhook_config: str | None) -> WebhookDocument | None:
     return document
 
 
+def _remote_url(remote: str | None, remote_from_env: str | None) -> str | None:
+    """`--remote URL`, or the URL in the environment variable `--remote-from-env` names: what
+    `mcpfleet up` and the operator pass, so that credentials in the URL (`user:pw@`, a token in the
+    query) are never in the process's argv, which any local user can read (`ps`, /proc/PID/cmdline)."""
+    if remote_from_env is None:
+        return remote
+    if remote is not None:
+        raise _bad("give either --remote or --remote-from-env", param_hint="--remote-from-env")
+    value = os.environ.get(remote_from_env, "").strip()
+    if not value:
+        raise _bad(
+            f"the environment variable {remote_from_env} is not set or empty", param_hint="--remote-from-env"
+        )
+    return value
+
+
 def _remote_app(
     remote: str,
     host: str,
@@ -177,6 +194,12 @@ def proxy(
     host: str = Opt("127.0.0.1", "--host", help="Address to listen on."),
     port: int = Opt(8080, "--port", help="Port to listen on (0 = any free port; the URL is printed)."),
     remote: str | None = Opt(None, "--remote", help="Forward to this remote MCP URL instead of a command."),
+    remote_from_env: str | None = Opt(
+        None,
+        "--remote-from-env",
+        help="ENV_VAR: like --remote, the URL read from this environment variable (a URL with "
+        "credentials stays out of the process list).",
+    ),
     header_from_env: list[str] = Opt(
         [],
         "--header-from-env",
@@ -266,6 +289,7 @@ def proxy(
     \b
       mcpfleet proxy --port 8080 -- uvx mcp-server-time
       mcpfleet proxy --port 8081 --remote https://example.com/mcp
+      REMOTE_URL='https://user:pw@example.com/mcp' mcpfleet proxy --remote-from-env REMOTE_URL
     """
     options = dict(locals())  # every option, first thing: build() takes them by name
     del options["command"]
@@ -310,6 +334,7 @@ def build(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     hooks: ChildHooks | None = None,
+    remote_from_env: str | None = None,
     **_serving: object,
 ) -> tuple[object, HttpLimits]:
     """The served ASGI app and its HTTP limits from `mcpfleet proxy`'s options (its click params).
@@ -323,6 +348,7 @@ def build(
     limits = limit_options.limits(
         max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
     )
+    remote = _remote_url(remote, remote_from_env)
     auth = _incoming_auth(auth_config)
     policy = _policy(authz_config, audit_config, "proxy")
     tool_policy = _tool_policy(run_config, remote)

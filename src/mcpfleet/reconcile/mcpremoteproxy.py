@@ -1,4 +1,6 @@
-"""Reconcile rules of MCPRemoteProxy: `mcpfleet proxy --remote URL` in front of a remote MCP server.
+"""Reconcile rules of MCPRemoteProxy: `mcpfleet proxy --remote-from-env MCPFLEET_REMOTE_URL` in front
+of a remote MCP server. The URL (which may carry credentials) is the variable's value, never an
+argument: a command line is readable by every local user (`ps`).
 
 Headers from `headerForward` reach the proxy as environment variables named on the command line
 (`--header-from-env HEADER=ENV`): plaintext values as plain env, secret values as secretKeyRef env,
@@ -82,6 +84,10 @@ def _auth(proxy: MCPRemoteProxy, world: World) -> IncomingAuthPlan:
     return mcpoidcconfig.workload_auth(proxy.spec.oidc_config, proxy.spec.oidc_config_ref, world)
 
 
+REMOTE_URL_ENV = "MCPFLEET_REMOTE_URL"
+"""The proxy's environment variable holding `remoteURL` (`mcpfleet proxy --remote-from-env`)."""
+
+
 def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
     spec = proxy.spec
     config: dict[str, object] = {
@@ -124,17 +130,19 @@ def _external_auth(proxy: MCPRemoteProxy, world: World) -> tuple[list[str], list
 def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     """What should run for `proxy` in `world`."""
     spec = proxy.spec
+    # The URL goes by environment, never argv: it may hold credentials (`user:pw@`, a query token),
+    # and any local user can read a process's command line (`ps`).
     command: list[str] = [
         "mcpfleet",
         "proxy",
-        "--remote",
-        spec.remote_url,
+        "--remote-from-env",
+        REMOTE_URL_ENV,
         "--host",
         "0.0.0.0",
         "--port",
         "{port}",
     ]
-    env: list[tuple[str, str]] = []
+    env: list[tuple[str, str]] = [(REMOTE_URL_ENV, spec.remote_url)]
     secrets: list[SecretEnv] = []
     forward = spec.header_forward
     index = 0

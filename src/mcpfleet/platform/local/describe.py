@@ -78,7 +78,7 @@ def run_describe(state_dir: Path, kind_name: str, name: str | None, console: Con
 
 def _summary(console: Console, obj: StoredObject) -> None:
     status: dict[str, Any] = obj.status
-    spec = obj.manifest.get("spec") or {}
+    spec = obj.shown_spec()
     _say(console, f"Name:         {obj.name}")
     _say(console, f"Namespace:    {obj.namespace}")
     _say(console, f"Kind:         {obj.kind}")

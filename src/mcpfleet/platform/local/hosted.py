@@ -17,7 +17,7 @@ same assembly as their own process), when they need no environment of their own 
 `OTEL_*` tracing set up: those are per process).
 
 `hostable(command, has_env)` says which workloads run in-process: plain stdio proxies (a command
-after `--`) without incoming auth (`--remote`, `--attach` and `--auth-config` keep their own
+after `--`) without incoming auth (`--remote` / `--remote-from-env`, `--attach` and `--auth-config` keep their own
 process), the vMCP and the registry. `MCPFLEET_LOCAL_INPROCESS=0` runs each as its own process,
 as before.
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 INPROCESS_ENV = "MCPFLEET_LOCAL_INPROCESS"
-_OWN_PROCESS_FLAGS = ("--remote", "--attach", "--auth-config")
+_OWN_PROCESS_FLAGS = ("--remote", "--remote-from-env", "--attach", "--auth-config")
 
 _sink: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
     "mcpfleet_hosted_sink", default=None

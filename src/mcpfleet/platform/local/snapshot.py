@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.redact import redact_url
+
 DB_FILENAME = "state.db"
 WORKLOAD_KINDS = ("EmbeddingServer", "MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
 """Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
 META_LOAD_ERRORS = "load_errors"
 """Meta key: the invalid manifests of the last load, as JSON (`up` writes, `get` reads)."""
+URL_FIELDS = ("remoteURL", "remoteUrl")
+"""Spec fields holding a URL that may carry credentials (MCPRemoteProxy, MCPServerEntry)."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +38,24 @@ class StoredObject:
     source: str
     created: str
 
+    def shown_spec(self) -> dict[str, Any]:
+        """The spec as shown to a person (`get -o yaml`, `describe`): URL fields that may carry
+        credentials (`remoteURL`: `user:pw@`, query values) redacted, as the proxy's /health does."""
+        spec = self.manifest.get("spec")
+        if not isinstance(spec, dict):
+            return {}
+        shown = dict(spec)
+        for key in URL_FIELDS:
+            if isinstance(shown.get(key), str):
+                shown[key] = redact_url(shown[key])
+        return shown
+
     def as_document(self) -> dict[str, Any]:
-        """The object as `kubectl get -o yaml` would show it: metadata filled in, status attached."""
+        """The object as `kubectl get -o yaml` would show it: metadata filled in, status attached,
+        URL credentials redacted (`shown_spec`)."""
         doc = dict(self.manifest)
+        if "spec" in doc:
+            doc["spec"] = self.shown_spec()
         meta = dict(doc.get("metadata") or {})
         meta.setdefault("namespace", self.namespace)
         meta["generation"] = self.generation

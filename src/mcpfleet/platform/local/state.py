@@ -7,6 +7,9 @@ in exactly the Kubernetes status shape), `processes` (what `up` started: pid, po
 down`, the vMCP and registry discovery), so the file runs in WAL mode and every operation is a
 short transaction.
 
+The state files (state.db and its -wal / -shm) are owner-only (0600, `private_state_files`): the
+manifests they hold may carry credentials (an MCPRemoteProxy's `remoteURL`).
+
 Plain SQL, not an ORM: four tables of a few columns, and `mcpfleet up` reaches its first spawn
 without loading SQLAlchemy (~0.2-0.3 s of imports). The tables are the ones the earlier SQLAlchemy
 models created (same names, columns and constraints), so a state dir written by an older `up`
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +72,33 @@ SCHEMA = (
 )
 T = TypeVar("T")
 _OBJECT_COLUMNS = "kind, namespace, name, manifest, generation, status, source, created"
+
+
+STATE_FILES = (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm")
+"""The SQLite file and its WAL companions (SQLite creates those with the main file's mode)."""
+
+
+def private_state_files(state_dir: Path) -> None:
+    """Make the state files owner-only (0600): they hold every manifest, credentials in an
+    MCPRemoteProxy's `remoteURL` included.
+
+    A new state.db is created 0600 (O_EXCL) before SQLite opens it, so it is never readable by others;
+    existing files are narrowed by path (`os.chmod`). Never by opening and closing a descriptor: in a
+    process that has an SQLite connection on the file, closing any descriptor of it drops that
+    process's POSIX locks on it, and SQLite's WAL then loses writes.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        os.close(os.open(state_dir / DB_FILENAME, flags, 0o600))
+    except (FileExistsError, FileNotFoundError):
+        pass  # exists (narrowed below, by path); or no folder yet (SQLite says so)
+    for name in STATE_FILES:
+        path = state_dir / name
+        try:
+            if not path.is_symlink() and path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+        except FileNotFoundError:
+            continue
 
 
 def spec_hash(manifest: dict[str, Any]) -> str:
@@ -124,6 +155,7 @@ class State:
     def _connection(self) -> sqlite3.Connection:
         """The connection (opened at first use), on the state's own thread only."""
         if self._db is None:
+            private_state_files(self.state_dir)
             # Autocommit: reads are single statements; writes open their transaction explicitly.
             db = sqlite3.connect(
                 self.state_dir / DB_FILENAME, timeout=5, isolation_level=None, check_same_thread=False

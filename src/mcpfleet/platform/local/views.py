@@ -149,9 +149,7 @@ def run_get(state_dir: Path, args: list[str], output: str | None, console: Conso
         # `all` shows every document `up` refused, whatever its kind (an unknown or misspelt kind, a
         # non-workload kind): it has no row anywhere else. A kind asked by name shows its own.
         asked_all = any(kind_name == "all" for kind_name, _ in targets)
-        shown_errors = [
-            e for e in load_errors if asked_all or not e.get("kind") or e.get("kind") in kinds
-        ]
+        shown_errors = [e for e in load_errors if asked_all or not e.get("kind") or e.get("kind") in kinds]
         if listing and output != "name" and shown_errors:
             _print_load_errors(shown_errors, console)
         elif listing and not everything:
