@@ -21,7 +21,8 @@ import httpx
 
 from mcpfleet.netguard import PrivateAddressError, check_sockaddr
 
-SocketOption = tuple[int, int, int | bytes] | tuple[int, int, None, int]
+SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
+"""httpcore's `SOCKET_OPTION` (not exported by name)."""
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
