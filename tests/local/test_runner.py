@@ -15,6 +15,10 @@ from tests.vmcp.servers import Served, sdk_backend
 from tests.waiting import wait_until
 
 
+def _environ(pid: int | None) -> list[bytes]:
+    return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
 @pytest.mark.timeout(120)
 async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
     manifests = tmp_path / "m"
@@ -49,9 +53,8 @@ async def test_edit_rolls_and_remove_stops(tmp_path: Path) -> None:
         assert not pid_alive(first_pid)
         obj = await state.get_object("MCPRemoteProxy", "default", "up")
         assert obj is not None and obj.generation == 2 and obj.status["url"] == first_url
-        assert (
-            "http://127.0.0.1:10/mcp" in (tmp_path / "state" / "logs" / "mcpremoteproxy-up.log").read_text()
-        )
+        # The new URL reached the new process (by its environment: never its argv, issue 27 item 13).
+        assert b"MCPFLEET_REMOTE_URL=http://127.0.0.1:10/mcp" in _environ(second.pid)
 
         # A removed manifest: the process stops and the object leaves the state.
         second_pid = second.pid
