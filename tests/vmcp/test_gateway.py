@@ -155,6 +155,20 @@ async def test_tool_config_ref_and_exclude_all(
         assert text(await c.call_tool("shout", {"text": "hey"})) == "HEY"
 
 
+async def test_default_tool_visibility_deny(alpha_beta: tuple[Served, Served], gateway: GatewayFactory) -> None:
+    cfg = two(
+        *alpha_beta,
+        aggregation={"defaultToolVisibility": "deny", "tools": [{"workload": "beta", "filter": ["upper"]}]},
+        compositeTools=[{"name": "via_alpha", "steps": [{"id": "s", "tool": "alpha.echo", "arguments": {"text": "x"}}]}],
+    )
+    gw = await gateway(cfg)
+    async with Client(gw.url, mode="legacy") as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert names == {"beta_upper", "via_alpha"}  # alpha has no tools entry: none of its tools shown
+        assert (await c.call_tool("alpha_echo", {"text": "m"})).is_error
+        assert "alpha:x" in text(await c.call_tool("via_alpha", {}))  # ... but composite steps reach them
+
+
 async def test_failing_list_call_keeps_other_capabilities(
     alpha_beta: tuple[Served, Served], gateway: GatewayFactory, served: Any
 ) -> None:

@@ -69,6 +69,11 @@ class Aggregation(RuleModel):
     """Settings of the chosen strategy."""
     exclude_all_tools: bool = False
     """Advertise no backend tools (only composite tools)."""
+    default_tool_visibility: Literal["allow", "deny"] = "allow"
+    """Tools of a backend with no `tools` entry: allow advertises them (a backend added to the group
+    is exposed at once); deny advertises none, so only the backends listed in `tools` show tools.
+    Advertising only: hidden tools stay callable by composite steps. Resources and prompts are
+    not gated."""
     tools: list[WorkloadToolConfig] = Field(default_factory=list, max_length=100)
     """Per-backend filters and overrides."""
 
