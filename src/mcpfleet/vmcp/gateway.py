@@ -744,14 +744,20 @@ class Gateway:
             return await self._dispatch(method, params, ctx)
         started = time.perf_counter()
         outcome, reason = "error", None
+        response: Any = None
         try:
             result = await self._dispatch(method, params, ctx)
             tool_error = isinstance(result, dict) and result.get("isError") is True
-            outcome = "tool_error" if tool_error else "success"
+            outcome = audit.outcome("tool_error" if tool_error else "success", application=True)
+            response = result
             return result
         except RPCError as exc:
-            outcome = "denied" if exc.code == FORBIDDEN else "error"
+            # A refusal by policy is the gateway's own decision; any other JSON-RPC error is read
+            # from the answer (detectApplicationErrors).
+            denied = exc.code == FORBIDDEN
+            outcome = "denied" if denied else audit.outcome("error", application=True)
             reason = exc.message
+            response = {"code": exc.code, "message": exc.message}
             raise
         finally:
             session_id = ctx.session.id if ctx.session is not None else None
@@ -766,6 +772,7 @@ class Gateway:
                 ctx.client_id,
                 reason,
                 session_id,
+                response=response,
             )
 
     def audit_refusal(
@@ -803,6 +810,7 @@ class Gateway:
         reason: str | None,
         session_id: str | None,
         parent: dict[str, Any] | None = None,
+        response: Any = None,
     ) -> None:
         meta = params.get("_meta") if isinstance(params, dict) else None
         traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
@@ -819,6 +827,7 @@ class Gateway:
             reason=reason,
             session_id=session_id,
             parent=parent,
+            response=response,
         )
 
     def audit_event(
@@ -830,6 +839,7 @@ class Gateway:
         ctx: CallContext,
         reason: str | None,
         session_id: str | None,
+        response: Any = None,
     ) -> None:
         """The audit event of a tools/call made for a client (`nested.call`), linked to its request."""
         parent = ctx.via.wire() if ctx.via is not None else None
@@ -845,6 +855,7 @@ class Gateway:
             reason,
             session_id,
             parent,
+            response,
         )
 
     def authorize(
