@@ -114,22 +114,6 @@ MISSING: dict[str, str] = {
         "our status carries validity as the Valid condition"
     ),
     # VirtualMCPServer
-    "VirtualMCPServer v1beta1 spec.config.aggregation.defaultToolVisibility": "default-deny tool advertising: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.audit.detectApplicationErrors": "audit body inspection: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.audit.includeResponseData": "audit of response bodies: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.audit.maxDelegationDepth": "audit of RFC 8693 act chains: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.backends[].caBundlePath": (
-        "ToolHive's operator fills it from MCPServerEntry caBundleRef; ours reads the entry directly"
-    ),
-    "VirtualMCPServer v1beta1 spec.config.backends[].metadata": "user metadata on static backends: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.backends[].type": (
-        "ToolHive's operator fills it for MCPServerEntry backends; ours discovers entries itself"
-    ),
     "VirtualMCPServer v1beta1 spec.config.compositeTools[].output.properties": (
         "structured output schemas of composite tools: " + NOT_BUILT
     ),

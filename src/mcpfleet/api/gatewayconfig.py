@@ -78,8 +78,21 @@ class Aggregation(RuleModel):
     """Per-backend filters and overrides."""
 
 
-class StaticBackend(ApiModel):
+RESERVED_BACKEND_METADATA = ("group", "kind")
+"""`backends[].metadata` keys the platforms set themselves (a value given for them is replaced)."""
+
+
+class StaticBackend(RuleModel):
     """A backend given by URL rather than discovered from the group."""
+
+    rules = (
+        Rule(
+            cel="!has(self.caBundlePath) || (has(self.type) && self.type == 'entry')",
+            message="caBundlePath is only valid when type is 'entry'",
+            field_path=".caBundlePath",
+            check=lambda s: s.ca_bundle_path is None or s.type == "entry",
+        ),
+    )
 
     name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
     """Backend name (used in prefixes and routing)."""
@@ -87,6 +100,18 @@ class StaticBackend(ApiModel):
     """MCP endpoint of the backend."""
     transport: HttpTransport = "streamable-http"
     """streamable-http or sse."""
+    type: Literal["entry", ""] = ""
+    """entry: a remote MCP server the gateway reaches directly (as an MCPServerEntry), which may
+    carry caBundlePath; empty: a proxy or server of the fleet."""
+    ca_bundle_path: str | None = Field(default=None, min_length=1, max_length=4096)
+    """PEM CA bundle (a file the gateway can read: in its pod, a mounted volume) that verifies this
+    backend's TLS certificate, instead of the system's CAs. Only with type entry."""
+    metadata: dict[Annotated[str, Field(max_length=253)], Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=dict, max_length=64
+    )
+    """Free key-value labels of the backend (env, region, ...), shown with it in the gateway's
+    /status; the keys group and kind are set by mcpfleet (group: the gateway's group, kind: where the
+    backend came from)."""
 
 
 class StepOnError(ApiModel):

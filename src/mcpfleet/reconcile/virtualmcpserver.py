@@ -301,8 +301,17 @@ def _backends(vmcp: VirtualMCPServer, world: World) -> list[Backend]:
         for name, kind, transport in group_members(vmcp, world)
         if (url := world.backend_urls.get(name)) is not None
     ]
+    group = vmcp.spec.config.group_ref
+    own = {"kind": "static", **({"group": group} if group else {})}  # RESERVED_BACKEND_METADATA
     static = [
-        Backend(name=b.name, url=b.url, transport=b.transport, metadata={"kind": "static"})
+        Backend(
+            name=b.name,
+            url=b.url,
+            transport=b.transport,
+            type=b.type,
+            ca_bundle_path=b.ca_bundle_path,
+            metadata={**b.metadata, **own},
+        )
         for b in vmcp.spec.config.backends
     ]
     return members + static

@@ -411,8 +411,9 @@ class Gateway:
             settings = next((c for c in self.config.backends if c.name == b.spec.name), None)
             if settings is not None and settings.headers:
                 auth = WithHeaders(backend_headers(settings.headers, b.spec.name), auth)
-            if settings is not None and settings.ca_file:
-                http = self._tls_session(settings.ca_file)
+            ca_file = settings.ca_file or settings.ca_bundle_path if settings is not None else None
+            if ca_file:
+                http = self._tls_session(ca_file)
             up = make_upstream(
                 b.spec.name,
                 b.spec.url,
@@ -1604,6 +1605,7 @@ class Gateway:
                     # of the proxy masks them; so are URLs inside error texts.
                     "url": redact_url(b.spec.url),
                     "transport": b.spec.transport,
+                    "metadata": dict(b.spec.metadata),
                     "state": b.health.state if b.connected or b.health.state != "ready" else "unavailable",
                     "connected": b.connected,
                     "lastCheck": _iso(b.health.last_check),
