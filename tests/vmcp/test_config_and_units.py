@@ -125,7 +125,9 @@ def test_default_tool_visibility_deny_advertises_only_listed_backends() -> None:
     assert agg.step_routes["c.y"] == aggregate.Route("c", "y")
     assert [p["name"] for p in agg.prompts] == ["c_p"]  # deny gates tools only
     assert Aggregation().default_tool_visibility == "allow"
-    allow = aggregate.build(lists, Aggregation.model_validate({"tools": [{"workload": "a", "filter": ["keep"]}]}))
+    allow = aggregate.build(
+        lists, Aggregation.model_validate({"tools": [{"workload": "a", "filter": ["keep"]}]})
+    )
     assert set(allow.tool_routes) == {"a_keep", "b_x", "c_y"}
 
 

@@ -12,7 +12,6 @@ import pytest
 from mcp.client.client import Client
 
 from mcpfleet.devcluster.pki import ensure_pki
-
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthError, backend_headers
 from mcpfleet.vmcp.config import ConfigError, HeaderInjection, parse_config
 from tests.vmcp.conftest import GatewayFactory

@@ -155,11 +155,15 @@ async def test_tool_config_ref_and_exclude_all(
         assert text(await c.call_tool("shout", {"text": "hey"})) == "HEY"
 
 
-async def test_default_tool_visibility_deny(alpha_beta: tuple[Served, Served], gateway: GatewayFactory) -> None:
+async def test_default_tool_visibility_deny(
+    alpha_beta: tuple[Served, Served], gateway: GatewayFactory
+) -> None:
     cfg = two(
         *alpha_beta,
         aggregation={"defaultToolVisibility": "deny", "tools": [{"workload": "beta", "filter": ["upper"]}]},
-        compositeTools=[{"name": "via_alpha", "steps": [{"id": "s", "tool": "alpha.echo", "arguments": {"text": "x"}}]}],
+        compositeTools=[
+            {"name": "via_alpha", "steps": [{"id": "s", "tool": "alpha.echo", "arguments": {"text": "x"}}]}
+        ],
     )
     gw = await gateway(cfg)
     async with Client(gw.url, mode="legacy") as c:

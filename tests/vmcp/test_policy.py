@@ -230,7 +230,7 @@ async def test_audit_response_data_application_errors_and_delegation_chain(
     """ToolHive's `includeResponseData`, `detectApplicationErrors` and `maxDelegationDepth`."""
     s = await served(JsonRpcBackend("be", tools=["echo"]))
     audit_file = tmp_path / "audit.jsonl"
-    config = _config(issuer, s.url, ['permit(principal, action, resource);'], None)
+    config = _config(issuer, s.url, ["permit(principal, action, resource);"], None)
     config["audit"] = {
         "enabled": True,
         "logFile": str(audit_file),
