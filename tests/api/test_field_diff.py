@@ -98,12 +98,6 @@ MISSING: dict[str, str] = {
     "MCPServer v1beta1 status.webhookConfigHash": "hashes are in the rendered config, not status: "
     + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
-    "VirtualMCPCompositeToolDefinition v1beta1 spec.output.properties": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 spec.output.required": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
     "VirtualMCPCompositeToolDefinition v1beta1 status.referencingVirtualServers": (
         "our status says validity in conditions; the referencing gateways are not listed: " + NOT_BUILT
     ),
@@ -114,12 +108,6 @@ MISSING: dict[str, str] = {
         "our status carries validity as the Valid condition"
     ),
     # VirtualMCPServer
-    "VirtualMCPServer v1beta1 spec.config.compositeTools[].output.properties": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
-    "VirtualMCPServer v1beta1 spec.config.compositeTools[].output.required": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
     "VirtualMCPServer v1beta1 spec.config.groupRef": (
         "ToolHive's operator populates it from spec.groupRef (standalone CLI only); set spec.groupRef"
     ),

@@ -135,6 +135,7 @@ def test_templates() -> None:
     scope = {"params": {"n": 3, "s": "x"}, "steps": {"a": {"output": {"text": "hi", "list": [1, 2]}}}}
     assert render("{{.params.n}}", scope) == 3  # a lone template keeps its type
     assert render("n={{.params.n}} {{.steps.a.output.text}}", scope) == "n=3 hi"
+    assert render("{{.params.s}}-{{.params.n}}", scope) == "x-3"  # two templates, not one spanning both
     assert render("{{.steps.a.output.list}}", scope) == [1, 2]
     assert render('{{eq .params.s "x"}}', scope) is True
     assert render('{{ne .params.s "x"}}', scope) is False

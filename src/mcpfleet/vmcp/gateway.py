@@ -34,6 +34,7 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.gatewayconfig import CompositeTool
 from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
@@ -45,7 +46,7 @@ from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Rout
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory, WithHeaders, backend_headers
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.codemode import SCRIPT_TOOL, CodeRunner, tool_definition
-from mcpfleet.vmcp.composite import CompositeRunner
+from mcpfleet.vmcp.composite import CompositeRunner, output_schema
 from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth, reconnect_delay
 from mcpfleet.vmcp.metrics import Metrics
@@ -555,10 +556,7 @@ class Gateway:
                     raise
                 log.exception("aggregation failed; keeping the previous lists")
                 return set()
-            for ct in self.config.composite_tools:
-                agg.tools.append(
-                    {"name": ct.name, "description": ct.description, "inputSchema": ct.parameters}
-                )
+            agg.tools.extend(_composite_listing(ct) for ct in self.config.composite_tools)
             if self.code is not None:
                 agg.tools.append(tool_definition(self.config.code_mode))
             agg.catalogue = agg.tools
@@ -1644,6 +1642,19 @@ class Gateway:
             "sessions": len(self.sessions),
             **({"optimizer": self.finder.status()} if self.finder is not None else {}),
         }
+
+
+def _composite_listing(tool: CompositeTool) -> dict[str, Any]:
+    """A composite tool as tools/list shows it (with its outputSchema when it declares `output`)."""
+    listed: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.parameters,
+    }
+    schema = output_schema(tool)
+    if schema is not None:
+        listed["outputSchema"] = schema
+    return listed
 
 
 def _iso(ts: float | None) -> str | None:
