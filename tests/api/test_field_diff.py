@@ -131,16 +131,6 @@ MISSING: dict[str, str] = {
     ),
     "VirtualMCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
     + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].authConfigRef": "per-backend auth in status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].authType": "per-backend auth in status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].circuitLastChanged": (
-        "circuit-breaker times in status: " + NOT_BUILT
-    ),
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].mcpRevision": (
-        "negotiated MCP protocol revision per backend in status: " + NOT_BUILT
-    ),
     "VirtualMCPServer v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: "
     + NOT_BUILT,
     "VirtualMCPServer v1beta1 status.telemetryConfigHash": (

@@ -396,6 +396,7 @@ def test_vmcp_bearer_token_reaches_the_gateway_only_as_secret_env() -> None:
             )
         assert document["outgoingAuth"]["backends"]["time"] == {
             "type": "bearer_token",
+            "authConfigRef": "bt",  # the gateway reports it in discoveredBackends[].authConfigRef
             "bearerToken": {"tokenEnv": "MCPFLEET_SECRET_0"},
         }
         # One env var for the one Secret key, used twice; the Secret's name never reaches the config.

@@ -513,7 +513,10 @@ async def test_composite_for_each_and_structured_output(
     answers structuredContent that the SDK client validates against it."""
     loop = {
         "name": "shout_all",
-        "parameters": {"type": "object", "properties": {"words": {"type": "array", "items": {"type": "string"}}}},
+        "parameters": {
+            "type": "object",
+            "properties": {"words": {"type": "array", "items": {"type": "string"}}},
+        },
         "steps": [
             {
                 "id": "loop",

@@ -236,6 +236,16 @@ class DiscoveredBackend(ApiModel):
     """State of the backend's circuit breaker."""
     consecutive_failures: int | None = None
     """Failed health checks in a row."""
+    circuit_last_changed: str | None = None
+    """When the circuit breaker last changed state (RFC 3339; unset while it never did or is off)."""
+    mcp_revision: str | None = None
+    """The MCP revision the gateway speaks with the backend: 2026-07-28 when it has the 2026 era, else
+    the version its initialize negotiated (e.g. 2025-11-25); unset before it connected."""
+    auth_type: str | None = None
+    """How the gateway authenticates to it: unauthenticated, header_injection, bearer_token or
+    token_exchange."""
+    auth_config_ref: str | None = None
+    """The MCPExternalAuthConfig that strategy comes from, if any."""
 
 
 class VirtualMCPServerStatus(ApiModel):

@@ -135,6 +135,13 @@ class _Secrets:
 
 
 def _auth_strategy(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> BackendAuthStrategy:
+    """The gateway's strategy for `auth`, naming it (`authConfigRef` in the gateway's status)."""
+    strategy = _strategy_of(auth, secrets, where)
+    strategy.auth_config_ref = auth.name
+    return strategy
+
+
+def _strategy_of(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> BackendAuthStrategy:
     spec = auth.spec
     if spec.type == "unauthenticated":
         return BackendAuthStrategy(type="unauthenticated")

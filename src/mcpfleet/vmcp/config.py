@@ -71,6 +71,8 @@ class BackendAuthStrategy(ApiModel):
     """How the gateway authenticates to one backend."""
 
     type: Literal["unauthenticated", "header_injection", "bearer_token", "token_exchange"] = "unauthenticated"
+    auth_config_ref: str | None = None
+    """The MCPExternalAuthConfig this strategy was resolved from (reported in the status)."""
     header_injection: HeaderInjection | None = None
     bearer_token: BearerToken | None = None
     token_exchange: TokenExchange | None = None

@@ -1594,6 +1594,7 @@ class Gateway:
         backends = []
         for name, b in sorted(self.backends.items()):
             up = b.upstream
+            auth = self.config.outgoing_auth.for_backend(name)
             eras = [e for e, on in (("2025-11-25", up and up.legacy), ("2026-07-28", up and up.modern)) if on]
             backends.append(
                 {
@@ -1610,6 +1611,12 @@ class Gateway:
                     "error": redact_text(b.health.last_error) if b.health.last_error else b.health.last_error,
                     "consecutiveFailures": b.health.consecutive_failures,
                     "circuitBreaker": b.health.circuit if b.health.breaker_enabled else None,
+                    "circuitLastChanged": _iso(b.health.circuit_changed)
+                    if b.health.breaker_enabled
+                    else None,
+                    "mcpRevision": up.revision() if up is not None else None,
+                    "authType": auth.type,
+                    "authConfigRef": auth.auth_config_ref,
                     "protocolEras": eras,
                     "listErrors": {m: redact_text(e) for m, e in b.list_errors.items()},
                     "counts": {
