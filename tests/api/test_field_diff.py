@@ -98,15 +98,6 @@ MISSING: dict[str, str] = {
     "MCPServer v1beta1 status.webhookConfigHash": "hashes are in the rendered config, not status: "
     + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
-    "VirtualMCPCompositeToolDefinition v1beta1 status.referencingVirtualServers": (
-        "our status says validity in conditions; the referencing gateways are not listed: " + NOT_BUILT
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 status.validationErrors": (
-        "our status carries validation errors in the Valid condition's message"
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 status.validationStatus": (
-        "our status carries validity as the Valid condition"
-    ),
     # VirtualMCPServer
     "VirtualMCPServer v1beta1 spec.config.groupRef": (
         "ToolHive's operator populates it from spec.groupRef (standalone CLI only); set spec.groupRef"

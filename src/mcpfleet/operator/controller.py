@@ -29,7 +29,7 @@ from typing import Any
 
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
-from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
+from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, WorkloadStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.backoff import Backoff
@@ -668,12 +668,12 @@ class Controller:
         namespace = key[1]
         now = self._now() if self._now else None
         if entry.model is None:
-            try:
-                previous = ConfigStatus.model_validate(entry.raw.get("status") or {})
-            except ValueError:
-                previous = ConfigStatus()
-            status = configkinds.invalid_config_status(
-                previous, generation=entry.generation, message=entry.error or "invalid spec", now=now
+            status = kinds.invalid_config_status(
+                kind,
+                entry.raw.get("status") or {},
+                generation=entry.generation,
+                message=entry.error or "invalid spec",
+                now=now,
             )
             if await self._write_status(entry, status):
                 await self._event(entry, "InvalidSpec", entry.error or "invalid spec", "Warning")
