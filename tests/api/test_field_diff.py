@@ -63,21 +63,7 @@ MISSING: dict[str, str] = {
     ),
     "MCPRemoteProxy v1beta1 spec.sessionStorage": "Redis-backed proxy sessions for many replicas: "
     + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.authServerConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.externalAuthConfigHash": (
-        "hashes are in the rendered config, not status: " + NOT_BUILT
-    ),
     "MCPRemoteProxy v1beta1 status.externalUrl": "no external exposure (Ingress / Gateway API) is rendered",
-    "MCPRemoteProxy v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.telemetryConfigHash": (
-        "hashes are in the rendered config, not status: " + NOT_BUILT
-    ),
-    "MCPRemoteProxy v1beta1 status.toolConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
     # MCPServer
     "MCPServer v1beta1 spec.authzConfig.inline.primaryUpstreamProvider": (
         "Cedar on a chosen upstream's claims needs several upstream tokens per session: " + NOT_BUILT
@@ -86,17 +72,6 @@ MISSING: dict[str, str] = {
         "proxy and MCP server run as one workload here (no separate backend Deployment): " + NOT_BUILT
     ),
     "MCPServer v1beta1 spec.volumes": "host-path volumes into the MCP server container: " + NOT_BUILT,
-    "MCPServer v1beta1 status.authServerConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: " + NOT_BUILT,
-    "MCPServer v1beta1 status.externalAuthConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPServer v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: " + NOT_BUILT,
-    "MCPServer v1beta1 status.telemetryConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPServer v1beta1 status.toolConfigHash": "hashes are in the rendered config, not status: " + NOT_BUILT,
-    "MCPServer v1beta1 status.webhookConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
     # VirtualMCPServer
     "VirtualMCPServer v1beta1 spec.config.groupRef": (
@@ -119,13 +94,6 @@ MISSING: dict[str, str] = {
     "VirtualMCPServer v1beta1 spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider": (
         "deprecated by ToolHive for spec.authServerConfig.primaryUpstreamProvider, which we take (one"
         " upstream, whose subject is the JWT's sub that Cedar reads)"
-    ),
-    "VirtualMCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.telemetryConfigHash": (
-        "hashes are in the rendered config, not status: " + NOT_BUILT
     ),
 }
 """ToolHive property paths our CRDs lack, each with why: `Kind version path` -> reason."""

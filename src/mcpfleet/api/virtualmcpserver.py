@@ -273,6 +273,12 @@ class VirtualMCPServerStatus(ApiModel):
     """Resources advertised, as reported by the running gateway."""
     prompt_count: int | None = None
     """Prompts advertised, as reported by the running gateway."""
+    oidc_config_hash: str | None = None
+    """Hash of the MCPOIDCConfig named by incomingAuth.oidcConfigRef (its status.configHash)."""
+    authz_config_hash: str | None = None
+    """Hash of the MCPAuthzConfig named by incomingAuth.authzConfigRef (its status.configHash)."""
+    telemetry_config_hash: str | None = None
+    """Hash of the MCPTelemetryConfig named by telemetryConfigRef (its status.configHash)."""
 
 
 class VirtualMCPServer(Resource):

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic.alias_generators import to_snake
+
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, WorkloadStatus
@@ -618,7 +620,10 @@ class Controller:
 
         raw_status = entry.raw.get("status") or {}
         try:
-            previous = WorkloadStatus.model_validate(raw_status)
+            # The shared fields only: a kind's own status fields (hashes, gateway counts) are not kept.
+            previous = WorkloadStatus.model_validate(
+                {k: v for k, v in raw_status.items() if to_snake(k) in WorkloadStatus.model_fields}
+            )
         except ValueError:
             previous = WorkloadStatus()
         conditions = set_condition(

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic.alias_generators import to_snake
 
-from mcpfleet.api.meta import ApiModel, ConfigStatus
+from mcpfleet.api.meta import ApiModel, ConfigStatus, ProxyWorkloadStatus, WorkloadStatus
 from mcpfleet.reconcile import (
+    confighashes,
     configkinds,
     embeddingserver,
     mcpauthzconfig,
@@ -36,8 +37,11 @@ StatusRule = Callable[[Any, Any, WorkloadPlan, WorkloadObservation | None, World
 
 
 def _flat(prev: Any, obj: Any, plan: WorkloadPlan, seen: Any, world: World, now: str | None) -> ApiModel:
-    """The shared flat workload status (MCPServer, MCPRemoteProxy)."""
-    return workload_status(prev, plan, seen, obj.generation, now)
+    """The shared flat workload status (MCPServer, MCPRemoteProxy) and the referenced configurations'
+    hashes (`confighashes`)."""
+    flat = workload_status(prev, plan, seen, obj.generation, now)
+    fields = {name: getattr(flat, name) for name in WorkloadStatus.model_fields}
+    return ProxyWorkloadStatus(**fields, **confighashes.proxy_hashes(obj.spec, world))
 
 
 @dataclass(frozen=True)

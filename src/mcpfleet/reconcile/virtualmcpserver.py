@@ -41,6 +41,7 @@ from mcpfleet.api.virtualmcpserver import (
 from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.reconcile import (
     authserver,
+    confighashes,
     mcpauthzconfig,
     mcpoidcconfig,
     mcpserverentry,
@@ -612,4 +613,5 @@ def status(
         tool_count=previous.tool_count if serving else None,
         resource_count=previous.resource_count if serving else None,
         prompt_count=previous.prompt_count if serving else None,
+        **confighashes.gateway_hashes(vmcp.spec, world),
     )
