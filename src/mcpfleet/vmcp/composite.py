@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import shlex
 from collections.abc import Awaitable, Callable
@@ -449,8 +450,30 @@ def _render_properties(props: dict[str, Any], scope: dict[str, Any], depth: int 
             v = prop.get("default")
         if v is None:
             continue
-        out[name] = _coerce(v, typ)
+        v = _coerce(v, typ)
+        if _is_type(v, typ):  # else no value: the answer must match the advertised outputSchema
+            out[name] = v
     return out
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _is_type(v: Any, typ: Any) -> bool:
+    """`v` is a JSON value of type `typ` (a bool is no integer or number)."""
+    kinds = _JSON_TYPES.get(typ) if isinstance(typ, str) else None
+    if kinds is None:
+        return False
+    if isinstance(v, float) and not math.isfinite(v):
+        return False  # "nan" / "inf" parse as floats but have no JSON form
+    return isinstance(v, kinds) and (typ == "boolean" or not isinstance(v, bool))
 
 
 def output_schema(tool: CompositeTool) -> dict[str, Any] | None:
