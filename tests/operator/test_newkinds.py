@@ -255,4 +255,4 @@ spec: {name: cycle, steps: [{id: a, tool: x.y, dependsOn: [b]}, {id: b, tool: x.
     assert any("dependsOn forms a cycle" in e for e in status["validationErrors"])
     valid = next(c for c in status["conditions"] if c["type"] == "Valid")
     assert valid["status"] == "False" and "cycle" in valid["message"]
-    assert "referencingVirtualServers" not in status  # nothing references it
+    assert status["referencingVirtualServers"] == []  # nothing references it
