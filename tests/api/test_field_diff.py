@@ -58,16 +58,10 @@ MISSING: dict[str, str] = {
     "MCPRemoteProxy v1beta1 spec.allowPrivateEndpoint": (
         "we do not block private remoteURLs, so there is nothing to allow: " + NOT_BUILT
     ),
-    "MCPRemoteProxy v1beta1 spec.authzConfig.inline.primaryUpstreamProvider": (
-        "Cedar on a chosen upstream's claims needs several upstream tokens per session: " + NOT_BUILT
-    ),
     "MCPRemoteProxy v1beta1 spec.sessionStorage": "Redis-backed proxy sessions for many replicas: "
     + NOT_BUILT,
     "MCPRemoteProxy v1beta1 status.externalUrl": "no external exposure (Ingress / Gateway API) is rendered",
     # MCPServer
-    "MCPServer v1beta1 spec.authzConfig.inline.primaryUpstreamProvider": (
-        "Cedar on a chosen upstream's claims needs several upstream tokens per session: " + NOT_BUILT
-    ),
     "MCPServer v1beta1 spec.backendReplicas": (
         "proxy and MCP server run as one workload here (no separate backend Deployment): " + NOT_BUILT
     ),
@@ -90,10 +84,6 @@ MISSING: dict[str, str] = {
     ),
     "VirtualMCPServer v1beta1 spec.config.telemetry": (
         "superseded by spec.telemetryConfigRef; set that (ToolHive deprecates the inline block)"
-    ),
-    "VirtualMCPServer v1beta1 spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider": (
-        "deprecated by ToolHive for spec.authServerConfig.primaryUpstreamProvider, which we take (one"
-        " upstream, whose subject is the JWT's sub that Cedar reads)"
     ),
 }
 """ToolHive property paths our CRDs lack, each with why: `Kind version path` -> reason."""

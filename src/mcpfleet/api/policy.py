@@ -37,6 +37,14 @@ class InlineAuthz(ApiModel):
     """Cedar policy strings (principal: the caller's token claims as `claim_*` attributes)."""
     entities_json: str = Field(default="[]", alias="entitiesJson", max_length=MAX_ENTITIES_CHARS)
     """Cedar entities as a JSON string (attributes and parents of tools, prompts, resources, groups)."""
+    primary_upstream_provider: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+    )
+    """ToolHive's upstream identity provider whose token's claims Cedar reads. On MCPServer and
+    MCPRemoteProxy it has no effect (as in ToolHive; condition AuthzPrimaryUpstreamProviderIgnored);
+    on VirtualMCPServer it is the deprecated place of spec.authServerConfig.primaryUpstreamProvider,
+    read as that field (condition AuthzPrimaryUpstreamProviderDeprecated; a different value there is
+    refused naming both)."""
 
 
 class AuthzConfig(RuleModel):
