@@ -674,7 +674,7 @@ class Controller:
         now = self._now() if self._now else None
         if entry.model is None:
             status = kinds.invalid_config_status(
-                kind,
+                key[0],
                 entry.raw.get("status") or {},
                 generation=entry.generation,
                 message=entry.error or "invalid spec",
