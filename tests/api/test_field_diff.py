@@ -33,12 +33,6 @@ MISSING: dict[str, str] = {
     "MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.upstreamProviders[].oauth2Config.dcrConfig": (
         "RFC 7591 registration of the embedded AS at its upstream: " + NOT_BUILT
     ),
-    "MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.upstreamProviders[].oauth2Config.userInfo": (
-        "userinfo fetch from an OAuth 2.0 upstream (we read identity from the token response): " + NOT_BUILT
-    ),
-    "MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.upstreamProviders[].oidcConfig.userInfoOverride": (
-        "custom userinfo endpoint / claim mapping for an OIDC upstream: " + NOT_BUILT
-    ),
     "MCPExternalAuthConfig v1beta1 spec.obo": (
         "On-Behalf-Of is ToolHive-Enterprise only (its upstream build refuses it: EnterpriseRequired)"
     ),

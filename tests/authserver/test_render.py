@@ -295,3 +295,53 @@ def test_primary_upstream_provider_in_inline_authz_as_toolhive_reads_it() -> Non
     assert [c[0] for c in without.conditions if c[0].startswith("AuthzPrimary")] == [
         "AuthzPrimaryUpstreamProviderIgnored"
     ]
+
+
+def test_user_info_and_override_reach_the_authorization_server_config() -> None:
+    """`oauth2Config.userInfo` / `oidcConfig.userInfoOverride` become the data plane's `userinfo`
+    request (defaults filled in: GET, sub / name / email)."""
+    settings = yaml.safe_load(AUTH)
+    oauth2 = {
+        "name": "gh",
+        "type": "oauth2",
+        "oauth2Config": {
+            "authorizationEndpoint": "https://github.com/login/oauth/authorize",
+            "tokenEndpoint": "https://github.com/login/oauth/access_token",
+            "clientId": "c",
+            "userInfo": {
+                "endpointUrl": "https://api.github.com/user",
+                "additionalHeaders": {"Accept": "application/vnd.github+json"},
+                "fieldMapping": {"subjectFields": ["id"], "nameFields": ["name", "login"]},
+            },
+        },
+    }
+    settings["spec"]["embeddedAuthServer"]["upstreamProviders"] = [oauth2]
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'ghcr.io/x/y:1', transport: streamable-http,"
+        " mcpPort: 8081, externalAuthConfigRef: {name: eas}}"
+    )
+    world = World(
+        platform="kubernetes", namespace="team", external_auth_configs={"eas": obj(yaml.safe_dump(settings))}
+    )
+    plan = mcpserver.plan(server, world)
+    assert not plan.problems, plan.problems
+    document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+    assert document["upstream"]["userinfo"] == {
+        "url": "https://api.github.com/user",
+        "method": "GET",
+        "headers": {"Accept": "application/vnd.github+json"},
+        "subjectFields": ["id"],
+        "nameFields": ["name", "login"],
+        "emailFields": ["email"],
+    }
+    oidc = yaml.safe_load(AUTH)
+    oidc["spec"]["embeddedAuthServer"]["upstreamProviders"][0]["oidcConfig"]["userInfoOverride"] = {
+        "httpMethod": "POST"
+    }
+    world = World(
+        platform="kubernetes", namespace="team", external_auth_configs={"eas": obj(yaml.safe_dump(oidc))}
+    )
+    plan = mcpserver.plan(server, world)
+    document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+    assert "url" not in document["upstream"]["userinfo"]  # the discovered userinfo_endpoint
+    assert document["upstream"]["userinfo"]["method"] == "POST"
