@@ -3,6 +3,7 @@ the OAuth 2.1 authorization server its proxy embeds (`embeddedAuthServer`, serve
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -148,6 +149,8 @@ RESERVED_USERINFO_HEADERS = ("authorization", "connection", "content-length", "h
 
 def _userinfo_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
     for name in headers or {}:
+        if not re.match(_HEADER_NAME, name):
+            raise ValueError(f"{name!r}: not an HTTP header name")
         if name.lower() in RESERVED_USERINFO_HEADERS:
             raise ValueError(f"{name}: set by the authorization server itself")
     return headers
@@ -155,7 +158,7 @@ def _userinfo_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
 
 UserInfoHeaders = Annotated[
     dict[
-        Annotated[str, Field(min_length=1, max_length=128, pattern=_HEADER_NAME)],
+        Annotated[str, Field(min_length=1, max_length=128)],
         Annotated[str, Field(max_length=8192)],
     ]
     | None,
@@ -165,12 +168,17 @@ UserInfoHeaders = Annotated[
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
+                    # CRDs have no patternProperties: the header-name pattern is a rule.
+                    "rule": "self.all(k, k.matches('" + _HEADER_NAME.replace("'", "\\'") + "'))",
+                    "message": "header names must be HTTP tokens",
+                },
+                {
                     "rule": "!self.exists(k, k.lowerAscii() in ["
                     + ", ".join(f"'{h}'" for h in RESERVED_USERINFO_HEADERS)
                     + "])",
                     "message": "Authorization, Host, Connection, Content-Length and Transfer-Encoding are set"
                     " by the authorization server itself",
-                }
+                },
             ]
         },
     ),
