@@ -58,6 +58,10 @@ class Issuer:
         """Access tokens issued by /token -> the subject."""
         self.token_requests: list[dict[str, str]] = []
         self.access_token_lifetime = 3600
+        self.userinfo_requests: list[tuple[str, dict[str, str]]] = []
+        """(method, headers) of each /userinfo request."""
+        self.userinfo_subject: str | None = None
+        """What /userinfo says the `id` is (default: the access token's subject)."""
 
     def add_rsa(self, kid: str) -> Any:
         k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -109,6 +113,30 @@ class Issuer:
             )
             await send({"type": "http.response.body", "body": orjson.dumps(out)})
             return
+        if scope["path"] == "/userinfo":
+            # A non-standard userinfo answer (GitHub-like names), for userInfo.fieldMapping.
+            self.userinfo_requests.append((scope["method"], headers))
+            bearer = headers.get("authorization", "").removeprefix("Bearer ")
+            sub = self.access_tokens.get(bearer)
+            if sub is None:
+                status, out = 401, {"error": "invalid_token"}
+            else:
+                subject = self.userinfo_subject or sub
+                out = {
+                    "id": subject,
+                    "login": f"{subject}-login",
+                    "mail": f"{subject}@example.com",
+                    "sub": subject,
+                }
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": orjson.dumps(out)})
+            return
         if scope["path"] == "/introspect":
             form = await read_form(receive)
             self.introspection_auth.append(headers.get("authorization", ""))
@@ -122,6 +150,7 @@ class Issuer:
                 "jwks_uri": self.base + "/jwks",
                 "authorization_endpoint": self.base + "/authorize",
                 "token_endpoint": self.base + "/token",
+                "userinfo_endpoint": self.base + "/userinfo",
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
             }
         else:

@@ -33,12 +33,6 @@ MISSING: dict[str, str] = {
     "MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.upstreamProviders[].oauth2Config.dcrConfig": (
         "RFC 7591 registration of the embedded AS at its upstream: " + NOT_BUILT
     ),
-    "MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.upstreamProviders[].oauth2Config.userInfo": (
-        "userinfo fetch from an OAuth 2.0 upstream (we read identity from the token response): " + NOT_BUILT
-    ),
-    "MCPExternalAuthConfig v1beta1 spec.embeddedAuthServer.upstreamProviders[].oidcConfig.userInfoOverride": (
-        "custom userinfo endpoint / claim mapping for an OIDC upstream: " + NOT_BUILT
-    ),
     "MCPExternalAuthConfig v1beta1 spec.obo": (
         "On-Behalf-Of is ToolHive-Enterprise only (its upstream build refuses it: EnterpriseRequired)"
     ),
@@ -58,84 +52,16 @@ MISSING: dict[str, str] = {
     "MCPRemoteProxy v1beta1 spec.allowPrivateEndpoint": (
         "we do not block private remoteURLs, so there is nothing to allow: " + NOT_BUILT
     ),
-    "MCPRemoteProxy v1beta1 spec.authzConfig.inline.primaryUpstreamProvider": (
-        "Cedar on a chosen upstream's claims needs several upstream tokens per session: " + NOT_BUILT
-    ),
     "MCPRemoteProxy v1beta1 spec.sessionStorage": "Redis-backed proxy sessions for many replicas: "
     + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.authServerConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.externalAuthConfigHash": (
-        "hashes are in the rendered config, not status: " + NOT_BUILT
-    ),
     "MCPRemoteProxy v1beta1 status.externalUrl": "no external exposure (Ingress / Gateway API) is rendered",
-    "MCPRemoteProxy v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPRemoteProxy v1beta1 status.telemetryConfigHash": (
-        "hashes are in the rendered config, not status: " + NOT_BUILT
-    ),
-    "MCPRemoteProxy v1beta1 status.toolConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
     # MCPServer
-    "MCPServer v1beta1 spec.authzConfig.inline.primaryUpstreamProvider": (
-        "Cedar on a chosen upstream's claims needs several upstream tokens per session: " + NOT_BUILT
-    ),
     "MCPServer v1beta1 spec.backendReplicas": (
         "proxy and MCP server run as one workload here (no separate backend Deployment): " + NOT_BUILT
     ),
     "MCPServer v1beta1 spec.volumes": "host-path volumes into the MCP server container: " + NOT_BUILT,
-    "MCPServer v1beta1 status.authServerConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: " + NOT_BUILT,
-    "MCPServer v1beta1 status.externalAuthConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPServer v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: " + NOT_BUILT,
-    "MCPServer v1beta1 status.telemetryConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "MCPServer v1beta1 status.toolConfigHash": "hashes are in the rendered config, not status: " + NOT_BUILT,
-    "MCPServer v1beta1 status.webhookConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
-    "VirtualMCPCompositeToolDefinition v1beta1 spec.output.properties": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 spec.output.required": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 status.referencingVirtualServers": (
-        "our status says validity in conditions; the referencing gateways are not listed: " + NOT_BUILT
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 status.validationErrors": (
-        "our status carries validation errors in the Valid condition's message"
-    ),
-    "VirtualMCPCompositeToolDefinition v1beta1 status.validationStatus": (
-        "our status carries validity as the Valid condition"
-    ),
     # VirtualMCPServer
-    "VirtualMCPServer v1beta1 spec.config.aggregation.defaultToolVisibility": "default-deny tool advertising: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.audit.detectApplicationErrors": "audit body inspection: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.audit.includeResponseData": "audit of response bodies: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.audit.maxDelegationDepth": "audit of RFC 8693 act chains: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.backends[].caBundlePath": (
-        "ToolHive's operator fills it from MCPServerEntry caBundleRef; ours reads the entry directly"
-    ),
-    "VirtualMCPServer v1beta1 spec.config.backends[].metadata": "user metadata on static backends: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.backends[].type": (
-        "ToolHive's operator fills it for MCPServerEntry backends; ours discovers entries itself"
-    ),
-    "VirtualMCPServer v1beta1 spec.config.compositeTools[].output.properties": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
-    "VirtualMCPServer v1beta1 spec.config.compositeTools[].output.required": (
-        "structured output schemas of composite tools: " + NOT_BUILT
-    ),
     "VirtualMCPServer v1beta1 spec.config.groupRef": (
         "ToolHive's operator populates it from spec.groupRef (standalone CLI only); set spec.groupRef"
     ),
@@ -152,27 +78,6 @@ MISSING: dict[str, str] = {
     ),
     "VirtualMCPServer v1beta1 spec.config.telemetry": (
         "superseded by spec.telemetryConfigRef; set that (ToolHive deprecates the inline block)"
-    ),
-    "VirtualMCPServer v1beta1 spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider": (
-        "deprecated by ToolHive for spec.authServerConfig.primaryUpstreamProvider, which we take (one"
-        " upstream, whose subject is the JWT's sub that Cedar reads)"
-    ),
-    "VirtualMCPServer v1beta1 status.authzConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].authConfigRef": "per-backend auth in status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].authType": "per-backend auth in status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].circuitLastChanged": (
-        "circuit-breaker times in status: " + NOT_BUILT
-    ),
-    "VirtualMCPServer v1beta1 status.discoveredBackends[].mcpRevision": (
-        "negotiated MCP protocol revision per backend in status: " + NOT_BUILT
-    ),
-    "VirtualMCPServer v1beta1 status.oidcConfigHash": "hashes are in the rendered config, not status: "
-    + NOT_BUILT,
-    "VirtualMCPServer v1beta1 status.telemetryConfigHash": (
-        "hashes are in the rendered config, not status: " + NOT_BUILT
     ),
 }
 """ToolHive property paths our CRDs lack, each with why: `Kind version path` -> reason."""

@@ -240,3 +240,58 @@ async def test_expired_upstream_token_is_refreshed_before_injection(tmp_path: Pa
     finally:
         await proxy.stop()
         await backend_served.stop()
+
+
+@pytest.mark.parametrize("kind", ["oauth2", "oidc"])
+async def test_userinfo_gives_the_identity(tmp_path: Path, idp: Issuer, kind: str) -> None:
+    """ToolHive's `userInfo` (oauth2: who the user is, from non-standard fields, with extra headers and
+    POST) and `userInfoOverride` (oidc: name and email from the discovered userinfo endpoint, the subject
+    the ID token's; an answer about someone else fails the login)."""
+    mapping = {"subjectFields": ["missing", "id"], "nameFields": ["login"], "emailFields": ["mail"]}
+    if kind == "oauth2":
+        upstream: dict[str, Any] = {
+            "name": "test-idp",
+            "type": "oauth2",
+            "authorizationEndpoint": idp.base + "/authorize",
+            "tokenEndpoint": idp.base + "/token",
+            "clientId": "mcpfleet",
+            "userinfo": {
+                "url": idp.base + "/userinfo",
+                "method": "POST",
+                "headers": {"X-Api-Version": "2022-11-28"},
+                "subjectFields": mapping["subjectFields"],
+                "nameFields": mapping["nameFields"],
+                "emailFields": mapping["emailFields"],
+            },
+        }
+    else:
+        upstream = {
+            "name": "test-idp",
+            "type": "oidc",
+            "issuerUrl": idp.base,
+            "clientId": "mcpfleet",
+            "userinfo": {"subjectFields": ["id"], "nameFields": ["login"], "emailFields": ["mail"]},
+        }
+    secret = tmp_path / "client-secret"
+    secret.write_text("upstream-secret\n")
+    upstream["clientSecretFile"] = str(secret)
+    backend_served = await Served(JsonRpcBackend("backend")).start()
+    proxy, _ = await start_proxy(tmp_path, backend_served.url, idp, upstream=upstream)
+    try:
+        async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
+            done = await login(http, proxy.url)
+            claims = jwt.decode(done.tokens["access_token"], options={"verify_signature": False})
+            assert claims["sub"] == "user-1"
+            assert claims["name"] == "user-1-login" and claims["email"] == "user-1@example.com"
+            method, headers = idp.userinfo_requests[-1]
+            assert headers["authorization"].startswith("Bearer upstream-at-")
+            if kind == "oauth2":
+                assert method == "POST" and headers["x-api-version"] == "2022-11-28"
+            else:
+                assert method == "GET"
+                idp.userinfo_subject = "someone-else"  # userinfo must describe the ID token's subject
+                with pytest.raises(KeyError, match="code"):  # the redirect carries error=, no code
+                    await login(http, proxy.url)
+    finally:
+        await proxy.stop()
+        await backend_served.stop()

@@ -238,3 +238,126 @@ def test_cimd_private_addresses_are_refused_unless_allowed() -> None:
         document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
         assert document["cimdEnabled"] is True
         assert document["cimdAllowPrivateIp"] is allowed
+
+
+def test_primary_upstream_provider_in_inline_authz_as_toolhive_reads_it() -> None:
+    """ToolHive's `authzConfig.inline.primaryUpstreamProvider`: no effect on MCPServer / MCPRemoteProxy
+    (an advisory condition), and on VirtualMCPServer the deprecated place of
+    `authServerConfig.primaryUpstreamProvider`, read as it; a conflict is refused naming both."""
+    from mcpfleet.reconcile import virtualmcpserver
+
+    inline = {"type": "inline", "inline": {"policies": ["permit(principal, action, resource);"]}}
+    world = World(
+        platform="kubernetes",
+        namespace="team",
+        groups={"g": obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")},
+    )
+    for kind, extra in (
+        ("MCPServer", {"image": "uvx://mcp-server-time"}),
+        ("MCPRemoteProxy", {"remoteURL": "https://r.example.com/mcp"}),
+    ):
+        authz = {**inline, "inline": {**inline["inline"], "primaryUpstreamProvider": "google"}}  # type: ignore[dict-item]
+        workload = obj(
+            yaml.safe_dump({"kind": kind, "metadata": {"name": "w"}, "spec": {**extra, "authzConfig": authz}})
+        )
+        rules = mcpserver if kind == "MCPServer" else mcpremoteproxy
+        plan = rules.plan(workload, world)  # type: ignore[attr-defined]
+        assert not plan.problems, plan.problems
+        (ignored,) = [c for c in plan.conditions if c[0] == "AuthzPrimaryUpstreamProviderIgnored"]
+        assert (
+            ignored[1] == "True" and "spec.authzConfig.inline.primaryUpstreamProvider (google)" in ignored[3]
+        )
+
+    settings = yaml.safe_load(AUTH)["spec"]["embeddedAuthServer"]
+
+    def gateway(legacy: str, current: str | None = None, with_server: bool = True) -> object:
+        spec: dict[str, object] = {
+            "config": {"groupRef": "g"},
+            "incomingAuth": {
+                "type": "oidc",
+                "oidcConfig": {
+                    "type": "inline",
+                    "inline": {"issuer": "https://mcp.example.com", "audience": "a"},
+                },
+                "authzConfig": {**inline, "inline": {**inline["inline"], "primaryUpstreamProvider": legacy}},  # type: ignore[dict-item]
+            },
+        }
+        if with_server:
+            spec["authServerConfig"] = {
+                **settings,
+                **({"primaryUpstreamProvider": current} if current else {}),
+            }
+        return obj(yaml.safe_dump({"kind": "VirtualMCPServer", "metadata": {"name": "gw"}, "spec": spec}))
+
+    read = virtualmcpserver.plan(gateway("google"), world)  # type: ignore[arg-type]
+    assert not read.problems, read.problems
+    assert [c[0] for c in read.conditions if c[0].startswith("AuthzPrimary")] == [
+        "AuthzPrimaryUpstreamProviderDeprecated"
+    ]
+    same = virtualmcpserver.plan(gateway("google", "google"), world)  # type: ignore[arg-type]
+    assert not same.problems
+    unknown = virtualmcpserver.plan(gateway("okta"), world)  # type: ignore[arg-type]
+    assert any(
+        p.startswith("spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider: okta names none of")
+        for p in unknown.problems
+    ), unknown.problems
+    conflict = virtualmcpserver.plan(gateway("okta", "google"), world)  # type: ignore[arg-type]
+    assert any(
+        "okta conflicts with spec.authServerConfig.primaryUpstreamProvider google" in p
+        for p in conflict.problems
+    ), conflict.problems
+    without = virtualmcpserver.plan(gateway("google", with_server=False), world)  # type: ignore[arg-type]
+    assert not without.problems
+    assert [c[0] for c in without.conditions if c[0].startswith("AuthzPrimary")] == [
+        "AuthzPrimaryUpstreamProviderIgnored"
+    ]
+
+
+def test_user_info_and_override_reach_the_authorization_server_config() -> None:
+    """`oauth2Config.userInfo` / `oidcConfig.userInfoOverride` become the data plane's `userinfo`
+    request (defaults filled in: GET, sub / name / email)."""
+    settings = yaml.safe_load(AUTH)
+    oauth2 = {
+        "name": "gh",
+        "type": "oauth2",
+        "oauth2Config": {
+            "authorizationEndpoint": "https://github.com/login/oauth/authorize",
+            "tokenEndpoint": "https://github.com/login/oauth/access_token",
+            "clientId": "c",
+            "userInfo": {
+                "endpointUrl": "https://api.github.com/user",
+                "additionalHeaders": {"Accept": "application/vnd.github+json"},
+                "fieldMapping": {"subjectFields": ["id"], "nameFields": ["name", "login"]},
+            },
+        },
+    }
+    settings["spec"]["embeddedAuthServer"]["upstreamProviders"] = [oauth2]
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: api}\nspec: {image: 'ghcr.io/x/y:1', transport: streamable-http,"
+        " mcpPort: 8081, externalAuthConfigRef: {name: eas}}"
+    )
+    world = World(
+        platform="kubernetes", namespace="team", external_auth_configs={"eas": obj(yaml.safe_dump(settings))}
+    )
+    plan = mcpserver.plan(server, world)
+    assert not plan.problems, plan.problems
+    document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+    assert document["upstream"]["userinfo"] == {
+        "url": "https://api.github.com/user",
+        "method": "GET",
+        "headers": {"Accept": "application/vnd.github+json"},
+        "subjectFields": ["id"],
+        "nameFields": ["name", "login"],
+        "emailFields": ["email"],
+    }
+    oidc = yaml.safe_load(AUTH)
+    oidc["spec"]["embeddedAuthServer"]["upstreamProviders"][0]["oidcConfig"]["userInfoOverride"] = {
+        "httpMethod": "POST"
+    }
+    world = World(
+        platform="kubernetes", namespace="team", external_auth_configs={"eas": obj(yaml.safe_dump(oidc))}
+    )
+    plan = mcpserver.plan(server, world)
+    document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
+    assert "url" not in document["upstream"]["userinfo"]  # the discovered userinfo_endpoint
+    assert document["upstream"]["userinfo"]["method"] == "POST"

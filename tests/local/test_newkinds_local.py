@@ -127,6 +127,9 @@ async def test_entry_composite_and_config_kinds_on_the_local_platform(tmp_path: 
             assert refused["phase"] == "Failed" and "spec.allowPrivateEndpoint" in refused["message"]
             definition = await status("VirtualMCPCompositeToolDefinition", "ask-echo")
             assert definition["referencingWorkloads"] == [{"kind": "VirtualMCPServer", "name": "gw"}]
+            # ToolHive's fields for this kind, mirrored from the condition and the references.
+            assert definition["referencingVirtualServers"] == ["gw"]
+            assert definition["validationStatus"] == "Valid" and definition["validationErrors"] == []
             for kind, name in (("MCPOIDCConfig", "idp"), ("MCPAuthzConfig", "policy")):
                 config = await status(kind, name)
                 assert len(config["configHash"]) == 64 and config["conditions"][0]["status"] == "True"

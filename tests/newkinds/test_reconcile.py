@@ -8,10 +8,12 @@ from mcpfleet.api.embeddingserver import EmbeddingServerStatus
 from mcpfleet.api.mcpgroup import MCPGroupStatus
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import ConfigStatus
+from mcpfleet.api.virtualmcpcompositetooldefinition import CompositeToolDefinitionStatus
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import (
     configkinds,
     embeddingserver,
+    kinds,
     mcpauthzconfig,
     mcpgroup,
     mcpoidcconfig,
@@ -173,6 +175,19 @@ def test_composite_tool_refs_are_served_by_the_gateway_config() -> None:
     assert rendered["compositeTools"][0]["steps"][0]["type"] == "elicitation"
     status = virtualmcpcompositetooldefinition.status(ConfigStatus(), definition, world, deleting=False)
     assert [(r.kind, r.name) for r in status.referencing_workloads] == [("VirtualMCPServer", "gw")]
+    assert status.referencing_virtual_servers == ["gw"]
+    assert status.validation_status == "Valid" and status.validation_errors == []
+    # A stored spec the models refuse (the API server cannot check a dependsOn cycle): Invalid, named.
+    invalid = kinds.invalid_config_status(
+        "VirtualMCPCompositeToolDefinition",
+        status.dump(),
+        generation=2,
+        message="spec.steps: dependsOn forms a cycle among a, b",
+    )
+    assert isinstance(invalid, CompositeToolDefinitionStatus)
+    assert invalid.validation_status == "Invalid"
+    assert invalid.validation_errors == ["spec.steps: dependsOn forms a cycle among a, b"]
+    assert invalid.referencing_virtual_servers == ["gw"] and invalid.config_hash is None
     missing = virtualmcpserver.plan(vmcp, World(platform="local", namespace="team", groups={"g": group}))
     assert missing.problems == (
         "spec.config.compositeToolRefs[0]: VirtualMCPCompositeToolDefinition deploy not found",

@@ -228,3 +228,31 @@ spec:
 
     rendered = kube.cluster.wait_for("gateway optimizer", optimizer, timeout=120)
     assert rendered["embeddingProvider"] == "tei"
+
+
+def test_a_definition_the_models_refuse_is_invalid_in_toolhive_fields(
+    kube: Kube, operator: OperatorProcess
+) -> None:
+    """A dependsOn cycle passes the CRD's CEL (it cannot see cycles) and is refused by the models: the
+    status says so in the Valid condition and in ToolHive's validationStatus / validationErrors."""
+    kube.apply(
+        """
+apiVersion: mcpfleet.dev/v1alpha1
+kind: VirtualMCPCompositeToolDefinition
+metadata: {name: cycle}
+spec: {name: cycle, steps: [{id: a, tool: x.y, dependsOn: [b]}, {id: b, tool: x.y, dependsOn: [a]}]}
+"""
+    )
+    status = kube.cluster.wait_for(
+        "definition refused",
+        lambda: (
+            (s := kube.status("VirtualMCPCompositeToolDefinition", "cycle")).get("validationStatus")
+            == "Invalid"
+            and s
+        ),
+        timeout=60,
+    )
+    assert any("dependsOn forms a cycle" in e for e in status["validationErrors"])
+    valid = next(c for c in status["conditions"] if c["type"] == "Valid")
+    assert valid["status"] == "False" and "cycle" in valid["message"]
+    assert status["referencingVirtualServers"] == []  # nothing references it

@@ -230,3 +230,32 @@ async def test_real_time_server_behind_a_permit_list(tmp_path: Path) -> None:
                     "convert_time", {"source_timezone": "UTC", "time": "10:00", "target_timezone": "UTC"}
                 )
             assert denied.value.error.code == FORBIDDEN
+
+
+@pytest.mark.parametrize("detect", [True, False])
+async def test_audit_response_data_and_application_errors(tmp_path: Path, detect: bool) -> None:
+    """ToolHive's `includeResponseData` and `detectApplicationErrors` on the proxy's audit: the answer
+    logged (cut at maxDataSize), an error inside a 200 answer counted only when answers are read."""
+    audit_file = tmp_path / "audit.jsonl"
+    audit = {
+        "enabled": True,
+        "logFile": str(audit_file),
+        "includeResponseData": True,
+        "maxDataSize": 2000,
+        "detectApplicationErrors": detect,
+    }
+    (tmp_path / "audit.json").write_text(json.dumps(audit))
+    args = ["--audit-config", str(tmp_path / "audit.json"), "--", sys.executable, str(SERVER)]
+    with proxy_process(args, tmp_path, {"POLICY_SERVER_CALLS": str(tmp_path / "calls.jsonl")}) as base:
+        await wait_healthy(base)
+        async with client(f"{base}/mcp", None) as c:
+            assert not (await c.call_tool("weather", {"city": "Oslo"})).is_error
+            with contextlib.suppress(MCPError):
+                assert (await c.call_tool("no_such_tool", {})).is_error
+    events = [orjson.loads(line) for line in audit_file.read_text().splitlines()]
+    weather = next(e for e in events if e.get("target", {}).get("name") == "weather")
+    assert weather["outcome"] == "success" and "Oslo" in weather["response"]
+    assert weather["arguments"] == {"city": "[redacted]"}  # request data stays off
+    failed = next(e for e in events if e.get("target", {}).get("name") == "no_such_tool")
+    assert failed["outcome"] in (("error", "tool_error") if detect else ("success",))
+    assert "no_such_tool" in failed["response"]

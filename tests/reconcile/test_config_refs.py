@@ -4,6 +4,7 @@ change what runs (no cluster: the reconcile rules only)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -12,9 +13,11 @@ import pytest
 import yaml
 
 from mcpfleet.api.kinds import ManifestError
-from mcpfleet.reconcile import mcpremoteproxy, mcpserver, virtualmcpserver
+from mcpfleet.api.meta import ConfigStatus, ProxyWorkloadStatus
+from mcpfleet.api.virtualmcpserver import VirtualMCPServerStatus
+from mcpfleet.reconcile import configkinds, kinds, mcpremoteproxy, mcpserver, virtualmcpserver
 from mcpfleet.reconcile.embeddingserver import embedding_urls
-from mcpfleet.reconcile.model import Platform, WorkloadPlan, World
+from mcpfleet.reconcile.model import Platform, WorkloadObservation, WorkloadPlan, World
 from tests.reconcile.conftest import obj
 
 PLATFORMS: tuple[Platform, ...] = ("local", "kubernetes")
@@ -385,3 +388,40 @@ def test_webhook_config_ref_that_cannot_be_used_stops_the_workload(
     )
     assert any(p.startswith(problem) for p in plan.problems), plan.problems
     assert plan.containers == ()
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_status_config_hashes_name_the_version_of_each_referenced_configuration(platform: Platform) -> None:
+    """ToolHive's `*ConfigHash` status fields: each equals the referenced object's own configHash,
+    changes with an edit of it, and is unset without the reference (or when it names nothing)."""
+    tools = obj("kind: MCPToolConfig\nmetadata: {name: tc}\nspec: {toolsFilter: [get_current_time]}")
+    world = World(
+        platform=platform, namespace="team", oidc_configs={"idp": _idp()}, tool_configs={"tc": tools}
+    )
+    server = _server(
+        "oidcConfigRef: {name: idp, audience: time}, toolConfigRef: {name: tc}, authzConfigRef: {name: x}"
+    )
+    observation = WorkloadObservation(desired_replicas=1, ready_replicas=1, url="http://time")
+    status = kinds.status(ProxyWorkloadStatus(), server, kinds.plan(server, world), observation, world)
+    assert isinstance(status, ProxyWorkloadStatus)
+    assert (
+        status.oidc_config_hash
+        == configkinds.config_hash(_idp())
+        == configkinds.config_status(ConfigStatus(), obj=_idp(), refs=[], deleting=False).config_hash
+    )
+    assert status.tool_config_hash == configkinds.config_hash(tools)
+    assert status.authz_config_hash is None and status.telemetry_config_hash is None  # x names nothing
+    edited = dataclasses.replace(world, oidc_configs={"idp": _idp("other.example.com")})
+    again = kinds.status(status, server, kinds.plan(server, edited), observation, edited)
+    assert isinstance(again, ProxyWorkloadStatus) and again.oidc_config_hash != status.oidc_config_hash
+    assert "oidcConfigHash" in again.dump() and "webhookConfigHash" not in again.dump()
+
+    group = obj("kind: MCPGroup\nmetadata: {name: g}\nspec: {}")
+    vmcp = obj(
+        "kind: VirtualMCPServer\nmetadata: {name: gw}\nspec: {config: {groupRef: g},"
+        " incomingAuth: {type: oidc, oidcConfigRef: {name: idp, audience: gw}}}"
+    )
+    gw_world = dataclasses.replace(world, groups={"g": group})
+    gw = kinds.status(VirtualMCPServerStatus(), vmcp, kinds.plan(vmcp, gw_world), None, gw_world)
+    assert isinstance(gw, VirtualMCPServerStatus)
+    assert gw.oidc_config_hash == configkinds.config_hash(_idp()) and gw.authz_config_hash is None

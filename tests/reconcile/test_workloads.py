@@ -400,6 +400,7 @@ def test_vmcp_bearer_token_reaches_the_gateway_only_as_secret_env() -> None:
             )
         assert document["outgoingAuth"]["backends"]["time"] == {
             "type": "bearer_token",
+            "authConfigRef": "bt",  # the gateway reports it in discoveredBackends[].authConfigRef
             "bearerToken": {"tokenEnv": "MCPFLEET_SECRET_0"},
         }
         # One env var for the one Secret key, used twice; the Secret's name never reaches the config.
@@ -768,3 +769,33 @@ def test_registry_publish_renders_auth_grants_and_storage_on_both_platforms() ->
     assert local_ref.problems == () and [f.filename for f in local_ref.config_map_files] == ["oidc.json"]
     k8s_ref = mcpregistry.plan(obj(ref + "  storage: {persistentVolumeClaimName: d}\n"), k8s())
     assert k8s_ref.problems == () and [f.filename for f in k8s_ref.config_map_files] == ["oidc.json"]
+
+
+VMCP_STATIC_ENTRY = """
+kind: VirtualMCPServer
+metadata: {name: gw}
+spec:
+  config:
+    groupRef: tools
+    aggregation: {defaultToolVisibility: deny, tools: [{workload: remote}]}
+    audit: {enabled: true, includeResponseData: true, detectApplicationErrors: false, maxDelegationDepth: 3}
+    backends:
+      - {name: remote, url: "https://mcp.example.com/mcp", type: entry, caBundlePath: /etc/ca/ca.crt,
+         metadata: {env: prod, group: mine, kind: mine}}
+  incomingAuth: {type: anonymous}
+"""
+
+
+@pytest.mark.parametrize("platform", ["kubernetes", "local"])
+def test_vmcp_static_entry_backend_visibility_and_audit_reach_the_gateway_config(platform: str) -> None:
+    world = dataclasses.replace(_vmcp_world(), platform=platform)
+    plan = virtualmcpserver.plan(obj(VMCP_STATIC_ENTRY), world)
+    assert plan.problems == ()
+    config = VMCPConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
+    remote = next(b for b in config.backends if b.name == "remote")
+    assert remote.type == "entry" and remote.ca_bundle_path == "/etc/ca/ca.crt"
+    # group and kind are mcpfleet's own keys: the user's values are replaced.
+    assert remote.metadata == {"env": "prod", "group": "tools", "kind": "static"}
+    assert config.aggregation.default_tool_visibility == "deny"
+    assert config.audit is not None and config.audit.include_response_data
+    assert not config.audit.detect_application_errors and config.audit.max_delegation_depth == 3

@@ -34,22 +34,31 @@ def free_port() -> int:
 class Served:
     """An ASGI app running under uvicorn in the test's event loop; stop() and start() again on the same port."""
 
-    def __init__(self, app: Any, port: int | None = None) -> None:
+    def __init__(self, app: Any, port: int | None = None, tls: tuple[str, str] | None = None) -> None:
         self.app = app
         self.port = port or free_port()
+        self.tls = tls  # (certificate file, key file): serve HTTPS
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"{self.base}/mcp"
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     async def start(self) -> Served:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", lifespan="on")
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="error",
+            lifespan="on",
+            ssl_certfile=self.tls[0] if self.tls else None,
+            ssl_keyfile=self.tls[1] if self.tls else None,
+        )
         self._server = InProcessServer(config)
         self._task = asyncio.create_task(self._server.serve())
         for _ in range(1500):  # 30 s: a gateway's start-up connects to every backend first

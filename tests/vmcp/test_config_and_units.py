@@ -113,10 +113,29 @@ def test_prefix_format_and_hidden_tools_routable() -> None:
     assert agg.step_routes["a.hide"] == aggregate.Route("a", "hide")
 
 
+def test_default_tool_visibility_deny_advertises_only_listed_backends() -> None:
+    cfg = Aggregation.model_validate(
+        {"defaultToolVisibility": "deny", "tools": [{"workload": "a", "filter": ["keep"]}, {"workload": "b"}]}
+    )
+    lists = [_lists("a", "keep", "drop"), _lists("b", "x"), _lists("c", "y")]
+    lists[2].prompts = [{"name": "p"}]
+    agg = aggregate.build(lists, cfg)
+    # b is listed (opted in, no filter: all of it); c is not listed: hidden, still routable by steps.
+    assert set(agg.tool_routes) == {"a_keep", "b_x"}
+    assert agg.step_routes["c.y"] == aggregate.Route("c", "y")
+    assert [p["name"] for p in agg.prompts] == ["c_p"]  # deny gates tools only
+    assert Aggregation().default_tool_visibility == "allow"
+    allow = aggregate.build(
+        lists, Aggregation.model_validate({"tools": [{"workload": "a", "filter": ["keep"]}]})
+    )
+    assert set(allow.tool_routes) == {"a_keep", "b_x", "c_y"}
+
+
 def test_templates() -> None:
     scope = {"params": {"n": 3, "s": "x"}, "steps": {"a": {"output": {"text": "hi", "list": [1, 2]}}}}
     assert render("{{.params.n}}", scope) == 3  # a lone template keeps its type
     assert render("n={{.params.n}} {{.steps.a.output.text}}", scope) == "n=3 hi"
+    assert render("{{.params.s}}-{{.params.n}}", scope) == "x-3"  # two templates, not one spanning both
     assert render("{{.steps.a.output.list}}", scope) == [1, 2]
     assert render('{{eq .params.s "x"}}', scope) is True
     assert render('{{ne .params.s "x"}}', scope) is False

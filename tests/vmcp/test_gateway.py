@@ -155,6 +155,24 @@ async def test_tool_config_ref_and_exclude_all(
         assert text(await c.call_tool("shout", {"text": "hey"})) == "HEY"
 
 
+async def test_default_tool_visibility_deny(
+    alpha_beta: tuple[Served, Served], gateway: GatewayFactory
+) -> None:
+    cfg = two(
+        *alpha_beta,
+        aggregation={"defaultToolVisibility": "deny", "tools": [{"workload": "beta", "filter": ["upper"]}]},
+        compositeTools=[
+            {"name": "via_alpha", "steps": [{"id": "s", "tool": "alpha.echo", "arguments": {"text": "x"}}]}
+        ],
+    )
+    gw = await gateway(cfg)
+    async with Client(gw.url, mode="legacy") as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert names == {"beta_upper", "via_alpha"}  # alpha has no tools entry: none of its tools shown
+        assert (await c.call_tool("alpha_echo", {"text": "m"})).is_error
+        assert "alpha:x" in text(await c.call_tool("via_alpha", {}))  # ... but composite steps reach them
+
+
 async def test_failing_list_call_keeps_other_capabilities(
     alpha_beta: tuple[Served, Served], gateway: GatewayFactory, served: Any
 ) -> None:
@@ -486,3 +504,99 @@ async def test_composite_parallel_abort_and_timeout(
         retried = await c.call_tool("retries", {})
         assert retried.is_error
     assert gw.app.gateway.metrics.child("alpha", "tools/call")._err._value.get() >= 0  # type: ignore[attr-defined]
+
+
+async def test_composite_for_each_and_structured_output(
+    alpha_beta: tuple[Served, Served], gateway: GatewayFactory
+) -> None:
+    """forEach steps (ToolHive's shape) and the typed `output`: the tool advertises an outputSchema and
+    answers structuredContent that the SDK client validates against it."""
+    loop = {
+        "name": "shout_all",
+        "parameters": {
+            "type": "object",
+            "properties": {"words": {"type": "array", "items": {"type": "string"}}},
+        },
+        "steps": [
+            {
+                "id": "loop",
+                "type": "forEach",
+                "collection": "{{.params.words}}",
+                "itemVar": "w",
+                "maxParallel": 2,
+                "step": {"tool": "alpha.upper", "arguments": {"text": "{{.forEach.w}}-{{.forEach.index}}"}},
+            }
+        ],
+        "output": {
+            "properties": {
+                "count": {"type": "integer", "value": "{{.steps.loop.output.count}}", "description": "items"},
+                "first": {"type": "string", "value": "{{.steps.loop.output.iterations.0.output.text}}"},
+                "all": {"type": "array", "value": "{{.steps.loop.output.iterations}}"},
+                "summary": {
+                    "type": "object",
+                    "properties": {"failed": {"type": "integer", "value": "{{.steps.loop.output.failed}}"}},
+                },
+                "absent": {"type": "string", "value": "{{.steps.loop.output.nothing}}"},
+            },
+            "required": ["count", "first"],
+        },
+    }
+    slow = {
+        "name": "slow_all",
+        "steps": [
+            {
+                "id": "loop",
+                "type": "forEach",
+                "collection": "[0.3, 0.3, 0.3, 0.3]",
+                "maxParallel": 2,
+                "step": {"tool": "alpha.slow", "arguments": {"seconds": "{{.forEach.item}}"}},
+            }
+        ],
+    }
+    failing = {
+        "name": "fail_all",
+        "steps": [
+            {
+                "id": "loop",
+                "type": "forEach",
+                "collection": '["x", "y"]',
+                "step": {"tool": "alpha.fail", "arguments": {"message": "no {{.forEach.item}}"}},
+            }
+        ],
+    }
+    tolerant = {
+        "name": "fail_tolerated",
+        "steps": [{**failing["steps"][0], "onError": {"action": "continue"}}],  # type: ignore[index]
+        "output": {"properties": {"failed": {"type": "integer", "value": "{{.steps.loop.output.failed}}"}}},
+    }
+    too_many = {
+        "name": "too_many",
+        "steps": [{**failing["steps"][0], "collection": "[1, 2, 3]", "maxIterations": 2}],  # type: ignore[index]
+    }
+    gw = await gateway(two(*alpha_beta, compositeTools=[loop, slow, failing, tolerant, too_many]))
+    async with Client(gw.url, mode="legacy") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        schema = tools["shout_all"].output_schema
+        assert schema is not None and schema["required"] == ["count", "first"]
+        assert schema["properties"]["count"] == {"type": "integer", "description": "items"}
+        assert schema["properties"]["summary"]["properties"] == {"failed": {"type": "integer"}}
+        assert tools["slow_all"].output_schema is None
+
+        res = await c.call_tool("shout_all", {"words": ["a", "b", "c"]})
+        assert not res.is_error, text(res)
+        out = res.structured_content
+        assert out is not None
+        assert out["count"] == 3 and out["first"] == "A-0" and out["summary"] == {"failed": 0}
+        assert [i["output"]["text"] for i in out["all"]] == ["A-0", "B-1", "C-2"]
+        assert "absent" not in out  # rendered no value, not required: left out
+
+        started = asyncio.get_running_loop().time()
+        assert not (await c.call_tool("slow_all", {})).is_error
+        assert asyncio.get_running_loop().time() - started >= 0.55  # 4 items, 2 at a time: two rounds
+
+        failed = await c.call_tool("fail_all", {})
+        assert failed.is_error and "2 of 2 items failed" in text(failed) and "no x" in text(failed)
+        tolerated = await c.call_tool("fail_tolerated", {})
+        assert not tolerated.is_error and tolerated.structured_content == {"failed": 2}
+        refused = await c.call_tool("too_many", {})
+        assert refused.is_error and "more than maxIterations 2" in text(refused)

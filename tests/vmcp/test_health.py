@@ -13,6 +13,7 @@ import aiohttp
 from mcp.client.client import Client
 
 from mcpfleet.vmcp.health import RECONNECT_MAX, RECONNECT_WINDOW, reconnect_delay
+from mcpfleet.vmcp.status import to_resource_status
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.vmcp.conftest import GatewayFactory
 from tests.vmcp.servers import JsonRpcBackend, Served, sdk_backend
@@ -188,7 +189,12 @@ async def test_circuit_breaker_fails_fast(gateway: GatewayFactory, served: Any) 
         await served(be, s.port)
         await asyncio.sleep(0.35)  # half-open after the time_limit: one trial call goes through
         assert not (await c.call_tool("cb_echo", {})).is_error
-        assert (await status(gw))["backends"][0]["circuitBreaker"] == "closed"
+        closed = (await status(gw))["backends"][0]
+        assert closed["circuitBreaker"] == "closed"
+        # The time of the last change (open -> half-open -> closed): reported as circuitLastChanged.
+        changed = time.strptime(closed["circuitLastChanged"], "%Y-%m-%dT%H:%M:%SZ")
+        assert abs(time.mktime(changed) - time.mktime(time.gmtime())) < 10
+        assert to_resource_status(await status(gw))["discoveredBackends"][0]["circuitLastChanged"]
 
 
 async def test_status_file_writer(gateway: GatewayFactory, served: Any, tmp_path: Any) -> None:
@@ -205,6 +211,11 @@ async def test_status_file_writer(gateway: GatewayFactory, served: Any, tmp_path
         await asyncio.sleep(0.1)
     doc = json.loads(path.read_text())
     assert doc["name"] == "filegw" and doc["phase"] == "Ready"
+    # ToolHive's discoveredBackends fields: the negotiated revision and the outgoing auth.
+    filed = to_resource_status(doc)["discoveredBackends"][0]
+    assert filed["mcpRevision"] == doc["backends"][0]["mcpRevision"] and filed["mcpRevision"]
+    assert filed["authType"] == "unauthenticated" and "authConfigRef" not in filed
+    assert "circuitLastChanged" not in filed  # no circuit breaker configured
     assert doc["backends"][0]["name"] == "filed" and doc["backends"][0]["counts"]["tools"] == 2
     assert doc["counts"]["tools"] == 2
 

@@ -221,3 +221,44 @@ async def test_optimizer_calls_are_authorized_like_any_tools_call(
         with pytest.raises(MCPError) as denied:
             await c.call_tool("call_tool", {"tool_name": "beta_upper", "parameters": {"text": "abc"}})
         assert denied.value.error.code == FORBIDDEN
+
+
+@pytest.mark.parametrize("detect", [True, False])
+async def test_audit_response_data_application_errors_and_delegation_chain(
+    issuer: Issuer, gateway: GatewayFactory, served: Any, tmp_path: Path, detect: bool
+) -> None:
+    """ToolHive's `includeResponseData`, `detectApplicationErrors` and `maxDelegationDepth`."""
+    s = await served(JsonRpcBackend("be", tools=["echo"]))
+    audit_file = tmp_path / "audit.jsonl"
+    config = _config(issuer, s.url, ["permit(principal, action, resource);"], None)
+    config["audit"] = {
+        "enabled": True,
+        "logFile": str(audit_file),
+        "includeResponseData": True,
+        "maxDataSize": 30,
+        "maxDelegationDepth": 2,
+        "detectApplicationErrors": detect,
+    }
+    gw = await gateway(config)
+    # alice's token, used by agent-1 on behalf of agent-2 on behalf of agent-3 (RFC 8693 act).
+    act = {"sub": "agent-1", "act": {"sub": "agent-2", "iss": "https://idp", "act": {"sub": "agent-3"}}}
+    token = issuer.token("k", sub="alice", extra={"act": act})
+    async with aiohttp.ClientSession() as h:
+        caller = await Caller(h, gw.url, token).open()
+        ok = await caller.rpc("tools/call", {"name": "be_echo", "arguments": {"text": "hi"}})
+        assert ok["result"]["content"][0]["text"].startswith("be:echo")
+        missing = await caller.rpc("tools/call", {"name": "no_such_tool", "arguments": {}})
+        assert missing["result"]["isError"] is True
+    calls = [orjson.loads(x) for x in audit_file.read_text().splitlines()]
+    calls = [e for e in calls if e["method"] == "tools/call"]
+    echo = next(e for e in calls if e["target"]["name"] == "be_echo")
+    assert echo["outcome"] == "success"
+    assert echo["response"].endswith("…") and len(echo["response"]) == 31 and echo["response"].startswith("{")
+    assert echo["delegationChain"] == [{"sub": "agent-1"}, {"sub": "agent-2", "iss": "https://idp"}]
+    assert echo["delegationTruncated"] is True
+    assert echo["subject"]["sub"] == "alice"
+    failed = next(e for e in calls if e["target"]["name"] == "no_such_tool")
+    # The tool's error arrived in a 200 answer: an error only when answers are inspected.
+    assert failed["outcome"] == ("tool_error" if detect else "success")
+    assert failed["response"].startswith('{"content":')
+    assert token not in audit_file.read_text()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
@@ -69,12 +69,30 @@ class Aggregation(RuleModel):
     """Settings of the chosen strategy."""
     exclude_all_tools: bool = False
     """Advertise no backend tools (only composite tools)."""
+    default_tool_visibility: Literal["allow", "deny"] = "allow"
+    """Tools of a backend with no `tools` entry: allow advertises them (a backend added to the group
+    is exposed at once); deny advertises none, so only the backends listed in `tools` show tools.
+    Advertising only: hidden tools stay callable by composite steps. Resources and prompts are
+    not gated."""
     tools: list[WorkloadToolConfig] = Field(default_factory=list, max_length=100)
     """Per-backend filters and overrides."""
 
 
-class StaticBackend(ApiModel):
+RESERVED_BACKEND_METADATA = ("group", "kind")
+"""`backends[].metadata` keys the platforms set themselves (a value given for them is replaced)."""
+
+
+class StaticBackend(RuleModel):
     """A backend given by URL rather than discovered from the group."""
+
+    rules = (
+        Rule(
+            cel="!has(self.caBundlePath) || (has(self.type) && self.type == 'entry')",
+            message="caBundlePath is only valid when type is 'entry'",
+            field_path=".caBundlePath",
+            check=lambda s: s.ca_bundle_path is None or s.type == "entry",
+        ),
+    )
 
     name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
     """Backend name (used in prefixes and routing)."""
@@ -82,6 +100,18 @@ class StaticBackend(ApiModel):
     """MCP endpoint of the backend."""
     transport: HttpTransport = "streamable-http"
     """streamable-http or sse."""
+    type: Literal["entry", ""] = ""
+    """entry: a remote MCP server the gateway reaches directly (as an MCPServerEntry), which may
+    carry caBundlePath; empty: a proxy or server of the fleet."""
+    ca_bundle_path: str | None = Field(default=None, min_length=1, max_length=4096)
+    """PEM CA bundle (a file the gateway can read: in its pod, a mounted volume) that verifies this
+    backend's TLS certificate, instead of the system's CAs. Only with type entry."""
+    metadata: dict[Annotated[str, Field(max_length=253)], Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=dict, max_length=64
+    )
+    """Free key-value labels of the backend (env, region, ...), shown with it in the gateway's
+    /status; the keys group and kind are set by mcpfleet (group: the gateway's group, kind: where the
+    backend came from)."""
 
 
 class StepOnError(ApiModel):
@@ -109,6 +139,27 @@ class ElicitationResponse(ApiModel):
     continue: go on (the step's output is `defaultResults`, or `{"action": ...}`)."""
 
 
+MAX_FOREACH_ITERATIONS = 1000
+MAX_FOREACH_PARALLEL = 50
+DEFAULT_FOREACH_ITERATIONS = 100
+DEFAULT_FOREACH_PARALLEL = 10
+
+
+class ForEachInnerStep(ApiModel):
+    """The step a forEach step runs once per item: a tool call (no nested forEach, no elicitation)."""
+
+    type: Literal["tool"] = "tool"
+    """Only tool steps run inside forEach."""
+    tool: str = Field(min_length=1, max_length=256)
+    """Tool to call, as in a tool step."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Arguments; templates may read {{.forEach.item}} (or the itemVar name) and {{.forEach.index}}."""
+    timeout: Duration | None = None
+    """Time limit of each call."""
+    on_error: StepOnError = Field(default_factory=StepOnError)
+    """Per item: abort (the item fails), continue (recorded as failed) or retry."""
+
+
 class WorkflowStep(RuleModel):
     """One step of a composite tool: a call to a backend tool, or a question to the user (elicitation)."""
 
@@ -126,10 +177,22 @@ class WorkflowStep(RuleModel):
             check=lambda s: s.type != "elicitation" or bool(s.message),
         ),
         Rule(
-            cel="self.type != 'forEach'",
-            message="forEach steps are not supported; unroll the loop into tool steps",
-            field_path=".type",
-            check=lambda s: s.type != "forEach",
+            cel="self.type != 'forEach' || (has(self.collection) && size(self.collection) > 0)",
+            message="a forEach step needs collection",
+            field_path=".collection",
+            check=lambda s: s.type != "forEach" or bool(s.collection),
+        ),
+        Rule(
+            cel="self.type != 'forEach' || has(self.step)",
+            message="a forEach step needs step (the tool step run for each item)",
+            field_path=".step",
+            check=lambda s: s.type != "forEach" or s.step is not None,
+        ),
+        Rule(
+            cel="self.type == 'forEach' || (!has(self.collection) && !has(self.step))",
+            message="collection and step apply to forEach steps only",
+            field_path=".step",
+            check=lambda s: s.type == "forEach" or (s.collection is None and s.step is None),
         ),
         Rule(
             cel="self.type == 'elicitation' || (!has(self.onDecline) && !has(self.onCancel))",
@@ -142,7 +205,8 @@ class WorkflowStep(RuleModel):
     id: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Step id, unique in the tool; later steps read its output as {{.steps.ID.output}}."""
     type: Literal["tool", "elicitation", "forEach"] = "tool"
-    """tool (call a backend tool) or elicitation (ask the client's user); forEach is refused."""
+    """tool (call a backend tool), elicitation (ask the client's user) or forEach (call a tool once
+    per item of a collection)."""
     tool: str | None = Field(default=None, min_length=1, max_length=256)
     """Tool to call, as the aggregated name (backend prefix included) or `backend.tool`."""
     arguments: dict[str, Any] = Field(default_factory=dict, json_schema_extra=FREE_FORM)
@@ -166,15 +230,124 @@ class WorkflowStep(RuleModel):
     default_results: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
     """Output the step gives when it is skipped (condition false) or fails under action continue."""
     collection: str | None = Field(default=None, max_length=4096)
-    """forEach (refused): the collection template."""
-    item_var: str | None = Field(default=None, max_length=63)
-    """forEach (refused): the item variable."""
-    max_iterations: int | None = Field(default=None, ge=0, le=1000)
-    """forEach (refused): iteration bound."""
-    max_parallel: int | None = Field(default=None, ge=0, le=100)
-    """forEach (refused): parallel iterations."""
+    """forEach: a template rendering to a list (or to a JSON text of one), e.g. {{.steps.ID.output.items}}."""
+    item_var: str | None = Field(
+        default=None,
+        max_length=63,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": "self != 'index'", "message": "index is reserved"}]
+        },
+    )
+    """forEach: the name the inner step reads the current item by, {{.forEach.NAME}} (default item;
+    {{.forEach.index}} is the item's position)."""
+    max_iterations: int | None = Field(default=None, ge=0, le=MAX_FOREACH_ITERATIONS)
+    """forEach: most items (default 100, at most 1000); a longer collection fails the step."""
+    max_parallel: int | None = Field(default=None, ge=0, le=MAX_FOREACH_PARALLEL)
+    """forEach: iterations running at once (default 10, at most 50)."""
     step: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
-    """forEach (refused): the inner step."""
+    """forEach: the tool step run per item (`tool`, `arguments`, `timeout`, `onError`; templates may
+    read {{.forEach.item}} and {{.forEach.index}})."""
+
+    @field_validator("item_var")
+    @classmethod
+    def _not_index(cls, value: str | None) -> str | None:
+        if value == "index":
+            raise ValueError("index is reserved")
+        return value
+
+    @field_validator("step")
+    @classmethod
+    def _inner_step(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            ForEachInnerStep.model_validate(value)  # errors name .step.<field>
+        return value
+
+    @property
+    def inner(self) -> ForEachInnerStep:
+        """The forEach step's inner tool step (validated when the model was)."""
+        assert self.step is not None
+        return ForEachInnerStep.model_validate(self.step)
+
+
+OutputType = Literal["string", "integer", "number", "boolean", "object", "array"]
+MAX_OUTPUT_DEPTH = 8
+"""How deep `properties` of object output properties may nest."""
+
+
+class OutputProperty(RuleModel):
+    """One property of a composite tool's structured output (ToolHive's OutputProperty)."""
+
+    rules = (
+        Rule(
+            cel="self.type == 'object' || has(self.value)",
+            message="a property of a type other than object needs value",
+            field_path=".value",
+            check=lambda s: s.type == "object" or s.value is not None,
+        ),
+        Rule(
+            cel="self.type != 'object' || (has(self.value) != has(self.properties))",
+            message="an object property needs either value or properties, not both",
+            field_path=".properties",
+            check=lambda s: s.type != "object" or ((s.value is None) != (s.properties is None)),
+        ),
+    )
+
+    type: OutputType
+    """The JSON Schema type of the value: string, integer, number, boolean, object or array."""
+    description: str | None = Field(default=None, max_length=4096)
+    """What the property means (in the tool's outputSchema)."""
+    value: str | None = Field(default=None, max_length=4096)
+    """A template giving the value ({{.steps.ID.output.field}}, {{.params.x}}); for object and array
+    types it may render to JSON text, which is parsed."""
+    properties: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
+    """Nested properties of an object property (each with type, description, value / properties)."""
+    default: Any = Field(default=None, json_schema_extra=FREE_FORM)
+    """The value when the template renders to nothing (coerced to type)."""
+
+    @field_validator("properties")
+    @classmethod
+    def _nested(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        depth = (info.context or {}).get("output_depth", 0) if isinstance(info.context, dict) else 0
+        if value is not None:
+            if depth >= MAX_OUTPUT_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_OUTPUT_DEPTH} levels")
+            if len(value) > MAX_OUTPUT_PROPERTIES:
+                raise ValueError(f"more than {MAX_OUTPUT_PROPERTIES} properties")
+            for name, nested in value.items():
+                try:
+                    OutputProperty.model_validate(nested, context={"output_depth": depth + 1})
+                except ValidationError as exc:
+                    raise ValueError(f"{name}: {_first_error(exc)}") from None
+        return value
+
+
+MAX_OUTPUT_PROPERTIES = 100
+
+
+class CompositeOutput(RuleModel):
+    """The structured output of a composite tool: its properties, each rendered from a template; the
+    tool advertises the matching `outputSchema` and answers `structuredContent`."""
+
+    rules = (
+        Rule(
+            cel="!has(self.required) || self.required.all(r, r in self.properties)",
+            message="required names a property that properties does not define",
+            field_path=".required",
+            check=lambda s: all(r in s.properties for r in s.required or ()),
+        ),
+    )
+
+    properties: dict[str, OutputProperty] = Field(max_length=MAX_OUTPUT_PROPERTIES)
+    """The output's properties by name."""
+    required: list[Annotated[str, Field(max_length=253)]] | None = Field(default=None, max_length=100)
+    """Properties that must have a value: a run that renders none for one of them fails."""
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    return f"{loc}: {err['msg']}" if loc else str(err["msg"])
 
 
 class CompositeAnnotations(ApiModel):
@@ -221,8 +394,9 @@ class CompositeTool(RuleModel):
     """Steps, forming a DAG through dependsOn."""
     timeout: Duration | None = None
     """Time limit of the whole tool."""
-    output: dict[str, Any] | None = Field(default=None, json_schema_extra=FREE_FORM)
-    """JSON Schema of the result: each property is rendered from its `value` template."""
+    output: CompositeOutput | None = None
+    """Structured output: each property rendered from its `value` template (else the last step's
+    result is the tool's result)."""
     annotations: CompositeAnnotations | None = None
     """MCP tool annotations clients see."""
     failure_mode: Literal["abort", "continue", "best_effort"] | None = None

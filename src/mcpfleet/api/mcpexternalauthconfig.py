@@ -3,6 +3,7 @@ the OAuth 2.1 authorization server its proxy embeds (`embeddedAuthServer`, serve
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -118,6 +119,99 @@ class UpstreamOIDCConfig(ApiModel):
     """Extra query parameters on the IdP's authorize URL (e.g. Google's access_type=offline)."""
     subject_claim: str | None = Field(default=None, max_length=128, pattern=r"^([a-zA-Z_][a-zA-Z0-9_]*)?$")
     """The ID-token claim naming the user; `sub` when unset (Entra: `oid`)."""
+    user_info_override: UserInfoOverride | None = None
+    """Also read the userinfo endpoint (name and email from it); the ID token alone when unset."""
+
+
+_HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+UserInfoField = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class UserInfoFieldMapping(ApiModel):
+    """Which fields of a userinfo answer say who the user is (dot-notation paths; the first present wins)."""
+
+    subject_fields: list[UserInfoField] | None = Field(
+        default=None, max_length=16, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """Fields holding the user id, in order; ["sub"] when unset."""
+    name_fields: list[UserInfoField] | None = Field(
+        default=None, max_length=16, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """Fields holding the display name, in order; ["name"] when unset."""
+    email_fields: list[UserInfoField] | None = Field(
+        default=None, max_length=16, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """Fields holding the email address, in order; ["email"] when unset."""
+
+
+RESERVED_USERINFO_HEADERS = ("authorization", "connection", "content-length", "host", "transfer-encoding")
+
+
+def _userinfo_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
+    for name in headers or {}:
+        if not re.match(_HEADER_NAME, name):
+            raise ValueError(f"{name!r}: not an HTTP header name")
+        if name.lower() in RESERVED_USERINFO_HEADERS:
+            raise ValueError(f"{name}: set by the authorization server itself")
+    return headers
+
+
+UserInfoHeaders = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=128)],
+        Annotated[str, Field(max_length=8192)],
+    ]
+    | None,
+    Field(
+        default=None,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    # CRDs have no patternProperties: the header-name pattern is a rule.
+                    "rule": "self.all(k, k.matches('" + _HEADER_NAME.replace("'", "\\'") + "'))",
+                    "message": "header names must be HTTP tokens",
+                },
+                {
+                    "rule": "!self.exists(k, k.lowerAscii() in ["
+                    + ", ".join(f"'{h}'" for h in RESERVED_USERINFO_HEADERS)
+                    + "])",
+                    "message": "Authorization, Host, Connection, Content-Length and Transfer-Encoding are set"
+                    " by the authorization server itself",
+                },
+            ]
+        },
+    ),
+    AfterValidator(_userinfo_headers),
+]
+
+
+class UserInfo(ApiModel):
+    """Fetch the user's identity from the upstream's userinfo endpoint after the login (ToolHive's
+    `userInfo`), with the upstream access token as the bearer."""
+
+    endpoint_url: str = Field(pattern=r"^https?://.*$", max_length=2048)
+    """The userinfo endpoint."""
+    http_method: Literal["GET", "POST"] | None = None
+    """GET (default) or POST."""
+    additional_headers: UserInfoHeaders
+    """Extra request headers (e.g. GitHub's Accept); not Authorization, which carries the token."""
+    field_mapping: UserInfoFieldMapping | None = None
+    """Non-standard field names of the answer; sub / name / email when unset."""
+
+
+class UserInfoOverride(ApiModel):
+    """Read name and email from an OIDC upstream's userinfo endpoint (ToolHive's `userInfoOverride`):
+    the subject stays the ID token's, and a userinfo answer naming another subject fails the login."""
+
+    endpoint_url: str | None = Field(default=None, pattern=r"^https?://.*$", max_length=2048)
+    """The userinfo endpoint; the discovery document's `userinfo_endpoint` when unset."""
+    http_method: Literal["GET", "POST"] | None = None
+    """GET (default) or POST."""
+    additional_headers: UserInfoHeaders
+    """Extra request headers; not Authorization, which carries the token."""
+    field_mapping: UserInfoFieldMapping | None = None
+    """Non-standard field names of the answer; sub / name / email when unset."""
 
 
 class IdentityFromToken(ApiModel):
@@ -167,6 +261,9 @@ class UpstreamOAuth2Config(ApiModel):
     """Accepted for ToolHive compatibility; mcpfleet calls the configured endpoints whatever they resolve to."""
     identity_from_token: IdentityFromToken | None = None
     """Take the user's identity from the token response; else a subject derived from the access token."""
+    user_info: UserInfo | None = None
+    """Take the user's identity from this userinfo endpoint (identityFromToken wins when both are set;
+    with neither, the subject is derived from the access token)."""
     token_response_mapping: TokenResponseMapping | None = None
     """Where a non-standard token response nests the token fields."""
 

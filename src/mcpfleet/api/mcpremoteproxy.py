@@ -16,7 +16,14 @@ from mcpfleet.api.common import (
     ResourceRequirements,
     TelemetryConfigRef,
 )
-from mcpfleet.api.meta import AuthServerRef, KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.meta import (
+    AuthServerRef,
+    KindInfo,
+    LocalObjectReference,
+    ProxyWorkloadStatus,
+    Rule,
+    RuleModel,
+)
 from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import Change, Move, NameRef
@@ -98,4 +105,4 @@ class MCPRemoteProxy(Resource):
     )
     kind: Literal["MCPRemoteProxy"] = "MCPRemoteProxy"
     spec: MCPRemoteProxySpec
-    status: WorkloadStatus = Field(default_factory=WorkloadStatus)
+    status: ProxyWorkloadStatus = Field(default_factory=ProxyWorkloadStatus)

@@ -18,7 +18,14 @@ from mcpfleet.api.common import (
     TelemetryConfigRef,
     Transport,
 )
-from mcpfleet.api.meta import AuthServerRef, KindInfo, LocalObjectReference, Rule, RuleModel, WorkloadStatus
+from mcpfleet.api.meta import (
+    AuthServerRef,
+    KindInfo,
+    LocalObjectReference,
+    ProxyWorkloadStatus,
+    Rule,
+    RuleModel,
+)
 from mcpfleet.api.permissions import PermissionProfileRef
 from mcpfleet.api.policy import AUTHZ_REF_EXCLUSIVE, AuditConfig, AuthzConfig
 from mcpfleet.api.ratelimit import (
@@ -187,4 +194,4 @@ class MCPServer(Resource):
     version_changes: ClassVar[tuple[Change, ...]] = (NameRef("spec.groupRef"),)
     kind: Literal["MCPServer"] = "MCPServer"
     spec: MCPServerSpec
-    status: WorkloadStatus = Field(default_factory=WorkloadStatus)
+    status: ProxyWorkloadStatus = Field(default_factory=ProxyWorkloadStatus)

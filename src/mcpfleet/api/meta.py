@@ -248,6 +248,27 @@ class WorkloadStatus(ApiModel):
     """Conditions, among them Ready."""
 
 
+class ProxyWorkloadStatus(WorkloadStatus):
+    """The flat status of MCPServer and MCPRemoteProxy, plus ToolHive's hashes of the configuration
+    objects the workload references (each the object's own `status.configHash`; unset without the
+    reference): equal hashes mean the workload runs with that version."""
+
+    tool_config_hash: str | None = None
+    """Hash of the MCPToolConfig named by toolConfigRef."""
+    external_auth_config_hash: str | None = None
+    """Hash of the MCPExternalAuthConfig named by externalAuthConfigRef."""
+    auth_server_config_hash: str | None = None
+    """Hash of the MCPExternalAuthConfig named by authServerRef (the embedded authorization server)."""
+    oidc_config_hash: str | None = None
+    """Hash of the MCPOIDCConfig named by oidcConfigRef."""
+    authz_config_hash: str | None = None
+    """Hash of the MCPAuthzConfig named by authzConfigRef."""
+    telemetry_config_hash: str | None = None
+    """Hash of the MCPTelemetryConfig named by telemetryConfigRef."""
+    webhook_config_hash: str | None = None
+    """Hash of the MCPWebhookConfig named by webhookConfigRef."""
+
+
 class WorkloadReference(ApiModel):
     """A workload that references a configuration object."""
 

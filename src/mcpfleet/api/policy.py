@@ -37,6 +37,14 @@ class InlineAuthz(ApiModel):
     """Cedar policy strings (principal: the caller's token claims as `claim_*` attributes)."""
     entities_json: str = Field(default="[]", alias="entitiesJson", max_length=MAX_ENTITIES_CHARS)
     """Cedar entities as a JSON string (attributes and parents of tools, prompts, resources, groups)."""
+    primary_upstream_provider: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+    )
+    """ToolHive's upstream identity provider whose token's claims Cedar reads. On MCPServer and
+    MCPRemoteProxy it has no effect (as in ToolHive; condition AuthzPrimaryUpstreamProviderIgnored);
+    on VirtualMCPServer it is the deprecated place of spec.authServerConfig.primaryUpstreamProvider,
+    read as that field (condition AuthzPrimaryUpstreamProviderDeprecated; a different value there is
+    refused naming both)."""
 
 
 class AuthzConfig(RuleModel):
@@ -97,8 +105,17 @@ class AuditConfig(ApiModel):
     """Never these event types (wins over eventTypes)."""
     include_request_data: bool = False
     """Log tool / prompt argument values (redacted as `[redacted]` otherwise)."""
+    include_response_data: bool = False
+    """Log the answer too (`response`: the JSON-RPC result or error as JSON text, cut at
+    maxDataSize characters)."""
+    detect_application_errors: bool = True
+    """Read each answer for a JSON-RPC error or a tool's `isError` (outcome `error` / `tool_error`);
+    off: the outcome follows the transport only, and a 2xx answer is `success`."""
+    max_delegation_depth: int = Field(default=10, ge=1, le=100)
+    """Most RFC 8693 `act` entries recorded in an event's `delegationChain` (a deeper chain is cut
+    and marked `delegationTruncated`)."""
     max_data_size: int = Field(default=1024, ge=0, le=1_048_576)
-    """Longest logged argument value, in characters (longer values are cut)."""
+    """Longest logged argument value or response, in characters (longer values are cut)."""
     log_file: str | None = Field(default=None, max_length=4096)
     """Append events to this file instead of stdout."""
 

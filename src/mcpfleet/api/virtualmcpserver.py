@@ -236,6 +236,16 @@ class DiscoveredBackend(ApiModel):
     """State of the backend's circuit breaker."""
     consecutive_failures: int | None = None
     """Failed health checks in a row."""
+    circuit_last_changed: str | None = None
+    """When the circuit breaker last changed state (RFC 3339; unset while it never did or is off)."""
+    mcp_revision: str | None = None
+    """The MCP revision the gateway speaks with the backend: 2026-07-28 when it has the 2026 era, else
+    the version its initialize negotiated (e.g. 2025-11-25); unset before it connected."""
+    auth_type: str | None = None
+    """How the gateway authenticates to it: unauthenticated, header_injection, bearer_token or
+    token_exchange."""
+    auth_config_ref: str | None = None
+    """The MCPExternalAuthConfig that strategy comes from, if any."""
 
 
 class VirtualMCPServerStatus(ApiModel):
@@ -263,6 +273,12 @@ class VirtualMCPServerStatus(ApiModel):
     """Resources advertised, as reported by the running gateway."""
     prompt_count: int | None = None
     """Prompts advertised, as reported by the running gateway."""
+    oidc_config_hash: str | None = None
+    """Hash of the MCPOIDCConfig named by incomingAuth.oidcConfigRef (its status.configHash)."""
+    authz_config_hash: str | None = None
+    """Hash of the MCPAuthzConfig named by incomingAuth.authzConfigRef (its status.configHash)."""
+    telemetry_config_hash: str | None = None
+    """Hash of the MCPTelemetryConfig named by telemetryConfigRef (its status.configHash)."""
 
 
 class VirtualMCPServer(Resource):

@@ -27,9 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic.alias_generators import to_snake
+
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
-from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, ConfigStatus, WorkloadStatus
+from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, WorkloadStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.backoff import Backoff
@@ -618,7 +620,10 @@ class Controller:
 
         raw_status = entry.raw.get("status") or {}
         try:
-            previous = WorkloadStatus.model_validate(raw_status)
+            # The shared fields only: a kind's own status fields (hashes, gateway counts) are not kept.
+            previous = WorkloadStatus.model_validate(
+                {k: v for k, v in raw_status.items() if to_snake(k) in WorkloadStatus.model_fields}
+            )
         except ValueError:
             previous = WorkloadStatus()
         conditions = set_condition(
@@ -668,12 +673,12 @@ class Controller:
         namespace = key[1]
         now = self._now() if self._now else None
         if entry.model is None:
-            try:
-                previous = ConfigStatus.model_validate(entry.raw.get("status") or {})
-            except ValueError:
-                previous = ConfigStatus()
-            status = configkinds.invalid_config_status(
-                previous, generation=entry.generation, message=entry.error or "invalid spec", now=now
+            status = kinds.invalid_config_status(
+                key[0],
+                entry.raw.get("status") or {},
+                generation=entry.generation,
+                message=entry.error or "invalid spec",
+                now=now,
             )
             if await self._write_status(entry, status):
                 await self._event(entry, "InvalidSpec", entry.error or "invalid spec", "Warning")

@@ -127,8 +127,13 @@ class PolicyMiddleware:
         try:
             await self.app(scope, replay_messages(chunks, receive), watcher.send)
         finally:
-            if self.policy.audit is not None:
-                self._audit(scope, message, watcher.outcome(), started, None)
+            audit = self.policy.audit
+            if audit is not None:
+                outcome = watcher.outcome()
+                # An error read from inside a delivered (2xx / 3xx) answer: detectApplicationErrors.
+                application = outcome in ("error", "tool_error") and watcher.status < 400
+                outcome = audit.outcome(outcome, application=application)
+                self._audit(scope, message, outcome, started, None, watcher.answer())
 
     async def _refuse(self, scope: Scope, send: Send, error: Message) -> None:
         """Answer a request here: on streamable HTTP in the POST's response; on the legacy SSE
@@ -146,14 +151,26 @@ class PolicyMiddleware:
         await send({"type": "http.response.body", "body": b"Accepted"})
 
     def _audit(
-        self, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
+        self,
+        scope: Scope,
+        message: Message,
+        outcome: str,
+        started: float,
+        reason: str | None,
+        response: Any = None,
     ) -> None:
         if self.policy.audit is not None:
-            audit_request(self.policy.audit, scope, message, outcome, started, reason)
+            audit_request(self.policy.audit, scope, message, outcome, started, reason, response)
 
 
 def audit_request(
-    audit: AuditLog, scope: Scope, message: Message, outcome: str, started: float, reason: str | None
+    audit: AuditLog,
+    scope: Scope,
+    message: Message,
+    outcome: str,
+    started: float,
+    reason: str | None,
+    response: Any = None,
 ) -> None:
     """One audit event for the JSON-RPC request `message` received on `scope` (the proxy's hooks:
     this middleware, the rate limiter for what it refuses before the request gets here, and the
@@ -181,6 +198,7 @@ def audit_request(
         trace_id=trace_id_of(traceparent if isinstance(traceparent, str) else None),
         reason=reason,
         session_id=headers.get(b"mcp-session-id", b"").decode("latin-1") or None,
+        response=response,
     )
 
 
@@ -303,6 +321,15 @@ class _ResponseWatcher:
             "id": self._id,
             "error": {"code": UNFILTERABLE, "message": f"{why}: not relayed (it cannot be authorized)"},
         }
+
+    def answer(self) -> Any:
+        """The answer's JSON-RPC `result` or `error`, when it was found in the first PEEK_BYTES."""
+        if self._response is None:
+            self._response = _find_response(bytes(self._seen), self._id)
+        response = self._response
+        if not isinstance(response, dict):
+            return None
+        return response.get("error", response.get("result"))
 
     def outcome(self) -> str:
         if self.status >= 400:

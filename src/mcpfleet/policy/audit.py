@@ -5,7 +5,9 @@ An event says when, who (`subject`: the token's `sub` / `iss`, never the token),
 (`backend`), how it ended (`outcome`: success, denied, rate_limited, error, tool_error) and how long it took, with
 the JSON-RPC request id and the W3C trace id. A call the gateway makes for a client (through `call_tool`,
 or from a code-mode script) has its own event with `parent`: the client's request id and the meta tool. Argument *names* are logged; their values are
-`[redacted]` unless `includeRequestData` is set (then cut at `maxDataSize` characters).
+`[redacted]` unless `includeRequestData` is set (then cut at `maxDataSize` characters); the answer is
+logged only with `includeResponseData`. A delegated token's RFC 8693 `act` chain is recorded as
+`delegationChain` (outermost actor first, at most `maxDelegationDepth` entries).
 """
 
 from __future__ import annotations
@@ -58,6 +60,20 @@ def subject_of(claims: Mapping[str, Any] | None) -> dict[str, str] | None:
         return None
     out = {k: v for k in ("sub", "iss", "name", "email") if isinstance(v := claims.get(k), str)}
     return out or None
+
+
+def delegation_chain(claims: Mapping[str, Any] | None, max_depth: int) -> tuple[list[dict[str, str]], bool]:
+    """The actors of a delegated token (RFC 8693 `act`, nested: the current actor first, then the
+    one that delegated to it, ...) as `{sub, iss}` entries, at most `max_depth` of them, and whether
+    the chain went deeper. Reads at most `max_depth + 1` levels whatever the token holds."""
+    chain: list[dict[str, str]] = []
+    act = claims.get("act") if claims else None
+    while isinstance(act, Mapping):
+        if len(chain) == max_depth:
+            return chain, True
+        chain.append({k: v for k in ("sub", "iss", "client_id") if isinstance(v := act.get(k), str)})
+        act = act.get("act")
+    return chain, False
 
 
 @dataclass
@@ -116,6 +132,20 @@ class AuditLog:
         kind = event_type(method)
         return kind not in self._never and (self._only is None or kind in self._only)
 
+    def outcome(self, outcome: str, *, application: bool) -> str:
+        """The outcome to log: an error read from inside a delivered answer (`application`) counts
+        only with detectApplicationErrors; else the transport delivered it, a success."""
+        if application and not self.config.detect_application_errors:
+            return "success"
+        return outcome
+
+    def _cut(self, value: Any) -> str:
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value).decode("utf-8", "replace")  # an answer already serialized
+        text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        limit = self.config.max_data_size
+        return text if len(text) <= limit else text[:limit] + "…"
+
     def arguments(self, params: Any) -> dict[str, Any] | None:
         """Tool / prompt arguments as logged: names always, values only with includeRequestData."""
         args = params.get("arguments") if isinstance(params, dict) else None
@@ -123,12 +153,7 @@ class AuditLog:
             return None
         if not self.config.include_request_data:
             return dict.fromkeys(args, REDACTED)
-        limit = self.config.max_data_size
-        out: dict[str, Any] = {}
-        for key, value in args.items():
-            text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-            out[key] = text if len(text) <= limit else text[:limit] + "…"
-        return out
+        return {key: self._cut(value) for key, value in args.items()}
 
     def record(
         self,
@@ -145,8 +170,10 @@ class AuditLog:
         reason: str | None = None,
         session_id: str | None = None,
         parent: Mapping[str, Any] | None = None,
+        response: Any = None,
     ) -> None:
-        """Write one event (nothing when the event type is filtered out)."""
+        """Write one event (nothing when the event type is filtered out). `response`: the answer's
+        JSON-RPC `result` or `error` (logged with includeResponseData only)."""
         if not self.wants(method):
             return
         event: dict[str, Any] = {
@@ -169,7 +196,14 @@ class AuditLog:
             "parent": dict(parent) if parent is not None else None,
             "arguments": self.arguments(params),
             "reason": reason,
+            "response": self._cut(response)
+            if response is not None and self.config.include_response_data
+            else None,
         }
+        chain, truncated = delegation_chain(claims, self.config.max_delegation_depth)
+        if chain:
+            optional["delegationChain"] = chain
+            optional["delegationTruncated"] = truncated or None
         event.update({k: v for k, v in optional.items() if v is not None})
         line = orjson.dumps(event, default=str).decode() + "\n"
         with self._lock:

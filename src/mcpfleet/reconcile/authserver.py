@@ -15,13 +15,20 @@ import json
 from dataclasses import dataclass
 
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.api.mcpexternalauthconfig import EmbeddedAuthServerConfig, RedisTLS, UpstreamProvider
+from mcpfleet.api.mcpexternalauthconfig import (
+    EmbeddedAuthServerConfig,
+    RedisTLS,
+    UpstreamProvider,
+    UserInfo,
+    UserInfoOverride,
+)
 from mcpfleet.api.meta import AuthServerRef, LocalObjectReference, SecretKeyRef
 from mcpfleet.auth.authserver.config import (
     AuthServerSettings,
     RedisSettings,
     RedisTLSFiles,
     Upstream,
+    UserInfoFetch,
 )
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import ConfigFile, SecretFile, World, secret_file_path
@@ -79,6 +86,7 @@ def _upstream(provider: UpstreamProvider, files: _Files) -> Upstream:
             scopes=oidc.scopes,
             additional_authorization_params=oidc.additional_authorization_params or {},
             subject_claim=oidc.subject_claim or "sub",
+            userinfo=_userinfo(oidc.user_info_override),
         )
     oauth2 = provider.oauth2_config
     assert oauth2 is not None  # the model's rule
@@ -100,6 +108,26 @@ def _upstream(provider: UpstreamProvider, files: _Files) -> Upstream:
         expires_in_path=mapping.expires_in_path if mapping else None,
         refresh_token_path=mapping.refresh_token_path if mapping else None,
         scope_path=mapping.scope_path if mapping else None,
+        userinfo=_userinfo(oauth2.user_info),
+    )
+
+
+def _userinfo(spec: UserInfo | UserInfoOverride | None) -> UserInfoFetch | None:
+    """The data plane's userinfo request of `userInfo` / `userInfoOverride` (defaults filled in)."""
+    if spec is None:
+        return None
+    mapping = spec.field_mapping
+    fields: dict[str, list[str]] = {}
+    if mapping is not None:
+        for name in ("subject_fields", "name_fields", "email_fields"):
+            value = getattr(mapping, name)
+            if value:
+                fields[name] = list(value)
+    return UserInfoFetch(
+        url=spec.endpoint_url,
+        method=spec.http_method or "GET",
+        headers=dict(spec.additional_headers or {}),
+        **fields,
     )
 
 

@@ -10,8 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mcpfleet.api.meta import ApiModel, ConfigStatus
+from pydantic.alias_generators import to_snake
+
+from mcpfleet.api.meta import ApiModel, ConfigStatus, ProxyWorkloadStatus, WorkloadStatus
 from mcpfleet.reconcile import (
+    confighashes,
+    configkinds,
     embeddingserver,
     mcpauthzconfig,
     mcpexternalauthconfig,
@@ -33,8 +37,11 @@ StatusRule = Callable[[Any, Any, WorkloadPlan, WorkloadObservation | None, World
 
 
 def _flat(prev: Any, obj: Any, plan: WorkloadPlan, seen: Any, world: World, now: str | None) -> ApiModel:
-    """The shared flat workload status (MCPServer, MCPRemoteProxy)."""
-    return workload_status(prev, plan, seen, obj.generation, now)
+    """The shared flat workload status (MCPServer, MCPRemoteProxy) and the referenced configurations'
+    hashes (`confighashes`)."""
+    flat = workload_status(prev, plan, seen, obj.generation, now)
+    fields = {name: getattr(flat, name) for name in WorkloadStatus.model_fields}
+    return ProxyWorkloadStatus(**fields, **confighashes.proxy_hashes(obj.spec, world))
 
 
 @dataclass(frozen=True)
@@ -106,3 +113,31 @@ def config_status(
 ) -> ConfigStatus:
     """The new status of a configuration object."""
     return CONFIGS[obj.kind](previous, obj, world, deleting=deleting, now=now)
+
+
+CONFIG_STATUS_FIELDS: dict[str, Callable[[ConfigStatus], ConfigStatus]] = {
+    "VirtualMCPCompositeToolDefinition": virtualmcpcompositetooldefinition.with_toolhive_fields,
+}
+"""Kinds whose status has fields of their own, derived from the shared configuration status."""
+
+
+def parse_config_status(raw_status: dict[str, Any]) -> ConfigStatus:
+    """The shared part of a configuration object's stored status (a kind's own fields left out; an
+    unreadable one is empty: it is recomputed)."""
+    try:
+        return ConfigStatus.model_validate(
+            {k: v for k, v in raw_status.items() if to_snake(k) in ConfigStatus.model_fields}
+        )
+    except ValueError:
+        return ConfigStatus()
+
+
+def invalid_config_status(
+    kind: str, raw_status: dict[str, Any], *, generation: int, message: str, now: str | None = None
+) -> ConfigStatus:
+    """The status of a configuration object whose spec the models refuse (`raw_status`: what the
+    object holds now): Valid=False naming the field, in the kind's own status shape."""
+    previous = parse_config_status(raw_status)
+    status = configkinds.invalid_config_status(previous, generation=generation, message=message, now=now)
+    finish = CONFIG_STATUS_FIELDS.get(kind)
+    return finish(status) if finish is not None else status

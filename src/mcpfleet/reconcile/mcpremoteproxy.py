@@ -44,6 +44,7 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
+from mcpfleet.reconcile.policy import ignored_primary_upstream
 from mcpfleet.redact import redact_url
 
 RUN_CONFIG = "runconfig.json"
@@ -207,6 +208,7 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         conditions=(
             *group_condition(spec.group_ref, world),
             *local_condition(world, kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides)),
+            *ignored_primary_upstream(spec.authz_config, "spec.authzConfig"),
         ),
         problems=tuple(problems),
         session_affinity=spec.session_affinity,

@@ -66,7 +66,7 @@ from mcpfleet.reconcile.common import (
 from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
 from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
-from mcpfleet.reconcile.policy import PolicyPlan
+from mcpfleet.reconcile.policy import PolicyPlan, ignored_primary_upstream
 
 RUN_CONFIG = "runconfig.json"
 SERVER_CONTAINER = "mcp"
@@ -411,6 +411,7 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
     conditions += local_condition(world, k8s_overrides)
+    conditions += ignored_primary_upstream(spec.authz_config, "spec.authzConfig")
     workload = WorkloadPlan(
         kind="MCPServer",
         name=server.name,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mcpfleet.api.meta import ConfigMapKeyRef
+from mcpfleet.api.meta import ConditionStatus, ConfigMapKeyRef
 from mcpfleet.api.policy import AuditConfig, AuthzConfig
 from mcpfleet.policy.cedar import Authorizer
 from mcpfleet.policy.config import AuthzConfigError, AuthzDocument, CedarConfig
@@ -123,3 +123,28 @@ def policy_plan(
         config_map_files=files,
         problems=problems,
     )
+
+
+IGNORED_PRIMARY_UPSTREAM = "AuthzPrimaryUpstreamProviderIgnored"
+DEPRECATED_PRIMARY_UPSTREAM = "AuthzPrimaryUpstreamProviderDeprecated"
+
+
+def primary_upstream_of(authz: AuthzConfig | None) -> str | None:
+    """`inline.primaryUpstreamProvider` of an authz config, if set."""
+    return authz.inline.primary_upstream_provider if authz is not None and authz.inline is not None else None
+
+
+def ignored_primary_upstream(
+    authz: AuthzConfig | None, field: str
+) -> tuple[tuple[str, ConditionStatus, str, str], ...]:
+    """The advisory condition of an `inline.primaryUpstreamProvider` that has no effect: the workload
+    runs no embedded authorization server with several upstreams, so Cedar reads the claims of the
+    caller's token as always (ToolHive's behaviour and condition)."""
+    name = primary_upstream_of(authz)
+    if name is None:
+        return ()
+    message = (
+        f"{field}.inline.primaryUpstreamProvider ({name}) has no effect here: Cedar evaluates the claims"
+        " of the caller's token"
+    )
+    return ((IGNORED_PRIMARY_UPSTREAM, "True", "NoUpstreamChoice", message),)

@@ -8,7 +8,11 @@ reference. Composite tools are re-applied live by the gateway, so an edit needs 
 
 from __future__ import annotations
 
-from mcpfleet.api.meta import WorkloadReference
+from typing import Literal
+
+from mcpfleet.api.meta import ConfigStatus, WorkloadReference
+from mcpfleet.api.resource import Resource
+from mcpfleet.api.virtualmcpcompositetooldefinition import CompositeToolDefinitionStatus
 from mcpfleet.api.virtualmcpserver import CompositeTool, VirtualMCPServer
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import World
@@ -25,8 +29,36 @@ def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     return configkinds.referencing_by_paths(name, world, (), GATEWAY_PATHS)
 
 
-status = configkinds.status_rule(referencing_workloads)
-"""Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`)."""
+_config_status = configkinds.status_rule(referencing_workloads)
+
+
+def status(
+    previous: ConfigStatus, obj: Resource, world: World, *, deleting: bool, now: str | None = None
+) -> CompositeToolDefinitionStatus:
+    """Valid, configHash, referencingWorkloads, DeletionBlocked (`configkinds.config_status`), and
+    ToolHive's fields mirrored from them (`with_toolhive_fields`)."""
+    return with_toolhive_fields(_config_status(previous, obj, world, deleting=deleting, now=now))
+
+
+def with_toolhive_fields(status: ConfigStatus) -> CompositeToolDefinitionStatus:
+    """`status` with validationStatus / validationErrors (from the Valid condition) and
+    referencingVirtualServers (from referencingWorkloads)."""
+    valid = next((c for c in status.conditions if c.type == configkinds.CONDITION_VALID), None)
+    if valid is None:
+        state: Literal["Valid", "Invalid", "Unknown"] = "Unknown"
+    else:
+        state = "Valid" if valid.status == "True" else "Invalid" if valid.status == "False" else "Unknown"
+    fields = {k: v for k, v in status.__dict__.items() if k in ConfigStatus.model_fields}
+    return CompositeToolDefinitionStatus(
+        **fields,
+        validation_status=state,
+        validation_errors=[valid.message]
+        if state == "Invalid" and valid is not None and valid.message
+        else [],
+        referencing_virtual_servers=sorted(
+            {r.name for r in status.referencing_workloads if r.kind == "VirtualMCPServer"}
+        ),
+    )
 
 
 def resolve(vmcp: VirtualMCPServer, world: World) -> list[CompositeTool]:

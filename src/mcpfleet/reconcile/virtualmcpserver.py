@@ -28,7 +28,7 @@ from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
-from mcpfleet.api.meta import LocalObjectReference, SecretKeyRef
+from mcpfleet.api.meta import ConditionStatus, LocalObjectReference, SecretKeyRef
 from mcpfleet.api.virtualmcpserver import (
     BackendAuth,
     CompositeTool,
@@ -41,6 +41,7 @@ from mcpfleet.api.virtualmcpserver import (
 from mcpfleet.auth.oidc import IncomingAuth
 from mcpfleet.reconcile import (
     authserver,
+    confighashes,
     mcpauthzconfig,
     mcpoidcconfig,
     mcpserverentry,
@@ -71,6 +72,11 @@ from mcpfleet.reconcile.model import (
 )
 from mcpfleet.reconcile.oidc import AUTOMOUNT_TOKEN_DIR, IncomingAuthPlan
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition
+from mcpfleet.reconcile.policy import (
+    DEPRECATED_PRIMARY_UPSTREAM,
+    ignored_primary_upstream,
+    primary_upstream_of,
+)
 from mcpfleet.reconcile.status import ready_conditions
 from mcpfleet.vmcp.config import (
     Backend,
@@ -135,6 +141,13 @@ class _Secrets:
 
 
 def _auth_strategy(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> BackendAuthStrategy:
+    """The gateway's strategy for `auth`, naming it (`authConfigRef` in the gateway's status)."""
+    strategy = _strategy_of(auth, secrets, where)
+    strategy.auth_config_ref = auth.name
+    return strategy
+
+
+def _strategy_of(auth: MCPExternalAuthConfig, secrets: _Secrets, where: str) -> BackendAuthStrategy:
     spec = auth.spec
     if spec.type == "unauthenticated":
         return BackendAuthStrategy(type="unauthenticated")
@@ -301,8 +314,17 @@ def _backends(vmcp: VirtualMCPServer, world: World) -> list[Backend]:
         for name, kind, transport in group_members(vmcp, world)
         if (url := world.backend_urls.get(name)) is not None
     ]
+    group = vmcp.spec.config.group_ref
+    own = {"kind": "static", **({"group": group} if group else {})}  # RESERVED_BACKEND_METADATA
     static = [
-        Backend(name=b.name, url=b.url, transport=b.transport, metadata={"kind": "static"})
+        Backend(
+            name=b.name,
+            url=b.url,
+            transport=b.transport,
+            type=b.type,
+            ca_bundle_path=b.ca_bundle_path,
+            metadata={**b.metadata, **own},
+        )
         for b in vmcp.spec.config.backends
     ]
     return members + static
@@ -405,6 +427,22 @@ def _config_map_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFi
     return (*_incoming_plan(vmcp, world).config_map_files, *entries.config_map_files)
 
 
+LEGACY_PRIMARY = "spec.incomingAuth.authzConfig.inline.primaryUpstreamProvider"
+
+
+def _primary_upstream_conditions(vmcp: VirtualMCPServer) -> tuple[tuple[str, ConditionStatus, str, str], ...]:
+    """ToolHive's advisories for the deprecated `incomingAuth.authzConfig.inline.primaryUpstreamProvider`:
+    read as `authServerConfig.primaryUpstreamProvider` (Deprecated), or of no effect without an
+    embedded authorization server (Ignored)."""
+    authz = vmcp.spec.incoming_auth.authz_config
+    if vmcp.spec.auth_server_config is None:
+        return ignored_primary_upstream(authz, "spec.incomingAuth.authzConfig")
+    if primary_upstream_of(authz) is None:
+        return ()
+    message = f"{LEGACY_PRIMARY} is deprecated: it is read as spec.authServerConfig.primaryUpstreamProvider; set that"
+    return ((DEPRECATED_PRIMARY_UPSTREAM, "True", "DeprecatedField", message),)
+
+
 def _authserver(vmcp: VirtualMCPServer, world: World) -> authserver.AuthServerPlan:
     """`spec.authServerConfig`: the gateway runs the embedded authorization server and is the issuer of
     the tokens its incomingAuth accepts (an inline issuer is compared here; one from a ConfigMap or an
@@ -414,6 +452,18 @@ def _authserver(vmcp: VirtualMCPServer, world: World) -> authserver.AuthServerPl
         return authserver.AuthServerPlan()
     where = "spec.authServerConfig"
     problems: list[str] = []
+    legacy = primary_upstream_of(vmcp.spec.incoming_auth.authz_config)
+    if legacy is not None:
+        # ToolHive's deprecated place of primaryUpstreamProvider: read as the current field.
+        if spec.primary_upstream_provider not in (None, legacy):
+            problems.append(
+                f"{LEGACY_PRIMARY}: {legacy} conflicts with {where}.primaryUpstreamProvider"
+                f" {spec.primary_upstream_provider}; set only {where}.primaryUpstreamProvider"
+            )
+        elif all(p.name != legacy for p in spec.upstream_providers):
+            problems.append(f"{LEGACY_PRIMARY}: {legacy} names none of {where}.upstreamProviders")
+        else:
+            spec = spec.model_copy(update={"primary_upstream_provider": legacy})
     document = _incoming_plan(vmcp, world).document or {}
     issuer = (document.get("oidc") or {}).get("issuer")
     if document.get("type") != "oidc":
@@ -506,6 +556,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         conditions=(
             *group_condition(group, world),
             *local_condition(world, overrides),
+            *_primary_upstream_conditions(vmcp),
         ),
         problems=tuple(problems),
         service_type=spec.service_type,
@@ -596,4 +647,5 @@ def status(
         tool_count=previous.tool_count if serving else None,
         resource_count=previous.resource_count if serving else None,
         prompt_count=previous.prompt_count if serving else None,
+        **confighashes.gateway_hashes(vmcp.spec, world),
     )

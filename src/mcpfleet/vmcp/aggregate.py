@@ -124,7 +124,8 @@ def _tool_policy(
 ) -> tuple[dict[str, ToolOverride], list[str], bool]:
     """(overrides, allow-list, hide all) of one backend: its MCPToolConfig or its inline settings."""
     if wl is None:
-        return {}, [], cfg.exclude_all_tools
+        # An unlisted backend: `defaultToolVisibility: deny` hides its tools (listing it opts it in).
+        return {}, [], cfg.exclude_all_tools or cfg.default_tool_visibility == "deny"
     exclude_all = cfg.exclude_all_tools or wl.exclude_all
     if wl.tool_config_ref is not None:
         tc = tool_configs[wl.tool_config_ref.name]

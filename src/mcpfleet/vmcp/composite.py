@@ -10,6 +10,11 @@ are understood). `onError`: `abort` (default) fails the tool, `continue` records
 uses `defaultResults` as the output, `retry` retries `retryCount` (or `maxRetries`) times after
 `retryDelay`.
 
+A `forEach` step renders `collection` to a list and runs its inner tool `step` once per item (at
+most `maxParallel` at once, at most `maxIterations` items), the item as `{{.forEach.item}}` (or the
+`itemVar` name) and its position as `{{.forEach.index}}`; its output is `{iterations, count,
+completed, failed}`, and a failed item fails the step (under the step's `onError`).
+
 An `elicitation` step asks the calling client's user (`elicitation/create` with the step's rendered
 `message` and its `schema` as `requestedSchema`) and waits up to the step's timeout. Accepted, its
 output is the answer's fields plus `action` and `content` (`{{.steps.confirm.output.proceed}}`).
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import shlex
 from collections.abc import Awaitable, Callable
@@ -36,7 +42,14 @@ from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.api.gatewayconfig import CompositeTool, WorkflowStep
+from mcpfleet.api.gatewayconfig import (
+    DEFAULT_FOREACH_ITERATIONS,
+    DEFAULT_FOREACH_PARALLEL,
+    MAX_OUTPUT_DEPTH,
+    CompositeTool,
+    StepOnError,
+    WorkflowStep,
+)
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -48,7 +61,8 @@ Elicit = Callable[[str, dict[str, Any], Any, "float | None"], Awaitable[dict[str
 `content`); raises RPCError / TimeoutError when the client cannot answer."""
 DEFAULT_ELICIT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
-_TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+# No `}}` inside one template: "{{.a}}-{{.b}}" is two templates, not one spanning both.
+_TEMPLATE = re.compile(r"\{\{\s*((?:(?!\}\}).)*?)\s*\}\}")
 _MISSING = object()
 
 
@@ -264,10 +278,36 @@ class CompositeRunner:
         timeout = parse_duration(s.timeout) if s.timeout else None
         if s.type == "elicitation":
             return await self._ask(s, scope, ctx, timeout)
-        assert s.tool is not None  # the model requires it for tool steps (forEach is refused)
-        args = {k: render(v, scope) for k, v in s.arguments.items()}
-        attempts = 1 + (s.on_error.retries if s.on_error.action == "retry" else 0)
-        delay = parse_duration(s.on_error.retry_delay) if s.on_error.retry_delay else 0.0
+        if s.type == "forEach":
+            out = await self._for_each(s, scope, ctx, timeout)
+        else:
+            assert s.tool is not None  # the model requires it for tool steps
+            args = {k: render(v, scope) for k, v in s.arguments.items()}
+            out = await self._call_with_retries(s.tool, args, s.on_error, s.timeout, ctx, span)
+        if not out["isError"]:
+            return out
+        if s.on_error.action == "continue":
+            return {
+                "output": dict(s.default_results or out.get("partial") or {}),
+                "content": [],
+                "isError": True,
+                "error": out["error"],
+            }
+        raise StepFailed(f"step {s.id!r} ({s.tool or 'forEach'}) failed: {out['error']}")
+
+    async def _call_with_retries(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        on_error: StepOnError,
+        time_limit: str | None,
+        ctx: Any,
+        span: Span | None,
+    ) -> dict[str, Any]:
+        """One tool call, retried as `on_error` says: its step output, or `{isError, error}`."""
+        limit = parse_duration(time_limit) if time_limit else None
+        attempts = 1 + (on_error.retries if on_error.action == "retry" else 0)
+        delay = parse_duration(on_error.retry_delay) if on_error.retry_delay else 0.0
         error = ""
         for attempt in range(attempts):
             if attempt:
@@ -275,20 +315,73 @@ class CompositeRunner:
             if span is not None:
                 span.set_attribute(telemetry.VMCP_STEP_ATTEMPTS, attempt + 1)
             try:
-                res = await self._call(s.tool, args, ctx, timeout)
+                res = await self._call(tool, args, ctx, limit)
             except RPCError as exc:
                 error = exc.message
                 continue
             except TimeoutError:
-                error = f"timed out after {s.timeout}"
+                error = f"timed out after {time_limit}"
                 continue
             out = step_output(res)
             if not out["isError"]:
                 return out
             error = out["output"].get("text") or "tool returned an error"
-        if s.on_error.action == "continue":
-            return {"output": dict(s.default_results or {}), "content": [], "isError": True, "error": error}
-        raise StepFailed(f"step {s.id!r} ({s.tool}) failed: {error}")
+        return {"isError": True, "error": error}
+
+    async def _for_each(
+        self, s: WorkflowStep, scope: dict[str, Any], ctx: Any, time_limit: float | None
+    ) -> dict[str, Any]:
+        """Run the inner tool step once per item of the rendered collection, at most `maxParallel`
+        at once. Output: `{iterations: [{index, item, output, isError, error?}], count, completed,
+        failed}`; the step fails (subject to its own onError) when an item failed."""
+        items = render(s.collection or "", scope)
+        if isinstance(items, str):
+            try:
+                items = json.loads(items)
+            except ValueError:
+                pass
+        if not isinstance(items, list):
+            return {"isError": True, "error": f"collection rendered to {type(items).__name__}, not a list"}
+        limit = s.max_iterations or DEFAULT_FOREACH_ITERATIONS
+        if len(items) > limit:
+            return {
+                "isError": True,
+                "error": f"collection has {len(items)} items, more than maxIterations {limit}",
+            }
+        inner = s.inner
+        var = s.item_var or "item"
+        gate = asyncio.Semaphore(s.max_parallel or DEFAULT_FOREACH_PARALLEL)
+
+        async def one(index: int, item: Any) -> dict[str, Any]:
+            async with gate:
+                local = {**scope, "forEach": {var: item, "index": index}}
+                args = {k: render(v, local) for k, v in inner.arguments.items()}
+                out = await self._call_with_retries(
+                    inner.tool, args, inner.on_error, inner.timeout, ctx, None
+                )
+            entry: dict[str, Any] = {"index": index, "item": item, "isError": out["isError"]}
+            entry["output"] = out.get("output", {})
+            if out["isError"]:
+                entry["error"] = out["error"]
+            return entry
+
+        try:
+            async with asyncio.timeout(time_limit):
+                iterations = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+        except TimeoutError:
+            return {"isError": True, "error": f"timed out after {s.timeout}"}
+        failed = sum(1 for it in iterations if it["isError"])
+        output = {
+            "iterations": list(iterations),
+            "count": len(iterations),
+            "completed": len(iterations) - failed,
+            "failed": failed,
+        }
+        if failed:
+            first = next(it for it in iterations if it["isError"])
+            error = f"{failed} of {len(iterations)} items failed (item {first['index']}: {first['error']})"
+            return {"isError": True, "error": error, "partial": output}
+        return {"output": output, "content": [{"type": "text", "text": json.dumps(output)}], "isError": False}
 
     async def _ask(
         self, s: WorkflowStep, scope: dict[str, Any], ctx: Any, time_limit: float | None
@@ -319,13 +412,16 @@ class CompositeRunner:
         raise StepFailed(f"step {s.id!r}: the user chose {action}")
 
     def _result(self, tool: CompositeTool, scope: dict[str, Any]) -> dict[str, Any]:
-        if tool.output and tool.output.get("properties"):
-            out: dict[str, Any] = {}
-            for name, prop in tool.output["properties"].items():
-                v = render(prop.get("value", ""), scope) if "value" in prop else None
-                if v is None or v is _MISSING:
-                    v = prop.get("default")
-                out[name] = _coerce(v, prop.get("type"))
+        if tool.output is not None:
+            props = {
+                n: p.model_dump(by_alias=True, exclude_none=True) for n, p in tool.output.properties.items()
+            }
+            out = _render_properties(props, scope)
+            missing = [name for name in tool.output.required or () if name not in out]
+            if missing:
+                return _error_result(
+                    f"composite tool {tool.name!r}: required output {', '.join(map(repr, missing))} rendered no value"
+                )
             return {
                 "content": [{"type": "text", "text": json.dumps(out)}],
                 "structuredContent": out,
@@ -337,8 +433,82 @@ class CompositeRunner:
         return result
 
 
+def _render_properties(props: dict[str, Any], scope: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """The structured output of `output.properties` (dicts, nested for object properties): each value
+    rendered, defaulted and coerced to its type; a property with no value is left out."""
+    out: dict[str, Any] = {}
+    for name, prop in props.items():
+        if not isinstance(prop, dict):
+            continue
+        typ = prop.get("type")
+        nested = prop.get("properties")
+        if typ == "object" and isinstance(nested, dict) and depth < MAX_OUTPUT_DEPTH:
+            out[name] = _render_properties(nested, scope, depth + 1)
+            continue
+        v = render(prop["value"], scope) if isinstance(prop.get("value"), str) else None
+        if v is None or v is _MISSING or v == "<no value>":
+            v = prop.get("default")
+        if v is None:
+            continue
+        v = _coerce(v, typ)
+        if _is_type(v, typ):  # else no value: the answer must match the advertised outputSchema
+            out[name] = v
+    return out
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _is_type(v: Any, typ: Any) -> bool:
+    """`v` is a JSON value of type `typ` (a bool is no integer or number)."""
+    kinds = _JSON_TYPES.get(typ) if isinstance(typ, str) else None
+    if kinds is None:
+        return False
+    if isinstance(v, float) and not math.isfinite(v):
+        return False  # "nan" / "inf" parse as floats but have no JSON form
+    return isinstance(v, kinds) and (typ == "boolean" or not isinstance(v, bool))
+
+
+def output_schema(tool: CompositeTool) -> dict[str, Any] | None:
+    """The MCP `outputSchema` a composite tool with `output` advertises (None without one)."""
+    if tool.output is None:
+        return None
+    props = {n: p.model_dump(by_alias=True, exclude_none=True) for n, p in tool.output.properties.items()}
+    schema: dict[str, Any] = {"type": "object", "properties": _schema_properties(props, 0)}
+    if tool.output.required:
+        schema["required"] = list(tool.output.required)
+    return schema
+
+
+def _schema_properties(props: dict[str, Any], depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, prop in props.items():
+        if not isinstance(prop, dict):
+            continue
+        entry: dict[str, Any] = {"type": prop.get("type")}
+        if isinstance(prop.get("description"), str):
+            entry["description"] = prop["description"]
+        nested = prop.get("properties")
+        if prop.get("type") == "object" and isinstance(nested, dict) and depth < MAX_OUTPUT_DEPTH:
+            entry["properties"] = _schema_properties(nested, depth + 1)
+        out[name] = entry
+    return out
+
+
 def _coerce(v: Any, typ: Any) -> Any:
+    """`v` as the declared JSON type where it converts; else as it is."""
+    if typ == "string":
+        return v if isinstance(v, str) else _to_text(v)
     if not isinstance(v, str):
+        if typ == "number" and isinstance(v, int) and not isinstance(v, bool):
+            return float(v)
         return v
     try:
         if typ == "integer":

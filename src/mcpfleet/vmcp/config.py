@@ -50,10 +50,9 @@ class TokenExchange(ApiModel):
 
 class Backend(StaticBackend):
     """A backend the gateway calls: a static one, a group member with its observed URL, or an
-    MCPServerEntry (the gateway connects to the remote directly, with its headers and CA bundle)."""
+    MCPServerEntry (the gateway connects to the remote directly, with its headers and CA bundle).
+    `metadata.kind` says where it came from (MCPServer, MCPRemoteProxy, MCPServerEntry or static)."""
 
-    metadata: dict[str, str] = Field(default_factory=dict)
-    """Where the backend came from (`kind`: MCPServer, MCPRemoteProxy, MCPServerEntry or static)."""
     headers: list[HeaderInjection] = Field(default_factory=list, max_length=50)
     """Headers added to every request to this backend (an MCPServerEntry's `headerForward`)."""
     ca_file: str | None = None
@@ -72,6 +71,8 @@ class BackendAuthStrategy(ApiModel):
     """How the gateway authenticates to one backend."""
 
     type: Literal["unauthenticated", "header_injection", "bearer_token", "token_exchange"] = "unauthenticated"
+    auth_config_ref: str | None = None
+    """The MCPExternalAuthConfig this strategy was resolved from (reported in the status)."""
     header_injection: HeaderInjection | None = None
     bearer_token: BearerToken | None = None
     token_exchange: TokenExchange | None = None

@@ -34,6 +34,7 @@ from opentelemetry.trace import SpanKind, set_span_in_context
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.gatewayconfig import CompositeTool
 from mcpfleet.policy.audit import AuditLog, Client, trace_id_of
 from mcpfleet.policy.config import AuthzConfigError
 from mcpfleet.policy.engine import PolicyEngine
@@ -45,7 +46,7 @@ from mcpfleet.vmcp.aggregate import Aggregate, BackendLists, ConflictError, Rout
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory, WithHeaders, backend_headers
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.codemode import SCRIPT_TOOL, CodeRunner, tool_definition
-from mcpfleet.vmcp.composite import CompositeRunner
+from mcpfleet.vmcp.composite import CompositeRunner, output_schema
 from mcpfleet.vmcp.config import VMCPConfig
 from mcpfleet.vmcp.health import BackendHealth, reconnect_delay
 from mcpfleet.vmcp.metrics import Metrics
@@ -411,8 +412,9 @@ class Gateway:
             settings = next((c for c in self.config.backends if c.name == b.spec.name), None)
             if settings is not None and settings.headers:
                 auth = WithHeaders(backend_headers(settings.headers, b.spec.name), auth)
-            if settings is not None and settings.ca_file:
-                http = self._tls_session(settings.ca_file)
+            ca_file = settings.ca_file or settings.ca_bundle_path if settings is not None else None
+            if ca_file:
+                http = self._tls_session(ca_file)
             up = make_upstream(
                 b.spec.name,
                 b.spec.url,
@@ -554,10 +556,7 @@ class Gateway:
                     raise
                 log.exception("aggregation failed; keeping the previous lists")
                 return set()
-            for ct in self.config.composite_tools:
-                agg.tools.append(
-                    {"name": ct.name, "description": ct.description, "inputSchema": ct.parameters}
-                )
+            agg.tools.extend(_composite_listing(ct) for ct in self.config.composite_tools)
             if self.code is not None:
                 agg.tools.append(tool_definition(self.config.code_mode))
             agg.catalogue = agg.tools
@@ -744,14 +743,20 @@ class Gateway:
             return await self._dispatch(method, params, ctx)
         started = time.perf_counter()
         outcome, reason = "error", None
+        response: Any = None
         try:
             result = await self._dispatch(method, params, ctx)
             tool_error = isinstance(result, dict) and result.get("isError") is True
-            outcome = "tool_error" if tool_error else "success"
+            outcome = audit.outcome("tool_error" if tool_error else "success", application=True)
+            response = result
             return result
         except RPCError as exc:
-            outcome = "denied" if exc.code == FORBIDDEN else "error"
+            # A refusal by policy is the gateway's own decision; any other JSON-RPC error is read
+            # from the answer (detectApplicationErrors).
+            denied = exc.code == FORBIDDEN
+            outcome = "denied" if denied else audit.outcome("error", application=True)
             reason = exc.message
+            response = {"code": exc.code, "message": exc.message}
             raise
         finally:
             session_id = ctx.session.id if ctx.session is not None else None
@@ -766,6 +771,7 @@ class Gateway:
                 ctx.client_id,
                 reason,
                 session_id,
+                response=response,
             )
 
     def audit_refusal(
@@ -803,6 +809,7 @@ class Gateway:
         reason: str | None,
         session_id: str | None,
         parent: dict[str, Any] | None = None,
+        response: Any = None,
     ) -> None:
         meta = params.get("_meta") if isinstance(params, dict) else None
         traceparent = caller.traceparent or (meta.get("traceparent") if isinstance(meta, dict) else None)
@@ -819,6 +826,7 @@ class Gateway:
             reason=reason,
             session_id=session_id,
             parent=parent,
+            response=response,
         )
 
     def audit_event(
@@ -830,6 +838,7 @@ class Gateway:
         ctx: CallContext,
         reason: str | None,
         session_id: str | None,
+        response: Any = None,
     ) -> None:
         """The audit event of a tools/call made for a client (`nested.call`), linked to its request."""
         parent = ctx.via.wire() if ctx.via is not None else None
@@ -845,6 +854,7 @@ class Gateway:
             reason,
             session_id,
             parent,
+            response,
         )
 
     def authorize(
@@ -1584,6 +1594,7 @@ class Gateway:
         backends = []
         for name, b in sorted(self.backends.items()):
             up = b.upstream
+            auth = self.config.outgoing_auth.for_backend(name)
             eras = [e for e, on in (("2025-11-25", up and up.legacy), ("2026-07-28", up and up.modern)) if on]
             backends.append(
                 {
@@ -1593,12 +1604,19 @@ class Gateway:
                     # of the proxy masks them; so are URLs inside error texts.
                     "url": redact_url(b.spec.url),
                     "transport": b.spec.transport,
+                    "metadata": dict(b.spec.metadata),
                     "state": b.health.state if b.connected or b.health.state != "ready" else "unavailable",
                     "connected": b.connected,
                     "lastCheck": _iso(b.health.last_check),
                     "error": redact_text(b.health.last_error) if b.health.last_error else b.health.last_error,
                     "consecutiveFailures": b.health.consecutive_failures,
                     "circuitBreaker": b.health.circuit if b.health.breaker_enabled else None,
+                    "circuitLastChanged": _iso(b.health.circuit_changed)
+                    if b.health.breaker_enabled
+                    else None,
+                    "mcpRevision": up.revision() if up is not None else None,
+                    "authType": auth.type,
+                    "authConfigRef": auth.auth_config_ref,
                     "protocolEras": eras,
                     "listErrors": {m: redact_text(e) for m, e in b.list_errors.items()},
                     "counts": {
@@ -1631,6 +1649,19 @@ class Gateway:
             "sessions": len(self.sessions),
             **({"optimizer": self.finder.status()} if self.finder is not None else {}),
         }
+
+
+def _composite_listing(tool: CompositeTool) -> dict[str, Any]:
+    """A composite tool as tools/list shows it (with its outputSchema when it declares `output`)."""
+    listed: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.parameters,
+    }
+    schema = output_schema(tool)
+    if schema is not None:
+        listed["outputSchema"] = schema
+    return listed
 
 
 def _iso(ts: float | None) -> str | None:

@@ -66,23 +66,30 @@ async def call(gw: Gateway, tool: str, arguments: dict[str, Any], ctx: CallConte
     started = time.perf_counter()
     outcome, reason = "error", None
     params = {"name": tool, "arguments": arguments}
+    audit = gw.policy.audit
+    response: Any = None
     try:
         await _charge(gw, tool, ctx)
         result = await gw.call_tool(params, ctx)
         outcome = "tool_error" if result.get("isError") is True else "success"
+        if audit is not None:
+            outcome = audit.outcome(outcome, application=True)
+        response = result
         return result
     except RPCError as exc:
         if exc.code == FORBIDDEN:
             outcome = "denied"
         elif exc.code == ratelimit.RATE_LIMITED:
             outcome = "rate_limited"
+        elif audit is not None:
+            outcome = audit.outcome("error", application=True)
         reason = exc.message
+        response = {"code": exc.code, "message": exc.message}
         raise
     finally:
-        audit = gw.policy.audit
         if audit is not None and audit.wants("tools/call"):
             session_id = ctx.session.id if ctx.session is not None else None
-            gw.audit_event(audit, params, outcome, started, ctx, reason, session_id)
+            gw.audit_event(audit, params, outcome, started, ctx, reason, session_id, response)
 
 
 async def _charge(gw: Gateway, tool: str, ctx: CallContext) -> None:

@@ -71,6 +71,9 @@ def to_resource_status(status: dict[str, Any]) -> dict[str, Any]:
             d["message"] = b["error"]
         if b["circuitBreaker"]:
             d["circuitBreakerState"] = b["circuitBreaker"]
+        for key in ("circuitLastChanged", "mcpRevision", "authType", "authConfigRef"):
+            if b.get(key):
+                d[key] = b[key]
         backends.append(d)
     return {
         "discoveredBackends": backends,

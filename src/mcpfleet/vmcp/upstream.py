@@ -102,6 +102,15 @@ class BaseUpstream:
     capabilities: dict[str, Any]
     server_info: dict[str, Any]
     instructions: str | None = None
+    negotiated_version: str | None = None
+    """The protocol version the backend's `initialize` answered (2025-era session)."""
+
+    def revision(self) -> str | None:
+        """The MCP revision the gateway speaks with this backend: the 2026 era's when it has it,
+        else the version its initialize negotiated (None before either)."""
+        if self.modern:
+            return wire.MODERN_VERSIONS[-1]
+        return self.negotiated_version if self.legacy else None
 
     async def connect(self, defer_modern: bool = False) -> None:
         raise NotImplementedError
@@ -300,6 +309,7 @@ class Upstream(BaseUpstream):
         self._session_id = sid
         self._session_ok = True
         self._legacy_version = str(res.get("protocolVersion") or wire.LATEST_HANDSHAKE)
+        self.negotiated_version = self._legacy_version
         if not self.modern:
             self.capabilities = dict(res.get("capabilities") or {})
             self.server_info = dict(res.get("serverInfo") or {})
@@ -794,6 +804,7 @@ class SSEUpstream(BaseUpstream):
         self.capabilities = dict(res.get("capabilities") or {})
         self.server_info = dict(res.get("serverInfo") or {})
         self.instructions = res.get("instructions")
+        self.negotiated_version = str(res.get("protocolVersion") or "2024-11-05")
         await self.send_message({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def _checked(self, data: str) -> dict[str, Any]:

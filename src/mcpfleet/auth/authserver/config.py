@@ -24,6 +24,17 @@ class _Doc(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
+class UserInfoFetch(_Doc):
+    """A userinfo request: where (unset: the discovered `userinfo_endpoint`), how, and which fields."""
+
+    url: str | None = None
+    method: Literal["GET", "POST"] = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    subject_fields: list[str] = Field(default_factory=lambda: ["sub"])
+    name_fields: list[str] = Field(default_factory=lambda: ["name"])
+    email_fields: list[str] = Field(default_factory=lambda: ["email"])
+
+
 class Upstream(_Doc):
     """The identity provider: OIDC (endpoints by discovery from `issuerUrl`) or OAuth 2.0 (explicit)."""
 
@@ -45,6 +56,8 @@ class Upstream(_Doc):
     expires_in_path: str | None = None
     refresh_token_path: str | None = None
     scope_path: str | None = None
+    userinfo: UserInfoFetch | None = None
+    """Read the userinfo endpoint after the login (oauth2: who the user is; oidc: name and email)."""
 
     @property
     def requested_scopes(self) -> list[str]:

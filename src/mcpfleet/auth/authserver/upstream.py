@@ -1,7 +1,7 @@
 """The upstream identity provider users log in with: its endpoints (OIDC discovery or explicit OAuth
 2.0 endpoints), the authorize URL (PKCE S256, state, nonce), the code exchange and refresh at its
 token endpoint (httpx), and who the user is (the validated ID token, or a path in the token
-response, or a subject derived from the access token). Responses are bounded (1 MiB) and time-boxed.
+response, or the userinfo endpoint's answer, or a subject derived from the access token). Responses are bounded (1 MiB) and time-boxed.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class Endpoints:
     issuer: str | None = None
     jwks_uri: str | None = None
     basic_auth: bool = False
+    userinfo_endpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,17 @@ class UpstreamIdentity:
     subject: str
     name: str | None = None
     email: str | None = None
+
+
+def _first(document: dict[str, Any], fields: list[str]) -> str | None:
+    """The first of `fields` (dot-notation paths) with a non-empty string or number value, as text."""
+    for field in fields:
+        value = dotted(document, field)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+    return None
 
 
 def pkce_challenge(verifier: str) -> str:
@@ -120,6 +132,9 @@ class UpstreamClient:
             issuer=cfg.issuer_url,
             jwks_uri=doc.get("jwks_uri") if isinstance(doc.get("jwks_uri"), str) else None,
             basic_auth="client_secret_basic" in methods,
+            userinfo_endpoint=doc.get("userinfo_endpoint")
+            if isinstance(doc.get("userinfo_endpoint"), str)
+            else None,
         )
         self._endpoints = (now + DISCOVERY_TTL, found)
         return found
@@ -213,6 +228,17 @@ class UpstreamClient:
             if not isinstance(subject, str) or not subject:
                 raise UpstreamError(f"upstream ID token: no {cfg.subject_claim} claim")
             name, email = claims.get("name"), claims.get("email")
+            if cfg.userinfo is not None:
+                # userInfoOverride: name and email from the userinfo answer; the subject stays the
+                # ID token's, and an answer about someone else fails the login (OIDC Core 5.3.2).
+                info = await self._userinfo(tokens["access_token"])
+                other = _first(info, cfg.userinfo.subject_fields)
+                if other is not None and other != subject:
+                    raise UpstreamError(
+                        "upstream userinfo: the answer names another subject than the ID token"
+                    )
+                name = _first(info, cfg.userinfo.name_fields) or name
+                email = _first(info, cfg.userinfo.email_fields) or email
             return UpstreamIdentity(
                 subject, name if isinstance(name, str) else None, email if isinstance(email, str) else None
             )
@@ -228,9 +254,38 @@ class UpstreamClient:
                 name if isinstance(name, str) else None,
                 email if isinstance(email, str) else None,
             )
+        if cfg.userinfo is not None:
+            info = await self._userinfo(tokens["access_token"])
+            found = _first(info, cfg.userinfo.subject_fields)
+            if found is None:
+                raise UpstreamError(f"upstream userinfo: none of {', '.join(cfg.userinfo.subject_fields)}")
+            return UpstreamIdentity(
+                found, _first(info, cfg.userinfo.name_fields), _first(info, cfg.userinfo.email_fields)
+            )
         # Synthesis: a stable, non-PII subject for upstreams that say nothing about the user.
         digest = hashlib.sha256(tokens["access_token"].encode()).hexdigest()[:32]
         return UpstreamIdentity(f"{cfg.name}:{digest}")
+
+    async def _userinfo(self, access_token: str) -> dict[str, Any]:
+        """The userinfo answer for `access_token` (bounded like every upstream answer)."""
+        fetch = self.cfg.userinfo
+        assert fetch is not None
+        url = fetch.url or (await self.endpoints()).userinfo_endpoint
+        if not url:
+            raise UpstreamError("upstream userinfo: no endpoint (set endpointUrl; discovery names none)")
+        headers = {
+            **fetch.headers,
+            "authorization": f"Bearer {access_token}",
+            "accept": "application/json",
+            **IDENTITY,
+        }
+        try:
+            async with self.http.stream(fetch.method, url, headers=headers) as response:
+                if response.status_code != 200:
+                    raise UpstreamError(f"upstream userinfo: HTTP {response.status_code}")
+                return await _json(response, "upstream userinfo")
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"upstream userinfo: {type(exc).__name__}") from exc
 
     async def _id_token_claims(self, id_token: object, nonce: str) -> dict[str, Any]:
         if not isinstance(id_token, str):

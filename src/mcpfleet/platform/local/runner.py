@@ -45,7 +45,7 @@ from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
 from mcpfleet.api.mcpregistry import MCPRegistry
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
-from mcpfleet.api.meta import ConfigStatus, SecretKeyRef, now_rfc3339
+from mcpfleet.api.meta import SecretKeyRef, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import rules
@@ -758,7 +758,7 @@ class Runner:
             previous = MCPGroupStatus.model_validate(stored.status or {})
             status = rules.group_status(previous, resource, world).dump()
         elif resource.kind in kinds.CONFIGS:
-            previous_config = ConfigStatus.model_validate(stored.status or {})
+            previous_config = kinds.parse_config_status(stored.status or {})
             status = rules.config_status(previous_config, resource, world).dump()
         elif isinstance(resource, MCPServerEntry):
             previous_entry = MCPServerEntryStatus.model_validate(stored.status or {})
