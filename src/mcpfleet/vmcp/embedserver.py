@@ -32,7 +32,7 @@ MAX_CONCURRENT = 2
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 Inputs = str | list[str]
@@ -110,7 +110,9 @@ def create_app(embedder: Embedder) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> Response:
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        # The deepest error is the most precise one (`inputs[1]` rather than the union's `inputs`).
+        errors = list(exc.errors()) or [{"loc": (), "msg": "invalid request"}]
+        first = max(errors, key=lambda e: len(e.get("loc", ())))
         msg = str(first.get("msg", "invalid"))
         if first.get("type") == "json_invalid":
             return _error(400, f"body: not JSON ({msg})")
