@@ -41,3 +41,9 @@ def embed_server() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# The vMCP suite's fixtures: in-process SDK backends and gateways.
+from tests.vmcp.conftest import alpha_beta, gateway, served  # noqa: E402
+
+__all__ = ["alpha_beta", "embed_server", "gateway", "served"]

@@ -45,7 +45,11 @@ def test_similar_meaning_ranks_first(embed_server: str) -> None:
         "Send an email message to a recipient",
         "Compute the square root of a number",
     ]
-    queries = ["will it be sunny in Paris tomorrow", "mail my colleague the report", "math function of a value"]
+    queries = [
+        "will it be sunny in Paris tomorrow",
+        "mail my colleague the report",
+        "math function of a value",
+    ]
     vectors = np.array(httpx.post(f"{embed_server}/embed", json={"inputs": tools + queries}).json())
     similarity = vectors[3:] @ vectors[:3].T
     assert list(similarity.argmax(axis=1)) == [0, 1, 2], similarity
