@@ -109,7 +109,6 @@ class EmbeddingClient:
             raise EmbeddingError(f"embedding service returned {len(vectors)} vectors for {len(texts)} inputs")
         return vectors
 
-
     async def _tei_info(self) -> None:
         """`served_model` from TEI's GET /info, best effort (its absence changes nothing else)."""
         import aiohttp
@@ -118,7 +117,9 @@ class EmbeddingClient:
         assert self._session is not None
         try:
             async with self._session.get(
-                f"{self.base_url}/info", headers=self._headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
+                f"{self.base_url}/info",
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
             ) as resp:
                 raw = await resp.content.read(65_536)
             info = orjson.loads(raw) if resp.status == 200 else None

@@ -80,12 +80,14 @@ class Embedder:
 
     def count_tokens(self, texts: list[str]) -> int:
         """Tokens the model reads of `texts` (after truncation): OpenAI's `usage`."""
-        return sum(sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts, add_special_tokens=False))
+        return sum(
+            sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        )
 
     def embed(self, texts: list[str]) -> NDArray[np.float32]:
         """One unit-length row per text (all zeros for a text without tokens)."""
         xp = self._np
-        out = xp.zeros((len(texts), self.dimensions), dtype=xp.float32)
+        out: NDArray[np.float32] = xp.zeros((len(texts), self.dimensions), dtype=xp.float32)
         for start in range(0, len(texts), BATCH):
             encoded = self._tokenizer.encode_batch(texts[start : start + BATCH], add_special_tokens=False)
             ids = xp.array([e.ids for e in encoded], dtype=xp.int64).reshape(len(encoded), -1)

@@ -95,7 +95,7 @@ def _error(status: int, message: str) -> Response:
 
 def _field(loc: tuple[Any, ...]) -> str:
     # A union's member types ("str", "list[str]") are in pydantic's loc, not in the request.
-    parts = [str(p) for p in loc if p != "body" and not (isinstance(p, str) and p.endswith("str]") or p == "str")]
+    parts = [str(p) for p in loc if p not in ("body", "str", "list[str]")]
     path = ""
     for p in parts:
         path += f"[{p}]" if p.isdigit() else (f".{p}" if path else p)

@@ -288,7 +288,7 @@ class ToolFinder:
         if cached is not None:
             return cached
         try:
-            vector = (await self.embedder.embed([text]))[0]
+            vector: NDArray[np.float32] = (await self.embedder.embed([text]))[0]
         except EmbeddingError as exc:
             self.last_query_error = str(exc)
             return None
