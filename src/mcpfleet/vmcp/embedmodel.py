@@ -16,7 +16,8 @@ remains (a table lookup and a mean) is the three lines of `Embedder.embed`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
+import importlib.util
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class Embedder:
         from safetensors import safe_open
         from tokenizers import Tokenizer
 
-        root = resources.files(model.package)
+        root = package_dir(model.package)
         tokenizer = Tokenizer.from_file(str(root / model.tokenizer))
         with safe_open(str(root / model.weights), framework="np", device="cpu") as f:
             table: Any = f.get_tensor(model.tensor)
@@ -97,6 +98,15 @@ class Embedder:
             norms = xp.linalg.norm(summed, axis=1, keepdims=True)
             out[start : start + len(encoded)] = summed / xp.where(norms == 0, 1.0, norms)
         return out
+
+
+def package_dir(package: str) -> Path:
+    """Where an installed package's files are, without importing it (importing `wordllama` configures
+    the root logger at INFO)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise UnknownModel(f"package {package!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def load(name: str = DEFAULT_MODEL) -> Embedder:
