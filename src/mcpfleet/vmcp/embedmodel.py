@@ -15,8 +15,8 @@ remains (a table lookup and a mean) is the three lines of `Embedder.embed`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
