@@ -12,6 +12,11 @@ import pytest
 
 from tests.conformance.harness import free_port
 
+# The vMCP suite's fixtures (in-process SDK backends and gateways), for the gateway tests here.
+from tests.vmcp.conftest import alpha_beta, gateway, served
+
+__all__ = ["alpha_beta", "embed_server", "gateway", "served"]
+
 
 @pytest.fixture(scope="session")
 def embed_server() -> Iterator[str]:
@@ -41,9 +46,3 @@ def embed_server() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-# The vMCP suite's fixtures: in-process SDK backends and gateways.
-from tests.vmcp.conftest import alpha_beta, gateway, served  # noqa: E402
-
-__all__ = ["alpha_beta", "embed_server", "gateway", "served"]
