@@ -317,6 +317,7 @@ async def main() -> None:
     if not args.skip_recall:
         await quality(tools, questions, service)
     model.should_exit = True
+    await asyncio.sleep(0.5)  # let it close its connections before the loop ends
 
 
 def load_metatool() -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
