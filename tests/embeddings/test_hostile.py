@@ -5,6 +5,7 @@ and inputs: never a 5xx, never a traceback, and the server still answers afterwa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import orjson
@@ -102,3 +103,9 @@ def test_generated_bodies_never_fail_the_server(embed_server: str, path: str, bo
 def test_raw_bytes_never_fail_the_server(embed_server: str, raw: bytes) -> None:
     _clean(httpx.post(f"{embed_server}/embed", content=raw, timeout=30))
     assert httpx.get(f"{embed_server}/health").status_code == 200
+
+
+def test_no_traceback_logged(embed_server: str, embed_server_log: Path) -> None:
+    """Runs after the suites above (file order): nothing they sent made the server log a traceback."""
+    assert httpx.get(f"{embed_server}/health").status_code == 200
+    assert "Traceback" not in embed_server_log.read_text(errors="replace")
