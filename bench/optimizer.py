@@ -6,9 +6,13 @@ the bench venv with `pip install --no-deps bfcl-eval`; it is not a dependency of
 function of both categories is pooled into one catalogue, split over 4 real MCP backends (JSON-RPC
 over streamable HTTP) behind one gateway; for each question an MCP SDK client calls `find_tool`
 with the question as `tool_description`, and we count whether the gold function is first / in the
-top 5. BM25 alone, then hybrid with the hashed-feature embeddings service (`mcpfleet.vmcp.hashembed`).
+top 5. BM25 alone, then hybrid with the real embedding server (`mcpfleet embeddings serve`'s app: the
+WordLlama model bundled in the `wordllama` wheel, over TEI's API), then hybrid with the hashed-feature
+test double (`mcpfleet.vmcp.hashembed`) for reference. The blend (`hybridSearchSemanticRatio`) is tuned
+on BFCL and then reported on a second, independent set: MetaTool's tool-selection queries (199 tools,
+995 user-phrased queries, vendored in bench/data/metatool with its MIT licence and source).
 
-Then: find_tool p50 at 1,000 and 10,000 tools (through the gateway's dispatch, and over HTTP),
+Then: find_tool p50 at 1,000 and 10,000 tools, BM25 and (10,000) hybrid (through the gateway's dispatch, and over HTTP),
 index rebuild time after a list_changed, bytes of a full tools/list against a find_tool round
 trip, and a 10-call code-mode script against 10 tools/call round trips.
 
@@ -30,6 +34,7 @@ import orjson
 import uvicorn
 from mcp.client.client import Client
 
+from mcpfleet.vmcp import embedmodel, embedserver
 from mcpfleet.vmcp.config import parse_config
 from mcpfleet.vmcp.gateway import CallContext
 from mcpfleet.vmcp.hashembed import create_app as embeddings_app
@@ -174,11 +179,7 @@ async def recall(
     tools: list[dict[str, Any]], questions: list[tuple[str, str]], **optimizer: Any
 ) -> tuple[float, float, float]:
     app, servers, port = await gateway(tools, 4, optimizer={"maxToolsToReturn": 5, **optimizer})
-    finder = app.gateway.finder
-    for _ in range(200):  # embeddings are computed after the index is built
-        if not optimizer or (await finder.index("legacy")).vectors is not None:
-            break
-        await asyncio.sleep(0.1)
+    await app.gateway.finder.embedded()  # tool vectors are computed after the index is built
     at1 = at5 = 0
     t0 = time.perf_counter()
     async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as c:
@@ -194,7 +195,7 @@ async def recall(
 
 
 async def latency(
-    tools: list[dict[str, Any]], size: int, questions: list[tuple[str, str]]
+    tools: list[dict[str, Any]], size: int, questions: list[tuple[str, str]], embeddings: str | None = None
 ) -> dict[str, float]:
     catalogue = []
     k = 0
@@ -204,9 +205,18 @@ async def latency(
                 break
             catalogue.append({**t, "name": f"{t['name']}_v{k}"} if k else t)
         k += 1
-    app, servers, port = await gateway(catalogue, 10, optimizer={})
+    optimizer = {"embeddingProvider": "tei", "embeddingService": embeddings} if embeddings else {}
+    app, servers, port = await gateway(catalogue, 10, optimizer=optimizer)
     gw = app.gateway
     cold = gw.finder.last_build_seconds
+    await gw.finder.embedded()
+    embed_s = gw.finder.last_embed_seconds
+    for q, _ in questions[:300]:  # warm: query vectors cached as they are for an agent repeating a search
+        await gw.dispatch(
+            "tools/call",
+            {"name": "find_tool", "arguments": {"tool_description": q}},
+            CallContext(era="legacy"),
+        )
     ctx = CallContext(era="legacy")
     qs = [q for q, _ in questions[:300]]
     ts = []
@@ -244,6 +254,7 @@ async def latency(
         "list_changed_to_searchable_s": rebuild_after,
         "index_rebuild_s": index_rebuild or 0.0,
         "cold_build_s": cold or 0.0,
+        "embed_all_s": embed_s or 0.0,
         "list_bytes": full_list,
         "catalogue_bytes": catalogue_bytes,
         "find_bytes": find_bytes,
@@ -296,16 +307,46 @@ async def main() -> None:
     args = parser.parse_args()
     tools, questions = load_bfcl()
     print(f"BFCL simple_python + multiple: {len(tools)} functions, {len(questions)} questions", flush=True)
-    if not args.skip_recall:
-        await quality(tools, questions)
+    # One embedding server for the whole run (the real model, TEI API), as a gateway would use it.
+    model, port = await serve(embedserver.create_app(embedmodel.load()))
+    service = f"http://127.0.0.1:{port}"
     for size in (1000, 10000):
         print(size, await latency(tools, size, questions), flush=True)
+    print("10000 hybrid", await latency(tools, 10000, questions, service), flush=True)
     print("code mode", await code_mode(tools), flush=True)
+    if not args.skip_recall:
+        await quality(tools, questions, service)
+    model.should_exit = True
+    await asyncio.sleep(0.5)  # let it close its connections before the loop ends
 
 
-async def quality(tools: list[dict[str, Any]], questions: list[tuple[str, str]]) -> None:
+def load_metatool() -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """MetaTool's 199 tools and the vendored 995 queries (bench/data/metatool/README.md)."""
+    import csv
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "data" / "metatool"
+    described = json.loads((folder / "plugin_des.json").read_text())
+    tools = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, d in described.items()]
+    with (folder / "queries.csv").open(newline="") as f:
+        questions = [(row["Query"], row["Tool"]) for row in csv.DictReader(f)]
+    return tools, questions
+
+
+RATIOS = ("0.3", "0.4", "0.5", "0.6", "0.7", "0.8")
+
+
+async def quality(tools: list[dict[str, Any]], questions: list[tuple[str, str]], service: str) -> None:
+    """BM25 and hybrid on BFCL (where the blend is tuned), then on MetaTool with the tuned blend."""
+    tei = {"embeddingService": service, "embeddingProvider": "tei"}
     r1, r5, per = await recall(tools, questions)
-    print(f"| BM25 | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
+    print(f"| BFCL | BM25 | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
+    best = ("0.5", -1.0)
+    for ratio in RATIOS:
+        r1, r5, per = await recall(tools, questions, **tei, hybridSearchSemanticRatio=ratio)
+        print(f"| BFCL | hybrid (ratio {ratio}) | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
+        if r1 > best[1]:
+            best = (ratio, r1)
     emb, port = await serve(embeddings_app(512))
     r1, r5, per = await recall(
         tools,
@@ -314,8 +355,23 @@ async def quality(tools: list[dict[str, Any]], questions: list[tuple[str, str]])
         embeddingProvider="openai",
         embeddingModel="hash",
     )
-    print(f"| hybrid (hashed features, ratio 0.5) | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
+    print(
+        f"| BFCL | hybrid, hashed features (test double) | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |",
+        flush=True,
+    )
     emb.should_exit = True
+    mtools, mquestions = load_metatool()
+    print(
+        f"MetaTool: {len(mtools)} tools, {len(mquestions)} queries; blend tuned on BFCL: {best[0]}",
+        flush=True,
+    )
+    r1, r5, per = await recall(mtools, mquestions)
+    print(f"| MetaTool | BM25 | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True)
+    for ratio in sorted({best[0], "0.5"}):
+        r1, r5, per = await recall(mtools, mquestions, **tei, hybridSearchSemanticRatio=ratio)
+        print(
+            f"| MetaTool | hybrid (ratio {ratio}) | {r1:.3f} | {r5:.3f} | {per * 1000:.1f} ms |", flush=True
+        )
 
 
 if __name__ == "__main__":

@@ -162,7 +162,8 @@ from mcpfleet.cli.main import FAST
 from mcpfleet.cli.options import parse
 for module, name, command_line in FAST.values():
     func = getattr(__import__(module, fromlist=[name]), name)
-    assert parse(func, ["--config", "x", "--port", "1"] if not command_line else ["--", "x"], command_line=command_line)
+    args = ["--port", "1"] if module == "mcpfleet.cli.embeddings" else ["--config", "x", "--port", "1"]
+    assert parse(func, args if not command_line else ["--", "x"], command_line=command_line)
 loaded = {m.split(".")[0] for m in sys.modules}
 assert not loaded & {"typer", "click", "rich"}, sorted(loaded & {"typer", "click", "rich"})
 """
@@ -177,7 +178,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("service", ["proxy", "vmcp", "registry"])
+@pytest.mark.parametrize("service", ["proxy", "vmcp", "registry", "embeddings"])
 def test_services_start_without_the_command_line_libraries(service: str, tmp_path: Path) -> None:
     """The real commands, started as a user starts them, until /health answers: neither typer nor
     rich is ever imported (`-X importtime` lists every import), nor click by vMCP or the registry
@@ -195,6 +196,9 @@ def test_services_start_without_the_command_line_libraries(service: str, tmp_pat
             f"name: t\nbackends:\n  - {{name: b, url: 'http://127.0.0.1:{_free_port()}/mcp'}}\n"
         )
         args = ["vmcp", "serve", "--config", str(tmp_path / "v.yaml"), "--port", str(port)]
+        unwanted = {"typer", "rich", "click"}
+    elif service == "embeddings":
+        args = ["embeddings", "serve", "--port", str(port)]
         unwanted = {"typer", "rich", "click"}
     else:
         (tmp_path / "s.json").write_text('{"servers": []}')

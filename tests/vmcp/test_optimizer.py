@@ -130,8 +130,9 @@ async def test_hybrid_ranking_with_a_real_embeddings_endpoint(
     async with Client(gw.url, mode="2026-07-28") as c:
         names = await found(c, "upper case the text")
         assert names[0] in ("alpha_upper", "beta_upper")
+    await gw.app.gateway.finder.embedded()
     status = gw.app.gateway.status()["optimizer"]
-    assert status["embeddings"] == "ok"
+    assert status["embeddings"]["state"] == "ready" and status["ranking"] == "hybrid", status
     finder = gw.app.gateway.finder
     index = await finder.index("modern")
     assert index is not None and index.vectors is not None and index.vectors.shape == (len(index), 256)
@@ -144,7 +145,9 @@ async def test_embedding_service_down_falls_back_to_keywords(
     gw = await gateway(config(*alpha_beta, optimizer=opt))
     async with Client(gw.url, mode="legacy") as c:
         assert (await found(c, "upper case the text"))[0].endswith("_upper")
-    assert "unreachable" in gw.app.gateway.status()["optimizer"]["embeddings"]
+    await gw.app.gateway.finder.embedded()
+    embeddings = gw.app.gateway.status()["optimizer"]["embeddings"]
+    assert embeddings["state"] == "failed" and "unreachable" in embeddings["cause"], embeddings
 
 
 @pytest.mark.parametrize(

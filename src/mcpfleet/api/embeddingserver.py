@@ -18,6 +18,11 @@ from mcpfleet.api.resource import Resource
 
 DEFAULT_IMAGE = "ghcr.io/huggingface/text-embeddings-inference:cpu-latest"
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+BUILTIN_IMAGE = "mcpfleet://embeddings"
+EMBEDDING_IMAGE_PATTERN = "^(mcpfleet://embeddings|" + IMAGE_PATTERN.removeprefix("^(")
+"""An MCPServer image (never starting with `-`), or mcpfleet's own embedding server."""
+"""`spec.image` of mcpfleet's own embedding server (`mcpfleet embeddings serve`, a model shipped in a
+PyPI package): a process locally, the mcpfleet image on Kubernetes; nothing is downloaded."""
 FREE_FORM: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
 
 
@@ -67,13 +72,15 @@ class EmbeddingServerSpec(ApiModel):
     """What embedding server to run."""
 
     image: Annotated[str, BeforeValidator(refuse_option_like_image)] = Field(
-        default=DEFAULT_IMAGE, min_length=1, max_length=1024, pattern=IMAGE_PATTERN
+        default=DEFAULT_IMAGE, min_length=1, max_length=1024, pattern=EMBEDDING_IMAGE_PATTERN
     )
-    """Container image (Kubernetes), or `uvx://pkg` / `npx://pkg` (both platforms); never starting with `-`."""
+    """Container image (Kubernetes), `uvx://pkg` / `npx://pkg` (both platforms), or `mcpfleet://embeddings`:
+    mcpfleet's own server with a bundled model (both platforms, nothing downloaded); never starting with `-`."""
     image_pull_policy: Literal["Always", "Never", "IfNotPresent"] = "IfNotPresent"
     """When the image is pulled."""
     model: str = Field(default=DEFAULT_MODEL, min_length=1, max_length=512, pattern=r"^[^\s]+$")
-    """HuggingFace model id (passed as MODEL_ID / --model-id)."""
+    """HuggingFace model id (passed as MODEL_ID / --model-id); with `mcpfleet://embeddings`, one of its
+    bundled models (the default id here means its default model)."""
     port: int = Field(default=8080, ge=1, le=65535)
     """Port the server listens on."""
     replicas: int = Field(default=1, ge=1, le=100)

@@ -19,6 +19,7 @@ from mcpfleet.cli import (
     clients,
     crds,
     devcluster,
+    embeddings,
     fleet,
     local,
     operator,
@@ -66,6 +67,9 @@ app.add_typer(registry_app, name="registry")
 vmcp_app = typer.Typer(help=vmcp.HELP, no_args_is_help=True)
 vmcp_app.command("serve")(typer_command(vmcp.serve))
 app.add_typer(vmcp_app, name="vmcp")
+embeddings_app = typer.Typer(help=embeddings.HELP, no_args_is_help=True)
+embeddings_app.command("serve")(typer_command(embeddings.serve))
+app.add_typer(embeddings_app, name="embeddings")
 for _name in ("search", "show", "add"):
     app.command(_name)(getattr(catalogue, _name))
 for _name in ("run", "stop", "start", "rm"):

@@ -22,6 +22,7 @@ FAST: dict[tuple[str, ...], tuple[str, str, bool]] = {
     ("proxy",): ("mcpfleet.cli.proxy", "proxy", True),
     ("vmcp", "serve"): ("mcpfleet.cli.vmcp", "serve", False),
     ("registry", "serve"): ("mcpfleet.cli.registry", "serve", False),
+    ("embeddings", "serve"): ("mcpfleet.cli.embeddings", "serve", False),
 }
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from mcpfleet.api.embeddingserver import EmbeddingServer, EmbeddingServerStatus
+from mcpfleet.api.embeddingserver import BUILTIN_IMAGE, DEFAULT_MODEL, EmbeddingServer, EmbeddingServerStatus
 from mcpfleet.api.meta import SecretKeyRef, WorkloadStatus
 from mcpfleet.reconcile import enforce
 from mcpfleet.reconcile.common import (
@@ -84,10 +84,32 @@ def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
     kubernetes = world.platform == "kubernetes"
     if kubernetes:
         problems.extend(child_name_problem("EmbeddingServer", server.name))
+    builtin = spec.image == BUILTIN_IMAGE
+    # mcpfleet's own server runs in mcpfleet's image: no registry lists it, enforceServers has no say.
     verdict = enforce.check(spec.image, server.metadata.labels or {}, world.registry_images)
-    if verdict.problem is not None:
+    if verdict.problem is not None and not builtin:
         problems.append(verdict.problem)
-    if is_package(spec.image):
+    if builtin:
+        model = () if spec.model == DEFAULT_MODEL else ("--model", spec.model)
+        container = Container(
+            name=CONTAINER,
+            command=(
+                "mcpfleet",
+                "embeddings",
+                "serve",
+                "--host",
+                "0.0.0.0",
+                "--port",
+                str(spec.port),
+                *model,
+                *spec.args,
+            ),
+            port=spec.port,
+            fixed_port=True,
+            env=env,
+            resources=resources_dict(spec.resources),
+        )
+    elif is_package(spec.image):
         container = Container(
             name=CONTAINER,
             command=package_command(spec.image, spec.args),
@@ -132,8 +154,8 @@ def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
         health_path="/health",
         labels=labels("EmbeddingServer", server.name, "embedding"),
         problems=tuple(problems),
-        conditions=() if verdict.condition is None else (verdict.condition,),
-        data_dir=DATA_DIR if kubernetes and not is_package(spec.image) else None,
+        conditions=() if verdict.condition is None or builtin else (verdict.condition,),
+        data_dir=DATA_DIR if kubernetes and not is_package(spec.image) and not builtin else None,
         volume_claim=claim if kubernetes else None,
         pod_template=spec.pod_template_spec if kubernetes else None,
         object_metadata=_overrides(server) if kubernetes else {},

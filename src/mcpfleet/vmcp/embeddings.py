@@ -47,6 +47,8 @@ class EmbeddingClient:
             self._headers["Authorization"] = f"Bearer {key}"
         self._session = session
         self._own = session is None
+        self.served_model: str | None = None
+        """The model the service says it ran (an OpenAI answer's `model`, TEI's /info `model_id`)."""
 
     async def close(self) -> None:
         if self._own and self._session is not None:
@@ -98,10 +100,33 @@ class EmbeddingClient:
             data: Any = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise EmbeddingError("embedding service answered invalid JSON") from exc
+        if isinstance(data, dict) and isinstance(data.get("model"), str):
+            self.served_model = data["model"][:256]
+        elif self.provider == "tei" and self.served_model is None:
+            await self._tei_info()
         vectors = _vectors(data, self.provider)
         if len(vectors) != len(texts):
             raise EmbeddingError(f"embedding service returned {len(vectors)} vectors for {len(texts)} inputs")
         return vectors
+
+    async def _tei_info(self) -> None:
+        """`served_model` from TEI's GET /info, best effort (its absence changes nothing else)."""
+        import aiohttp
+        import orjson
+
+        assert self._session is not None
+        try:
+            async with self._session.get(
+                f"{self.base_url}/info",
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            ) as resp:
+                raw = await resp.content.read(65_536)
+            info = orjson.loads(raw) if resp.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+            return
+        if isinstance(info, dict) and isinstance(info.get("model_id"), str):
+            self.served_model = info["model_id"][:256]
 
 
 def _vectors(data: Any, provider: str) -> list[list[float]]:

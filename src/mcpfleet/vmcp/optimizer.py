@@ -9,8 +9,10 @@ caller's `visible` check, so a hidden or forbidden tool is never found.
 Rebuilds run in a worker thread when the advertised tools change (a backend's list_changed, a
 backend joining or leaving, a config edit); a search waits for a rebuild in progress, so a client
 told `tools/list_changed` finds the new tools. With an embedding service, tool vectors are computed
-after each rebuild (only for tools whose text is new) and blended into the ranking; while they are
-missing, or when the service fails, ranking is keyword-only.
+after each rebuild in a task of their own (only for tools whose text is new: vectors are cached by
+the tool's content fingerprint) and blended into the ranking once all are there. A search never
+waits for them: until then, or when the service fails, ranking is keyword-only, and `/status`
+(`optimizer.embeddings.state`) says `pending`, `ready` or `failed` with the cause.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ CALL_TOOL = "call_tool"
 META_TOOLS = frozenset({FIND_TOOL, CALL_TOOL})
 MAX_QUERY_CHARS = 4096
 MAX_KEYWORDS = 64
+# Tool texts sent per embedding call: progress is kept between calls when a newer list cancels a run.
+EMBED_CHUNK = 512
+# Query vectors kept (agents repeat searches); each is one embedding service round trip saved.
+QUERY_CACHE = 1024
 
 
 def meta_tools(cfg: Optimizer) -> list[dict[str, Any]]:
@@ -163,21 +169,50 @@ class ToolFinder:
                 timeout=parse_duration(cfg.embedding_service_timeout),
             )
         self.last_build_seconds: float | None = None
+        self._embedding: asyncio.Task[None] | None = None
+        self._queries: dict[str, NDArray[np.float32]] = {}
+        self.embedding_state = "pending"
+        """pending (tool vectors being computed), ready (blended ranking) or failed (keyword-only)."""
         self.embedding_error: str | None = None
+        self.last_query_error: str | None = None
+        self.last_embed_seconds: float | None = None
 
     def status(self) -> dict[str, Any]:
         """What /status shows of the optimizer."""
+        embeddings: dict[str, Any] | None = None
+        if self.embedder is not None:
+            embeddings = {
+                "state": self.embedding_state,
+                "cause": self.embedding_error,
+                "model": self.embedder.served_model or self.embedder.model,
+                "vectors": len(self._vectors),
+                "lastEmbedSeconds": self.last_embed_seconds,
+                "lastQueryError": self.last_query_error,
+            }
         return {
             "indexedTools": {era: len(ix) for era, ix in self._indexes.items()},
             "lastBuildSeconds": self.last_build_seconds,
-            "embeddings": None if self.embedder is None else (self.embedding_error or "ok"),
+            "ranking": "hybrid" if self.embedding_state == "ready" and embeddings else "bm25",
+            "embeddings": embeddings,
         }
 
     async def close(self) -> None:
-        if self._build is not None:
-            self._build.cancel()
+        for task in (self._build, self._embedding):
+            if task is not None:
+                task.cancel()
         if self.embedder is not None:
             await self.embedder.close()
+
+    async def embedded(self) -> None:
+        """Wait for the tool vectors of the current indexes (tests and benchmarks; searches never wait)."""
+        while True:
+            build, task = self._build, self._embedding
+            if build is not None and not build.done():
+                await asyncio.wait({build})
+                continue
+            if task is None or task.done():
+                return
+            await asyncio.wait({task})
 
     def update(self, catalogues: dict[str, list[dict[str, Any]]]) -> None:
         """Take the tools each era now offers; rebuilds (in the background) only when they changed."""
@@ -211,28 +246,56 @@ class ToolFinder:
             self.last_build_seconds,
         )
         if self.embedder is not None:
-            await self._embed([ix for _, ix in built])
+            if self._embedding is not None:
+                self._embedding.cancel()  # its finished chunks stay cached; this run skips them
+            self.embedding_state = "pending"
+            self._embedding = asyncio.get_running_loop().create_task(self._embed([ix for _, ix in built]))
 
     async def _embed(self, indexes: list[ToolIndex]) -> None:
         assert self.embedder is not None
         import numpy
 
+        t0 = time.perf_counter()
         docs = {k: t for ix in indexes for k, t in zip(ix.keys, ix.tools, strict=True)}
         missing = [k for k in docs if k not in self._vectors]
         try:
-            if missing:
-                vectors = await self.embedder.embed([" ".join(document(docs[k])) for k in missing])
-                for k, v in zip(missing, vectors, strict=True):
+            for start in range(0, len(missing), EMBED_CHUNK):
+                chunk = missing[start : start + EMBED_CHUNK]
+                vectors = await self.embedder.embed([" ".join(document(docs[k])) for k in chunk])
+                for k, v in zip(chunk, vectors, strict=True):
                     self._vectors[k] = v
+            if self._vectors and len({v.shape for v in self._vectors.values()}) > 1:
+                # A service that changed models: vectors of two models do not compare; start over.
+                self._vectors = {}
+                raise EmbeddingError("embedding service changed dimensions; recomputing on the next change")
         except EmbeddingError as exc:
-            self.embedding_error = str(exc)
+            self.embedding_state, self.embedding_error = "failed", str(exc)
             log.warning("optimizer: embeddings unavailable, ranking by keywords only: %s", exc)
             return
-        self.embedding_error = None
         self._vectors = {k: v for k, v in self._vectors.items() if k in docs}
         for ix in indexes:
             if ix.tools:
                 ix.vectors = numpy.stack([self._vectors[k] for k in ix.keys])
+        self._queries.clear()
+        self.embedding_state, self.embedding_error = "ready", None
+        self.last_embed_seconds = time.perf_counter() - t0
+        log.info("optimizer: %d tool vectors ready in %.3fs", len(missing), self.last_embed_seconds)
+
+    async def _query_vector(self, text: str) -> NDArray[np.float32] | None:
+        """The query's embedding (cached), None when the service fails (this search is keyword-only)."""
+        assert self.embedder is not None
+        cached = self._queries.get(text)
+        if cached is not None:
+            return cached
+        try:
+            vector: NDArray[np.float32] = (await self.embedder.embed([text]))[0]
+        except EmbeddingError as exc:
+            self.last_query_error = str(exc)
+            return None
+        if len(self._queries) >= QUERY_CACHE:
+            self._queries.pop(next(iter(self._queries)))
+        self._queries[text] = vector
+        return vector
 
     async def index(self, era: str) -> ToolIndex | None:
         """The current index of `era`, after any rebuild in progress."""
@@ -249,10 +312,7 @@ class ToolFinder:
         if index is not None and len(index):
             query_vector = None
             if self.embedder is not None and index.vectors is not None and self.ratio > 0:
-                try:
-                    query_vector = (await self.embedder.embed([" ".join([desc, *keywords])]))[0]
-                except EmbeddingError as exc:
-                    self.embedding_error = str(exc)
+                query_vector = await self._query_vector(" ".join([desc, *keywords]))
             hits = index.search(
                 query_terms(desc, keywords),
                 self.cfg.max_tools_to_return,
