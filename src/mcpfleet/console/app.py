@@ -10,6 +10,7 @@ try a tool (`/try`), the catalogue (`/catalogue`) and the audit log (`/audit`).
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -18,9 +19,11 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
 from mcpfleet.catalogue.manifest import AddError
@@ -94,6 +97,14 @@ class Console:
         return f"tool: the server lists no tool named {tool[:200]!r}"
 
 
+def _shown(path: Path) -> str:
+    """A path as the person typed it when under the current folder (`.mcpfleet`), else in full."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _bad(message: str, status: int = 400) -> PlainTextResponse:
     return PlainTextResponse(message, status_code=status)
 
@@ -111,11 +122,28 @@ def create_app(
     app = FastAPI(title="mcpfleet console", docs_url=None, redoc_url=None, openapi_url=None)
     static = resources.files("mcpfleet.console") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    _error_handlers(app)
     _fleet_routes(app, console)
     _object_routes(app, console)
     _try_routes(app, console)
     _catalogue_routes(app, console)
     return Guard(app, console.csrf, extra_hosts)
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Refusals are short plain text naming the field (never FastAPI's JSON, never a traceback)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> PlainTextResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()[:5]
+        ]
+        return _bad("; ".join(problems), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> PlainTextResponse:
+        return _bad(str(exc.detail), exc.status_code)
 
 
 def _fleet_routes(app: FastAPI, console: Console) -> None:
@@ -126,7 +154,9 @@ def _fleet_routes(app: FastAPI, console: Console) -> None:
     @app.get("/", response_class=HTMLResponse)
     async def fleet(request: Request) -> HTMLResponse:
         view = await asyncio.to_thread(fleetview.read_fleet, console.state_dir)
-        return console.page("fleet.html", request, fleet=view, title="Fleet")
+        return console.page(
+            "fleet.html", request, fleet=view, title="Fleet", shown_state_dir=_shown(console.state_dir)
+        )
 
     @app.get("/fleet/table", response_class=HTMLResponse)
     async def fleet_table(request: Request) -> HTMLResponse:
@@ -264,6 +294,7 @@ def _try_routes(app: FastAPI, console: Console) -> None:
             name=name,
             tool=chosen,
             fields=schemaform.fields(chosen.schema),
+            schema_text=live.cut(json.dumps(chosen.schema, indent=2, ensure_ascii=False, default=str)),
             whole=schemaform.WHOLE,
             no_input=schemaform.takes_no_input(chosen.schema),
         )
@@ -304,6 +335,7 @@ def _catalogue_routes(app: FastAPI, console: Console) -> None:
             title=found.name,
             entry=found,
             inputs=cataloguepage.inputs(found),
+            server_text=json.dumps(found.server, indent=2, ensure_ascii=False),
             groups=[o.name for o in await asyncio.to_thread(console.objects, "MCPGroup")],
             folder=await asyncio.to_thread(fleetview.manifests_folder, console.state_dir),
         )
