@@ -314,7 +314,8 @@ def test_any_schema_and_form_give_arguments_or_a_named_refusal(
         shown = schemaform.fields(schema)
         out = schemaform.arguments(schema, form)
     except schemaform.ArgumentError as exc:
-        assert str(exc).split(":")[0] in {f.name for f in schemaform.fields(schema)} | {schemaform.WHOLE}
+        names = {f.name for f in schemaform.fields(schema)} | {schemaform.WHOLE}
+        assert any(str(exc).startswith(name + ":") for name in names), exc
     else:
         assert isinstance(out, dict) and set(out) <= {f.name for f in shown}
 
@@ -340,13 +341,23 @@ def test_hostile_query_values_get_an_answer_not_a_crash(client: TestClient, pref
     assert answer.status_code in (200, 400, 404, 409, 414, 422)
 
 
+origins = st.one_of(
+    st.builds(
+        "{}://{}{}".format,
+        st.sampled_from(["http", "https", "ws", "file"]),
+        st.from_regex(r"[a-z0-9.\[\]:-]{1,30}", fullmatch=True),
+        st.sampled_from(["", ":1", ":8765", ":80@evil.example"]),
+    ),
+    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=60),
+)
+
+
 @SETTINGS
-@given(st.text(max_size=80))
+@given(origins)
 def test_foreign_origins_are_refused(client: TestClient, origin: str) -> None:
     from hypothesis import assume
 
-    allowed = any(origin.startswith(f"http://{h}:") for h in ("127.0.0.1", "localhost", "[::1]"))
-    assume(origin.strip() == origin and origin and not allowed and all(32 < ord(c) < 127 for c in origin))
+    assume(not any(origin.startswith(f"http://{h}:") for h in ("127.0.0.1", "localhost", "[::1]")))
     assert client.get("/", headers={"Origin": origin}).status_code == 403
     assert client.post("/try", data=_try(), headers={**FORM, "Origin": origin}).status_code == 403
 
