@@ -205,3 +205,83 @@ async def test_console_in_a_real_browser(tmp_path: Path) -> None:
     finally:
         stop_process(process)
         await server.stop()
+
+
+SERVERS = 100
+
+
+@pytest.mark.timeout(300)
+async def test_fleet_page_of_100_servers_renders_under_a_second_and_updates_live(tmp_path: Path) -> None:
+    """Issue 31's figure: 100 servers (10 tools each behind one gateway) on the fleet page, measured
+    in the browser: the page loaded (navigation's loadEventEnd) under 1 s, a status change shown
+    without a reload within the poll interval plus a render."""
+    from playwright.async_api import async_playwright, expect
+
+    from mcpfleet.console.app import POLL_SECONDS, create_app
+    from mcpfleet.platform.local.state import State
+    from tests.console.conftest import manifest, running, write_state
+
+    chromium = _chromium()
+    state_dir = tmp_path / "state"
+    servers = [
+        (
+            manifest(
+                "MCPServer", f"server-{i:03d}", {"image": "uvx://mcp-server-time", "transport": "stdio"}
+            ),
+            running(f"http://127.0.0.1:{20000 + i}/mcp"),
+        )
+        for i in range(SERVERS)
+    ]
+    backends = [
+        {
+            "name": f"server-{i:03d}",
+            "status": "ready",
+            "url": f"http://127.0.0.1:{20000 + i}/mcp",
+            "toolCount": 10,
+        }
+        for i in range(SERVERS)
+    ]
+    gateway = manifest("VirtualMCPServer", "gateway", {"config": {"groupRef": "all"}})
+    await write_state(
+        state_dir,
+        [
+            *servers,
+            (
+                gateway,
+                {**running("http://127.0.0.1:19999/mcp"), "phase": "Ready", "discoveredBackends": backends},
+            ),
+        ],
+    )
+    served = await Served(create_app(state_dir)).start()
+    try:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=chromium, headless=True)
+            page = await browser.new_page()
+            loads = []
+            for _ in range(5):
+                await page.goto(served.base + "/")
+                loads.append(
+                    await page.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")
+                )
+            await expect(page.locator("#workloads tbody tr")).to_have_count(SERVERS + 1)
+            state = await State.open(state_dir)
+            try:
+                started = time.monotonic()
+                await state.set_status(
+                    "MCPServer", "default", "server-042", {"phase": "Failed", "message": "exit 1: boom"}
+                )
+            finally:
+                await state.close()
+            await expect(page.locator('tr[data-name="server-042"]')).to_have_attribute(
+                "data-phase", "Failed", timeout=(POLL_SECONDS + 3) * 1000
+            )
+            update = time.monotonic() - started
+            await browser.close()
+    finally:
+        await served.stop()
+    best, worst = min(loads), max(loads)
+    print(
+        f"fleet page, {SERVERS} servers: load {best:.0f}-{worst:.0f} ms over {len(loads)} loads; status change shown after {update:.2f} s"
+    )
+    assert worst < 1000, loads
+    assert update < POLL_SECONDS + 2
