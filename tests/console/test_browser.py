@@ -127,6 +127,7 @@ async def test_console_in_a_real_browser(tmp_path: Path) -> None:
             await page.goto(f"{url}gateways/gateway")
             await expect(page.locator("#tools")).to_contain_text("time_get_current_time")
             await expect(page.locator("#tools")).to_contain_text("hostile_" + HOSTILE_TOOL)
+            await expect(page.locator('#backends a[href="/objects/MCPRemoteProxy/hostile"]')).to_have_count(1)
             await _axe(page, "the gateway page")
             await page.screenshot(path=str(shots / "console-gateway.png"), full_page=True)
             await page.get_by_role("link", name="time_get_current_time", exact=True).click()

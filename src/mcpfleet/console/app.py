@@ -229,6 +229,7 @@ def _object_routes(app: FastAPI, console: Console) -> None:
             health=health,
             tools=tools,
             conflict=str(aggregation.get("conflictResolution") or "prefix"),
+            kinds={o.name: o.kind for o in await asyncio.to_thread(console.objects) if o.kind in KINDS},
         )
 
 
