@@ -9,6 +9,7 @@ docs/images) the main pages' screenshots are written there, else into the test's
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -64,8 +65,6 @@ def _fleet(tmp_path: Path, hostile_url: str) -> Path:
 
 
 async def _console_url(output: Path, process: Any) -> str:
-    import asyncio
-
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         text = await asyncio.to_thread(output.read_text)
@@ -107,9 +106,19 @@ async def test_console_in_a_real_browser(tmp_path: Path) -> None:
             browser = await playwright.chromium.launch(executable_path=chromium, headless=True)
             page = await browser.new_page(viewport={"width": 1280, "height": 860})
             dialogs: list[str] = []
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.on(
+                "dialog",
+                lambda dialog: (dialogs.append(dialog.message), asyncio.ensure_future(dialog.dismiss())),
+            )
             failures: list[str] = []
             page.on("pageerror", lambda error: failures.append(str(error)))
+            # htmx runs under the strict CSP: no inline style or script it would need is refused.
+            page.on(
+                "console",
+                lambda message: (
+                    failures.append(message.text) if "Content Security Policy" in message.text else None
+                ),
+            )
 
             # The fleet: the quickstart's servers appear Running, without reloading the page.
             await page.goto(url)
