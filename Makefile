@@ -6,7 +6,7 @@ MCPFLEET := $(VENV)/bin/mcpfleet
 NODE_TOOLS := tools/node/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 
-.PHONY: venv lock node-tools system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
+.PHONY: venv lock node-tools console-assets console-screenshots system-deps cluster-binaries node-binaries image run test test-realnode bench bench-anchors lint crds diagrams clean
 
 # Installs exactly the versions in uv.lock (`uv sync --locked`: a uv.lock that no longer matches
 # pyproject.toml fails here, so refresh it with `make lock`). The venv is made by $(PYTHON) and uv uses
@@ -42,6 +42,15 @@ $(NODE_TOOLS): tools/node/package.json tools/node/package-lock.json
 	cd tools/node && npm ci --no-audit --no-fund --silent
 	@echo "node tools: $$(ls tools/node/node_modules | wc -l) packages in tools/node/node_modules"
 	touch $@
+
+# The web console's htmx, shipped in the package (served by the console, no CDN): copied from the
+# version tools/node pins (a test fails when the shipped copy differs from it).
+console-assets: node-tools
+	cp tools/node/node_modules/htmx.org/dist/htmx.min.js src/mcpfleet/console/static/htmx.min.js
+
+# The console screenshots of docs/console.md and the README, taken by the browser end-to-end test.
+console-screenshots: venv node-tools
+	MCPFLEET_CONSOLE_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/console/test_browser.py
 
 # Debian packages the tests and benchmarks need (PostgreSQL, git for git sources, wrk for load).
 system-deps:

@@ -5,6 +5,8 @@ set -euo pipefail
 packages=(postgresql git wrk graphviz redis-server)
 # bubblewrap: the local sandbox of every MCP server process (docs/security.md).
 packages+=(bubblewrap)
+# The web console's end-to-end tests drive Debian's Chromium with Playwright (never a downloaded browser).
+packages+=(chromium)
 # The real node (`dev-cluster up --real-node`, `make image`, `make test-realnode`).
 packages+=(containerd runc containernetworking-plugins iptables conntrack socat iproute2 debootstrap umoci)
 missing=()

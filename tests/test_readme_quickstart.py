@@ -75,6 +75,7 @@ def test_local_quickstart_runs_as_written(tmp_path: Path) -> None:
             time.sleep(0.5)
         output = log.read_text()
         assert "vMCP gateway: http://127.0.0.1:23967/mcp" in output, output
+        assert "console: http://127.0.0.1:24416/" in output, output  # the README's text block
         assert "in another shell, from this folder: . .venv/bin/activate" in output
         for block in others:
             result = _shell(". .venv/bin/activate\n" + block, timeout=180)

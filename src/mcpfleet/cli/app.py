@@ -17,6 +17,7 @@ from mcpfleet.cli import (
     auth,
     catalogue,
     clients,
+    console,
     crds,
     devcluster,
     embeddings,
@@ -77,6 +78,7 @@ for _name in ("run", "stop", "start", "rm"):
 app.command("list")(fleet.list_)
 app.add_typer(auth.app, name="auth")
 app.add_typer(clients.app, name="client")
+app.add_typer(console.app, name="console")
 for _name in ("up", "down", "get", "describe", "logs"):
     app.command(_name)(getattr(local, _name))
 app.command("proxy", context_settings=PROXY_CONTEXT)(typer_command(proxy.proxy, command_line=True))

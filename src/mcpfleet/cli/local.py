@@ -42,6 +42,11 @@ def up(
     detach: bool = typer.Option(
         False, "--detach", help="Run in the background, past the terminal's end (log: STATE/up.log)."
     ),
+    web_console: bool = typer.Option(
+        True,
+        "--console/--no-console",
+        help="Serve the web console on a loopback port (printed with the gateway's).",
+    ),
 ) -> None:
     """Run the manifests in DIRECTORY on this machine and keep them converged until Ctrl-C.
 
@@ -51,6 +56,7 @@ def up(
       mcpfleet up examples/quickstart
       mcpfleet up ./servers --port-range 40000-40999 --no-progress
       mcpfleet up ./servers --detach        (stop it with: mcpfleet down)
+      mcpfleet up ./servers --no-console    (no web console)
     """
     import logging
     import sys
@@ -69,8 +75,9 @@ def up(
 
         state = resolve_state_dir(state_dir)
         try:
+            extra = ["--port-range", port_range, "--log-level", log_level]
             pid = start_detached(
-                directory.resolve(), state, ["--port-range", port_range, "--log-level", log_level]
+                directory.resolve(), state, [*extra, *([] if web_console else ["--no-console"])]
             )
         except RuntimeError as exc:
             typer.echo(f"error: {exc}", err=True)
@@ -84,6 +91,13 @@ def up(
     from mcpfleet import malloctune
 
     malloctune.tune()  # opt-in (MCPFLEET_MALLOC_TUNE=1), as the vMCP's own process
+    side = None
+    if web_console:
+        from functools import partial
+
+        from mcpfleet.console.serve import hosted
+
+        side = partial(hosted, port_range=low_high)
 
     code = uvloop.run(
         run_up(
@@ -92,6 +106,7 @@ def up(
             console=Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160),
             port_range=low_high,
             progress=progress,
+            side=side,
         )
     )
     raise typer.Exit(code)

@@ -17,6 +17,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,10 @@ META_UP_PID = "up_pid"
 """Information only (the lock is `lock.UpLock`): the pid of the `up` that holds the lock."""
 META_MANIFESTS = "manifests"
 
+
+SideService = Callable[[State], AbstractAsyncContextManager[str]]
+"""Something `up` serves beside the fleet for as long as it runs (the web console, given by the CLI:
+the platform does not import it); entering it starts it and yields its URL, printed with the gateway's."""
 
 PROGRESS_LIMIT_SECONDS = 300.0
 """The progress view gives up waiting after this (a cold npx download can be slow) and prints the summary."""
@@ -83,6 +89,7 @@ async def run_up(
     console: Console,
     port_range: tuple[int, int] | None = None,
     progress: bool = True,
+    side: SideService | None = None,
 ) -> int:
     try:
         limits = ManifestLimits.from_env()
@@ -112,7 +119,7 @@ async def run_up(
         try:
             await state.set_meta(META_UP_PID, str(os.getpid()))
             await state.set_meta(META_MANIFESTS, str(manifests))
-            return await _up(manifests, state, console, port_range, progress, limits)
+            return await _up(manifests, state, console, port_range, progress, limits, side)
         finally:
             with contextlib.suppress(Exception):
                 await state.set_meta(META_UP_PID, None)
@@ -128,6 +135,7 @@ async def _up(
     port_range: tuple[int, int] | None,
     progress: bool,
     limits: ManifestLimits,
+    side: SideService | None = None,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -146,11 +154,13 @@ async def _up(
         issuer.follow(state.state_dir, stop, lambda text: console.print(text, markup=False, highlight=False)),
         name="local-issuer",
     )
+    services = contextlib.AsyncExitStack()
     try:
+        side_url = await _start_side(services, side, state, console)
         await _show_progress(runner, state, console, stop, progress, reporter.changed)
         if not stop.is_set():
             objects = await state.objects()
-            _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir)
+            _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir, side_url)
             reporter.live = True
         shown_errors = [str(e) for e in runner.load_errors]
         shown_notices = len(runner.port_notices)
@@ -174,6 +184,8 @@ async def _up(
     finally:
         stop.set()
         _say(console, "stopping…")
+        with contextlib.suppress(Exception):
+            await services.aclose()
         with contextlib.suppress(asyncio.CancelledError):
             await loop_task
         with contextlib.suppress(asyncio.CancelledError):
@@ -189,6 +201,19 @@ async def _up(
         else:
             _say(console, "stopped every process started by `mcpfleet up`")
     return 0
+
+
+async def _start_side(
+    services: contextlib.AsyncExitStack, side: SideService | None, state: State, console: Console
+) -> str | None:
+    """Starts the side service; one that cannot start (its port taken) is reported, `up` goes on."""
+    if side is None:
+        return None
+    try:
+        return await services.enter_async_context(side(state))
+    except Exception as exc:
+        console.print(f"[yellow]warning:[/] the console did not start: {escape(str(exc))}", highlight=False)
+        return None
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -279,7 +304,12 @@ async def _show_progress(
 
 
 def _print_summary(
-    console: Console, objects: list[StoredObject], runner: Runner, seconds: float, state_dir: Path
+    console: Console,
+    objects: list[StoredObject],
+    runner: Runner,
+    seconds: float,
+    state_dir: Path,
+    console_url: str | None = None,
 ) -> None:
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
     # Invalid manifests are printed once, in full, below the table (not also as table rows).
@@ -299,6 +329,8 @@ def _print_summary(
             console.print(f"[bold]vMCP {obj.name}:[/] {escape(str(obj.status['url']))}")
         if obj.kind == "MCPRegistry" and obj.status.get("url"):
             console.print(f"[bold]registry {obj.name}:[/] {escape(str(obj.status['url']))}/v0.1/servers")
+    if console_url:
+        console.print(f"[bold]console:[/] {escape(console_url)}")
     for notice in runner.port_notices:
         console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
     if not runner.loaded_count and not runner.load_errors:

@@ -1,0 +1,380 @@
+"""The console's pages: FastAPI routes rendering Jinja2 templates (autoescaped), htmx for live parts.
+
+One app per fleet state folder (`create_app(state_dir)`); `security.Guard` wraps it (Host / Origin,
+CSRF, bounds, Content-Security-Policy). Pages: the fleet (`/`, its table polled by htmx every
+`POLL_SECONDS`), an object (`/objects/{kind}/{name}`: status, live tools / prompts / resources, logs,
+manifest), a gateway (`/gateways/{name}`: aggregated tools with their backend, backends' health),
+try a tool (`/try`), the catalogue (`/catalogue`) and the audit log (`/audit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
+
+from mcpfleet.catalogue.manifest import AddError
+from mcpfleet.console import auditlog, cataloguepage, fleetview, live, schemaform
+from mcpfleet.console.security import CSRF_FIELD, CsrfToken, Guard
+from mcpfleet.platform.local.snapshot import DB_FILENAME, read_objects
+
+POLL_SECONDS = 2
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+KINDS = {"MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer"}
+MAX_BACKENDS_LISTED = 50
+
+
+def templates() -> Environment:
+    """Autoescaping on for every template (whatever its name): nothing a server says becomes markup."""
+    env = Environment(
+        loader=PackageLoader("mcpfleet.console", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["POLL_SECONDS"] = POLL_SECONDS
+    return env
+
+
+@dataclass
+class Console:
+    state_dir: Path
+    csrf: CsrfToken
+    env: Environment
+
+    def page(self, template: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
+        html = self.env.get_template(template).render(
+            csrf_field=CSRF_FIELD, csrf_token=self.csrf.value, path=request.url.path, **values
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def fragment(self, template: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
+        """An htmx answer (the fragment alone), or the fragment in a whole page for a plain form post."""
+        if request.headers.get("hx-request") == "true":
+            return self.page(template, request, status, **values)
+        title = values.pop("title", "Result")
+        return self.page("fragment_page.html", request, status, fragment=template, title=title, **values)
+
+    def objects(self, kind: str | None = None) -> list[Any]:
+        if not (self.state_dir / DB_FILENAME).is_file():
+            return []
+        return read_objects(self.state_dir, kind)
+
+    async def target(self, kind: str, name: str) -> tuple[str, str] | PlainTextResponse:
+        if kind not in KINDS - {"MCPRegistry"}:
+            return _bad("kind: expected MCPServer, MCPRemoteProxy or VirtualMCPServer")
+        if (problem := _check_name(name)) is not None:
+            return _bad(problem)
+        obj = await asyncio.to_thread(fleetview.find_object, self.state_dir, kind, name)
+        if obj is None:
+            return _bad(f"{kind} {name!r} not found in this fleet", 404)
+        url = str(obj.status.get("url") or "")
+        if not url:
+            return _bad(f"{kind} {name!r} is not running (no URL)", 409)
+        return url, name
+
+    async def tool_of(self, url: str, tool: str) -> live.Tool | str:
+        lists = await live.read_lists(url)
+        if lists.error:
+            return lists.error
+        for candidate in lists.tools:
+            if candidate.name == tool:
+                return candidate
+        return f"tool: the server lists no tool named {tool[:200]!r}"
+
+
+def _shown(path: Path) -> str:
+    """A path as the person typed it when under the current folder (`.mcpfleet`), else in full."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _bad(message: str, status: int = 400) -> PlainTextResponse:
+    return PlainTextResponse(message, status_code=status)
+
+
+def _check_name(name: str) -> str | None:
+    return (
+        None if NAME.match(name) else "name: expected a Kubernetes object name (lower case, digits, '-', '.')"
+    )
+
+
+def create_app(
+    state_dir: Path, *, csrf: CsrfToken | None = None, extra_hosts: list[str] | None = None
+) -> ASGIApp:
+    console = Console(state_dir=state_dir, csrf=csrf or CsrfToken(), env=templates())
+    app = FastAPI(title="mcpfleet console", docs_url=None, redoc_url=None, openapi_url=None)
+    static = resources.files("mcpfleet.console") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    _error_handlers(app)
+    _fleet_routes(app, console)
+    _object_routes(app, console)
+    _try_routes(app, console)
+    _catalogue_routes(app, console)
+    return Guard(app, console.csrf, extra_hosts)
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Refusals are short plain text naming the field (never FastAPI's JSON, never a traceback)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> PlainTextResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()[:5]
+        ]
+        return _bad("; ".join(problems), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> PlainTextResponse:
+        return _bad(str(exc.detail), exc.status_code)
+
+
+def _fleet_routes(app: FastAPI, console: Console) -> None:
+    @app.get("/healthz")
+    async def healthz() -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    @app.get("/", response_class=HTMLResponse)
+    async def fleet(request: Request) -> HTMLResponse:
+        view = await asyncio.to_thread(fleetview.read_fleet, console.state_dir)
+        return console.page(
+            "fleet.html", request, fleet=view, title="Fleet", shown_state_dir=_shown(console.state_dir)
+        )
+
+    @app.get("/fleet/table", response_class=HTMLResponse)
+    async def fleet_table(request: Request) -> HTMLResponse:
+        view = await asyncio.to_thread(fleetview.read_fleet, console.state_dir)
+        return console.page("fleet_table.html", request, fleet=view)
+
+    @app.get("/audit", response_class=HTMLResponse)
+    async def audit(
+        request: Request, who: str = Query(""), tool: str = Query(""), outcome: str = Query("")
+    ) -> Response:
+        if outcome and outcome not in auditlog.OUTCOMES:
+            return _bad(f"outcome: expected one of {', '.join(auditlog.OUTCOMES)}")
+        objects = await asyncio.to_thread(console.objects)
+        files = auditlog.audit_files(objects)
+        events = await asyncio.to_thread(auditlog.read_events, files, who, tool, outcome)
+        return console.page(
+            "audit.html",
+            request,
+            title="Audit log",
+            files=files,
+            events=events,
+            who=who,
+            tool=tool,
+            outcome=outcome,
+            outcomes=auditlog.OUTCOMES,
+        )
+
+
+def _object_routes(app: FastAPI, console: Console) -> None:
+    @app.get("/objects/{kind}/{name}", response_class=HTMLResponse)
+    async def an_object(request: Request, kind: str, name: str) -> Response:
+        if kind not in KINDS:
+            return _bad(f"kind: expected one of {', '.join(sorted(KINDS))}", 404)
+        if (problem := _check_name(name)) is not None:
+            return _bad(problem)
+        obj = await asyncio.to_thread(fleetview.find_object, console.state_dir, kind, name)
+        if obj is None:
+            return _bad(f"{kind} {name!r} not found in this fleet", 404)
+        row = fleetview.row_of(obj)
+        lists = await live.read_lists(row.url) if row.url and kind != "MCPRegistry" else None
+        logs = await asyncio.to_thread(fleetview.read_logs, console.state_dir, name)
+        return console.page(
+            "object.html",
+            request,
+            title=f"{kind} {name}",
+            row=row,
+            lists=lists,
+            logs=logs,
+            manifest=fleetview.manifest_yaml(obj),
+            conditions=[c for c in obj.status.get("conditions") or [] if isinstance(c, dict)],
+        )
+
+    @app.get("/gateways/{name}", response_class=HTMLResponse)
+    async def gateway(request: Request, name: str) -> Response:
+        if (problem := _check_name(name)) is not None:
+            return _bad(problem)
+        obj = await asyncio.to_thread(fleetview.find_object, console.state_dir, "VirtualMCPServer", name)
+        if obj is None:
+            return _bad(f"VirtualMCPServer {name!r} not found in this fleet", 404)
+        row = fleetview.row_of(obj)
+        backends = [b for b in obj.status.get("discoveredBackends") or [] if isinstance(b, dict)]
+        health, tools = await asyncio.gather(_gateway_status(row.url), _gateway_tools(row.url, backends))
+        aggregation = ((obj.manifest.get("spec") or {}).get("config") or {}).get("aggregation") or {}
+        return console.page(
+            "gateway.html",
+            request,
+            title=f"Gateway {name}",
+            row=row,
+            backends=backends,
+            health=health,
+            tools=tools,
+            conflict=str(aggregation.get("conflictResolution") or "prefix"),
+            kinds={o.name: o.kind for o in await asyncio.to_thread(console.objects) if o.kind in KINDS},
+        )
+
+
+async def _gateway_status(url: str) -> dict[str, dict[str, Any]]:
+    """Each backend's health and circuit state from the gateway's `/status` (empty when unreachable)."""
+    if not url:
+        return {}
+    status_url = url.rsplit("/mcp", 1)[0] + "/status"
+    try:
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            answer = await client.get(status_url)
+        document = answer.json() if answer.status_code == 200 and len(answer.content) < 4_000_000 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+    backends = document.get("backends") if isinstance(document, dict) else None
+    return {str(b.get("name")): b for b in backends or [] if isinstance(b, dict)}
+
+
+@dataclass(frozen=True)
+class GatewayTool:
+    tool: live.Tool
+    origin: str
+
+
+async def _gateway_tools(url: str, backends: list[dict[str, Any]]) -> tuple[list[GatewayTool], str]:
+    """The gateway's tools, each with the backend it comes from: the backend offering a tool of the
+    same description whose name ends the gateway's (prefixes and renames keep the end)."""
+    if not url:
+        return [], "the gateway has no URL yet"
+    shown = backends[:MAX_BACKENDS_LISTED]
+    answers = await asyncio.gather(
+        live.read_lists(url), *(live.read_lists(str(b.get("url") or "")) for b in shown if b.get("url"))
+    )
+    gateway, per_backend = answers[0], answers[1:]
+    names = [str(b.get("name")) for b in shown if b.get("url")]
+    out: list[GatewayTool] = []
+    for tool in gateway.tools:
+        origin = ""
+        for backend, lists in zip(names, per_backend, strict=True):
+            if any(tool.name.endswith(t.name) and t.description == tool.description for t in lists.tools):
+                if not origin or len(backend) > len(origin):
+                    origin = backend
+        out.append(GatewayTool(tool, origin or "?"))
+    return out, gateway.error
+
+
+def _try_routes(app: FastAPI, console: Console) -> None:
+    @app.get("/try", response_class=HTMLResponse)
+    async def try_form(
+        request: Request, kind: str = Query(...), name: str = Query(...), tool: str = Query(...)
+    ) -> Response:
+        found = await console.target(kind, name)
+        if isinstance(found, PlainTextResponse):
+            return found
+        chosen = await console.tool_of(found[0], tool)
+        if isinstance(chosen, str):
+            return _bad(chosen, 404)
+        return console.page(
+            "try.html",
+            request,
+            title=f"Try {chosen.name}",
+            kind=kind,
+            name=name,
+            tool=chosen,
+            fields=schemaform.fields(chosen.schema),
+            schema_text=live.cut(json.dumps(chosen.schema, indent=2, ensure_ascii=False, default=str)),
+            whole=schemaform.WHOLE,
+            no_input=schemaform.takes_no_input(chosen.schema),
+        )
+
+    @app.post("/try", response_class=HTMLResponse)
+    async def try_call(request: Request) -> Response:
+        form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+        found = await console.target(form.get("kind", ""), form.get("name", ""))
+        if isinstance(found, PlainTextResponse):
+            return found
+        chosen = await console.tool_of(found[0], form.get("tool", ""))
+        if isinstance(chosen, str):
+            return _bad(chosen, 404)
+        try:
+            arguments = schemaform.arguments(chosen.schema, form)
+        except schemaform.ArgumentError as exc:
+            return console.fragment("result.html", request, status=422, result=None, problem=str(exc))
+        result = await live.call_tool(found[0], chosen.name, arguments)
+        return console.fragment("result.html", request, result=result, problem="")
+
+
+def _catalogue_routes(app: FastAPI, console: Console) -> None:
+    @app.get("/catalogue", response_class=HTMLResponse)
+    async def catalogue(request: Request, q: str = Query("")) -> HTMLResponse:
+        entries, problems = await cataloguepage.search(q, console.state_dir)
+        return console.page(
+            "catalogue.html", request, title="Catalogue", q=q, entries=entries, problems=problems
+        )
+
+    @app.get("/catalogue/entry", response_class=HTMLResponse)
+    async def entry(request: Request, name: str = Query(...)) -> Response:
+        found = await cataloguepage.lookup(name, console.state_dir)
+        if found is None:
+            return _bad(f"name: no catalogue entry named {name[:200]!r}", 404)
+        return console.page(
+            "entry.html",
+            request,
+            title=found.name,
+            entry=found,
+            inputs=cataloguepage.inputs(found),
+            server_text=json.dumps(found.server, indent=2, ensure_ascii=False),
+            groups=[o.name for o in await asyncio.to_thread(console.objects, "MCPGroup")],
+            folder=await asyncio.to_thread(fleetview.manifests_folder, console.state_dir),
+        )
+
+    @app.post("/catalogue/add", response_class=HTMLResponse)
+    async def add(request: Request) -> Response:
+        form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+        found = await cataloguepage.lookup(form.get("entry", ""), console.state_dir)
+        if found is None:
+            return _bad("entry: no such catalogue entry", 404)
+        folder = await asyncio.to_thread(fleetview.manifests_folder, console.state_dir)
+        if folder is None:
+            return console.fragment(
+                "added.html", request, status=409, written="", problem="no running fleet to add to"
+            )
+        groups = {o.name for o in await asyncio.to_thread(console.objects, "MCPGroup")}
+        group = form.get("group") or None
+        if group is not None and group not in groups:
+            return console.fragment(
+                "added.html", request, status=422, written="", problem="group: not a group of this fleet"
+            )
+        fields = {k: v for k, v in form.items() if k.startswith(("env.", "arg."))}
+        try:
+            written = await asyncio.to_thread(
+                _add,
+                found,
+                form.get("object_name") or found.short_name,
+                fields,
+                group,
+                folder,
+                console.state_dir,
+            )
+        except AddError as exc:
+            return console.fragment("added.html", request, status=422, written="", problem=str(exc))
+        return console.fragment("added.html", request, written=str(written.name), problem="")
+
+
+def _add(
+    entry: Any, name: str, fields: dict[str, str], group: str | None, folder: Path, state_dir: Path
+) -> Path:
+    return cataloguepage.add(entry, name, fields, folder, state_dir, group)
