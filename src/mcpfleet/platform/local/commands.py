@@ -365,7 +365,7 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
         console.print(
             "down: no process started by `mcpfleet up` is running (checked in /proc)"
             + (f"; ended {len(ended)} left behind" if ended else "")
-            + (f"; removed {len(removed)} container(s): {', '.join(removed)}" if removed else ""),
+            + (f"; removed {len(removed)} container(s)" if removed else ""),
             markup=False,
         )
         return 0

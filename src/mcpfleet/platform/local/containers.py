@@ -17,16 +17,19 @@ Owns:
   - only the declared environment, from a mode-0600 file (`--env-file`), never on the command line
     and never the runtime's own environment (`--http-proxy=false` for podman, which would otherwise
     copy the proxy variables in);
-  - a name and labels carrying the fleet's tag (`mcpfleet.dev/fleet`, `mcpfleet.dev/fleet-run`) by
-    which `reaper.end_containers` removes them: the watchdog after a crash of `up`, `down`, a new
-    `up`. Podman replaces a leftover of the same name (`--replace`) when a server restarts.
+  - labels carrying the fleet's tag (`mcpfleet.dev/fleet`, `mcpfleet.dev/fleet-run`) and the
+    server's name, by which `reaper.end_containers` removes them: the watchdog after a crash of
+    `up`, `down`, a new `up`. No fixed name: the proxy may run one child per protocol era, and a
+    restarted child must not wait for its predecessor's removal. `--rm -i`: the container's stdin
+    closes when its client ends (however it ends), a stdio server then exits and the runtime
+    removes the container.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -65,7 +68,6 @@ CLIENT_ENV = (
 )
 """What the runtime's client itself needs from `up`'s environment to find its storage or daemon
 (never passed into the container)."""
-_NAME_PART = re.compile(r"[^a-z0-9_.-]")
 
 
 class ContainerError(RuntimeError):
@@ -121,11 +123,6 @@ def _answers(path: str, name: str) -> str | None:
     return None
 
 
-def container_name(fleet: str, namespace: str, name: str) -> str:
-    """The container's name: the fleet's id and the server's namespace and name (unique per fleet)."""
-    return _NAME_PART.sub("-", f"mcpfleet-{fleet[:12]}-{namespace}-{name}".lower())
-
-
 def _limit(which: int, cap: int) -> int:
     soft, hard = resource.getrlimit(which)
     values = [v for v in (soft, hard, cap) if v != resource.RLIM_INFINITY]
@@ -155,46 +152,43 @@ def run_argv(
     entrypoint: Sequence[str] | None,
     profile: PermissionProfile,
     env_file: Path,
-    name: str,
     labels: Mapping[str, str],
 ) -> list[str]:
     """`RUNTIME run …` for one stdio server (see the module docstring). ContainerError when a
     profile path cannot be mounted."""
-    argv = [runtime.path, "run", "--rm", "-i", "--name", name]
+    # Every option as `--flag=value`: a value that starts with `-` stays a value.
+    argv = [runtime.path, "run", "--rm", "-i"]
     if runtime.name == "podman":
-        argv += ["--replace", "--http-proxy=false", "--read-only-tmpfs=true"]
+        argv += ["--http-proxy=false", "--read-only-tmpfs=true"]
     else:
-        argv += ["--tmpfs", "/tmp:rw,nosuid,nodev,size=256m"]
-    for key, value in sorted(labels.items()):
-        argv += ["--label", f"{key}={value}"]
+        argv += ["--tmpfs=/tmp:rw,nosuid,nodev,size=256m"]
+    argv += [f"--label={key}={value}" for key, value in sorted(labels.items())]
+    nofile, nproc = _limit(resource.RLIMIT_NOFILE, MAX_NOFILE), _limit(resource.RLIMIT_NPROC, MAX_NPROC)
     argv += [
         "--init",
         "--read-only",
-        "--cap-drop",
-        "ALL",
-        "--security-opt",
-        "no-new-privileges",
-        "--pids-limit",
-        str(PIDS_LIMIT),
-        "--ulimit",
-        f"nofile={_limit(resource.RLIMIT_NOFILE, MAX_NOFILE)}:{_limit(resource.RLIMIT_NOFILE, MAX_NOFILE)}",
-        "--ulimit",
-        f"nproc={_limit(resource.RLIMIT_NPROC, MAX_NPROC)}:{_limit(resource.RLIMIT_NPROC, MAX_NPROC)}",
-        "--log-driver",
-        "none",  # stderr reaches the proxy (and the workload's log) through the attached client
-        "--env-file",
-        str(env_file),
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        f"--pids-limit={PIDS_LIMIT}",
+        f"--ulimit=nofile={nofile}:{nofile}",
+        f"--ulimit=nproc={nproc}:{nproc}",
+        # stderr reaches the proxy (and the workload's log) through the attached client.
+        "--log-driver=none",
+        f"--env-file={env_file}",
     ]
     if profile.network_mode == "none":
-        argv += ["--network", "none"]
+        argv += ["--network=none"]
     elif profile.network_mode != "all":
         raise ContainerError(
             "spec.permissionProfile: outbound allow-lists are not enforced for container images under"
             " mcpfleet up yet; use builtin none or network"
         )
     argv += mounts(profile)
-    if entrypoint:
-        argv += ["--entrypoint", entrypoint[0]]
+    if entrypoint and runtime.name == "podman":
+        # podman reads a JSON array as the whole entrypoint (no shell, no splitting).
+        argv += [f"--entrypoint={json.dumps(list(entrypoint))}"]
+    elif entrypoint:
+        argv += [f"--entrypoint={entrypoint[0]}"]
         args = [*entrypoint[1:], *args]
     return [*argv, "--", image, *args]
 
@@ -218,7 +212,7 @@ def mounts(profile: PermissionProfile) -> list[str]:
                 raise ContainerError(
                     f"{where}: a path with ',' or ':' cannot be mounted by a container runtime"
                 )
-            argv += ["--volume", f"{path}:{path}:{mode}"]
+            argv += [f"--volume={path}:{path}:{mode}"]
     return argv
 
 

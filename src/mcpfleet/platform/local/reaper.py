@@ -124,11 +124,11 @@ def end_tagged(
 
 def end_containers(runtime: str | None, fleet: str, run: str | None = None) -> list[str]:
     """Remove every container of the fleet (of one run when `run` is given) through the runtime at
-    path `runtime` (podman or docker): killed at once, then removed. Returns the names removed;
+    path `runtime` (podman or docker): killed at once, then removed. Returns the ids removed;
     an error of the runtime (its daemon gone) ends nothing and returns []."""
     if not runtime:
         return []
-    listing = [runtime, "ps", "-a", "--format", "{{.Names}}", "--filter", f"label={FLEET_LABEL}={fleet}"]
+    listing = [runtime, "ps", "-a", "--format", "{{.ID}}", "--filter", f"label={FLEET_LABEL}={fleet}"]
     if run is not None:
         listing += ["--filter", f"label={RUN_LABEL}={run}"]
     try:

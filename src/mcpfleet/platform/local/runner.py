@@ -724,7 +724,6 @@ class Runner:
                 entrypoint=container.local_entrypoint,
                 profile=profile,
                 env_file=env_file,
-                name=containers.container_name(self.fleet, plan.namespace, plan.name),
                 labels=containers.fleet_labels(self.fleet, self.run_id, plan.namespace, plan.name),
             )
         except PathEscapeError as exc:
