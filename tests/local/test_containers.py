@@ -208,9 +208,7 @@ def test_a_write_path_the_user_cannot_write_is_refused(
     target.mkdir(mode=0o500)
     # Root passes access(2) on its own folders whatever their mode: ask as an unprivileged user would.
     real_access = os.access
-    monkeypatch.setattr(
-        containers.os, "access", lambda p, m: False if p == str(target) else real_access(p, m)
-    )
+    monkeypatch.setattr(os, "access", lambda p, m: False if p == str(target) else real_access(p, m))
     with pytest.raises(ContainerError, match=r"write\[0\] .*: not writable"):
         argv_for(PermissionProfile(write=(str(target),)))
 
@@ -226,7 +224,7 @@ def test_hostile_args_image_and_command_stay_after_the_options(hostile: str) -> 
     assert argv[argv.index("--") + 1] == hostile  # the image, positional
 
 
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
 NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)
 
 
