@@ -203,7 +203,7 @@ def test_down_removes_a_container_left_by_an_older_run(mcpfleet_image_in_podman:
             env=env,
         )
         assert down.returncode == 0, down.stdout + down.stderr
-        assert "removed 1 container(s)" in down.stdout
+        assert "removed 1 container(s)" in " ".join(down.stdout.split())  # the console wraps
         assert _containers(state_dir) == []
     finally:
         for leftover in _containers(state_dir):
