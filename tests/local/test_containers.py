@@ -119,7 +119,7 @@ def test_ulimits_never_exceed_ups_own() -> None:
 def test_client_env_has_the_users_home_and_runtime_settings_only() -> None:
     base = {"PATH": "/venv/bin:/usr/bin", "MCPFLEET_FLEET": "f", "HOME": "/private/home"}
     outside = {
-        "HOME": "/home/u",
+        "HOME": "/users-home",
         "XDG_RUNTIME_DIR": "/run/user/1",
         "GITHUB_TOKEN": "t",
         "CONTAINERS_CONF": "/c",
@@ -128,7 +128,7 @@ def test_client_env_has_the_users_home_and_runtime_settings_only() -> None:
     assert env == {
         "PATH": "/venv/bin:/usr/bin",
         "MCPFLEET_FLEET": "f",
-        "HOME": "/home/u",
+        "HOME": "/users-home",
         "XDG_RUNTIME_DIR": "/run/user/1",
         "CONTAINERS_CONF": "/c",
     }
