@@ -107,6 +107,8 @@ def test_oci_stdio_image_runs_through_the_local_runtime() -> None:
     assert proxy.local_image_env == ("A", "TOKEN")
     assert proxy.permission_profile is not None and proxy.permission_profile.network_mode == "none"
     assert plan.serving_container == proxy.name and plan.health_path == "/health"
+    (permissions,) = [c for c in plan.conditions if c[0] == "Permissions"]
+    assert permissions[3] == "builtin none: no network; files: the image's own, read-only (private /tmp)"
     (only_local,) = [c for c in plan.conditions if c[0] == "KubernetesOnly"]
     assert "except the `mcp` container's command" in only_local[3]
     # Kubernetes never sees the local form: the image is its own container there.

@@ -426,7 +426,8 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     webhooks = _webhooks(server, world)
     embedded = _authserver(server, world)
     profile = permissions.resolve(server, world)
-    conditions.append(profile.condition())
+    local_image = world.platform == "local" and not spec.is_package and not _local_refused(server, world)
+    conditions.append(profile.condition(image=local_image))
     # Never run without the auth / policies / webhooks the spec asks for.
     if problems and (
         auth.problems
