@@ -172,26 +172,51 @@ async def test_image_server_runs_confined_and_leaves_nothing_after_kill_9(
     print(f"kill -9 of up: nothing of the fleet left after {time.monotonic() - killed:.2f}s")
 
 
-@pytest.mark.timeout(300)
-def test_down_removes_a_container_left_by_an_older_run(mcpfleet_image_in_podman: str, tmp_path: Path) -> None:
+def _leftover_container(image: str, state_dir: Path) -> None:
     """A container of this fleet from a run whose watchdog died too (labels only: its runtime holds
-    it, not a tagged process): `down` finds it by label and removes it."""
-    from mcpfleet.platform.local.state import State
-
-    state_dir = tmp_path / "state"
-    asyncio.run(_closed(State.open(state_dir)))  # the state an earlier `up` left
-    fleet = fleet_id(state_dir)
+    it, not a tagged process)."""
     _run(
         "run",
         "-d",
         "--ulimit=nofile=1024:1024",
         "--ulimit=nproc=1024:1024",
-        f"--label={FLEET_LABEL}={fleet}",
+        f"--label={FLEET_LABEL}={fleet_id(state_dir)}",
         f"--label={RUN_LABEL}=an-older-run",
         "--entrypoint=sleep",
-        mcpfleet_image_in_podman,
+        image,
         "300",
     )
+
+
+@pytest.mark.timeout(300)
+async def test_a_new_up_removes_a_container_left_by_an_older_run(
+    mcpfleet_image_in_podman: str, running_up: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpfleet.platform.local.state import State
+
+    state_dir = tmp_path / "state"
+    await _closed(State.open(state_dir))
+    _leftover_container(mcpfleet_image_in_podman, state_dir)
+    try:
+        assert len(_containers(state_dir)) == 1
+        monkeypatch.setenv("MCPFLEET_CONTAINER_RUNTIME", "podman")
+        up: Up = running_up({})
+        await up.wait_for(
+            "up reports the leftover", lambda: "ended 1 process(es) left behind" in up.output.read_text()
+        )
+        assert _containers(state_dir) == []
+    finally:
+        for leftover in _containers(state_dir):
+            _run("rm", "-f", leftover, check=False)
+
+
+@pytest.mark.timeout(300)
+def test_down_removes_a_container_left_by_an_older_run(mcpfleet_image_in_podman: str, tmp_path: Path) -> None:
+    from mcpfleet.platform.local.state import State
+
+    state_dir = tmp_path / "state"
+    asyncio.run(_closed(State.open(state_dir)))  # the state an earlier `up` left
+    _leftover_container(mcpfleet_image_in_podman, state_dir)
     try:
         assert len(_containers(state_dir)) == 1
         env = {**os.environ, "MCPFLEET_CONTAINER_RUNTIME": "podman"}
