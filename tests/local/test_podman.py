@@ -172,6 +172,18 @@ async def test_image_server_runs_confined_and_leaves_nothing_after_kill_9(
     print(f"kill -9 of up: nothing of the fleet left after {time.monotonic() - killed:.2f}s")
 
 
+@pytest.mark.timeout(300)
+async def test_a_clean_stop_removes_the_container(
+    mcpfleet_image_in_podman: str, running_up: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    up, _shared, _secret = _start(running_up, tmp_path, mcpfleet_image_in_podman, monkeypatch)
+    await up.wait_phase("MCPServer", "imgtime", {"Running"}, limit=180)
+    assert _containers(up.state_dir)
+    up.process.send_signal(signal.SIGTERM)
+    assert up.process.wait(30) == 0
+    assert _containers(up.state_dir) == [] and tagged(fleet_id(up.state_dir)) == []
+
+
 def _leftover_container(image: str, state_dir: Path) -> None:
     """A container of this fleet from a run whose watchdog died too (labels only: its runtime holds
     it, not a tagged process)."""
