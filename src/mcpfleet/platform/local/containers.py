@@ -106,8 +106,8 @@ def find_runtime(environ: Mapping[str, str]) -> tuple[Runtime | None, str]:
 
 @functools.cache
 def _answers(path: str, name: str) -> str | None:
-    """None when the runtime answers (docker: its daemon too), else why not. Only success matters
-    for the cache: a daemon started later is seen by the next `up`."""
+    """None when the runtime answers (docker: its daemon too), else why not. Asked once per process
+    (`up` looks once): a daemon started later is seen by the next `up`."""
     check = [
         path,
         "version",
