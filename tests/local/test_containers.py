@@ -90,6 +90,24 @@ def test_profile_paths_are_mounted_at_the_same_place(tmp_path: Path) -> None:
     assert f"--volume={writable}:{writable}:rw" in opts
 
 
+def test_an_http_server_gets_its_port_published_on_loopback_only() -> None:
+    argv = run_argv(
+        PODMAN,
+        image="localhost/img:1",
+        args=(),
+        entrypoint=(),
+        profile=BUILTIN["network"],
+        env_file=Path("/e"),
+        labels=LABELS,
+        publish=9000,
+        name="mcpfleet-f-default-web",
+    )
+    opts = options(argv)
+    assert "--publish=127.0.0.1:9000:9000" in opts and "-i" not in opts
+    assert "--name=mcpfleet-f-default-web" in opts and "--replace" in opts
+    assert "--name=mcpfleet-f-default-web" not in options(argv_for(BUILTIN["network"]))  # stdio: no name
+
+
 def test_docker_gets_the_same_restrictions_in_its_own_flags() -> None:
     argv = argv_for(BUILTIN["none"], runtime=DOCKER, entrypoint=("sh", "-c", "exec srv"), args=("--x",))
     opts = options(argv)

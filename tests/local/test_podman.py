@@ -184,6 +184,50 @@ async def test_a_clean_stop_removes_the_container(
     assert _containers(up.state_dir) == [] and tagged(fleet_id(up.state_dir)) == []
 
 
+HTTP_PORT = 32611
+"""In the tests' port range; an http server's port is its own (mcpPort), published at the same number."""
+
+
+@pytest.mark.timeout(300)
+async def test_http_image_server_is_published_on_loopback(
+    mcpfleet_image_in_podman: str, running_up: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image with transport streamable-http: no proxy in front locally, its mcpPort published on
+    127.0.0.1. The server here is mcpfleet's own proxy inside the image, serving mcp-server-time."""
+    from mcp.client.client import Client
+
+    monkeypatch.setenv("MCPFLEET_CONTAINER_RUNTIME", "podman")
+    serve = f"exec mcpfleet proxy --host 0.0.0.0 --port {HTTP_PORT} -- sh -c '{TIME_SERVER}' srv"
+    server = manifest(
+        "MCPServer",
+        "webtime",
+        {
+            "image": mcpfleet_image_in_podman,
+            "transport": "streamable-http",
+            "mcpPort": HTTP_PORT,
+            "podTemplateSpec": {"spec": {"containers": [{"name": "mcp", "command": ["sh", "-c", serve]}]}},
+        },
+    )
+    up: Up = running_up({"web.yaml": server})
+    status = await up.wait_phase("MCPServer", "webtime", {"Running"}, limit=180)
+    assert status["url"] == f"http://127.0.0.1:{HTTP_PORT}/mcp"
+
+    async def answered() -> Any:
+        async with Client(status["url"]) as client:
+            return await client.call_tool("get_current_time", {"timezone": "UTC"})
+
+    result = await wait_until(
+        answered, "a tool call through the published port", within=60, tolerate=(Exception,)
+    )
+    assert not result.is_error
+    (container,) = _containers(up.state_dir)
+    ports = _run("port", container).stdout
+    assert f"127.0.0.1:{HTTP_PORT}" in ports and "0.0.0.0" not in ports
+    up.process.send_signal(signal.SIGTERM)
+    assert up.process.wait(30) == 0
+    assert _containers(up.state_dir) == []
+
+
 def _leftover_container(image: str, state_dir: Path) -> None:
     """A container of this fleet from a run whose watchdog died too (labels only: its runtime holds
     it, not a tagged process)."""

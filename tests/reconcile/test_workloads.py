@@ -11,7 +11,7 @@ import yaml
 from mcpfleet.api.meta import WorkloadStatus
 from mcpfleet.api.virtualmcpserver import VirtualMCPServerStatus
 from mcpfleet.reconcile import mcpregistry, mcpremoteproxy, mcpserver, virtualmcpserver
-from mcpfleet.reconcile.common import LOCAL_OCI_HTTP_PROBLEM, LOCAL_OCI_PROBLEM
+from mcpfleet.reconcile.common import LOCAL_OCI_PROBLEM
 from mcpfleet.reconcile.model import WorkloadObservation, World, secret_file_path
 from mcpfleet.reconcile.status import workload_status
 from mcpfleet.registry.config import RegistryConfig
@@ -79,9 +79,12 @@ def test_oci_image_is_a_problem_locally_only() -> None:
     )
     assert mcpserver.plan(server, local()).problems == (LOCAL_OCI_PROBLEM,)
     assert LOCAL_OCI_PROBLEM.startswith("container images need Kubernetes")
-    # With a container runtime an image runs locally, but only as a stdio server (no published port).
-    assert mcpserver.plan(server, local(container_runtime="podman")).problems == (LOCAL_OCI_HTTP_PROBLEM,)
-    assert mcpserver.plan(server, local(container_runtime="podman")).containers == ()
+    # With a container runtime it runs locally: the image itself, its mcpPort published (no proxy).
+    local_plan = mcpserver.plan(server, local(container_runtime="podman"))
+    assert local_plan.problems == ()
+    (local_c,) = local_plan.containers
+    assert local_c.command == () and local_c.image is None and local_c.local_image == "ghcr.io/acme/fetch:1"
+    assert local_c.port == 9000 and local_c.fixed_port and local_plan.health_path == ""
     plan = mcpserver.plan(server, k8s())
     assert plan.problems == ()
     (container,) = plan.containers

@@ -31,10 +31,6 @@ LOCAL_OCI_PROBLEM = (
     "container images need Kubernetes or a container runtime on this machine (podman or docker, none"
     " found); use uvx:// or npx://"
 )
-LOCAL_OCI_HTTP_PROBLEM = (
-    "spec.transport: a container image runs under mcpfleet up only with transport stdio (its"
-    " sse / streamable-http port is not published locally yet); use Kubernetes or a uvx:// / npx:// package"
-)
 
 
 def labels(kind: str, name: str, component: str) -> dict[str, str]:

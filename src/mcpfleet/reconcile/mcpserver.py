@@ -10,8 +10,9 @@
   with a container runtime on the machine (`World.container_runtime`), the proxy's child is the
   image (`Container.local_image`), which the platform runs through that runtime under the server's
   permission profile; the `mcp` container's `command` in `podTemplateSpec` (the same override that
-  Kubernetes merges into the pod) replaces the image's entrypoint there too. Without a runtime, and
-  for an image with an http transport, the local plan is a problem.
+  Kubernetes merges into the pod) replaces the image's entrypoint there too. An image with an http
+  transport runs the same way without the proxy, its `mcpPort` published on 127.0.0.1 (or behind the
+  auth proxy, as on Kubernetes). Without a runtime, the local plan is a problem.
 
 `authzConfig` (Cedar) and `audit` (`reconcile/policy.py`) are enforced by the proxy as well
 (`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below. So
@@ -55,7 +56,6 @@ from mcpfleet.reconcile import (
 )
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
-    LOCAL_OCI_HTTP_PROBLEM,
     LOCAL_OCI_PROBLEM,
     canonical_json,
     child_name,
@@ -91,7 +91,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     if world.platform == "kubernetes":
         problems.extend(child_name_problem("MCPServer", server.name))
     if _local_refused(server, world):
-        problems.append(LOCAL_OCI_PROBLEM if world.container_runtime is None else LOCAL_OCI_HTTP_PROBLEM)
+        problems.append(LOCAL_OCI_PROBLEM)
     problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     auth = _auth(server, world)
     problems.extend(auth.problems)
@@ -114,11 +114,9 @@ def _problems(server: MCPServer, world: World) -> list[str]:
 
 
 def _local_refused(server: MCPServer, world: World) -> bool:
-    """An image this machine cannot run: no container runtime, or not a stdio server."""
+    """An image this machine cannot run: there is no container runtime."""
     spec = server.spec
-    if world.platform != "local" or spec.is_package:
-        return False
-    return world.container_runtime is None or spec.transport != "stdio"
+    return world.platform == "local" and not spec.is_package and world.container_runtime is None
 
 
 def local_entrypoint(server: MCPServer) -> tuple[str, ...]:
@@ -203,6 +201,20 @@ def run_config(server: MCPServer, world: World) -> dict[str, object]:
 
 def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
     containers, serving, rbac = _unconfined_containers(server, world)
+    if world.platform == "local":
+        # An http server's image (its own container on Kubernetes) runs through the local runtime.
+        containers = tuple(
+            replace(
+                c,
+                image=None,
+                local_image=c.image,
+                local_entrypoint=local_entrypoint(server),
+                local_image_env=tuple(name for name, _ in c.env) + tuple(s.env_name for s in c.secret_env),
+            )
+            if c.image is not None
+            else c
+            for c in containers
+        )
     # The profile goes on the container that runs the server itself (a stdio package: the proxy's
     # child; an image or an http package: the mcp container), never on a proxy beside it.
     profile = permissions.resolve(server, world).profile

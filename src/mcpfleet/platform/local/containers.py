@@ -6,7 +6,8 @@ Owns:
   when set (`podman`, `docker`, a path to either, or `none`); otherwise podman on PATH, else docker
   on PATH whose daemon answers. Without one an image MCPServer is refused, as before.
 * `run_argv`: `RUNTIME run` for a stdio server, its stdin and stdout attached to the proxy that
-  starts it, and nothing more than the profile grants:
+  starts it (an http server: its `mcpPort` published on 127.0.0.1, nothing else), and nothing more
+  than the profile grants:
   - `--network none` for a profile without network; the runtime's default network when outbound is
     open (builtin `network`, `insecure_allow_all`); allow-lists are refused before this (no egress
     filter for containers yet);
@@ -19,8 +20,9 @@ Owns:
     copy the proxy variables in);
   - labels carrying the fleet's tag (`mcpfleet.dev/fleet`, `mcpfleet.dev/fleet-run`) and the
     server's name, by which `reaper.end_containers` removes them: the watchdog after a crash of
-    `up`, `down`, a new `up`. No fixed name: the proxy may run one child per protocol era, and a
-    restarted child must not wait for its predecessor's removal. `--rm -i`: the container's stdin
+    `up`, `down`, a new `up`. A stdio server's container has no fixed name: the proxy may run one
+    child per protocol era, and a restarted child must not wait for its predecessor's removal. An
+    http server's (podman) is named after the fleet and the server and replaces its predecessor. `--rm -i`: the container's stdin
     closes when its client ends (however it ends), a stdio server then exits and the runtime
     removes the container.
 """
@@ -153,13 +155,20 @@ def run_argv(
     profile: PermissionProfile,
     env_file: Path,
     labels: Mapping[str, str],
+    publish: int | None = None,
+    name: str | None = None,
 ) -> list[str]:
-    """`RUNTIME run …` for one stdio server (see the module docstring). ContainerError when a
-    profile path cannot be mounted."""
+    """`RUNTIME run …` for one server (see the module docstring): a stdio server attached to its
+    proxy, or an http server whose port `publish` (its `mcpPort`) is published on 127.0.0.1 at the
+    same number. ContainerError when a profile path cannot be mounted."""
     # Every option as `--flag=value`: a value that starts with `-` stays a value.
-    argv = [runtime.path, "run", "--rm", "-i"]
+    # A stdio server reads the proxy's requests on stdin (`-i`); an http server's stdin is nothing.
+    argv = [runtime.path, "run", "--rm", *(["-i"] if publish is None else [])]
     if runtime.name == "podman":
         argv += ["--http-proxy=false", "--read-only-tmpfs=true"]
+        if publish is not None and name is not None:
+            # One container per http server: a restart replaces one that did not stop (its port).
+            argv += [f"--name={name}", "--replace"]
     else:
         argv += ["--tmpfs=/tmp:rw,nosuid,nodev,size=256m"]
     argv += [f"--label={key}={value}" for key, value in sorted(labels.items())]
@@ -176,6 +185,8 @@ def run_argv(
         "--log-driver=none",
         f"--env-file={env_file}",
     ]
+    if publish is not None:
+        argv += [f"--publish=127.0.0.1:{publish}:{publish}"]
     if profile.network_mode == "none":
         argv += ["--network=none"]
     elif profile.network_mode != "all":
@@ -225,6 +236,11 @@ def client_env(environ: Mapping[str, str], base: Mapping[str, str]) -> dict[str,
         if name in environ:
             env[name] = environ[name]
     return env
+
+
+def container_name(fleet: str, namespace: str, server: str) -> str:
+    """The name of an http server's container (podman): the fleet's id, the namespace and the name."""
+    return f"mcpfleet-{fleet[:12]}-{namespace}-{server}"
 
 
 def fleet_labels(fleet: str, run: str, namespace: str, server: str) -> dict[str, str]:

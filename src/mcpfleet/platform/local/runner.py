@@ -683,14 +683,16 @@ class Runner:
     ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment of one container's process: its server in a container of the
         runtime (an image), else inside its sandbox."""
-        argv = self._argv(container, plan, port, config_dir, data_dir)
         if container.local_image is not None:
-            return self._in_container(argv, container, plan, config_dir)
+            # A proxy whose child is the image, or (no command) the image itself, an http server.
+            argv = self._argv(container, plan, port, config_dir, data_dir) if container.command else []
+            return self._in_container(argv, container, plan, config_dir, None if container.command else port)
+        argv = self._argv(container, plan, port, config_dir, data_dir)
         env = self._env(container, plan, argv)
         return self._sandboxed(argv, container, env, plan), env
 
     def _in_container(
-        self, argv: list[str], container: Container, plan: WorkloadPlan, config_dir: Path
+        self, argv: list[str], container: Container, plan: WorkloadPlan, config_dir: Path, publish: int | None
     ) -> tuple[list[str], dict[str, str]]:
         """A proxy whose child is a container image (`containers.py`): the runtime's `run` after
         `--`, the image's declared environment in a mode-0600 env file, and the environment of the
@@ -724,6 +726,8 @@ class Runner:
                 entrypoint=container.local_entrypoint,
                 profile=profile,
                 env_file=env_file,
+                publish=publish,
+                name=containers.container_name(self.fleet, plan.namespace, plan.name),
                 labels=containers.fleet_labels(self.fleet, self.run_id, plan.namespace, plan.name),
             )
         except PathEscapeError as exc:
@@ -734,7 +738,7 @@ class Runner:
         env.update({k: v for k, v in outside.items() if k not in env})
         # A changed env file restarts the server like a changed environment does (the fingerprint).
         env[CONTAINER_ENV_DIGEST] = hashlib.sha256(content.encode()).hexdigest()
-        start = argv.index("--") + 1
+        start = argv.index("--") + 1 if "--" in argv else 0
         return [*argv[:start], *run], env
 
     def _env(self, container: Container, plan: WorkloadPlan, argv: list[str]) -> dict[str, str]:
