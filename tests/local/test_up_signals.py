@@ -12,7 +12,11 @@ from tests.local.conftest import Up, manifest, pid_alive
 
 
 @pytest.mark.timeout(90)
-async def test_ctrl_c_stops_children_and_remote_proxy_runs(running_up: Any) -> None:
+async def test_ctrl_c_stops_children_and_remote_proxy_runs(
+    running_up: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No container runtime for this `up` (this machine has podman): an image is refused, as without one.
+    monkeypatch.setenv("MCPFLEET_CONTAINER_RUNTIME", "none")
     # A remote proxy needs no package download: the cheapest real workload to start and stop.
     remote = manifest("MCPRemoteProxy", "upstream", {"remoteURL": "http://127.0.0.1:9/mcp"})
     image = manifest("MCPServer", "oci", {"image": "ghcr.io/example/server:1.0", "transport": "stdio"})
@@ -21,7 +25,7 @@ async def test_ctrl_c_stops_children_and_remote_proxy_runs(running_up: Any) -> N
     async with httpx.AsyncClient(trust_env=False) as http:
         health = await http.get(status["url"].removesuffix("/mcp") + "/health", timeout=10)
     assert health.status_code == 200
-    # A plain container image is refused locally, with the reason in the status.
+    # Without a container runtime a plain container image is refused, with the reason in the status.
     refused = await up.wait_phase("MCPServer", "oci", {"Failed"})
     assert "container images need Kubernetes" in refused["message"]
     assert "oci" not in {key.split("/")[2] for key in up.processes()}

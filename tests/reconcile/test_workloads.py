@@ -11,6 +11,7 @@ import yaml
 from mcpfleet.api.meta import WorkloadStatus
 from mcpfleet.api.virtualmcpserver import VirtualMCPServerStatus
 from mcpfleet.reconcile import mcpregistry, mcpremoteproxy, mcpserver, virtualmcpserver
+from mcpfleet.reconcile.common import LOCAL_OCI_PROBLEM
 from mcpfleet.reconcile.model import WorkloadObservation, World, secret_file_path
 from mcpfleet.reconcile.status import workload_status
 from mcpfleet.registry.config import RegistryConfig
@@ -77,14 +78,45 @@ def test_oci_image_is_a_problem_locally_only() -> None:
         "kind: MCPServer\nmetadata: {name: f}\n"
         "spec: {image: ghcr.io/acme/fetch:1, transport: streamable-http, mcpPort: 9000}"
     )
-    assert mcpserver.plan(server, local()).problems == (
-        "container images need Kubernetes; use uvx:// or npx://",
-    )
+    assert mcpserver.plan(server, local()).problems == (LOCAL_OCI_PROBLEM,)
+    assert LOCAL_OCI_PROBLEM.startswith("container images need Kubernetes")
+    # With a container runtime it runs locally: the image itself, its mcpPort published (no proxy).
+    local_plan = mcpserver.plan(server, local(container_runtime="podman"))
+    assert local_plan.problems == ()
+    (local_c,) = local_plan.containers
+    assert local_c.command == () and local_c.image is None and local_c.local_image == "ghcr.io/acme/fetch:1"
+    assert local_c.port == 9000 and local_c.fixed_port and local_plan.health_path == ""
     plan = mcpserver.plan(server, k8s())
     assert plan.problems == ()
     (container,) = plan.containers
     assert container.image == "ghcr.io/acme/fetch:1" and container.port == 9000 and container.fixed_port
     assert plan.health_path == ""
+
+
+def test_oci_stdio_image_runs_through_the_local_runtime() -> None:
+    server = obj(
+        "kind: MCPServer\nmetadata: {name: git}\nspec:\n"
+        "  image: ghcr.io/acme/git:1\n  args: [--repo, /r]\n"
+        "  env: [{name: A, value: b}]\n  secrets: [{name: s, key: k, targetEnvName: TOKEN}]\n"
+        "  permissionProfile: {type: builtin, name: none}\n"
+        "  podTemplateSpec: {spec: {containers: [{name: mcp, command: [sh, -c, exec git-mcp]}]}}\n"
+    )
+    assert mcpserver.plan(server, local()).containers == ()
+    plan = mcpserver.plan(server, local(container_runtime="podman"))
+    assert plan.problems == ()
+    (proxy,) = plan.containers
+    assert proxy.command[:2] == ("mcpfleet", "proxy") and proxy.command[-1] == "--"
+    assert proxy.local_image == "ghcr.io/acme/git:1" and proxy.args == ("--repo", "/r")
+    assert proxy.local_entrypoint == ("sh", "-c", "exec git-mcp")
+    assert proxy.local_image_env == ("A", "TOKEN")
+    assert proxy.permission_profile is not None and proxy.permission_profile.network_mode == "none"
+    assert plan.serving_container == proxy.name and plan.health_path == "/health"
+    (permissions,) = [c for c in plan.conditions if c[0] == "Permissions"]
+    assert permissions[3] == "builtin none: no network; files: the image's own, read-only (private /tmp)"
+    (only_local,) = [c for c in plan.conditions if c[0] == "KubernetesOnly"]
+    assert "except the `mcp` container's command" in only_local[3]
+    # Kubernetes never sees the local form: the image is its own container there.
+    assert all(c.local_image is None for c in mcpserver.plan(server, k8s()).containers)
 
 
 def test_oci_stdio_image_is_attached_through_the_api() -> None:

@@ -27,7 +27,10 @@ LABEL_GROUP = "mcpfleet.dev/group"
 CONDITION_GROUP_REF = "GroupRefValidated"
 CONDITION_REPLICAS_CAPPED = "ReplicasCapped"
 
-LOCAL_OCI_PROBLEM = "container images need Kubernetes; use uvx:// or npx://"
+LOCAL_OCI_PROBLEM = (
+    "container images need Kubernetes or a container runtime on this machine (podman or docker, none"
+    " found); use uvx:// or npx://"
+)
 
 
 def labels(kind: str, name: str, component: str) -> dict[str, str]:

@@ -4,9 +4,15 @@
   over HTTP (`/mcp` or `/sse` per `proxyMode`); capped at 1 replica with a `ReplicasCapped` condition.
 * http package (streamable-http / sse): the package runs directly and listens on `mcpPort`.
 * OCI image, http transport (Kubernetes only): the image runs directly, the Service targets `mcpPort`.
-* OCI image, stdio transport (Kubernetes only): the image runs as its own container with stdin open;
+* OCI image, stdio transport: on Kubernetes the image runs as its own container with stdin open;
   a runner container reaches it through the attach API (`mcpfleet proxy --attach NS/POD/mcp`), the
-  pod name coming from the downward API; the Role allows `pods/attach` in the namespace.
+  pod name coming from the downward API; the Role allows `pods/attach` in the namespace. Locally,
+  with a container runtime on the machine (`World.container_runtime`), the proxy's child is the
+  image (`Container.local_image`), which the platform runs through that runtime under the server's
+  permission profile; the `mcp` container's `command` in `podTemplateSpec` (the same override that
+  Kubernetes merges into the pod) replaces the image's entrypoint there too. An image with an http
+  transport runs the same way without the proxy, its `mcpPort` published on 127.0.0.1 (or behind the
+  auth proxy, as on Kubernetes). Without a runtime, the local plan is a problem.
 
 `authzConfig` (Cedar) and `audit` (`reconcile/policy.py`) are enforced by the proxy as well
 (`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below. So
@@ -84,7 +90,7 @@ def _problems(server: MCPServer, world: World) -> list[str]:
     problems: list[str] = []
     if world.platform == "kubernetes":
         problems.extend(child_name_problem("MCPServer", server.name))
-    if world.platform == "local" and not spec.is_package:
+    if _local_refused(server, world):
         problems.append(LOCAL_OCI_PROBLEM)
     problems.extend(configkinds.missing_refs(spec.tool_config_ref, spec.external_auth_config_ref, world))
     auth = _auth(server, world)
@@ -105,6 +111,25 @@ def _problems(server: MCPServer, world: World) -> list[str]:
             " the server listens on, a different one"
         )
     return problems
+
+
+def _local_refused(server: MCPServer, world: World) -> bool:
+    """An image this machine cannot run: there is no container runtime."""
+    spec = server.spec
+    return world.platform == "local" and not spec.is_package and world.container_runtime is None
+
+
+def local_entrypoint(server: MCPServer) -> tuple[str, ...]:
+    """The `command` of the `mcp` container in `podTemplateSpec` (strings only), else ()."""
+    template = server.spec.pod_template_spec or {}
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    for container in containers if isinstance(containers, list) else []:
+        if isinstance(container, dict) and container.get("name") == SERVER_CONTAINER:
+            command = container.get("command")
+            if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+                return tuple(command)
+    return ()
 
 
 def _policy(server: MCPServer, world: World) -> PolicyPlan:
@@ -176,6 +201,20 @@ def run_config(server: MCPServer, world: World) -> dict[str, object]:
 
 def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
     containers, serving, rbac = _unconfined_containers(server, world)
+    if world.platform == "local":
+        # An http server's image (its own container on Kubernetes) runs through the local runtime.
+        containers = tuple(
+            replace(
+                c,
+                image=None,
+                local_image=c.image,
+                local_entrypoint=local_entrypoint(server),
+                local_image_env=tuple(name for name, _ in c.env) + tuple(s.env_name for s in c.secret_env),
+            )
+            if c.image is not None
+            else c
+            for c in containers
+        )
     # The profile goes on the container that runs the server itself (a stdio package: the proxy's
     # child; an image or an http package: the mcp container), never on a proxy beside it.
     profile = permissions.resolve(server, world).profile
@@ -268,6 +307,21 @@ def _unconfined_containers(
             secret_env=secrets + auth.secret_env + redis_env,
             resources=resources,
             service_account_token=auth.service_account_token,
+        )
+        return (container,), PROXY_CONTAINER, ()
+    if not kubernetes:
+        # Locally: the proxy's child is the image, run by the machine's container runtime.
+        container = Container(
+            name=PROXY_CONTAINER,
+            command=(*proxy, "--"),
+            port=spec.proxy_port,
+            args=tuple(spec.args or ()),
+            env=env,
+            secret_env=secrets + auth.secret_env + redis_env,
+            resources=resources,
+            local_image=spec.image,
+            local_entrypoint=local_entrypoint(server),
+            local_image_env=tuple(name for name, _ in env) + tuple(s.env_name for s in secrets),
         )
         return (container,), PROXY_CONTAINER, ()
     # OCI image speaking stdio: its own container with stdin open, reached through pods/attach.
@@ -384,14 +438,15 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     webhooks = _webhooks(server, world)
     embedded = _authserver(server, world)
     profile = permissions.resolve(server, world)
-    conditions.append(profile.condition())
+    local_image = world.platform == "local" and not spec.is_package and not _local_refused(server, world)
+    conditions.append(profile.condition(image=local_image))
     # Never run without the auth / policies / webhooks the spec asks for.
     if problems and (
         auth.problems
         or embedded.problems
         or policy.problems
         or webhooks.problems
-        or (world.platform == "local" and not spec.is_package)
+        or _local_refused(server, world)
         or profile.problems
     ):
         containers: tuple[Container, ...] = ()
@@ -410,7 +465,10 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     containers = with_proxy_env(containers, PROXY_CONTAINER, spec.resource_overrides)
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
-    conditions += local_condition(world, k8s_overrides)
+    image_command = any(c.local_entrypoint for c in containers)
+    conditions += local_condition(
+        world, k8s_overrides, "the `mcp` container's command: the image's entrypoint" if image_command else ""
+    )
     conditions += ignored_primary_upstream(spec.authz_config, "spec.authzConfig")
     workload = WorkloadPlan(
         kind="MCPServer",

@@ -115,6 +115,15 @@ class Container:
     """The MCP server's permission profile (`reconcile/permissions.py`), on the container that runs the
     server: locally the server process is wrapped in a sandbox (a proxy container's child after `--`);
     on Kubernetes the container gets a restricted securityContext and the pod a NetworkPolicy."""
+    local_image: str | None = None
+    """Local platform only: this proxy container's child (after `--` in `command`) is the container
+    image `local_image`, run through the machine's container runtime with `args` (after
+    `local_entrypoint`, when set, replacing the image's), the container's `env` / `secret_env` and its
+    `permission_profile` (`platform/local/containers.py`)."""
+    local_entrypoint: tuple[str, ...] = ()
+    local_image_env: tuple[str, ...] = ()
+    """The names of `env` / `secret_env` the image's container gets (the server's own `env` and
+    secrets); the rest (the proxy's incoming-auth secrets) stay with the proxy."""
 
 
 @dataclass(frozen=True)
@@ -385,6 +394,9 @@ class World:
     profile_documents: dict[tuple[str, str], str] = field(default_factory=dict)
     """The text of the ConfigMap keys MCPServer permissionProfiles name, by (ConfigMap, key); a key
     the platform could not read is absent."""
+    container_runtime: str | None = None
+    """Local platform: the container runtime that runs image MCPServers on this machine (`podman`,
+    `docker`), None when there is none (they are refused)."""
     registry_images: dict[str, RegistryImages] = field(default_factory=dict)
     """MCPRegistries of the namespace with the images they list, when one of them sets
     enforceServers (for MCPServer and EmbeddingServer: `reconcile/enforce.py`); else empty."""

@@ -61,9 +61,10 @@ def with_proxy_env(
 
 
 def local_condition(
-    world: World, overrides: KubernetesOverrides | None
+    world: World, overrides: KubernetesOverrides | None, used_locally: str = ""
 ) -> tuple[tuple[str, Any, str, str], ...]:
-    """On the local platform, the condition saying which fields have no local effect."""
+    """On the local platform, the condition saying which fields have no local effect (and the part
+    that does, `used_locally`, e.g. an image's command)."""
     if world.platform == "kubernetes" or overrides is None:
         return ()
     if dataclasses.replace(overrides, recreate=False) == KubernetesOverrides():
@@ -74,6 +75,8 @@ def local_condition(
     if dataclasses.replace(overrides, pod_template=None, recreate=False) != KubernetesOverrides():
         fields.append("spec.resourceOverrides (labels, annotations, imagePullSecrets)")
     message = f"{' and '.join(fields)} shape Kubernetes objects; the local platform runs processes and does not use them"
+    if used_locally:
+        message += f" (except {used_locally})"
     return ((KUBERNETES_ONLY, "True", "NotUsedLocally", message),)
 
 

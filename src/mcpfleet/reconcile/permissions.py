@@ -44,13 +44,15 @@ class ProfilePlan:
     profile: PermissionProfile | None
     problems: tuple[str, ...] = ()
 
-    def condition(self) -> tuple[str, ConditionStatus, str, str]:
+    def condition(self, image: bool = False) -> tuple[str, ConditionStatus, str, str]:
+        """`image`: the server runs from a container image locally (its files are the image's)."""
         if self.profile is None:
             return (CONDITION_PERMISSION_PROFILE, "False", "Invalid", f"{self.label}: {self.problems[0]}")
-        return (CONDITION_PERMISSION_PROFILE, "True", "Applied", f"{self.label}: {summary(self.profile)}")
+        text = summary(self.profile, image)
+        return (CONDITION_PERMISSION_PROFILE, "True", "Applied", f"{self.label}: {text}")
 
 
-def summary(profile: PermissionProfile) -> str:
+def summary(profile: PermissionProfile, image: bool = False) -> str:
     """One line saying what the profile lets the server reach (for status and describe)."""
     outbound = profile.outbound
     if profile.network_mode == "all":
@@ -60,7 +62,7 @@ def summary(profile: PermissionProfile) -> str:
     else:
         allowed = [*outbound.allow_host, *(f"port {p}" for p in outbound.allow_port)]
         network = "outbound only to " + ", ".join(allowed)
-    files = "own work folder only"
+    files = "the image's own, read-only (private /tmp)" if image else "own work folder only"
     if profile.read or profile.write:
         files += f", read {list(profile.read)}" if profile.read else ""
         files += f", write {list(profile.write)}" if profile.write else ""

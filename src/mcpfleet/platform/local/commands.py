@@ -27,11 +27,12 @@ from rich.live import Live
 from rich.markup import escape
 
 from mcpfleet.platform.local import issuer
+from mcpfleet.platform.local.containers import find_runtime
 from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
 from mcpfleet.platform.local.launch import fleet_id
 from mcpfleet.platform.local.lock import LockHeld, UpLock, holder_pid
 from mcpfleet.platform.local.paths import PathEscapeError, check_state_dir
-from mcpfleet.platform.local.reaper import SCAN_LIMIT, can_scan, end_tagged, start_watchdog
+from mcpfleet.platform.local.reaper import SCAN_LIMIT, can_scan, end_containers, end_tagged, start_watchdog
 from mcpfleet.platform.local.runner import WORKLOAD_ORDER, Runner
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
 from mcpfleet.platform.local.state import State
@@ -147,7 +148,10 @@ async def _up(
     if leftovers:
         console.print(f"ended {leftovers} process(es) left behind by an earlier `mcpfleet up`")
     # Before the first spawn: from here on, however `up` ends, the watchdog ends this run's processes.
-    watchdog = start_watchdog(runner.fleet, runner.run_id)
+    runtime = runner.runtime
+    watchdog = start_watchdog(
+        runner.fleet, runner.run_id, runtime.path if runtime else None, runner.runtime_env()
+    )
     started = time.monotonic()
     loop_task = asyncio.create_task(runner.run(stop), name="reconcile")
     issuer_task = asyncio.create_task(
@@ -191,6 +195,10 @@ async def _up(
         with contextlib.suppress(asyncio.CancelledError):
             await issuer_task
         await runner.shutdown()
+        # An image server's container is held by the runtime, not by its (stopped) client.
+        await asyncio.to_thread(
+            end_containers, runtime.path if runtime else None, runner.fleet, runner.run_id
+        )
         # What a server started itself and left running (another session, a daemon): found by tag.
         _ended, alive = await asyncio.to_thread(end_tagged, runner.fleet, runner.run_id)
         await asyncio.to_thread(_release_watchdog, watchdog)
@@ -367,6 +375,10 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
                 console.print(f"mcpfleet up (pid {up_pid}) did not stop in {wait_seconds:.0f}s; killed it")
         # Whatever still carries the fleet's tag outlived its `up` (killed, or it did not answer):
         # found in /proc, whichever run started it and whatever became of its parent.
+        runtime, _why = await asyncio.to_thread(find_runtime, os.environ)
+        removed = await asyncio.to_thread(
+            end_containers, runtime.path if runtime else None, fleet_id(state_dir)
+        )
         ended, alive = await asyncio.to_thread(end_tagged, fleet_id(state_dir), None, DOWN_GRACE)
         for row in await state.processes():
             await state.forget_process(row.key)
@@ -384,7 +396,8 @@ async def run_down(state_dir: Path, console: Console, wait_seconds: float = 20.0
             return 1
         console.print(
             "down: no process started by `mcpfleet up` is running (checked in /proc)"
-            + (f"; ended {len(ended)} left behind" if ended else ""),
+            + (f"; ended {len(ended)} left behind" if ended else "")
+            + (f"; removed {len(removed)} container(s)" if removed else ""),
             markup=False,
         )
         return 0

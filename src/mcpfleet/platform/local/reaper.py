@@ -7,6 +7,10 @@ parent's environment, so the tag also marks what a server starts itself (`npm ex
 keeps a process's initial environment, readable by its own user only: a scan of `/proc` finds every
 process of the fleet, whatever became of its parents, and never one of another user.
 
+A server run from a container image is not a child of `up` (the runtime's monitor, conmon or the
+Docker daemon, holds it): its container carries the tag as labels (`FLEET_LABEL`, `RUN_LABEL`), and
+`end_containers` asks the runtime to remove every container with them.
+
 Three users of the scan:
 * `mcpfleet down` ends every process of the fleet (any run) and reports what the scan verified;
 * a new `up` ends what an older run of the same state dir left behind before it starts anything;
@@ -31,6 +35,10 @@ from collections.abc import Iterable
 
 FLEET_ENV = "MCPFLEET_FLEET"
 RUN_ENV = "MCPFLEET_FLEET_RUN"
+FLEET_LABEL = "mcpfleet.dev/fleet"
+RUN_LABEL = "mcpfleet.dev/fleet-run"
+RUNTIME_TIMEOUT = 20.0
+"""How long one runtime command (list, remove) may take."""
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL: a server gets that long to exit cleanly (the whole ending
 must fit in the 5 s a user waits for, `docs/local.md#lifecycle`)."""
@@ -114,7 +122,31 @@ def end_tagged(
         time.sleep(0.05)
 
 
-def watch(fleet: str, run: str) -> None:
+def end_containers(runtime: str | None, fleet: str, run: str | None = None) -> list[str]:
+    """Remove every container of the fleet (of one run when `run` is given) through the runtime at
+    path `runtime` (podman or docker): killed at once, then removed. Returns the ids removed;
+    an error of the runtime (its daemon gone) ends nothing and returns []."""
+    if not runtime:
+        return []
+    listing = [runtime, "ps", "-a", "--format", "{{.ID}}", "--filter", f"label={FLEET_LABEL}={fleet}"]
+    if run is not None:
+        listing += ["--filter", f"label={RUN_LABEL}={run}"]
+    try:
+        done = subprocess.run(listing, capture_output=True, text=True, timeout=RUNTIME_TIMEOUT, check=False)
+        names = [n for n in done.stdout.split() if n] if done.returncode == 0 else []
+        if names:
+            subprocess.run(
+                [runtime, "rm", "-f", *names],
+                capture_output=True,
+                timeout=RUNTIME_TIMEOUT,
+                check=False,
+            )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return names
+
+
+def watch(fleet: str, run: str, runtime: str | None = None) -> None:
     """The watchdog: wait until `up` is gone (its pipe on our stdin closes), then end its run."""
     # A closed terminal or a Ctrl-C reaches the terminal's process group; this one has its own
     # session, and ignores both anyway: only the pipe decides when it acts.
@@ -128,23 +160,29 @@ def watch(fleet: str, run: str) -> None:
             continue
         except OSError:
             break
+    # Containers first: their runtime client is among the tagged processes, and the containers
+    # themselves are not (the runtime's monitor holds them).
+    end_containers(runtime, fleet, run)
     end_tagged(fleet, run)
 
 
-def start_watchdog(fleet: str, run: str) -> subprocess.Popen[bytes]:
+def start_watchdog(
+    fleet: str, run: str, runtime: str | None = None, runtime_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start the watchdog of run `run`; it acts once the returned process's stdin is closed (by
-    `up`, or by the kernel when `up` dies). It gets no environment: it carries no tag itself."""
+    `up`, or by the kernel when `up` dies). Its environment is only what the container runtime's
+    client (`runtime`) needs to find its storage or daemon (`runtime_env`): it carries no tag itself."""
     return subprocess.Popen(
-        [sys.executable, "-I", "-S", os.path.abspath(__file__), fleet, run],
+        [sys.executable, "-I", "-S", os.path.abspath(__file__), fleet, run, *([runtime] if runtime else [])],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={},
+        env=dict(runtime_env or {}),
         start_new_session=True,  # not in the terminal's process group: a hang-up or Ctrl-C misses it
     )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: reaper.py FLEET RUN")
-    watch(sys.argv[1], sys.argv[2])
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: reaper.py FLEET RUN [CONTAINER-RUNTIME]")
+    watch(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)

@@ -48,13 +48,13 @@ from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
 from mcpfleet.api.meta import SecretKeyRef, now_rfc3339
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
-from mcpfleet.platform.local import rules
+from mcpfleet.platform.local import containers, rules
 from mcpfleet.platform.local.hosted import DATAPLANE_MODULE, hostable
 from mcpfleet.platform.local.launch import base_env, fleet_id, own_config, server_env
 from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, file_signature, safe_join, write_file
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
-from mcpfleet.platform.local.reaper import end_tagged
+from mcpfleet.platform.local.reaper import FLEET_ENV, RUN_ENV, end_containers, end_tagged
 from mcpfleet.platform.local.sandbox import (
     SandboxError,
     package_cache,
@@ -165,6 +165,19 @@ class Runner:
         self.run_id = uuid.uuid4().hex[:16]
         """This run of `up`: its watchdog ends the processes of this run only (`reaper`)."""
         self._base_env = base_env(os.environ, fleet=self.fleet, run=self.run_id, state_dir=self.state_dir)
+        self._runtime: tuple[containers.Runtime | None, str] | None = None
+
+    @property
+    def runtime(self) -> containers.Runtime | None:
+        """The container runtime image servers run with (`containers.find_runtime`, looked up once)."""
+        if self._runtime is None:
+            self._runtime = containers.find_runtime(os.environ)
+        return self._runtime[0]
+
+    def runtime_env(self) -> dict[str, str]:
+        """What the runtime's client needs from `up`'s environment (for the watchdog), no tag."""
+        env = containers.client_env(os.environ, {"PATH": self._base_env["PATH"]})
+        return env
 
     # -- events -------------------------------------------------------------------------------
 
@@ -195,10 +208,12 @@ class Runner:
         """End what an earlier `up` of this state dir left behind (it was killed, or its clean-up
         did not finish): every process carrying the fleet's tag, found in `/proc` (`reaper`), before
         this run starts any. Returns how many were ended."""
+        runtime = self.runtime
+        removed = await asyncio.to_thread(end_containers, runtime.path if runtime else None, self.fleet)
         ended, _alive = await asyncio.to_thread(end_tagged, self.fleet)
         for row in await self.state.processes():
             await self.state.forget_process(row.key)
-        return len(ended)
+        return len(ended) + len(removed)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until `stop` is set, re-running on manifest changes and process events."""
@@ -413,7 +428,7 @@ class Runner:
         return status
 
     def _world(self, namespace: str, resources: list[Resource], stored: dict[Key, StoredObject]) -> World:
-        return build_world(
+        world = build_world(
             "local",
             namespace,
             resources,
@@ -423,6 +438,9 @@ class Runner:
                 self.state_dir, [r for r in resources if isinstance(r, MCPServer)]
             ),
         )
+        # Image servers run through the machine's container runtime when there is one.
+        runtime = self.runtime
+        return replace(world, container_runtime=runtime.name if runtime is not None else None)
 
     @staticmethod
     def _fresh(world: World, stored: dict[Key, StoredObject]) -> World:
@@ -530,9 +548,7 @@ class Runner:
                 port = await self._port(
                     key, container, pinned if container.name == plan.serving_container else None
                 )
-                argv = self._argv(container, plan, port, config_dir, data_dir)
-                env = self._env(container, plan, argv)
-                argv = self._sandboxed(argv, container, env, plan)
+                argv, env = self._launch(container, plan, port, config_dir, data_dir)
                 serving = container.name == plan.serving_container
                 health = probe = None
                 if serving and port is not None:
@@ -662,6 +678,69 @@ class Runner:
             raise LocalRunError(f"sandbox: {exc}") from exc
         return [*argv[:start], *wrapped]
 
+    def _launch(
+        self, container: Container, plan: WorkloadPlan, port: int | None, config_dir: Path, data_dir: Path
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of one container's process: its server in a container of the
+        runtime (an image), else inside its sandbox."""
+        if container.local_image is not None:
+            # A proxy whose child is the image, or (no command) the image itself, an http server.
+            argv = self._argv(container, plan, port, config_dir, data_dir) if container.command else []
+            return self._in_container(argv, container, plan, config_dir, None if container.command else port)
+        argv = self._argv(container, plan, port, config_dir, data_dir)
+        env = self._env(container, plan, argv)
+        return self._sandboxed(argv, container, env, plan), env
+
+    def _in_container(
+        self, argv: list[str], container: Container, plan: WorkloadPlan, config_dir: Path, publish: int | None
+    ) -> tuple[list[str], dict[str, str]]:
+        """A proxy whose child is a container image (`containers.py`): the runtime's `run` after
+        `--`, the image's declared environment in a mode-0600 env file, and the environment of the
+        proxy and the runtime's client: the base with the user's HOME (the runtime's image store)
+        and the proxy's own secrets, never the image's variables (a manifest must not configure the
+        runtime, e.g. `CONTAINERS_CONF`)."""
+        runtime = self.runtime
+        profile = container.permission_profile
+        if runtime is None or container.local_image is None or profile is None:
+            raise LocalRunError("no container runtime (podman or docker) on this machine")
+        declared = dict(container.env)
+        for secret in container.secret_env:
+            declared[secret.env_name] = self._secret(secret)
+        inside = {k: v for k, v in declared.items() if k in container.local_image_env}
+        outside = {k: v for k, v in declared.items() if k not in container.local_image_env}
+        # The fleet's tag inside too: `down` finds the container's processes in /proc as well.
+        inside.update({FLEET_ENV: self.fleet, RUN_ENV: self.run_id})
+        try:
+            folder = safe_join(config_dir, "container")
+            env_file = safe_join(folder, "env")
+            folder.mkdir(mode=0o700, exist_ok=True)
+            folder.chmod(0o700)
+            content = containers.env_file_text(inside)
+            if self._written.get(env_file) != content:
+                write_file(env_file, content, 0o600)
+                self._written[env_file] = content
+            run = containers.run_argv(
+                runtime,
+                image=container.local_image,
+                args=container.args,
+                entrypoint=container.local_entrypoint,
+                profile=profile,
+                env_file=env_file,
+                publish=publish,
+                name=containers.container_name(self.fleet, plan.namespace, plan.name),
+                labels=containers.fleet_labels(self.fleet, self.run_id, plan.namespace, plan.name),
+            )
+        except PathEscapeError as exc:
+            raise LocalRunError(f"refused a path outside the state dir: {exc}") from exc
+        except containers.ContainerError as exc:
+            raise LocalRunError(f"container: {exc}") from exc
+        env = containers.client_env(os.environ, self._base_env)
+        env.update({k: v for k, v in outside.items() if k not in env})
+        # A changed env file restarts the server like a changed environment does (the fingerprint).
+        env[CONTAINER_ENV_DIGEST] = hashlib.sha256(content.encode()).hexdigest()
+        start = argv.index("--") + 1 if "--" in argv else 0
+        return [*argv[:start], *run], env
+
     def _env(self, container: Container, plan: WorkloadPlan, argv: list[str]) -> dict[str, str]:
         """The process's whole environment (`launch.server_env`): the base, a private HOME in the
         workload's work folder, its declared `env` and secrets; mcpfleet's own gateway and registry
@@ -774,6 +853,8 @@ class Runner:
                 self.on_status(resource.kind, resource.namespace, resource.name, status)
 
 
+CONTAINER_ENV_DIGEST = "MCPFLEET_CONTAINER_ENV_DIGEST"
+"""In the runtime client's environment: the digest of its container's env file."""
 STOPPED_MESSAGE = "mcpfleet up is not running"
 LOCAL_PORT_ANNOTATION = "mcpfleet.dev/local-port"
 """Pins the port of a workload's serving process under `mcpfleet up` (ignored on Kubernetes)."""
