@@ -155,7 +155,7 @@ async def test_a_client_metadata_document_bomb_is_refused() -> None:
         return httpx.Response(200, headers={"content-encoding": "gzip"}, content=_chunks(chunks))
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
-        resolver = CIMDResolver(http, ttl=60, max_size=10)
+        resolver = CIMDResolver(ttl=60, max_size=10, allow_private=False, http=http)
         refused = await within_memory(lambda: resolver.resolve("https://client.example/metadata.json"))
     assert isinstance(refused, OAuthError) and "too large" in str(refused.description), refused
     assert seen == ["identity"]

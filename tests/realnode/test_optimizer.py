@@ -216,7 +216,7 @@ def test_optimizer_and_code_mode_through_the_in_cluster_gateway(
     assert tools[0]["name"] == "time_get_current_time", tools
     assert all(0.0 < t["score"] <= 1.0 for t in tools), tools
     status = client.get(hybrid.removesuffix("/mcp") + "/status")["body"]
-    assert status["optimizer"]["embeddings"] == "ok", status["optimizer"]
+    assert status["optimizer"]["embeddings"]["state"] == "ready", status["optimizer"]
     print(f"optimizer: hybrid top score {tools[0]['score']}, /status optimizer {status['optimizer']}")
 
     # Resident memory of the finder gateway's pod (gateway + code mode's spare script process).

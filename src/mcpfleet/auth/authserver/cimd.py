@@ -34,9 +34,16 @@ log = logging.getLogger("mcpfleet.authserver")
 
 class CIMDResolver:
     def __init__(
-        self, ttl: float, max_size: int, *, allow_private: bool, verify: ssl.SSLContext | bool = True
+        self,
+        ttl: float,
+        max_size: int,
+        *,
+        allow_private: bool,
+        verify: ssl.SSLContext | bool = True,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
-        self.http = guarded_client(allow_private=allow_private, verify=verify, timeout=FETCH_TIMEOUT)
+        # `http` replaces the guarded client only in tests that script the answers themselves.
+        self.http = http or guarded_client(allow_private=allow_private, verify=verify, timeout=FETCH_TIMEOUT)
         self.ttl = ttl
         self.max_size = max_size
         self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
