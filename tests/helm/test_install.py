@@ -46,13 +46,6 @@ def established(obj: dict[str, Any] | None) -> bool:
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-@pytest.mark.xfail(
-    reason="known defect since the issue-33/27 CRD changes: `helm install --take-ownership` of the CRDs chart "
-    "conflicts on .spec.versions of MCPExternalAuthConfig and VirtualMCPServer with the test suite's own "
-    "server-side apply (field manager mcpfleet-tests), although the chart's rendered CRDs equal deploy/crds; "
-    "open, see the session-11 closing note",
-    strict=False,
-)
 def test_crds_chart_adopts_upgrades_and_keeps_the_crds(
     helm_on_cluster: Helm, dev_cluster: ClusterHandle, crds_installed: list[str], namespace: str
 ) -> None:
