@@ -41,6 +41,7 @@ from pathlib import Path
 
 from mcpfleet.api.permissions import PermissionProfile
 from mcpfleet.platform.local.reaper import FLEET_LABEL, RUN_LABEL
+from mcpfleet.platform.local.sandbox import usable_profile_paths
 
 RUNTIME_ENV = "MCPFLEET_CONTAINER_RUNTIME"
 """`podman`, `docker`, a path to one of them, or `none` (no image runs locally)."""
@@ -207,23 +208,10 @@ def run_argv(
 def mounts(profile: PermissionProfile) -> list[str]:
     """`--volume` arguments of the profile's paths (same place inside), each checked to exist and be usable."""
     argv: list[str] = []
-    for key, paths, access, mode in (
-        ("read", profile.read, os.R_OK, "ro"),
-        ("write", profile.write, os.W_OK, "rw"),
-    ):
-        for index, path in enumerate(paths):
-            where = f"spec.permissionProfile: {key}[{index}] {path}"
-            if not os.path.exists(path):
-                raise ContainerError(f"{where}: does not exist")
-            if not os.access(path, access):
-                raise ContainerError(
-                    f"{where}: not {'readable' if key == 'read' else 'writable'} by this user"
-                )
-            if "," in path or ":" in path:
-                raise ContainerError(
-                    f"{where}: a path with ',' or ':' cannot be mounted by a container runtime"
-                )
-            argv += [f"--volume={path}:{path}:{mode}"]
+    for key, path, where in usable_profile_paths(profile, ContainerError):
+        if "," in path or ":" in path:
+            raise ContainerError(f"{where}: a path with ',' or ':' cannot be mounted by a container runtime")
+        argv += [f"--volume={path}:{path}:{'ro' if key == 'read' else 'rw'}"]
     return argv
 
 

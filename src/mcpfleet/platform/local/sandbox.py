@@ -150,20 +150,27 @@ def _tool_dirs(argv: Sequence[str], env: Mapping[str, str], home: str, work: str
     return [d for d in dirs if d != "/" and not _covered(home, [d]) and not _covered(work, [d])]
 
 
-def _profile_paths(profile: PermissionProfile) -> list[str]:
-    """`--ro-bind` / `--bind` arguments of the profile's paths, each checked to exist and to be usable."""
-    args: list[str] = []
-    for key, paths, access, option in (
-        ("read", profile.read, os.R_OK, "--ro-bind"),
-        ("write", profile.write, os.W_OK, "--bind"),
-    ):
+def usable_profile_paths(profile: PermissionProfile, error: type[Exception]) -> list[tuple[str, str, str]]:
+    """(key, path, where) of the profile's `read` and `write` paths, each checked to exist and to be
+    readable / writable by this user; `error(message naming the field)` otherwise. The sandbox and the
+    container runtime both mount exactly these."""
+    out: list[tuple[str, str, str]] = []
+    for key, paths, access in (("read", profile.read, os.R_OK), ("write", profile.write, os.W_OK)):
         for index, path in enumerate(paths):
             where = f"spec.permissionProfile: {key}[{index}] {path}"
             if not os.path.exists(path):
-                raise SandboxError(f"{where}: does not exist")
+                raise error(f"{where}: does not exist")
             if not os.access(path, access):
-                raise SandboxError(f"{where}: not {'readable' if key == 'read' else 'writable'} by this user")
-            args += [option, path, path]
+                raise error(f"{where}: not {'readable' if key == 'read' else 'writable'} by this user")
+            out.append((key, path, where))
+    return out
+
+
+def _profile_paths(profile: PermissionProfile) -> list[str]:
+    """`--ro-bind` / `--bind` arguments of the profile's paths, each checked to exist and to be usable."""
+    args: list[str] = []
+    for key, path, _ in usable_profile_paths(profile, SandboxError):
+        args += ["--ro-bind" if key == "read" else "--bind", path, path]
     return args
 
 
