@@ -1,10 +1,12 @@
 """The console's pages: FastAPI routes rendering Jinja2 templates (autoescaped), htmx for live parts.
 
-One app per fleet state folder (`create_app(state_dir)`); `security.Guard` wraps it (Host / Origin,
-CSRF, bounds, Content-Security-Policy). Pages: the fleet (`/`, its table polled by htmx every
-`POLL_SECONDS`), an object (`/objects/{kind}/{name}`: status, live tools / prompts / resources, logs,
-manifest), a gateway (`/gateways/{name}`: aggregated tools with their backend, backends' health),
-try a tool (`/try`), the catalogue (`/catalogue`) and the audit log (`/audit`).
+One app per fleet (`create_app(state_dir)` for a local fleet, `create_app(KubeSource(...))` for a
+namespace of a cluster: `source.FleetSource`); `security.Guard` wraps it (Host / Origin, CSRF,
+bounds, Content-Security-Policy). Pages: the fleet (`/`, its table and events timeline polled by htmx
+every `POLL_SECONDS`), an object (`/objects/{kind}/{name}`: status, events, live tools / prompts /
+resources, logs, manifest), a gateway (`/gateways/{name}`: aggregated tools with their backend,
+backends' health, the optimizer's find_tool box), try a tool (`/try`), the catalogue (`/catalogue`)
+and the audit log (`/audit`, local files only).
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
 from mcpfleet.catalogue.manifest import AddError
-from mcpfleet.console import auditlog, cataloguepage, fleetview, live, schemaform
+from mcpfleet.console import auditlog, cataloguepage, fleetview, live, schemaform, timeline
 from mcpfleet.console.security import CSRF_FIELD, CsrfToken, Guard
-from mcpfleet.platform.local.snapshot import DB_FILENAME, read_objects
+from mcpfleet.console.source import FleetSource, LocalSource, SourceError
 
 POLL_SECONDS = 2
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 KINDS = {"MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer"}
 MAX_BACKENDS_LISTED = 50
+FIND_TOOL = "find_tool"
+FIND_FIELD = "tool_description"
+"""The optimizer's search tool and its query argument, as a gateway with the optimizer lists them."""
 
 
 def templates() -> Environment:
@@ -52,13 +57,17 @@ def templates() -> Environment:
 
 @dataclass
 class Console:
-    state_dir: Path
+    source: FleetSource
     csrf: CsrfToken
     env: Environment
 
     def page(self, template: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
         html = self.env.get_template(template).render(
-            csrf_field=CSRF_FIELD, csrf_token=self.csrf.value, path=request.url.path, **values
+            csrf_field=CSRF_FIELD,
+            csrf_token=self.csrf.value,
+            path=request.url.path,
+            on_kubernetes=self.source.kubernetes,
+            **values,
         )
         return HTMLResponse(html, status_code=status)
 
@@ -69,17 +78,12 @@ class Console:
         title = values.pop("title", "Result")
         return self.page("fragment_page.html", request, status, fragment=template, title=title, **values)
 
-    def objects(self, kind: str | None = None) -> list[Any]:
-        if not (self.state_dir / DB_FILENAME).is_file():
-            return []
-        return read_objects(self.state_dir, kind)
-
     async def target(self, kind: str, name: str) -> tuple[str, str] | PlainTextResponse:
         if kind not in KINDS - {"MCPRegistry"}:
             return _bad("kind: expected MCPServer, MCPRemoteProxy or VirtualMCPServer")
         if (problem := _check_name(name)) is not None:
             return _bad(problem)
-        obj = await asyncio.to_thread(fleetview.find_object, self.state_dir, kind, name)
+        obj = await self.source.find(kind, name)
         if obj is None:
             return _bad(f"{kind} {name!r} not found in this fleet", 404)
         url = str(obj.status.get("url") or "")
@@ -97,14 +101,6 @@ class Console:
         return f"tool: the server lists no tool named {tool[:200]!r}"
 
 
-def _shown(path: Path) -> str:
-    """A path as the person typed it when under the current folder (`.mcpfleet`), else in full."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def _bad(message: str, status: int = 400) -> PlainTextResponse:
     return PlainTextResponse(message, status_code=status)
 
@@ -116,9 +112,12 @@ def _check_name(name: str) -> str | None:
 
 
 def create_app(
-    state_dir: Path, *, csrf: CsrfToken | None = None, extra_hosts: list[str] | None = None
+    fleet: Path | FleetSource, *, csrf: CsrfToken | None = None, extra_hosts: list[str] | None = None
 ) -> ASGIApp:
-    console = Console(state_dir=state_dir, csrf=csrf or CsrfToken(), env=templates())
+    """The console of a local fleet (its state folder) or of any `FleetSource`; `extra_hosts` are
+    the Host names accepted besides loopback (a Service's name in a cluster)."""
+    source = LocalSource(fleet) if isinstance(fleet, Path) else fleet
+    console = Console(source=source, csrf=csrf or CsrfToken(), env=templates())
     app = FastAPI(title="mcpfleet console", docs_url=None, redoc_url=None, openapi_url=None)
     static = resources.files("mcpfleet.console") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
@@ -141,6 +140,10 @@ def _error_handlers(app: FastAPI) -> None:
         ]
         return _bad("; ".join(problems), 422)
 
+    @app.exception_handler(SourceError)
+    async def unreadable(_request: Request, exc: SourceError) -> PlainTextResponse:
+        return _bad(str(exc), exc.status)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> PlainTextResponse:
         return _bad(str(exc.detail), exc.status_code)
@@ -153,15 +156,15 @@ def _fleet_routes(app: FastAPI, console: Console) -> None:
 
     @app.get("/", response_class=HTMLResponse)
     async def fleet(request: Request) -> HTMLResponse:
-        view = await asyncio.to_thread(fleetview.read_fleet, console.state_dir)
+        view, events = await _fleet_and_events(console.source)
         return console.page(
-            "fleet.html", request, fleet=view, title="Fleet", shown_state_dir=_shown(console.state_dir)
+            "fleet.html", request, fleet=view, events=events, title="Fleet", label=console.source.label
         )
 
     @app.get("/fleet/table", response_class=HTMLResponse)
     async def fleet_table(request: Request) -> HTMLResponse:
-        view = await asyncio.to_thread(fleetview.read_fleet, console.state_dir)
-        return console.page("fleet_table.html", request, fleet=view)
+        view, events = await _fleet_and_events(console.source)
+        return console.page("fleet_table.html", request, fleet=view, events=events)
 
     @app.get("/audit", response_class=HTMLResponse)
     async def audit(
@@ -169,8 +172,7 @@ def _fleet_routes(app: FastAPI, console: Console) -> None:
     ) -> Response:
         if outcome and outcome not in auditlog.OUTCOMES:
             return _bad(f"outcome: expected one of {', '.join(auditlog.OUTCOMES)}")
-        objects = await asyncio.to_thread(console.objects)
-        files = auditlog.audit_files(objects)
+        files = [] if console.source.kubernetes else auditlog.audit_files(await console.source.objects())
         events = await asyncio.to_thread(auditlog.read_events, files, who, tool, outcome)
         return console.page(
             "audit.html",
@@ -192,12 +194,13 @@ def _object_routes(app: FastAPI, console: Console) -> None:
             return _bad(f"kind: expected one of {', '.join(sorted(KINDS))}", 404)
         if (problem := _check_name(name)) is not None:
             return _bad(problem)
-        obj = await asyncio.to_thread(fleetview.find_object, console.state_dir, kind, name)
+        obj = await console.source.find(kind, name)
         if obj is None:
             return _bad(f"{kind} {name!r} not found in this fleet", 404)
         row = fleetview.row_of(obj)
         lists = await live.read_lists(row.url) if row.url and kind != "MCPRegistry" else None
-        logs = await asyncio.to_thread(fleetview.read_logs, console.state_dir, name)
+        logs = await console.source.logs(name)
+        events, events_problem = await _events(console.source, kind, name)
         return console.page(
             "object.html",
             request,
@@ -205,6 +208,8 @@ def _object_routes(app: FastAPI, console: Console) -> None:
             row=row,
             lists=lists,
             logs=logs,
+            events=events,
+            events_problem=events_problem,
             manifest=fleetview.manifest_yaml(obj),
             conditions=[c for c in obj.status.get("conditions") or [] if isinstance(c, dict)],
         )
@@ -213,13 +218,14 @@ def _object_routes(app: FastAPI, console: Console) -> None:
     async def gateway(request: Request, name: str) -> Response:
         if (problem := _check_name(name)) is not None:
             return _bad(problem)
-        obj = await asyncio.to_thread(fleetview.find_object, console.state_dir, "VirtualMCPServer", name)
+        obj = await console.source.find("VirtualMCPServer", name)
         if obj is None:
             return _bad(f"VirtualMCPServer {name!r} not found in this fleet", 404)
         row = fleetview.row_of(obj)
         backends = [b for b in obj.status.get("discoveredBackends") or [] if isinstance(b, dict)]
         health, tools = await asyncio.gather(_gateway_status(row.url), _gateway_tools(row.url, backends))
         aggregation = ((obj.manifest.get("spec") or {}).get("config") or {}).get("aggregation") or {}
+        events, events_problem = await _events(console.source, "VirtualMCPServer", name)
         return console.page(
             "gateway.html",
             request,
@@ -229,7 +235,11 @@ def _object_routes(app: FastAPI, console: Console) -> None:
             health=health,
             tools=tools,
             conflict=str(aggregation.get("conflictResolution") or "prefix"),
-            kinds={o.name: o.kind for o in await asyncio.to_thread(console.objects) if o.kind in KINDS},
+            kinds={o.name: o.kind for o in await console.source.objects() if o.kind in KINDS},
+            finder=next((t.tool for t in tools[0] if t.tool.name == FIND_TOOL), None),
+            find_field=schemaform.FIELD_PREFIX + FIND_FIELD,
+            events=events,
+            events_problem=events_problem,
         )
 
 
@@ -318,16 +328,18 @@ def _try_routes(app: FastAPI, console: Console) -> None:
 
 
 def _catalogue_routes(app: FastAPI, console: Console) -> None:
+    source = console.source
+
     @app.get("/catalogue", response_class=HTMLResponse)
     async def catalogue(request: Request, q: str = Query("")) -> HTMLResponse:
-        entries, problems = await cataloguepage.search(q, console.state_dir)
+        entries, problems = await cataloguepage.search(q, source.state_dir, await source.registry_urls())
         return console.page(
             "catalogue.html", request, title="Catalogue", q=q, entries=entries, problems=problems
         )
 
     @app.get("/catalogue/entry", response_class=HTMLResponse)
     async def entry(request: Request, name: str = Query(...)) -> Response:
-        found = await cataloguepage.lookup(name, console.state_dir)
+        found = await cataloguepage.lookup(name, source.state_dir, await source.registry_urls())
         if found is None:
             return _bad(f"name: no catalogue entry named {name[:200]!r}", 404)
         return console.page(
@@ -337,44 +349,61 @@ def _catalogue_routes(app: FastAPI, console: Console) -> None:
             entry=found,
             inputs=cataloguepage.inputs(found),
             server_text=json.dumps(found.server, indent=2, ensure_ascii=False),
-            groups=[o.name for o in await asyncio.to_thread(console.objects, "MCPGroup")],
-            folder=await asyncio.to_thread(fleetview.manifests_folder, console.state_dir),
+            groups=[o.name for o in await source.objects("MCPGroup")],
+            folder=await _manifests_folder(source),
+            namespace=getattr(source, "namespace", ""),
         )
 
     @app.post("/catalogue/add", response_class=HTMLResponse)
     async def add(request: Request) -> Response:
         form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
-        found = await cataloguepage.lookup(form.get("entry", ""), console.state_dir)
+        found = await cataloguepage.lookup(
+            form.get("entry", ""), source.state_dir, await source.registry_urls()
+        )
         if found is None:
             return _bad("entry: no such catalogue entry", 404)
-        folder = await asyncio.to_thread(fleetview.manifests_folder, console.state_dir)
-        if folder is None:
+        folder = await _manifests_folder(source)
+        if folder is None and not source.kubernetes:
             return console.fragment(
                 "added.html", request, status=409, written="", problem="no running fleet to add to"
             )
-        groups = {o.name for o in await asyncio.to_thread(console.objects, "MCPGroup")}
+        groups = {o.name for o in await source.objects("MCPGroup")}
         group = form.get("group") or None
         if group is not None and group not in groups:
             return console.fragment(
                 "added.html", request, status=422, written="", problem="group: not a group of this fleet"
             )
         fields = {k: v for k, v in form.items() if k.startswith(("env.", "arg."))}
+        name = form.get("object_name") or found.short_name
+        state_dir = source.state_dir
         try:
+            if folder is None or state_dir is None:
+                plan = cataloguepage.plan_for(found, name, fields, group)
+                shown = cataloguepage.for_cluster(plan, getattr(source, "namespace", "default"))
+                return console.fragment("apply.html", request, manifest=shown)
             written = await asyncio.to_thread(
-                _add,
-                found,
-                form.get("object_name") or found.short_name,
-                fields,
-                group,
-                folder,
-                console.state_dir,
+                cataloguepage.add, found, name, fields, folder, state_dir, group
             )
         except AddError as exc:
             return console.fragment("added.html", request, status=422, written="", problem=str(exc))
         return console.fragment("added.html", request, written=str(written.name), problem="")
 
 
-def _add(
-    entry: Any, name: str, fields: dict[str, str], group: str | None, folder: Path, state_dir: Path
-) -> Path:
-    return cataloguepage.add(entry, name, fields, folder, state_dir, group)
+async def _manifests_folder(source: FleetSource) -> Path | None:
+    state_dir = source.state_dir
+    return None if state_dir is None else await asyncio.to_thread(fleetview.manifests_folder, state_dir)
+
+
+async def _fleet_and_events(source: FleetSource) -> tuple[fleetview.Fleet, tuple[list[timeline.Event], str]]:
+    view, events = await asyncio.gather(source.fleet(), _events(source, None, None))
+    return view, events
+
+
+async def _events(
+    source: FleetSource, kind: str | None, name: str | None
+) -> tuple[list[timeline.Event], str]:
+    """The timeline, or why it could not be read (the page still shows everything else)."""
+    try:
+        return await source.events(kind, name), ""
+    except SourceError as exc:
+        return [], str(exc)

@@ -62,12 +62,13 @@ class InvalidManifest:
 
 @dataclass
 class Fleet:
-    """The fleet page's content; `present` is False when the folder holds no state yet."""
+    """The fleet page's content; `present` is False when the folder holds no state yet; `problems`
+    are what could not be read (a Kubernetes API refusal)."""
 
-    state_dir: Path
     present: bool
     rows: list[Row] = field(default_factory=list)
     invalid: list[InvalidManifest] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def workloads(self) -> list[Row]:
@@ -115,25 +116,32 @@ def row_of(obj: StoredObject) -> Row:
     )
 
 
-def read_fleet(state_dir: Path) -> Fleet:
-    if not (state_dir / DB_FILENAME).is_file():
-        return Fleet(state_dir=state_dir, present=False)
-    try:
-        objects = read_objects(state_dir)
-        errors = read_load_errors(state_dir)
-    except sqlite3.Error:
-        return Fleet(state_dir=state_dir, present=False)
+def fleet_of(
+    objects: list[StoredObject], errors: list[dict[str, Any]] | None = None, problems: list[str] | None = None
+) -> Fleet:
+    """The fleet page of these objects (and the manifests that could not be loaded, locally)."""
     invalid = [
         InvalidManifest(
             file=str(e.get("file", "?")),
             what=f"{e.get('kind')}/{e.get('name')}" if e.get("kind") else "-",
             problems=[(str(p or "-"), str(r)) for p, r in (e.get("problems") or [["", "invalid"]])],
         )
-        for e in errors
+        for e in errors or []
     ]
     order = {kind: i for i, kind in enumerate(WORKLOAD_KINDS)}
     rows = sorted((row_of(o) for o in objects), key=lambda r: (order.get(r.kind, 99), r.kind, r.name))
-    return Fleet(state_dir=state_dir, present=True, rows=rows, invalid=invalid)
+    return Fleet(present=True, rows=rows, invalid=invalid, problems=list(problems or []))
+
+
+def read_fleet(state_dir: Path) -> Fleet:
+    if not (state_dir / DB_FILENAME).is_file():
+        return Fleet(present=False)
+    try:
+        objects = read_objects(state_dir)
+        errors = read_load_errors(state_dir)
+    except sqlite3.Error:
+        return Fleet(present=False)
+    return fleet_of(objects, errors)
 
 
 def find_object(state_dir: Path, kind: str, name: str) -> StoredObject | None:
