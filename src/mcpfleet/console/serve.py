@@ -1,6 +1,9 @@
 """Serving the console: inside `mcpfleet up` (`hosted`) or on its own (`serve`, `mcpfleet console serve`).
 
-Always on a loopback address (the console has no sign-in: whoever reaches it sees the fleet). The
+On a loopback address (the console has no sign-in: whoever reaches it sees the fleet), except in a
+cluster's pod, which listens on the pod's address for `kubectl port-forward` or an authenticating
+proxy in front of its Service (`mcpfleet console serve --kubernetes --listen 0.0.0.0`); the Host and
+Origin checks then accept the names given with `--allowed-host` besides loopback. The
 server is uvicorn with the data plane's HTTP limits (`httplimits`: header deadline and size,
 keep-alive; body size and time through `BodyLimits`, tighter again in `security.Guard`). Inside
 `up` it is served on `up`'s own event loop without taking over `up`'s signal handlers (as the
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet.console.app import create_app
 from mcpfleet.console.security import MAX_BODY_BYTES
+from mcpfleet.console.source import FleetSource
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
 
 if TYPE_CHECKING:
@@ -31,7 +35,7 @@ START_SECONDS = 15.0
 
 
 def bind(port: int, host: str = HOST) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)
@@ -39,12 +43,12 @@ def bind(port: int, host: str = HOST) -> socket.socket:
     return sock
 
 
-def _server(state_dir: Path, log_level: str) -> Any:
+def _server(fleet: Path | FleetSource, log_level: str, extra_hosts: list[str] | None = None) -> Any:
     from mcpfleet import uvicornserver
 
     limits = HttpLimits(max_body_bytes=MAX_BODY_BYTES)
     return uvicornserver.server(
-        BodyLimits(create_app(state_dir), limits),
+        BodyLimits(create_app(fleet, extra_hosts=extra_hosts), limits),
         lifespan="off",
         ws="none",
         log_level=log_level,
@@ -55,11 +59,17 @@ def _server(state_dir: Path, log_level: str) -> Any:
 
 
 async def serve(
-    state_dir: Path, port: int, log_level: str = "warning", on_ready: Callable[[str], None] | None = None
+    fleet: Path | FleetSource,
+    port: int,
+    log_level: str = "warning",
+    on_ready: Callable[[str], None] | None = None,
+    *,
+    host: str = HOST,
+    extra_hosts: list[str] | None = None,
 ) -> None:
     """Serve until Ctrl-C / SIGTERM (the standalone command); `on_ready` gets the URL once it listens."""
-    sock = bind(port)
-    server = _server(state_dir, log_level)
+    sock = bind(port, host)
+    server = _server(fleet, log_level, extra_hosts)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     # uvicorn says it started only through `started`: polled.
     while not server.started and not task.done():  # noqa: ASYNC110
@@ -70,7 +80,9 @@ async def serve(
 
 
 def url_of(sock: socket.socket) -> str:
-    return f"http://{HOST}:{sock.getsockname()[1]}/"
+    host = sock.getsockname()[0]
+    shown = HOST if host in ("0.0.0.0", "::") else (f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{sock.getsockname()[1]}/"
 
 
 @contextlib.asynccontextmanager
