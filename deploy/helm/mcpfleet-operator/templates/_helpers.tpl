@@ -49,3 +49,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Selects the console pods of this release: a name of their own, so that the operator's
+Deployment and Services (which select mcpfleet-operator pods) never select them. */}}
+{{- define "mcpfleet-operator.consoleSelectorLabels" -}}
+app.kubernetes.io/name: mcpfleet-console
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
