@@ -12,6 +12,7 @@ texts stay text, axe-core passes on the new pages, and the console's account can
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import time
 from collections.abc import AsyncIterator
@@ -27,7 +28,9 @@ from lightkube.core.exceptions import ApiError
 
 from mcpfleet.console.app import create_app
 from mcpfleet.console.kubesource import KubeSource, _resource
+from mcpfleet.console.security import CsrfToken
 from mcpfleet.devcluster.handle import ClusterHandle
+from tests.console.conftest import BASE, TOKEN, post_headers
 from tests.console.hostile_server import HOSTILE_TOOL, IMG, SCRIPT, hostile_server
 from tests.console.test_browser import _axe, _chromium, _screenshots
 from tests.helm.conftest import OPERATOR_CHART, Helm
@@ -203,6 +206,27 @@ async def test_the_console_account_reads_but_cannot_write(
     with pytest.raises(ApiError) as other_namespace:
         await client.get(server, "broken", namespace="default")
     assert other_namespace.value.status.code == 403
+
+    # "Add to fleet" on a cluster shows the manifest `mcpfleet add` writes, in the namespace, and
+    # creates nothing (the account could not, and the console never acts with more than its visitor).
+    source = KubeSource.from_environment(namespace, kubeconfig=str(kubeconfig))
+    app = create_app(source, csrf=CsrfToken(TOKEN))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, timeout=60) as c:
+        entry_name = "io.github.modelcontextprotocol/time"
+        entry = await c.get("/catalogue/entry", params={"name": entry_name})
+        assert entry.status_code == 200 and "Show the manifest" in entry.text, entry.text
+        assert "<option>team</option>" in entry.text
+        form = {"csrf_token": TOKEN, "entry": entry_name, "object_name": "clock", "group": "team"}
+        shown = await c.post("/catalogue/add", data=form, headers=post_headers())
+        assert shown.status_code == 200, shown.text
+        manifest = yaml.safe_load(
+            html.unescape(shown.text.split("<pre", 1)[1].split(">", 1)[1].split("</pre>")[0])
+        )
+        assert manifest["kind"] == "MCPServer" and manifest["metadata"]["name"] == "clock"
+        assert manifest["metadata"]["namespace"] == namespace and manifest["spec"]["groupRef"] == "team"
+        assert await source.find("MCPServer", "clock") is None
+        listed = await c.get("/objects/MCPServer/broken")
+        assert listed.status_code == 200 and "BackOff" in listed.text
 
     # The console as that account: the namespace it may read, and a refusal for one it may not.
     refused = create_app(KubeSource.from_environment("default", kubeconfig=str(kubeconfig)))
