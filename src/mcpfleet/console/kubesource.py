@@ -53,11 +53,13 @@ def _plain(obj: Any) -> dict[str, Any]:
 
 def stored(document: dict[str, Any]) -> StoredObject:
     """An API object as the pages show objects: manifest (no status, no bookkeeping) and status."""
-    metadata = dict(document.get("metadata") or {})
+    metadata = document.get("metadata")
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
     status = document.get("status")
     manifest = {k: v for k, v in document.items() if k != "status"}
     manifest["metadata"] = {k: v for k, v in metadata.items() if k not in MANIFEST_DROPPED}
-    annotations = dict(manifest["metadata"].get("annotations") or {})
+    annotations = manifest["metadata"].get("annotations")
+    annotations = dict(annotations) if isinstance(annotations, dict) else {}
     annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
     if annotations:
         manifest["metadata"]["annotations"] = annotations

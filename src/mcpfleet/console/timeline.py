@@ -41,6 +41,11 @@ def _cut(text: Any) -> str:
     return value if len(value) <= MESSAGE_CHARS else value[:MESSAGE_CHARS] + "…"
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """A field the API should answer as an object: anything else (a hostile answer) is empty."""
+    return value if isinstance(value, dict) else {}
+
+
 def newest_first(events: Iterable[Event]) -> list[Event]:
     return sorted(events, key=lambda e: e.time, reverse=True)[:MAX_EVENTS]
 
@@ -70,16 +75,16 @@ def from_conditions(kind: str, name: str, status: dict[str, Any]) -> list[Event]
 
 def from_kubernetes(event: dict[str, Any]) -> Event:
     """An Event of the core/v1 API (a dict as the API answers it)."""
-    involved = event.get("involvedObject") or {}
+    involved = _mapping(event.get("involvedObject"))
     time = (
         event.get("lastTimestamp")
         or event.get("eventTime")
         or event.get("firstTimestamp")
-        or (event.get("metadata") or {}).get("creationTimestamp")
+        or _mapping(event.get("metadata")).get("creationTimestamp")
         or ""
     )
     count = event.get("count")
-    time = str(time)
+    time = str(time)[:40]
     if "." in time:  # eventTime has microseconds: the seconds are enough for the page
         time = time.split(".", 1)[0] + "Z"
     return Event(
@@ -89,5 +94,5 @@ def from_kubernetes(event: dict[str, Any]) -> Event:
         reason=_cut(event.get("reason"))[:200],
         message=_cut(event.get("message")),
         warning=event.get("type") == "Warning",
-        count=count if isinstance(count, int) and count > 0 else 1,
+        count=count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1,
     )
