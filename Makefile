@@ -50,7 +50,7 @@ console-assets: node-tools
 
 # The console screenshots of docs/console.md and the README, taken by the browser end-to-end test.
 console-screenshots: venv node-tools
-	MCPFLEET_CONSOLE_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/console/test_browser.py
+	MCPFLEET_CONSOLE_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/console/test_browser.py tests/console/test_kubernetes.py::test_console_on_kubernetes_in_a_real_browser
 
 # Debian packages the tests and benchmarks need (PostgreSQL, git for git sources, wrk for load).
 system-deps:
