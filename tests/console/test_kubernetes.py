@@ -41,6 +41,16 @@ from tests.vmcp.servers import Served
 
 pytestmark = pytest.mark.usefixtures("crds_installed")
 HOSTILE_MESSAGE = f"crashed: {SCRIPT} {IMG}"
+BROKEN_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "broken-7d9f-x2x4q",
+        # The operator's Deployment selector labels (render.objects.selector_labels).
+        "labels": {"app.kubernetes.io/instance": "broken", "mcpfleet.dev/kind": "mcpserver"},
+    },
+    "spec": {"containers": [{"name": "mcp", "image": "ghcr.io/example/broken:1"}]},
+}
 API = "mcpfleet.dev/v1alpha1"
 
 
@@ -178,6 +188,7 @@ async def fleet_on_cluster(
     ]
     for event in events:
         cluster.kubectl("create", "-f", "-", input=json.dumps(event))
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(BROKEN_POD))
     account, role = _apply_chart_rbac(cluster, helm, namespace)
     try:
         yield namespace, _token_kubeconfig(cluster, namespace, account, tmp_path), hostile, gw
@@ -227,6 +238,7 @@ async def test_the_console_account_reads_but_cannot_write(
         assert await source.find("MCPServer", "clock") is None
         listed = await c.get("/objects/MCPServer/broken")
         assert listed.status_code == 200 and "BackOff" in listed.text
+        assert 'id="pods"' in listed.text and BROKEN_POD["metadata"]["name"] in listed.text
 
     # The console as that account: the namespace it may read, and a refusal for one it may not.
     refused = create_app(KubeSource.from_environment("default", kubeconfig=str(kubeconfig)))
@@ -280,6 +292,14 @@ async def test_console_on_kubernetes_in_a_real_browser(
             await expect(page.locator("#events")).to_contain_text("Started")
             await expect(page.locator("main")).to_contain_text("may not read pod logs")
             await _axe(page, "a server's page on Kubernetes")
+
+            # The failing server's page: its cause, its Warning event, its pods.
+            await page.goto(url + "objects/MCPServer/broken")
+            await expect(page.locator("pre.cause").first).to_have_text(HOSTILE_MESSAGE)
+            await expect(page.locator("#events li.warning")).to_contain_text("BackOff")
+            await expect(page.locator("#pods")).to_contain_text(str(BROKEN_POD["metadata"]["name"]))
+            await _axe(page, "a failing server's page on Kubernetes")
+            await page.screenshot(path=str(shots / "console-kubernetes-object.png"), full_page=True)
 
             # The gateway: find_tool through the box, the answer as text.
             await page.goto(url + "gateways/gateway")

@@ -12,7 +12,7 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpfleet.console import timeline
+from mcpfleet.console import fleetview, timeline
 from mcpfleet.console.kubesource import stored
 from tests.console.conftest import failed, manifest, running, write_state
 from tests.console.test_hostile import ENV, SETTINGS, hostile_text, json_values, tags
@@ -119,3 +119,50 @@ async def test_a_local_fleet_shows_its_transitions(tmp_path: Path, console_clien
     assert "MCPServer/bad" in table.text
     one = await console_client(state_dir).get("/objects/MCPServer/bad")
     assert "Ready=False (Crashed)" in one.text and "MCPServer/good" not in one.text
+
+
+@SETTINGS
+@given(
+    st.dictionaries(
+        st.sampled_from(["metadata", "status"]),
+        json_values
+        | st.fixed_dictionaries(
+            {
+                "containerStatuses": st.lists(
+                    st.dictionaries(
+                        st.sampled_from(["name", "ready", "restartCount", "state"]),
+                        json_values
+                        | st.fixed_dictionaries(
+                            {"waiting": st.dictionaries(st.sampled_from(["reason", "message"]), hostile_text)}
+                        ),
+                    ),
+                    max_size=3,
+                )
+            }
+        ),
+    )
+)
+def test_any_api_pod_gives_a_bounded_row(pod: dict[str, Any]) -> None:
+    row = fleetview.pod_row(pod)
+    assert len(row.reason) <= fleetview.POD_REASON_CHARS and row.restarts >= 0
+    assert row.ready.count("/") == 1
+
+
+def test_a_crash_looping_pod_says_why() -> None:
+    row = fleetview.pod_row(
+        {
+            "metadata": {"name": "s-1"},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "mcp",
+                        "ready": False,
+                        "restartCount": 4,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                    }
+                ],
+            },
+        }
+    )
+    assert (row.ready, row.restarts, row.reason) == ("0/1", 4, "mcp: CrashLoopBackOff back-off 40s")

@@ -68,7 +68,7 @@ def test_the_console_account_is_read_only_and_bound_in_the_shown_namespace(helm:
         assert "resourceNames" not in rule and "nonResourceURLs" not in rule
         for group in rule["apiGroups"]:
             granted.setdefault(group, set()).update(rule["resources"])
-    assert granted == {"mcpfleet.dev": plurals, "": {"events"}}
+    assert granted == {"mcpfleet.dev": plurals, "": {"events", "pods"}}
     binding = one(objects, "RoleBinding")
     assert binding["metadata"]["namespace"] == "team-a"
     assert binding["roleRef"] == {

@@ -201,6 +201,10 @@ def _object_routes(app: FastAPI, console: Console) -> None:
         lists = await live.read_lists(row.url) if row.url and kind != "MCPRegistry" else None
         logs = await console.source.logs(name)
         events, events_problem = await _events(console.source, kind, name)
+        try:
+            pods, pods_problem = await console.source.pods(kind, name), ""
+        except SourceError as exc:
+            pods, pods_problem = [], str(exc)
         return console.page(
             "object.html",
             request,
@@ -210,6 +214,8 @@ def _object_routes(app: FastAPI, console: Console) -> None:
             logs=logs,
             events=events,
             events_problem=events_problem,
+            pods=pods,
+            pods_problem=pods_problem,
             manifest=fleetview.manifest_yaml(obj),
             conditions=[c for c in obj.status.get("conditions") or [] if isinstance(c, dict)],
         )

@@ -198,3 +198,49 @@ def manifests_folder(state_dir: Path) -> Path | None:
         return None
     path = Path(row[0])
     return path if path.is_dir() else path.parent
+
+
+POD_REASON_CHARS = 1000
+WAITING_REASONS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class PodRow:
+    """One pod of a workload on a cluster: what `kubectl get pods` says, and why it is not ready."""
+
+    name: str
+    phase: str
+    ready: str
+    restarts: int
+    reason: str
+
+
+def pod_row(pod: dict[str, Any]) -> PodRow:
+    """A Pod as the API answers it (any shape: a hostile answer gives empty fields, never an error)."""
+    metadata = _mapping(pod.get("metadata"))
+    status = _mapping(pod.get("status"))
+    containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    reasons: list[str] = []
+    restarts = 0
+    for container in containers:
+        count = container.get("restartCount")
+        restarts += count if isinstance(count, int) and count > 0 else 0
+        state = _mapping(container.get("state"))
+        for how in ("waiting", "terminated"):
+            detail = state.get(how)
+            if isinstance(detail, dict) and (detail.get("reason") or detail.get("message")):
+                reasons.append(
+                    f"{container.get('name', '?')}: {detail.get('reason') or ''} {detail.get('message') or ''}"
+                )
+    reason = "; ".join(" ".join(r.split()) for r in reasons[:WAITING_REASONS_SHOWN])
+    return PodRow(
+        name=str(metadata.get("name") or "?")[:253],
+        phase=str(status.get("phase") or "?")[:50],
+        ready=f"{sum(1 for c in containers if c.get('ready') is True)}/{len(containers)}",
+        restarts=restarts,
+        reason=reason[:POD_REASON_CHARS],
+    )
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -2,7 +2,7 @@
 
 The client is lightkube's, as the vMCP gateway's and the registry's Kubernetes readers (over its
 own httpx fork, `httpx2`, whose errors are caught here), configured from the pod's service account in a cluster or from a kubeconfig (`KUBECONFIG`, `~/.kube/config`):
-`KubeConfig.from_env()`. The console only lists and gets — the mcpfleet.dev kinds and Events — so
+`KubeConfig.from_env()`. The console only lists and gets — the mcpfleet.dev kinds, Events and pods — so
 the account it runs as needs get/list/watch on those and nothing else (the chart's ClusterRole);
 whatever that account may not read, the page says it could not read (the API's answer), it never
 falls back to anything wider.
@@ -24,18 +24,21 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError, ConfigError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event as KubeEvent
+from lightkube.resources.core_v1 import Pod
 
 from mcpfleet.api.kinds import ALL_KINDS
-from mcpfleet.api.meta import GROUP
+from mcpfleet.api.meta import GROUP, LABEL_INSTANCE
 from mcpfleet.api.versions import STORAGE_VERSION
 from mcpfleet.console import fleetview, timeline
 from mcpfleet.console.source import SourceError
 from mcpfleet.platform.local.snapshot import StoredObject
+from mcpfleet.reconcile.common import LABEL_KIND
 
 READ_SECONDS = 10.0
 MAX_OBJECTS = 2000
 """Objects of one kind read for a page (a list stops there)."""
 MAX_EVENTS_READ = 1000
+MAX_PODS = 50
 MANIFEST_DROPPED = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp")
 """Metadata the manifest shown on a page leaves out (bookkeeping, not what was applied)."""
 
@@ -201,6 +204,21 @@ class KubeSource:
             if str((d.get("involvedObject") or {}).get("apiVersion") or "").startswith(f"{GROUP}/")
         )
         return timeline.newest_first(timeline.from_kubernetes(d) for d in ours)
+
+    async def pods(self, kind: str, name: str) -> list[fleetview.PodRow] | None:
+        """The pods the operator runs for the workload (its Deployment's selector labels)."""
+        labels: dict[str, Any] = {LABEL_INSTANCE: name, LABEL_KIND: kind.lower()}
+        try:
+            async with asyncio.timeout(READ_SECONDS):
+                found = [
+                    _plain(p)
+                    async for p in self._client().list(
+                        Pod, namespace=self.namespace, labels=labels, chunk_size=MAX_PODS
+                    )
+                ][:MAX_PODS]
+        except (ApiError, httpx2.HTTPError, TimeoutError, OSError) as exc:
+            raise _failure(exc) from None
+        return [fleetview.pod_row(p) for p in found]
 
     async def registry_urls(self) -> list[str]:
         urls = [str(o.status.get("url") or "") for o in await self.objects("MCPRegistry")]

@@ -55,6 +55,9 @@ class FleetSource(Protocol):
     async def registry_urls(self) -> list[str]:
         """The fleet's running MCPRegistry endpoints (searched by the catalogue page)."""
 
+    async def pods(self, kind: str, name: str) -> list[fleetview.PodRow] | None:
+        """A workload's pods on a cluster (None for a local fleet: its processes are in the log)."""
+
 
 @dataclass
 class LocalSource:
@@ -102,6 +105,9 @@ class LocalSource:
     async def registry_urls(self) -> list[str]:
         # `catalogue.sources.gather` reads the state folder's registries itself.
         return []
+
+    async def pods(self, kind: str, name: str) -> list[fleetview.PodRow] | None:
+        return None
 
 
 def _shown(path: Path) -> str:
