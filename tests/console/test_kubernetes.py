@@ -305,8 +305,11 @@ async def test_console_on_kubernetes_in_a_real_browser(
             await page.goto(url + "gateways/gateway")
             await page.fill("#find-query", "look up a city")
             await page.click('#find button[type="submit"]')
-            await expect(page.locator("#found #call-result")).to_contain_text(HOSTILE_TOOL)
-            await expect(page.locator("#found #call-result")).to_contain_text("<script>")
+            found = page.locator("#found-tools tbody tr")
+            await expect(found.first).to_contain_text(f"hostile_{HOSTILE_TOOL}")
+            await expect(found.first.locator("td.description")).to_contain_text(SCRIPT)
+            await page.click("#found details summary")
+            await expect(page.locator("#found #call-result")).to_contain_text('"tools"')
             await _axe(page, "the gateway page with find_tool's answer")
             await page.screenshot(path=str(shots / "console-find-tool.png"), full_page=True)
 

@@ -12,7 +12,7 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpfleet.console import fleetview, timeline
+from mcpfleet.console import fleetview, live, timeline
 from mcpfleet.console.kubesource import stored
 from tests.console.conftest import failed, manifest, running, write_state
 from tests.console.test_hostile import ENV, SETTINGS, hostile_text, json_values, tags
@@ -166,3 +166,28 @@ def test_a_crash_looping_pod_says_why() -> None:
         }
     )
     assert (row.ready, row.restarts, row.reason) == ("0/1", 4, "mcp: CrashLoopBackOff back-off 40s")
+
+
+@SETTINGS
+@given(json_values)
+def test_any_find_tool_answer_gives_rows_or_none(data: Any) -> None:
+    for tool in live.found_tools(data):
+        assert len(tool.name) <= 201 and len(tool.description) <= 2001
+
+
+def _found_page(name: str, description: str) -> str:
+    data = {"tools": [{"name": name, "description": description, "score": 0.5}]}
+    result = live.CallResult(parts=[live.Part("text", text=description)], structured=description, data=data)
+    return ENV.get_template("found.html").render(result=result, found=live.found_tools(data), problem="")
+
+
+@SETTINGS
+@given(hostile_text, hostile_text)
+def test_find_tool_answers_never_become_markup(name: str, description: str) -> None:
+    assert tags(_found_page(name, description)) == tags(_found_page("n", "d"))
+
+
+def test_find_tool_rows() -> None:
+    data = {"tools": [{"name": "a_b", "description": "x", "score": 0.8195}, {"name": 3}, "junk"], "more": 1}
+    assert live.found_tools(data) == [live.FoundTool("a_b", "x", "0.82")]
+    assert live.found_tools({"tools": "nope"}) == [] and live.found_tools(None) == []

@@ -330,6 +330,10 @@ def _try_routes(app: FastAPI, console: Console) -> None:
         except schemaform.ArgumentError as exc:
             return console.fragment("result.html", request, status=422, result=None, problem=str(exc))
         result = await live.call_tool(found[0], chosen.name, arguments)
+        if form.get("view") == "found" and chosen.name == FIND_TOOL:
+            # The find box: the tools found as a table (and the answer itself, as text, below it).
+            tools = live.found_tools(result.data) if not (result.error or result.is_error) else []
+            return console.fragment("found.html", request, result=result, found=tools, problem="")
         return console.fragment("result.html", request, result=result, problem="")
 
 

@@ -126,6 +126,33 @@ class CallResult:
     is_error: bool = False
     error: str = ""
     structured: str = ""
+    data: Any = None
+    """The structured content as the server sent it (read by `found_tools`, never rendered)."""
+
+
+@dataclass(frozen=True)
+class FoundTool:
+    """One tool of a `find_tool` answer (the optimizer's), as the find box lists it."""
+
+    name: str
+    description: str
+    score: str
+
+
+def found_tools(data: Any) -> list[FoundTool]:
+    """The tools of a find_tool answer's structured content (`{"tools": [{name, description,
+    score}, ...]}`), at most MAX_ITEMS; anything else gives none (the answer is then shown as text)."""
+    tools = data.get("tools") if isinstance(data, dict) else None
+    out: list[FoundTool] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            continue
+        score = tool.get("score")
+        shown = f"{score:.2f}" if isinstance(score, int | float) and not isinstance(score, bool) else ""
+        out.append(FoundTool(cut(tool["name"], 200), cut(tool.get("description") or "", 2000), shown))
+        if len(out) >= MAX_ITEMS:
+            break
+    return out
 
 
 def _image(data: Any, mime: Any) -> Part:
@@ -174,4 +201,5 @@ async def call_tool(url: str, name: str, arguments: dict[str, Any]) -> CallResul
     structured = getattr(answer, "structured_content", None)
     if structured is not None:
         result.structured = cut(json.dumps(structured, indent=2, ensure_ascii=False, default=str))
+        result.data = structured
     return result
