@@ -361,7 +361,7 @@ def _catalogue_routes(app: FastAPI, console: Console) -> None:
             server_text=json.dumps(found.server, indent=2, ensure_ascii=False),
             groups=[o.name for o in await source.objects("MCPGroup")],
             folder=await _manifests_folder(source),
-            namespace=getattr(source, "namespace", ""),
+            namespace=source.namespace,
         )
 
     @app.post("/catalogue/add", response_class=HTMLResponse)
@@ -389,7 +389,7 @@ def _catalogue_routes(app: FastAPI, console: Console) -> None:
         try:
             if folder is None or state_dir is None:
                 plan = cataloguepage.plan_for(found, name, fields, group)
-                shown = cataloguepage.for_cluster(plan, getattr(source, "namespace", "default"))
+                shown = cataloguepage.for_cluster(plan, source.namespace)
                 return console.fragment("apply.html", request, manifest=shown)
             written = await asyncio.to_thread(
                 cataloguepage.add, found, name, fields, folder, state_dir, group

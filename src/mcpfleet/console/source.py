@@ -38,6 +38,10 @@ class FleetSource(Protocol):
     def kubernetes(self) -> bool: ...
 
     @property
+    def namespace(self) -> str:
+        """The namespace shown (a local fleet's objects are all in `default`)."""
+
+    @property
     def state_dir(self) -> Path | None:
         """The local state folder (None on Kubernetes)."""
 
@@ -73,6 +77,10 @@ class LocalSource:
     @property
     def kubernetes(self) -> bool:
         return False
+
+    @property
+    def namespace(self) -> str:
+        return "default"
 
     @property
     def state_dir(self) -> Path | None:
