@@ -1,6 +1,6 @@
 """Incoming OIDC of MCPServer, MCPRemoteProxy and VirtualMCPServer: what each spec form renders.
 
-The result is an `incomingAuth` document (`mcpfleet.auth.oidc.IncomingAuth`: what `mcpfleet proxy
+The result is an `incomingAuth` document (`mcpfleet.auth.oidc.IncomingAuthSettings`: what `mcpfleet proxy
 --auth-config` and the vMCP config read) plus what the pod needs for it:
 
 * `inline`: the settings are written into the document (a ConfigMap on Kubernetes, a file locally);
@@ -23,7 +23,7 @@ from typing import Any
 
 from mcpfleet.api.common import OIDCConfig, OIDCConfigRef
 from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef
-from mcpfleet.auth.oidc import OIDCConfig as DataPlaneOIDC
+from mcpfleet.auth.oidc import OIDCSettings
 from mcpfleet.reconcile.model import (
     KUBERNETES_TOKEN_DIR,
     ConfigMapFile,
@@ -120,7 +120,7 @@ def incoming_auth(
             secrets = (SecretEnv(CLIENT_SECRET_ENV, SecretKeyRef(name=ref_.name, key=ref_.key)),)
             block["clientSecretEnv"] = CLIENT_SECRET_ENV
         block = _drop_none(block)
-        problems = DataPlaneOIDC.model_validate(block).problems(f"{field}.inline")
+        problems = OIDCSettings.model_validate(block).problems(f"{field}.inline")
         return IncomingAuthPlan(
             document={"type": "oidc", "oidc": block}, secret_env=secrets, problems=tuple(problems)
         )
@@ -147,7 +147,7 @@ def incoming_auth(
             **resource,
         }
     )
-    problems = DataPlaneOIDC.model_validate(block).problems(f"{field}.kubernetes")
+    problems = OIDCSettings.model_validate(block).problems(f"{field}.kubernetes")
     return IncomingAuthPlan(
         document={"type": "oidc", "oidc": block}, service_account_token=True, problems=tuple(problems)
     )

@@ -31,7 +31,7 @@ from typing import Any
 
 from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, VolumeMount
 from mcpfleet.api.registryconfig import OAuthProvider, RegistryServerConfig, SourceConfig
-from mcpfleet.auth.settings import IncomingAuth, OIDCConfig
+from mcpfleet.auth.settings import IncomingAuthSettings, OIDCSettings
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     LOCAL_VOLUME_DIR,
@@ -165,7 +165,7 @@ def _database(server: RegistryServerConfig, paths: _Paths, sqlite_url: str | Non
     return Database.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
-def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
+def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuthSettings | None:
     auth = server.auth
     if auth.mode == "anonymous" or auth.oauth is None:
         return None
@@ -176,7 +176,7 @@ def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
         return None if value is None else paths(f"{where}.{key}", value)
 
     urls = (provider.issuer_url, provider.jwks_url, provider.introspection_url)
-    oidc = OIDCConfig(
+    oidc = OIDCSettings(
         issuer=provider.issuer_url,
         audience=provider.audience,
         jwks_url=provider.jwks_url,
@@ -191,7 +191,7 @@ def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
         jwks_token_file=file("authTokenFile", provider.auth_token_file),
         jwks_allow_private_ip=provider.allow_private_ip,
     )
-    return IncomingAuth(type="oidc", oidc=oidc)
+    return IncomingAuthSettings(type="oidc", oidc=oidc)
 
 
 def _volume_files(registry: MCPRegistry, problems: list[str]) -> tuple[VolumeFiles, ...]:

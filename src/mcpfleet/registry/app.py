@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
-from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.auth.settings import IncomingAuthSettings
 from mcpfleet.registry.api import (
     Receive,
     RegistryApi,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from mcpfleet.auth.asgi import AuthGuard
 
 
-def absolute_files(auth: IncomingAuth, base_dir: Path) -> IncomingAuth:
+def absolute_files(auth: IncomingAuthSettings, base_dir: Path) -> IncomingAuthSettings:
     """The OIDC settings with their file paths (CA bundle, token, client secret) made absolute
     against the config file's folder, as every other path of the config is."""
     oidc = auth.oidc

@@ -30,7 +30,7 @@ from mcpfleet.api.mcpregistry import (
     URLSource,
 )
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef, location
-from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.auth.settings import IncomingAuthSettings
 from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.httpsettings import HttpLimits
 from mcpfleet.registry.entry import PUBLISHED
@@ -234,7 +234,7 @@ class Cors(ApiModel):
 class Publish(ApiModel):
     """Publishing (`POST /v0.1/publish` and the status / delete operations); off without this block."""
 
-    auth: IncomingAuth | None = None
+    auth: IncomingAuthSettings | None = None
     """Who may publish: `type: oidc` with the issuer and the audience tokens must carry. Its access
     tokens are accepted directly, and its ID tokens are exchanged for registry tokens at
     `POST /v0.1/auth/oidc` (`mcp-publisher`'s login). Required unless `anonymousLogin` is on."""
@@ -291,7 +291,7 @@ class RegistryConfig(ApiModel):
     and `updated_since` readers) before it is purged."""
     publish: Publish | None = None
     """Publishing API settings; without them the registry is read-only."""
-    auth: IncomingAuth | None = None
+    auth: IncomingAuthSettings | None = None
     """Who may read the registry API: anonymous when unset; `type: oidc` asks every request (but
     `publicPaths`) for a bearer token of that issuer (ToolHive's `auth.mode: oauth`)."""
     publicPaths: list[str] = Field(
