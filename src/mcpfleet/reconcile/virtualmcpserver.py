@@ -475,6 +475,35 @@ def _authserver(vmcp: VirtualMCPServer, world: World) -> authserver.AuthServerPl
     )
 
 
+def _gateway_rbac(name: str) -> tuple[RbacRule, ...]:
+    """What the gateway reads through the API (its group's members and configs) and its own status."""
+    return (
+        RbacRule(
+            api_groups=("mcpfleet.dev",),
+            resources=(
+                "mcpgroups",
+                "mcpservers",
+                "mcpremoteproxies",
+                "mcptoolconfigs",
+                "mcpexternalauthconfigs",
+            ),
+            verbs=("get", "list", "watch"),
+        ),
+        RbacRule(
+            api_groups=("mcpfleet.dev",),
+            resources=("virtualmcpservers",),
+            verbs=("get",),
+            resource_names=(name,),
+        ),
+        RbacRule(
+            api_groups=("mcpfleet.dev",),
+            resources=("virtualmcpservers/status",),
+            verbs=("get", "patch", "update"),
+            resource_names=(name,),
+        ),
+    )
+
+
 def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
     """What should run for `vmcp`: the gateway with its rendered config."""
     spec = vmcp.spec
@@ -502,31 +531,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         command += ["--host", "0.0.0.0", "--status-resource", vmcp.name]
         for host in service_hosts(child_name("VirtualMCPServer", vmcp.name), vmcp.namespace, PORT):
             command += ["--allowed-host", host]
-        rbac = (
-            RbacRule(
-                api_groups=("mcpfleet.dev",),
-                resources=(
-                    "mcpgroups",
-                    "mcpservers",
-                    "mcpremoteproxies",
-                    "mcptoolconfigs",
-                    "mcpexternalauthconfigs",
-                ),
-                verbs=("get", "list", "watch"),
-            ),
-            RbacRule(
-                api_groups=("mcpfleet.dev",),
-                resources=("virtualmcpservers",),
-                verbs=("get",),
-                resource_names=(vmcp.name,),
-            ),
-            RbacRule(
-                api_groups=("mcpfleet.dev",),
-                resources=("virtualmcpservers/status",),
-                verbs=("get", "patch", "update"),
-                resource_names=(vmcp.name,),
-            ),
-        )
+        rbac = _gateway_rbac(vmcp.name)
     overrides = kubernetes_overrides(
         spec.pod_template_spec, None, image_pull_secrets=tuple(s.name for s in spec.image_pull_secrets or ())
     )
