@@ -241,12 +241,11 @@ def render_config(registry: MCPRegistry, world: World) -> RegistryConfig:
         raise RenderError(f"rendered registry config is invalid: {exc}") from exc
 
 
-def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
-    """What should run for `registry`: `mcpfleet registry serve` with its rendered config."""
+def _config(
+    registry: MCPRegistry, world: World, problems: list[str]
+) -> tuple[ConfigYAMLPlan, tuple[ConfigFile, ...]]:
+    """The registry server's config file, from `configYAML` or the typed spec; problems appended."""
     spec = registry.spec
-    problems: list[str] = []
-    if world.platform == "kubernetes":
-        problems.extend(child_name_problem("MCPRegistry", registry.name))
     config_files: tuple[ConfigFile, ...] = ()
     translated = ConfigYAMLPlan()
     if spec.config_yaml is not None:
@@ -265,6 +264,35 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
             )
         except RenderError as exc:
             problems.append(str(exc))
+    return translated, config_files
+
+
+def _rbac(registry: MCPRegistry, translated: ConfigYAMLPlan) -> tuple[RbacRule, ...]:
+    """What the registry reads through the API: the ConfigMaps of its sources, the workloads it lists."""
+    spec = registry.spec
+    typed = spec.registries or ()
+    config_maps = tuple(sorted({s.config_map_ref.name for s in typed if s.config_map_ref}))
+    rules: list[RbacRule] = []
+    if config_maps:
+        rules.append(RbacRule(("",), ("configmaps",), ("get", "list", "watch"), resource_names=config_maps))
+    if any(s.kubernetes is not None for s in typed) or translated.watches_workloads:
+        rules.append(
+            RbacRule(
+                ("mcpfleet.dev",),
+                ("mcpservers", "virtualmcpservers", "mcpremoteproxies"),
+                ("get", "list", "watch"),
+            )
+        )
+    return tuple(rules)
+
+
+def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
+    """What should run for `registry`: `mcpfleet registry serve` with its rendered config."""
+    spec = registry.spec
+    problems: list[str] = []
+    if world.platform == "kubernetes":
+        problems.extend(child_name_problem("MCPRegistry", registry.name))
+    translated, config_files = _config(registry, world, problems)
     command = serve_command("registry", CONFIG_FILE)
     claim_pod, claim_volumes = _claims(registry, world.platform)
     rbac: tuple[RbacRule, ...] = ()
@@ -281,22 +309,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         )
     if kubernetes:
         command += ["--host", "0.0.0.0"]
-        typed = spec.registries or ()
-        config_maps = tuple(sorted({s.config_map_ref.name for s in typed if s.config_map_ref}))
-        rules: list[RbacRule] = []
-        if config_maps:
-            rules.append(
-                RbacRule(("",), ("configmaps",), ("get", "list", "watch"), resource_names=config_maps)
-            )
-        if any(s.kubernetes is not None for s in typed) or translated.watches_workloads:
-            rules.append(
-                RbacRule(
-                    ("mcpfleet.dev",),
-                    ("mcpservers", "virtualmcpservers", "mcpremoteproxies"),
-                    ("get", "list", "watch"),
-                )
-            )
-        rbac = tuple(rules)
+        rbac = _rbac(registry, translated)
         if spec.database_config is not None:
             ref = spec.database_config.db_app_user_password_secret_ref
             secret_files += (SecretFile(DB_PASSWORD_FILE, SecretKeyRef(name=ref.name, key=ref.key)),)
