@@ -23,6 +23,7 @@ import yaml
 
 from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, MCPRegistryStatus, RegistrySource
 from mcpfleet.api.meta import SecretKeyRef
+from mcpfleet.api.registrysource import ApiSource, ConfigMapSource, FileSource, GitSource, Source, UrlSource
 from mcpfleet.reconcile.common import child_name_problem, labels, serve_command, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
@@ -43,17 +44,7 @@ from mcpfleet.reconcile.oidc import IncomingAuthPlan, incoming_auth
 from mcpfleet.reconcile.overrides import local_condition
 from mcpfleet.reconcile.registryconfig import ConfigYAMLPlan, plan_config_yaml
 from mcpfleet.reconcile.status import as_kind_status, workload_status
-from mcpfleet.registry.config import (
-    ApiSource,
-    ConfigMapSource,
-    Database,
-    FileSource,
-    GitSource,
-    Publish,
-    RegistryConfig,
-    Source,
-    UrlSource,
-)
+from mcpfleet.registry.config import Database, Publish, RegistryConfig
 
 CONFIG_FILE = "registry.yaml"
 CONTAINER = "registry"
@@ -87,11 +78,11 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
     """One spec source as the server fetches it; the spec's own models are kept where they fit."""
     fields: dict[str, Any] = {"name": source.name, "format": source.format, "filter": source.filter}
     if source.sync_policy is not None:
-        fields["syncPolicy"] = source.sync_policy
+        fields["sync_policy"] = source.sync_policy
     if source.config_map_ref is not None:
         ref = source.config_map_ref
         if world.platform == "kubernetes":
-            fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
+            fields["config_map"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
         else:  # no API server locally: the key is the file STATE/configmaps/<name>/<key>, linked in
             fields["file"] = FileSource(path=f"{LOCAL_VOLUME_DIR}/{config_map_volume(source.name)}/{ref.key}")
     elif source.git is not None:
