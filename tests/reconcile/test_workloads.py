@@ -594,7 +594,9 @@ def test_registry_private_git_password_is_a_mounted_secret_file() -> None:
         {"secret": {"name": "git-creds", "items": [{"key": "token", "path": "git-private-password"}]}}
     ]
     (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
-    assert mount["readOnly"] and f"{mount['mountPath']}/git-private-password" == private.git.auth.password_file
+    assert (
+        mount["readOnly"] and f"{mount['mountPath']}/git-private-password" == private.git.auth.password_file
+    )
     config_map = next(m for m in manifests if m["kind"] == "ConfigMap")
     assert "git-creds" not in json.dumps(config_map)
 
