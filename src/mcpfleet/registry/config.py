@@ -24,6 +24,7 @@ from mcpfleet.auth.settings import IncomingAuthSettings
 from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.httpsettings import HttpLimits
 from mcpfleet.registry.entry import PUBLISHED
+from mcpfleet.registry.errors import RegistryError
 
 
 class Database(ApiModel):
@@ -221,7 +222,7 @@ def merge_order(config: RegistryConfig) -> list[str]:
     return [PUBLISHED, *names] if config.publish.precedence == "first" else [*names, PUBLISHED]
 
 
-class ConfigError(Exception):
+class ConfigError(RegistryError):
     """The config file is unreadable or invalid; the message names each offending key."""
 
 
