@@ -201,19 +201,11 @@ class RegistryApp:
 
     async def _validate(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The publish dry run (`publishcheck.validate`), served with or without publishing."""
-        from mcpfleet.registry.publishcheck import Problem, validate
+        from mcpfleet.registry.publishcheck import send_answer, validate
 
         config = self.service.config
         limit = config.publish.maxBodyBytes if config.publish is not None else _VALIDATE_BODY_BYTES
-        try:
-            status, body = await validate(scope, receive, limit)
-            headers = [(b"content-type", b"application/json")]
-        except Problem as exc:
-            status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
-            headers = [(b"content-type", b"application/problem+json"), *exc.headers]
-        headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_answer(send, validate(scope, receive, limit))
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()
