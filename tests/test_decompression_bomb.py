@@ -28,7 +28,7 @@ from mcpfleet.auth.authserver.cimd import CIMDResolver
 from mcpfleet.auth.authserver.config import Upstream
 from mcpfleet.auth.authserver.server import OAuthError
 from mcpfleet.auth.authserver.upstream import UpstreamClient, UpstreamError
-from mcpfleet.auth.oidc import AuthError, OIDCAuthenticator, OIDCConfig
+from mcpfleet.auth.oidc import AuthError, OIDCAuthenticator, OIDCSettings
 from mcpfleet.httplimits import BodyTooLarge, BodyUnreadable, read_capped, read_decoded
 from mcpfleet.registry.sources.base import MAX_DOCUMENT_BYTES, SourceError
 from mcpfleet.registry.sources.url import UrlReader
@@ -175,7 +175,7 @@ async def test_a_registry_url_source_bomb_is_refused(gzip_bomb: tuple[str, BombS
 async def test_oidc_discovery_bomb_is_refused(gzip_bomb: tuple[str, BombServer]) -> None:
     base, server = gzip_bomb
     auth = OIDCAuthenticator(
-        OIDCConfig.model_validate({"issuer": base, "audience": "a", "insecureAllowHTTP": True})
+        OIDCSettings.model_validate({"issuer": base, "audience": "a", "insecureAllowHTTP": True})
     )
     try:
         refused = await within_memory(auth._refresh)

@@ -93,7 +93,7 @@ def test_microsecond_interval_reaches_a_config_the_registry_server_accepts() -> 
     assert isinstance(registry, MCPRegistry)
     for platform in ("kubernetes", "local"):
         config = parse_config(render_config(registry, World(platform=platform, namespace="default")).dump())
-        assert config.sources[0].syncPolicy.seconds == pytest.approx(2.0)
+        assert config.sources[0].sync_policy.seconds == pytest.approx(2.0)
 
 
 def test_interval_minimum_is_a_cel_rule_too() -> None:

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from mcpfleet.auth.asgi import IDENTITY_SCOPE_KEY, AuthGuard, Identity, scope_claims, scope_subject
-from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.auth.settings import IncomingAuthSettings
 
 CLAIMS = {"iss": "https://issuer.example", "sub": "alice", "groups": ["dev"]}
 
@@ -27,7 +27,7 @@ def test_guard_puts_one_identity_both_consumers_read() -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    guard = AuthGuard(app, IncomingAuth(type="oidc"), authenticator=_FixedAuthenticator())
+    guard = AuthGuard(app, IncomingAuthSettings(type="oidc"), authenticator=_FixedAuthenticator())
     scope = {
         "type": "http",
         "method": "POST",

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from mcpfleet.auth.oidc import AuthError, OIDCAuthenticator, OIDCConfig
+from mcpfleet.auth.oidc import AuthError, OIDCAuthenticator, OIDCSettings
 from mcpfleet.netguard import PrivateAddressError, guarded_socket_factory, is_loopback_host, is_private
 from tests.auth.test_token_corpus import local_issuer
 
@@ -77,7 +77,7 @@ async def test_hostile_jwks_urls_are_refused_at_connect(host: str, caplog: pytes
         port = urllib.parse.urlsplit(issuer.base).port
         jwks = f"http://{host}:{port}/jwks"
         auth = OIDCAuthenticator(
-            OIDCConfig.model_validate(
+            OIDCSettings.model_validate(
                 {"issuer": ISSUER, "audience": "a", "jwksUrl": jwks, "insecureAllowHTTP": True}
             )
         )
@@ -116,7 +116,7 @@ async def test_jwks_allow_private_ip_lifts_the_guard() -> None:
             "insecureAllowHTTP": True,
             "jwksAllowPrivateIP": True,
         }
-        auth = OIDCAuthenticator(OIDCConfig.model_validate(config))
+        auth = OIDCAuthenticator(OIDCSettings.model_validate(config))
         try:
             claims = await auth.authenticate("Bearer " + issuer.token("r1", aud="a", iss=ISSUER))
         finally:

@@ -15,9 +15,9 @@ import pytest
 from mcpfleet.auth.oidc import (
     AuthConfigError,
     AuthError,
-    IncomingAuth,
+    IncomingAuthSettings,
     OIDCAuthenticator,
-    OIDCConfig,
+    OIDCSettings,
     client_secret_basic,
     load_auth_config,
 )
@@ -26,26 +26,29 @@ from tests.auth.test_token_corpus import local_issuer
 
 
 def authenticator(issuer_base: str, **extra: Any) -> OIDCAuthenticator:
-    cfg = OIDCConfig.model_validate({"issuer": issuer_base, "insecureAllowHTTP": True, **extra})
+    cfg = OIDCSettings.model_validate({"issuer": issuer_base, "insecureAllowHTTP": True, **extra})
     return OIDCAuthenticator(cfg)
 
 
 def test_audience_is_required_at_start_up(tmp_path: Any) -> None:
     no_audience = {"type": "oidc", "oidc": {"issuer": "https://idp.example"}}
     with pytest.raises(AuthConfigError, match=r"oidc\.audience: required"):
-        IncomingAuth.model_validate(no_audience).resolved()
+        IncomingAuthSettings.model_validate(no_audience).resolved()
     path = tmp_path / "auth.json"
     path.write_text('{"type": "oidc", "oidc": {"issuer": "https://idp.example"}}')
     with pytest.raises(AuthConfigError, match=r"auth\.json: oidc\.audience: required"):
         load_auth_config(path)
     with pytest.raises(AuthConfigError, match=r"oidc\.audience: required"):
-        OIDCAuthenticator(OIDCConfig(issuer="https://idp.example"))
+        OIDCAuthenticator(OIDCSettings(issuer="https://idp.example"))
     # The vMCP refuses its config, naming the field.
     with pytest.raises(ConfigError, match=r"incomingAuth\.oidc\.audience: required"):
         parse_config({"backends": [], "incomingAuth": no_audience})
     # The resource URL is an audience too.
     with_resource = {"type": "oidc", "oidc": {"issuer": "https://idp.example", "resource": "https://me/mcp"}}
-    assert IncomingAuth.model_validate(with_resource).resolved().oidc.expected_audience == "https://me/mcp"  # type: ignore[union-attr]
+    assert (
+        IncomingAuthSettings.model_validate(with_resource).resolved().oidc.expected_audience
+        == "https://me/mcp"
+    )  # type: ignore[union-attr]
 
 
 async def test_resource_url_is_the_audience_when_none_is_given() -> None:

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from mcpfleet.auth.oidc import IncomingAuth
+from mcpfleet.auth.oidc import IncomingAuthSettings
 from mcpfleet.proxy.remote import RemoteProxyApp
 from mcpfleet.proxy.serve import with_auth
 from mcpfleet.vmcp.config import parse_config
@@ -53,7 +53,7 @@ async def proxy_target(issuer: Issuer) -> AsyncIterator[tuple[str, list[int]]]:
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"x/y")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    auth = IncomingAuth.model_validate({"type": "oidc", "oidc": oidc(issuer)})
+    auth = IncomingAuthSettings.model_validate({"type": "oidc", "oidc": oidc(issuer)})
     async with serve_app(upstream) as remote:
         async with serve_app(with_auth(RemoteProxyApp(remote + "/mcp"), auth)) as base:
             yield f"{base}/mcp", hits

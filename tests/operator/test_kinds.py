@@ -394,7 +394,7 @@ def test_registry_flat_status_and_kubectl_wait(kube: Kube, operator: OperatorPro
     assert config_map is not None
     git = RegistryConfig.model_validate(yaml.safe_load(config_map["data"]["registry.yaml"])).sources[1].git
     assert git is not None and git.auth is not None and git.auth.username == "u"
-    assert git.auth.passwordFile == "/etc/mcpfleet/secrets/git-cluster-password"
+    assert git.auth.password_file == "/etc/mcpfleet/secrets/git-cluster-password"
     deployment = kube.get("Deployment", "mcpreg-catalog")
     assert deployment is not None
     volumes = deployment["spec"]["template"]["spec"]["volumes"]

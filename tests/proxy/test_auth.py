@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import TextContent
 
-from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth, load_auth_config
+from mcpfleet.auth.oidc import AuthConfigError, IncomingAuthSettings, load_auth_config
 from mcpfleet.proxy.remote import RemoteProxyApp
 from mcpfleet.proxy.serve import build_stdio_app, with_auth
 from tests.conformance import harness
@@ -47,9 +47,9 @@ async def local_issuer(require_token: str | None = None) -> AsyncIterator[Issuer
         yield issuer
 
 
-def oidc_auth(issuer: Issuer, **extra: Any) -> IncomingAuth:
+def oidc_auth(issuer: Issuer, **extra: Any) -> IncomingAuthSettings:
     oidc = {"issuer": issuer.base, "audience": AUDIENCE, "insecureAllowHTTP": True, **extra}
-    return IncomingAuth.model_validate({"type": "oidc", "oidc": oidc})
+    return IncomingAuthSettings.model_validate({"type": "oidc", "oidc": oidc})
 
 
 def bad_tokens(issuer: Issuer) -> dict[str, str | None]:

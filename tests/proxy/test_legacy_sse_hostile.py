@@ -25,7 +25,7 @@ from starlette.requests import Request
 
 from mcpfleet.auth.asgi import AuthGuard
 from mcpfleet.auth.binding import AmbiguousSession, query_session, subject_of
-from mcpfleet.auth.oidc import AuthError, IncomingAuth
+from mcpfleet.auth.oidc import AuthError, IncomingAuthSettings
 from mcpfleet.policy.asgi import PolicyMiddleware
 from mcpfleet.policy.config import parse_document
 from mcpfleet.policy.engine import PolicyEngine
@@ -194,7 +194,9 @@ def guarded_probe() -> tuple[AuthGuard, list[uuid.UUID | None]]:
         await send({"type": "http.response.start", "status": 202, "headers": []})
         await send({"type": "http.response.body", "body": b"Accepted"})
 
-    guard = AuthGuard(probe, IncomingAuth.model_validate({"type": "anonymous"}), authenticator=Tokens())
+    guard = AuthGuard(
+        probe, IncomingAuthSettings.model_validate({"type": "anonymous"}), authenticator=Tokens()
+    )
     guard.bindings.bind(VICTIM.hex, subject_of(ALICE, None))
     return guard, reached
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcpfleet.auth.oidc import IncomingAuth
+from mcpfleet.auth.oidc import IncomingAuthSettings
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import mcpremoteproxy, mcpserver, virtualmcpserver
 from mcpfleet.reconcile.model import Container, WorkloadPlan, World
@@ -49,7 +49,7 @@ def remote(auth: str) -> Any:
 def auth_document(plan: WorkloadPlan) -> dict[str, Any]:
     (config,) = [c for c in plan.config_files if c.filename == "auth.json"]
     document: dict[str, Any] = json.loads(config.content)
-    IncomingAuth.model_validate(document)  # what `mcpfleet proxy --auth-config` reads
+    IncomingAuthSettings.model_validate(document)  # what `mcpfleet proxy --auth-config` reads
     return document
 
 

@@ -115,7 +115,7 @@ def test_toolhive_examples_apply_strictly_and_render(
             "name": "upstream",
             "format": "upstream",
             "api": {
-                "url": "http://upstream-registry.default.svc.cluster.local:8080",
+                "endpoint": "http://upstream-registry.default.svc.cluster.local:8080",
                 "pageSize": 100,
                 "timeout": "30s",
                 "headers": {},

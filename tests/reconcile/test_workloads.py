@@ -535,7 +535,7 @@ def test_registry_config_is_validated_by_the_server_model() -> None:
     assert plan.problems == ()
     document = yaml.safe_load(plan.config_files[0].content)
     config = RegistryConfig.model_validate(document)
-    assert config.sources[0].configMap is not None and config.sources[0].configMap.namespace == "team"
+    assert config.sources[0].config_map is not None and config.sources[0].config_map.namespace == "team"
     assert config.sources[1].format == "upstream"
     assert config.database.url == "sqlite+aiosqlite:////var/lib/mcpfleet/catalog.db"
     assert plan.rbac[0].resource_names == ("reg-data",)
@@ -547,7 +547,7 @@ def test_registry_configmap_source_is_a_local_file() -> None:
     plan = mcpregistry.plan(obj(REGISTRY), local())
     assert plan.problems == ()
     config = RegistryConfig.model_validate(yaml.safe_load(plan.config_files[0].content))
-    assert config.sources[0].configMap is None
+    assert config.sources[0].config_map is None
     assert config.sources[0].file is not None and config.sources[0].file.path == "volumes/cm-cm/registry.json"
     (volume,) = [v for v in plan.volume_files if v.config_map == "reg-data"]
     assert volume.volume == "cm-cm" and volume.items == (("registry.json", "registry.json"),)
@@ -578,7 +578,7 @@ def test_registry_private_git_password_is_a_mounted_secret_file() -> None:
     private, public = config.sources
     assert private.git is not None and private.git.auth is not None and public.git is not None
     assert private.git.auth.username == "reader"
-    assert private.git.auth.passwordFile == "/etc/mcpfleet/secrets/git-private-password"
+    assert private.git.auth.password_file == "/etc/mcpfleet/secrets/git-private-password"
     assert public.git.auth is None
     assert "git-creds" not in content and "token" not in content
     (secret_file,) = plan.secret_files
@@ -594,7 +594,9 @@ def test_registry_private_git_password_is_a_mounted_secret_file() -> None:
         {"secret": {"name": "git-creds", "items": [{"key": "token", "path": "git-private-password"}]}}
     ]
     (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
-    assert mount["readOnly"] and f"{mount['mountPath']}/git-private-password" == private.git.auth.passwordFile
+    assert (
+        mount["readOnly"] and f"{mount['mountPath']}/git-private-password" == private.git.auth.password_file
+    )
     config_map = next(m for m in manifests if m["kind"] == "ConfigMap")
     assert "git-creds" not in json.dumps(config_map)
 
@@ -610,7 +612,7 @@ def test_registry_private_git_password_is_a_mounted_secret_file() -> None:
     assert local_plan.problems == () and local_plan.secret_files == plan.secret_files
     local_config = RegistryConfig.model_validate(yaml.safe_load(local_plan.config_files[0].content))
     assert local_config.sources[0].git is not None and local_config.sources[0].git.auth is not None
-    assert local_config.sources[0].git.auth.passwordFile == "secrets/git-private-password"
+    assert local_config.sources[0].git.auth.password_file == "secrets/git-private-password"
 
 
 def test_registry_status_has_no_stopped_phase() -> None:

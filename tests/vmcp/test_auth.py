@@ -244,15 +244,15 @@ async def test_outgoing_bearer_token_from_env(
 
 async def test_outgoing_bearer_token_missing_env_is_named() -> None:
     from mcpfleet.vmcp.auth.outgoing import OutgoingAuthError, OutgoingAuthFactory
-    from mcpfleet.vmcp.config import OutgoingAuth
+    from mcpfleet.vmcp.config import OutgoingAuthSettings
 
-    cfg = OutgoingAuth.model_validate(
+    cfg = OutgoingAuthSettings.model_validate(
         {"backends": {"b": {"type": "bearer_token", "bearerToken": {"tokenEnv": "VMCP_TEST_UNSET_TOKEN"}}}}
     )
     async with aiohttp.ClientSession() as http:
         with pytest.raises(OutgoingAuthError, match=r"outgoingAuth.backends\[b\].bearerToken.tokenEnv"):
             OutgoingAuthFactory(cfg).for_backend("b", http)
-        inline = OutgoingAuth.model_validate(
+        inline = OutgoingAuthSettings.model_validate(
             {"default": {"type": "bearer_token", "bearerToken": {"token": "t"}}}
         )
         headers = await OutgoingAuthFactory(inline).for_backend("x", http).headers(None)

@@ -30,6 +30,8 @@ PVC_FILE_PATH = rf"^(?:{_SEGMENT}/)*[^/]*\.json$"
 """A relative path ending in .json with no `..` segment (the last segment cannot be `..`)."""
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 SOURCE_FIELDS = ("configMapRef", "git", "api", "url", "kubernetes", "pvcRef")
+GIT_REPOSITORY_PATTERN = r"^(file:///|https?://|git@|ssh://|git://).*"
+"""A repository URL (the server's own config also takes a local path: `registrysource.GitSource`)."""
 SourceFormat = Literal["toolhive", "upstream"]
 """toolhive (legacy ToolHive registry file) or upstream (server.json)."""
 
@@ -55,7 +57,7 @@ class GitRef(RuleModel):
         ),
     )
 
-    repository: str = Field(min_length=1, pattern=r"^(file:///|https?://|git@|ssh://|git://).*")
+    repository: str = Field(min_length=1, pattern=GIT_REPOSITORY_PATTERN)
     """Repository URL."""
     branch: str | None = Field(default=None, min_length=1)
     """Branch to follow (the default branch when none of branch/tag/commit is set)."""

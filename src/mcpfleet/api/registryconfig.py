@@ -29,21 +29,17 @@ The text is parsed with the bounded YAML reader (`mcpfleet.yamlread`): at most 6
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration
-from mcpfleet.api.mcpregistry import (
-    APISource,
-    GitRef,
-    KubernetesSource,
-    RegistryFilter,
-    SourceFormat,
-    SyncPolicy,
-)
+from mcpfleet.api.mcpregistry import GIT_REPOSITORY_PATTERN as GIT_URL
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, location
+from mcpfleet.api.registrysource import Source
+from mcpfleet.api.registrysource import refuse as _refuse
 from mcpfleet.yamlread import ManifestLimits, ManifestTooLarge, load_documents
 
 MAX_CONFIG_YAML_BYTES = 64 * 1024
@@ -56,109 +52,14 @@ INLINE_CREDENTIAL = (
 )
 
 
-def _refuse(data: Any, refused: dict[str, str]) -> Any:
-    """Raise naming the first key of `refused` in the mapping `data`: keys of ToolHive's config that
-    mcpfleet refuses on purpose, each with its reason (an unknown key is refused by the model anyway)."""
-    if isinstance(data, dict):
-        for key, why in refused.items():
-            if key in data:
-                raise ValueError(f"{key}: {why}")
-    return data
-
-
 def _absolute(value: str) -> str:
     if not value.startswith("/") or "\x00" in value or ".." in value.split("/"):
         raise ValueError(f"{value!r}: expected an absolute path without '..'")
     return posixpath.normpath(value)
 
 
-class FileSourceConfig(ApiModel):
-    """A registry file on the server's disk, usually a ConfigMap mounted through `spec.volumes`."""
-
-    path: str = Field(min_length=1, max_length=4096)
-    """Absolute path of the registry file."""
-
-    _path = field_validator("path")(_absolute)
-
-
-class GitAuthConfig(ApiModel):
-    """HTTP basic auth toward a private repository; the password is read from a mounted file."""
-
-    username: str = Field(min_length=1, max_length=256)
-    password_file: str = Field(min_length=1, max_length=4096)
-    """Absolute path of a file holding the password or token (a Secret mounted with spec.volumes)."""
-
-    _file = field_validator("password_file")(_absolute)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_inline_password(cls, data: Any) -> Any:
-        return _refuse(data, {"password": INLINE_CREDENTIAL.format(hint=" in passwordFile")})
-
-
-class GitSourceConfig(GitRef):
-    """The spec's git reference with ToolHive's file-based credentials."""
-
-    auth: GitAuthConfig | None = None
-    """Credentials for a private repository."""
-
-
-class APISourceConfig(APISource):
-    """Another registry speaking the upstream MCP registry API."""
-
-    timeout: Duration | None = None
-    """Request timeout (default 30s)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_headers(cls, data: Any) -> Any:
-        return _refuse(data, {"headers": INLINE_CREDENTIAL.format(hint="")})
-
-
-SOURCE_KINDS = ("file", "git", "api", "kubernetes")
-
-
-class SourceConfig(ApiModel):
-    """One named source: exactly one of file, git, api, kubernetes."""
-
-    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
-    """Unique name, referenced by `registries[].sources`."""
-    format: SourceFormat = "upstream"
-    """Format of a file / git source: upstream (server.json, ToolHive's current default) or toolhive
-    (the legacy registry file)."""
-    file: FileSourceConfig | None = None
-    git: GitSourceConfig | None = None
-    api: APISourceConfig | None = None
-    kubernetes: KubernetesSource | None = None
-    sync_policy: SyncPolicy | None = None
-    """How often to sync (default 5m; kubernetes sources follow a watch instead)."""
-    filter: RegistryFilter | None = None
-    """Which entries are served."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _not_implemented(cls, data: Any) -> Any:
-        return _refuse(
-            data,
-            {
-                "managed": "not supported here; publishing into a registry is the typed MCPRegistry's "
-                "spec.publish (without configYAML)",
-                "claims": "per-source authorization claims are not supported",
-            },
-        )
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> SourceConfig:
-        kinds = [k for k in SOURCE_KINDS if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError(
-                f"set exactly one of {', '.join(SOURCE_KINDS)} (got {', '.join(kinds) or 'none'})"
-            )
-        return self
-
-    @property
-    def kind(self) -> str:
-        return next(k for k in SOURCE_KINDS if getattr(self, k) is not None)
+CONFIG_YAML_KINDS = ("file", "git", "api", "kubernetes")
+"""The source kinds of ToolHive's registry server (`url` and `configMap` are the typed spec's)."""
 
 
 class RegistryEntryConfig(ApiModel):
@@ -306,7 +207,8 @@ class AuthSettings(ApiModel):
 class RegistryServerConfig(ApiModel):
     """The whole `config.yaml` of ToolHive's registry server, as mcpfleet serves it."""
 
-    sources: list[SourceConfig] = Field(min_length=1, max_length=32)
+    sources: list[Source] = Field(min_length=1, max_length=32)
+    """The one source model of the registry server (`mcpfleet.api.registrysource`), of ToolHive's kinds."""
     registries: list[RegistryEntryConfig] = Field(min_length=1, max_length=1)
     """One registry (this server serves one catalogue) naming the sources it merges."""
     database: DatabaseSettings | None = None
@@ -318,7 +220,37 @@ class RegistryServerConfig(ApiModel):
     @classmethod
     def _not_implemented(cls, data: Any) -> Any:
         why = "not supported in configYAML (tracing is configured by the operator / the OTEL_* variables of mcpfleet up)"
+        sources = data.get("sources") if isinstance(data, dict) else None
+        for index, source in enumerate(sources if isinstance(sources, list) else ()):
+            api = source.get("api") if isinstance(source, dict) else None
+            # The server's own config may carry headers (a local file); a ConfigMap may not.
+            if isinstance(api, dict) and "headers" in api:
+                raise ValueError(f"sources[{index}].api.headers: {INLINE_CREDENTIAL.format(hint='')}")
         return _refuse(data, {"telemetry": why, "audit": why})
+
+    @field_validator("sources")
+    @classmethod
+    def _toolhive_sources(cls, sources: list[Source]) -> list[Source]:
+        """What configYAML holds its sources to beyond the server's own config: ToolHive's kinds, a
+        repository URL (a pod has no local path to clone) and absolute paths of mounted files."""
+        for index, source in enumerate(sources):
+            if source.kind not in CONFIG_YAML_KINDS:
+                raise ValueError(
+                    f"[{index}].{source.kind}: not a source kind of ToolHive's registry server "
+                    f"(set one of {', '.join(CONFIG_YAML_KINDS)})"
+                )
+            if source.git is not None and not re.match(GIT_URL, source.git.repository):
+                raise ValueError(f"[{index}].git.repository: expected a URL matching {GIT_URL!r}")
+            files = [("file.path", source.file.path if source.file else None)]
+            if source.git is not None and source.git.auth is not None:
+                files.append(("git.auth.passwordFile", source.git.auth.password_file))
+            for key, path in files:
+                if path is not None:
+                    try:
+                        _absolute(path)
+                    except ValueError as exc:
+                        raise ValueError(f"[{index}].{key}: {exc}") from None
+        return sources
 
     @model_validator(mode="after")
     def _references(self) -> RegistryServerConfig:
@@ -335,7 +267,7 @@ class RegistryServerConfig(ApiModel):
                 raise ValueError(f"registries[{index}].sources: a source is listed twice")
         return self
 
-    def served_sources(self) -> list[SourceConfig]:
+    def served_sources(self) -> list[Source]:
         """The sources of the registry, in its precedence order."""
         by_name = {s.name: s for s in self.sources}
         return [by_name[name] for name in self.registries[0].sources]

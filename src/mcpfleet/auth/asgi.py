@@ -29,7 +29,7 @@ from mcpfleet.auth.oidc import (
     AnonymousAuthenticator,
     Authenticator,
     AuthError,
-    IncomingAuth,
+    IncomingAuthSettings,
     make_authenticator,
     protected_resource_metadata,
 )
@@ -96,7 +96,7 @@ class AuthGuard:
     def __init__(
         self,
         app: ASGIApp,
-        config: IncomingAuth,
+        config: IncomingAuthSettings,
         *,
         open_paths: Iterable[str] = ("/health",),
         mcp_path: str = "/mcp",

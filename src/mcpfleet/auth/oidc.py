@@ -1,7 +1,7 @@
 """Incoming auth: who may call a data-plane service (the proxy, the vMCP gateway, the registry's
 publishing API).
 
-This module owns the authenticators; the incoming-auth config they read (`IncomingAuth`: the vMCP
+This module owns the authenticators; the incoming-auth config they read (`IncomingAuthSettings`: the vMCP
 config's `incomingAuth` block, the whole file `mcpfleet proxy --auth-config` reads, the registry's
 `publish.auth`) is defined in `mcpfleet.auth.settings` and re-exported here.
 
@@ -33,7 +33,7 @@ verification error of a hostile token maps to one.
 
 `oidcFile` names a JSON (or YAML) file with the OIDC settings - a mounted ConfigMap key; the
 fields given in `oidc` override it (the audience / scopes of an `oidcConfigRef`).
-`IncomingAuth.resolved()` merges the two when the service starts.
+`IncomingAuthSettings.resolved()` merges the two when the service starts.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ import orjson
 
 from mcpfleet.auth.settings import (
     AuthConfigError,
-    IncomingAuth,
-    OIDCConfig,
+    IncomingAuthSettings,
+    OIDCSettings,
     load_auth_config,
 )
 
@@ -68,9 +68,9 @@ __all__ = [
     "AuthConfigError",
     "AuthError",
     "Authenticator",
-    "IncomingAuth",
+    "IncomingAuthSettings",
     "OIDCAuthenticator",
-    "OIDCConfig",
+    "OIDCSettings",
     "client_secret_basic",
     "load_auth_config",
     "make_authenticator",
@@ -141,7 +141,7 @@ class OIDCAuthenticator:
 
     def __init__(
         self,
-        cfg: OIDCConfig,
+        cfg: OIDCSettings,
         http: aiohttp.ClientSession | None = None,
         resource_metadata: str | None = None,
     ) -> None:
@@ -412,9 +412,9 @@ def _quotable(text: str) -> str:
 
 
 def make_authenticator(
-    cfg: IncomingAuth, http: aiohttp.ClientSession | None = None, resource_metadata: str | None = None
+    cfg: IncomingAuthSettings, http: aiohttp.ClientSession | None = None, resource_metadata: str | None = None
 ) -> Authenticator:
-    """The authenticator for a resolved config (see `IncomingAuth.resolved`)."""
+    """The authenticator for a resolved config (see `IncomingAuthSettings.resolved`)."""
     if cfg.type == "oidc":
         if cfg.oidc is None or cfg.oidc_file is not None:
             raise AuthConfigError("incoming auth: resolve oidcFile before building the authenticator")
@@ -422,7 +422,7 @@ def make_authenticator(
     return AnonymousAuthenticator()
 
 
-def protected_resource_metadata(cfg: OIDCConfig, resource: str) -> dict[str, Any]:
+def protected_resource_metadata(cfg: OIDCSettings, resource: str) -> dict[str, Any]:
     """The RFC 9728 document: which authorization server protects `resource` (cfg.resource wins)."""
     return {
         "resource": cfg.resource or resource,

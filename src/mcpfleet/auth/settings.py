@@ -1,8 +1,12 @@
-"""Incoming-auth settings: the `incomingAuth` block (`IncomingAuth`, `OIDCConfig`) and its file forms.
+"""Incoming-auth settings: the `incomingAuth` block (`IncomingAuthSettings`, `OIDCSettings`) and its file forms.
 
 Pydantic models only, importable without aiohttp or the JWT stack (the registry's config holds such a
 block and is loaded at every start); the authenticators that use them are in `mcpfleet.auth.oidc`,
 whose docstring describes what each setting does.
+
+These are the resolved (runtime) forms that a data-plane process reads from its config file; the
+`*Settings` names keep them apart from the spec models of the same concepts in `mcpfleet.api`
+(`api.common.OIDCConfig`, `api.virtualmcpserver.IncomingAuth`), which a reconcile resolves into these.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.netguard import is_loopback_host
 
 
-class OIDCConfig(ApiModel):
-    """OIDC settings of incoming auth. `issuer` may come from `IncomingAuth.oidcFile` instead."""
+class OIDCSettings(ApiModel):
+    """OIDC settings of incoming auth. `issuer` may come from `IncomingAuthSettings.oidcFile` instead."""
 
     issuer: str | None = None
     audience: str | None = None
@@ -90,11 +94,11 @@ class OIDCConfig(ApiModel):
         return out
 
 
-class IncomingAuth(ApiModel):
+class IncomingAuthSettings(ApiModel):
     """Who may call the service: `anonymous`, or `oidc` with settings in `oidc` and/or `oidcFile`."""
 
     type: Literal["anonymous", "oidc"] = "anonymous"
-    oidc: OIDCConfig | None = None
+    oidc: OIDCSettings | None = None
     oidc_file: str | None = None
     """A file with the OIDC settings (a mounted ConfigMap key); fields set in `oidc` override it."""
 
@@ -110,7 +114,7 @@ class IncomingAuth(ApiModel):
         assert self.oidc is not None
         return self.oidc.problems(f"{prefix}oidc")
 
-    def resolved(self, base_dir: Path | None = None) -> IncomingAuth:
+    def resolved(self, base_dir: Path | None = None) -> IncomingAuthSettings:
         """The settings with `oidcFile` read and merged (relative paths against `base_dir`).
 
         Raises AuthConfigError naming the file or field: a service must not start without the
@@ -126,12 +130,12 @@ class IncomingAuth(ApiModel):
             path = base_dir / path
         raw = _read_object(path, "oidcFile: ", "of OIDC settings")
         try:
-            from_file = OIDCConfig.model_validate(raw)
+            from_file = OIDCSettings.model_validate(raw)
         except ValidationError as exc:
             raise AuthConfigError(f"oidcFile {path}: " + _errors(exc)) from None
         overrides = self.oidc.model_dump(exclude_unset=True) if self.oidc is not None else {}
         merged = from_file.model_copy(update=overrides)
-        result = IncomingAuth(type="oidc", oidc=merged)
+        result = IncomingAuthSettings(type="oidc", oidc=merged)
         problems = merged.problems(f"oidcFile ({path})")
         if problems:
             raise AuthConfigError("; ".join(problems))
@@ -161,13 +165,13 @@ def _errors(exc: ValidationError) -> str:
     )
 
 
-def load_auth_config(path: str | Path) -> IncomingAuth:
+def load_auth_config(path: str | Path) -> IncomingAuthSettings:
     """Read an auth config file (JSON or YAML, the shape of the vMCP's `incomingAuth` block) and resolve
     its `oidcFile` relative to the file's folder. Raises AuthConfigError naming the field."""
     p = Path(path)
     raw = _read_object(p, "auth config: ", "with `type`")
     try:
-        cfg = IncomingAuth.model_validate(raw)
+        cfg = IncomingAuthSettings.model_validate(raw)
     except ValidationError as exc:
         raise AuthConfigError(f"auth config {p}: " + _errors(exc)) from None
     try:

@@ -7,6 +7,7 @@ each command so `mcpfleet --help` stays fast.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -25,6 +26,21 @@ def _port_range(value: str) -> tuple[int, int]:
         raise typer.BadParameter(
             f"expected LOW-HIGH, e.g. 20000-29999, got {value!r}", param_hint="--port-range"
         ) from None
+
+
+def _detach(directory: Path, state: Path, argv: list[str]) -> NoReturn:
+    """Start `up` again in the background with `argv`, say where it logs and how to stop it, exit."""
+    from mcpfleet.platform.local.detach import start_detached
+
+    try:
+        pid = start_detached(directory.resolve(), state, argv)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"mcpfleet up runs in the background (pid {pid}; log {state / 'up.log'}); stop it: mcpfleet down --state-dir {state}"
+    )
+    raise typer.Exit(0)
 
 
 def up(
@@ -71,21 +87,17 @@ def up(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     low_high = _port_range(port_range)
     if detach:
-        from mcpfleet.platform.local.detach import start_detached
-
-        state = resolve_state_dir(state_dir)
-        try:
-            extra = ["--port-range", port_range, "--log-level", log_level]
-            pid = start_detached(
-                directory.resolve(), state, [*extra, *([] if web_console else ["--no-console"])]
-            )
-        except RuntimeError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-        typer.echo(
-            f"mcpfleet up runs in the background (pid {pid}; log {state / 'up.log'}); stop it: mcpfleet down --state-dir {state}"
+        _detach(
+            directory,
+            resolve_state_dir(state_dir),
+            [
+                "--port-range",
+                port_range,
+                "--log-level",
+                log_level,
+                *([] if web_console else ["--no-console"]),
+            ],
         )
-        raise typer.Exit(0)
     import uvloop  # `up` hosts the proxies, the vMCP and the registry: the loop they are served on
 
     from mcpfleet import malloctune

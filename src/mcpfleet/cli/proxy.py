@@ -12,7 +12,7 @@ from mcpfleet.cli.options import Opt
 if TYPE_CHECKING:
     import typer
 
-    from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.auth.oidc import IncomingAuthSettings
     from mcpfleet.httplimits import HttpLimits
     from mcpfleet.policy.guard import Policy
     from mcpfleet.proxy.child import ChildHooks
@@ -40,7 +40,7 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
     return out
 
 
-def _incoming_auth(auth_config: str | None) -> IncomingAuth | None:
+def _incoming_auth(auth_config: str | None) -> IncomingAuthSettings | None:
     """`--auth-config`, read once at start; a missing or invalid file stops the proxy: it never serves
     without the auth it was configured with."""
     if auth_config is None:

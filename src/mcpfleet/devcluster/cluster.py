@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
 import socket
 import ssl
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ import httpx
 from mcpfleet.devcluster import pki as pkimod
 from mcpfleet.devcluster import rollback
 from mcpfleet.devcluster.build import BuildLayout, binaries_present, build_all, default_cache_root
+from mcpfleet.devcluster.commands import ControlPlaneCommands, component_kubeconfig
 from mcpfleet.devcluster.processes import ProcessDir, ProcessRecord, is_running, stop
 
 Progress = Callable[[str], None]
@@ -55,8 +56,6 @@ PORT_NAMES: tuple[str, ...] = (
     "kwok",
     "conversion",
 )
-SERVICE_CIDR = "10.0.0.0/16"
-POD_CIDR = "10.244.0.0/16"
 DEFAULT_GOGC = "400"
 """GOGC of the control-plane processes unless the environment sets one (see `_up_locked`)."""
 NODE_PREFIX = "kwok-node-"
@@ -147,7 +146,7 @@ class DevCluster:
         return self.state_dir / "kubeconfig"
 
     def _component_kubeconfig(self, client: str) -> Path:
-        return self.state_dir / "kubeconfigs" / f"{client}.kubeconfig"
+        return component_kubeconfig(self.state_dir, client)
 
     def _read_state(self) -> dict[str, Any]:
         try:
@@ -221,135 +220,18 @@ class DevCluster:
 
     # ---- command lines ------------------------------------------------------------------------
     def _argv(self, component: str, ports: dict[str, int]) -> list[str]:
-        b = self.layout.binary
-        p = self.pki
-        host = "127.0.0.1"
-        if component == "etcd":
-            peer = f"http://{host}:{ports['etcd-peer']}"
-            client = f"http://{host}:{ports['etcd']}"
-            return [
-                str(b("etcd")),
-                "--name=dev",
-                f"--data-dir={self.state_dir / 'etcd-data'}",
-                f"--listen-client-urls={client}",
-                f"--advertise-client-urls={client}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=dev={peer}",
-                # A throwaway dev store: skipping fsync makes every write (and so every test) faster.
-                "--unsafe-no-fsync=true",
-                "--auto-compaction-retention=1",
-                "--quota-backend-bytes=2147483648",
-                "--log-level=warn",
-            ]
-        if component == "kube-apiserver":
-            return [
-                str(b("kube-apiserver")),
-                f"--etcd-servers=http://{host}:{ports['etcd']}",
-                f"--bind-address={host}",
-                # Required where the machine has no default route; also the `kubernetes` endpoint.
-                f"--advertise-address={host}",
-                f"--secure-port={ports['apiserver']}",
-                f"--cert-dir={self.state_dir / 'pki' / 'generated'}",
-                f"--tls-cert-file={p.serving_cert}",
-                f"--tls-private-key-file={p.serving_key}",
-                f"--client-ca-file={p.ca_cert}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # The `kubernetes` Endpoints may not hold a loopback address, and nothing in-cluster
-                # could use it (pods are simulated): don't reconcile it rather than log an error every 10s.
-                "--endpoint-reconciler-type=none",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={p.sa_pub}",
-                f"--service-account-signing-key-file={p.sa_key}",
-                "--authorization-mode=RBAC",
-                "--allow-privileged=true",
-                # One user, a few clients: API priority and fairness only costs start time and memory.
-                "--enable-priority-and-fairness=false",
-                "--max-requests-inflight=0",
-                "--max-mutating-requests-inflight=0",
-                # Aggregation layer / requestheader authn: without these every component logs
-                # "missing content for CA bundle ...requestheader-client-ca-file" forever.
-                f"--requestheader-client-ca-file={p.ca_cert}",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                "--requestheader-allowed-names=front-proxy-client",
-                f"--proxy-client-cert-file={p.client_cert('front-proxy')}",
-                f"--proxy-client-key-file={p.client_key('front-proxy')}",
-                "--profiling=false",
-                # `kubectl logs/exec/port-forward` to a real node: reach its kubelet by node IP (the
-                # node name does not resolve here) and authenticate with the admin client certificate.
-                "--kubelet-preferred-address-types=InternalIP",
-                f"--kubelet-client-certificate={p.client_cert('admin')}",
-                f"--kubelet-client-key={p.client_key('admin')}",
-            ]
-        if component in ("kube-controller-manager", "kube-scheduler"):
-            client = "controller-manager" if component == "kube-controller-manager" else "scheduler"
-            kc = self._component_kubeconfig(client)
-            port = ports[client]
-            common = [
-                str(b(component)),
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                f"--bind-address={host}",
-                f"--secure-port={port}",
-                f"--tls-cert-file={p.serving_cert}",
-                f"--tls-private-key-file={p.serving_key}",
-                "--leader-elect=false",
-                "--profiling=false",
-            ]
-            if component == "kube-scheduler":
-                # The default client limit (50 requests/s) caps binding at ~25 pods/s (a binding and
-                # an event each): lift it like the controller manager's below.
-                return [*common, "--kube-api-qps=500", "--kube-api-burst=1000"]
-            return [
-                *common,
-                # '*' = every on-by-default controller: deployment, replicaset, garbage collector,
-                # namespace, serviceaccount(+token), endpoints, node lifecycle, ...
-                "--controllers=*",
-                f"--root-ca-file={p.ca_cert}",
-                f"--service-account-private-key-file={p.sa_key}",
-                f"--cluster-signing-cert-file={p.ca_cert}",
-                f"--cluster-signing-key-file={p.ca_key}",
-                # Several test suites share one cluster: more workers keep the queues short.
-                "--concurrent-deployment-syncs=20",
-                "--concurrent-replicaset-syncs=20",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-            ]
-        if component == "kwok":
-            return [
-                str(b("kwok")),
-                f"--kubeconfig={self._component_kubeconfig('kwok')}",
-                f"--config={self.layout.kwok_stages}",
-                # Only the fake nodes: a real node (`up --real-node`) belongs to its kubelet, and kwok
-                # managing it too would fight the kubelet over node and pod status.
-                "--manage-nodes-with-label-selector=type=kwok",
-                f"--server-address={host}:{ports['kwok']}",
-                f"--node-ip={host}",
-                f"--node-port={ports['kwok']}",
-                f"--tls-cert-file={p.serving_cert}",
-                f"--tls-private-key-file={p.serving_key}",
-                f"--cidr={POD_CIDR}",
-                # Leases renewed every ~10 s keep the node lifecycle controller from tainting nodes.
-                "--node-lease-duration-seconds=40",
-            ]
-        if component == "conversion-webhook":
-            # The CRDs' conversion webhook (mcpfleet.api.conversion), part of the dev control plane
-            # so objects of every served version are readable with or without an operator running;
-            # `ClusterHandle.apply_crds` points the CRDs at it. Same serving certificate as the rest.
-            return [
-                sys.executable,
-                "-m",
-                "mcpfleet.api.conversion",
-                f"--host={host}",
-                f"--port={ports['conversion']}",
-                f"--cert={p.serving_cert}",
-                f"--key={p.serving_key}",
-            ]
-        raise ValueError(f"component: unknown {component!r}")
+        commands = ControlPlaneCommands(self.layout, self.pki, self.state_dir)
+        builders = {
+            "etcd": commands.etcd,
+            "kube-apiserver": commands.apiserver,
+            "kube-controller-manager": commands.controller_manager,
+            "kube-scheduler": commands.scheduler,
+            "kwok": commands.kwok,
+            "conversion-webhook": commands.conversion_webhook,
+        }
+        if component not in builders:
+            raise ValueError(f"component: unknown {component!r}")
+        return builders[component](ports)
 
     # ---- API access ---------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -450,6 +332,24 @@ class DevCluster:
 
     async def _start(self, nodes: int, progress: Progress, ready_timeout: float) -> ClusterInfo:
         started = time.monotonic()
+        self._check_binaries()
+        ports, server = self._prepare_state(nodes)
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        # A dev cluster trades memory for CPU: the Go collector runs at a quarter of its default
+        # frequency (the API server spent ~15 % of its CPU in GC while 1,000 servers converged).
+        # An explicit GOGC in the environment wins.
+        env.setdefault("GOGC", DEFAULT_GOGC)
+        try:
+            await self._start_processes(ports, env, nodes, progress, ready_timeout, started)
+        except BaseException:
+            # Never leave half a cluster behind: the next `up` starts from a clean process table.
+            stopped = await self._stop_all()
+            progress(f"control plane start failed: stopped {', '.join(stopped) or 'nothing (none ran)'}")
+            raise
+        progress(f"dev cluster ready in {time.monotonic() - started:.1f}s: {nodes} nodes, {server}")
+        return self.info()
+
+    def _check_binaries(self) -> None:
         for name in (
             "etcd",
             "kube-apiserver",
@@ -462,6 +362,9 @@ class DevCluster:
                 raise ClusterError(
                     f"binary missing: {self.layout.binary(name)} (run `mcpfleet dev-cluster build`)"
                 )
+
+    def _prepare_state(self, nodes: int) -> tuple[dict[str, int], str]:
+        """Choose the ports, write the PKI, the kubeconfigs and the state file; the ports and API URL."""
         state = self._read_state()
         ports = self._choose_ports({k: int(v) for k, v in state.get("ports", {}).items()})
         pki = pkimod.ensure_pki(self.state_dir / "pki")
@@ -482,99 +385,93 @@ class DevCluster:
                 "started_at": time.time(),
             }
         )
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        # A dev cluster trades memory for CPU: the Go collector runs at a quarter of its default
-        # frequency (the API server spent ~15 % of its CPU in GC while 1,000 servers converged).
-        # An explicit GOGC in the environment wins.
-        env.setdefault("GOGC", DEFAULT_GOGC)
+        return ports, server
 
-        try:
-            progress(f"starting etcd on 127.0.0.1:{ports['etcd']}")
-            etcd = self.procs.start("etcd", self._argv("etcd", ports), env=env, cwd=self.state_dir)
+    async def _start_processes(
+        self,
+        ports: dict[str, int],
+        env: dict[str, str],
+        nodes: int,
+        progress: Progress,
+        ready_timeout: float,
+        started: float,
+    ) -> None:
+        progress(f"starting etcd on 127.0.0.1:{ports['etcd']}")
+        etcd = self.procs.start("etcd", self._argv("etcd", ports), env=env, cwd=self.state_dir)
 
-            async def etcd_healthy() -> bool:
-                async with httpx.AsyncClient(timeout=2.0) as c:
-                    r = await c.get(f"http://127.0.0.1:{ports['etcd']}/health")
-                    return r.status_code == 200 and r.json().get("health") == "true"
+        async def etcd_healthy() -> bool:
+            async with httpx.AsyncClient(timeout=2.0) as c:
+                r = await c.get(f"http://127.0.0.1:{ports['etcd']}/health")
+                return r.status_code == 200 and r.json().get("health") == "true"
 
-            await self._wait("etcd", "etcd /health", etcd_healthy, etcd, 30)
+        await self._wait("etcd", "etcd /health", etcd_healthy, etcd, 30)
 
-            progress(f"starting kube-apiserver on {server}")
-            apiserver = self.procs.start(
-                "kube-apiserver", self._argv("kube-apiserver", ports), env=env, cwd=self.state_dir
-            )
-            async with self._client(ports) as api:
+        progress(f"starting kube-apiserver on https://127.0.0.1:{ports['apiserver']}")
+        apiserver = self.procs.start(
+            "kube-apiserver", self._argv("kube-apiserver", ports), env=env, cwd=self.state_dir
+        )
+        async with self._client(ports) as api:
 
-                async def readyz() -> bool:
-                    r = await api.get("/readyz")
-                    return r.status_code == 200
+            async def readyz() -> bool:
+                r = await api.get("/readyz")
+                return r.status_code == 200
 
-                await self._wait("kube-apiserver", "kube-apiserver /readyz", readyz, apiserver, ready_timeout)
-                progress(f"kube-apiserver ready after {time.monotonic() - started:.1f}s")
+            await self._wait("kube-apiserver", "kube-apiserver /readyz", readyz, apiserver, ready_timeout)
+            progress(f"kube-apiserver ready after {time.monotonic() - started:.1f}s")
 
-                records = {
-                    c: self.procs.start(c, self._argv(c, ports), env=env, cwd=self.state_dir)
-                    for c in ("kube-controller-manager", "kube-scheduler", "kwok", "conversion-webhook")
-                }
-                await self._create_nodes(api, nodes)
+            records = {
+                c: self.procs.start(c, self._argv(c, ports), env=env, cwd=self.state_dir)
+                for c in ("kube-controller-manager", "kube-scheduler", "kwok", "conversion-webhook")
+            }
+            await self._create_nodes(api, nodes)
+            await self._wait_control_loops(api, ports, records, nodes, ready_timeout)
 
-                async def healthz(port: int) -> bool:
-                    # Served with our own certificate (SAN 127.0.0.1), so verify against the CA.
-                    r = await api.get(f"https://127.0.0.1:{port}/healthz")
-                    return r.status_code == 200
+    async def _wait_control_loops(
+        self,
+        api: httpx.AsyncClient,
+        ports: dict[str, int],
+        records: dict[str, ProcessRecord],
+        nodes: int,
+        ready_timeout: float,
+    ) -> None:
+        """Wait until the controller manager, scheduler, kwok, webhook and nodes are all ready."""
 
-                async def kwok_healthy() -> bool:
-                    # kwok serves /healthz only after its node and pod controllers have started.
-                    r = await api.get(f"http://127.0.0.1:{ports['kwok']}/healthz")
-                    return r.status_code == 200
+        async def healthz(port: int) -> bool:
+            # Served with our own certificate (SAN 127.0.0.1), so verify against the CA.
+            r = await api.get(f"https://127.0.0.1:{port}/healthz")
+            return r.status_code == 200
 
-                async def nodes_ready() -> bool:
-                    return await self._count_ready_nodes(api) >= nodes
+        async def kwok_healthy() -> bool:
+            # kwok serves /healthz only after its node and pod controllers have started.
+            r = await api.get(f"http://127.0.0.1:{ports['kwok']}/healthz")
+            return r.status_code == 200
 
-                async def default_sa() -> bool:
-                    # The serviceaccount controller has run: pods can be created in new namespaces.
-                    r = await api.get("/api/v1/namespaces/default/serviceaccounts/default")
-                    return r.status_code == 200
+        async def nodes_ready() -> bool:
+            return await self._count_ready_nodes(api) >= nodes
 
-                await asyncio.gather(
-                    self._wait(
-                        "kube-controller-manager",
-                        "kube-controller-manager /healthz",
-                        lambda: healthz(ports["controller-manager"]),
-                        records["kube-controller-manager"],
-                        ready_timeout,
-                    ),
-                    self._wait(
-                        "kube-scheduler",
-                        "kube-scheduler /healthz",
-                        lambda: healthz(ports["scheduler"]),
-                        records["kube-scheduler"],
-                        ready_timeout,
-                    ),
-                    self._wait("kwok", "kwok /healthz", kwok_healthy, records["kwok"], ready_timeout),
-                    self._wait(
-                        "conversion-webhook",
-                        "conversion webhook /healthz",
-                        lambda: healthz(ports["conversion"]),
-                        records["conversion-webhook"],
-                        ready_timeout,
-                    ),
-                    self._wait("kwok", f"{nodes} Ready nodes", nodes_ready, records["kwok"], ready_timeout),
-                    self._wait(
-                        "kube-controller-manager",
-                        "the default service account",
-                        default_sa,
-                        records["kube-controller-manager"],
-                        ready_timeout,
-                    ),
-                )
-        except BaseException:
-            # Never leave half a cluster behind: the next `up` starts from a clean process table.
-            stopped = await self._stop_all()
-            progress(f"control plane start failed: stopped {', '.join(stopped) or 'nothing (none ran)'}")
-            raise
-        progress(f"dev cluster ready in {time.monotonic() - started:.1f}s: {nodes} nodes, {server}")
-        return self.info()
+        async def default_sa() -> bool:
+            # The serviceaccount controller has run: pods can be created in new namespaces.
+            r = await api.get("/api/v1/namespaces/default/serviceaccounts/default")
+            return r.status_code == 200
+
+        def served(component: str, port: str, label: str) -> Awaitable[None]:
+            check = functools.partial(healthz, ports[port])
+            return self._wait(component, f"{label} /healthz", check, records[component], ready_timeout)
+
+        await asyncio.gather(
+            served("kube-controller-manager", "controller-manager", "kube-controller-manager"),
+            served("kube-scheduler", "scheduler", "kube-scheduler"),
+            self._wait("kwok", "kwok /healthz", kwok_healthy, records["kwok"], ready_timeout),
+            served("conversion-webhook", "conversion", "conversion webhook"),
+            self._wait("kwok", f"{nodes} Ready nodes", nodes_ready, records["kwok"], ready_timeout),
+            self._wait(
+                "kube-controller-manager",
+                "the default service account",
+                default_sa,
+                records["kube-controller-manager"],
+                ready_timeout,
+            ),
+        )
 
     @staticmethod
     def _node_body(name: str) -> dict[str, Any]:

@@ -258,16 +258,7 @@ def _build_into(
     shutil.copy2(node_bin, rootfs / "usr/local/bin/node")
     uv = shutil.which("uv") or str(repo / ".venv/bin/uv")
     shutil.copy2(uv, rootfs / "tmp/uv")
-    progress(f"fetching npm {NPM_VERSION}")
-    _run(["npm", "pack", f"npm@{NPM_VERSION}", "--pack-destination", str(work)], "npm pack npm", timeout=300)
-    npm_dir = rootfs / "usr/local/lib/node_modules/npm"
-    npm_dir.mkdir(parents=True)
-    _run(
-        ["tar", "-xzf", str(work / f"npm-{NPM_VERSION}.tgz"), "-C", str(npm_dir), "--strip-components=1"],
-        "unpack npm",
-    )
-    for tool in ("npm", "npx"):
-        (rootfs / f"usr/local/bin/{tool}").symlink_to(f"../lib/node_modules/npm/bin/{tool}-cli.js")
+    _install_npm(rootfs, work, progress)
     with _chroot_mounts(rootfs):
         progress("installing mcpfleet's wheel into /opt/mcpfleet")
         _chroot(
@@ -281,30 +272,7 @@ def _build_into(
             """,
             "install the wheel",
         )
-        progress(f"warming the offline caches as user {USER_ID}: {', '.join(WARM_UVX + WARM_NPX)}")
-        warm = []
-        for pkg in WARM_UVX:
-            # Run once online: uv keeps the wheels and the resolution in its cache for UV_OFFLINE.
-            warm.append(f"uvx {pkg} --help >/dev/null")
-        for pkg in WARM_NPX:
-            # npx installs the package (and its dependencies) into npm's cache and its own _npx dir.
-            warm.append(f"(timeout 120 npx -y {pkg} </dev/null >/dev/null 2>&1 || true)")
-            warm.append(f"ls {HOME}/.npm/_npx/*/node_modules/{pkg}/package.json >/dev/null")
-        _chroot(rootfs, "\n".join(warm), "warm the caches", user=USER_ID)
-        progress("checking offline starts")
-        _chroot(
-            rootfs,
-            "\n".join(
-                [f"UV_OFFLINE=1 uvx {pkg} --help >/dev/null" for pkg in WARM_UVX]
-                + [
-                    f"out=$(NPM_CONFIG_OFFLINE=true timeout 20 npx -y {pkg} </dev/null 2>&1 >/dev/null || true)\n"
-                    f'case "$out" in *ENOTCACHED*|*"npm error"*) echo "$out" >&2; exit 1;; esac'
-                    for pkg in WARM_NPX
-                ]
-            ),
-            "offline check",
-            user=USER_ID,
-        )
+        _warm_caches(rootfs, progress)
     (rootfs / "etc/resolv.conf").write_text("")
     (rootfs / BUILD_CA.lstrip("/")).unlink()
     for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
@@ -319,6 +287,48 @@ def _build_into(
         user=str(USER_ID),
         env=IMAGE_ENV,
         workdir=HOME,
+    )
+
+
+def _install_npm(rootfs: Path, work: Path, progress: Progress) -> None:
+    """npm from its registry tarball, beside the pinned node binary."""
+    progress(f"fetching npm {NPM_VERSION}")
+    _run(["npm", "pack", f"npm@{NPM_VERSION}", "--pack-destination", str(work)], "npm pack npm", timeout=300)
+    npm_dir = rootfs / "usr/local/lib/node_modules/npm"
+    npm_dir.mkdir(parents=True)
+    _run(
+        ["tar", "-xzf", str(work / f"npm-{NPM_VERSION}.tgz"), "-C", str(npm_dir), "--strip-components=1"],
+        "unpack npm",
+    )
+    for tool in ("npm", "npx"):
+        (rootfs / f"usr/local/bin/{tool}").symlink_to(f"../lib/node_modules/npm/bin/{tool}-cli.js")
+
+
+def _warm_caches(rootfs: Path, progress: Progress) -> None:
+    """Fill uv's and npm's caches in the image as its user, then prove the servers start offline."""
+    progress(f"warming the offline caches as user {USER_ID}: {', '.join(WARM_UVX + WARM_NPX)}")
+    warm = []
+    for pkg in WARM_UVX:
+        # Run once online: uv keeps the wheels and the resolution in its cache for UV_OFFLINE.
+        warm.append(f"uvx {pkg} --help >/dev/null")
+    for pkg in WARM_NPX:
+        # npx installs the package (and its dependencies) into npm's cache and its own _npx dir.
+        warm.append(f"(timeout 120 npx -y {pkg} </dev/null >/dev/null 2>&1 || true)")
+        warm.append(f"ls {HOME}/.npm/_npx/*/node_modules/{pkg}/package.json >/dev/null")
+    _chroot(rootfs, "\n".join(warm), "warm the caches", user=USER_ID)
+    progress("checking offline starts")
+    _chroot(
+        rootfs,
+        "\n".join(
+            [f"UV_OFFLINE=1 uvx {pkg} --help >/dev/null" for pkg in WARM_UVX]
+            + [
+                f"out=$(NPM_CONFIG_OFFLINE=true timeout 20 npx -y {pkg} </dev/null 2>&1 >/dev/null || true)\n"
+                f'case "$out" in *ENOTCACHED*|*"npm error"*) echo "$out" >&2; exit 1;; esac'
+                for pkg in WARM_NPX
+            ]
+        ),
+        "offline check",
+        user=USER_ID,
     )
 
 

@@ -155,6 +155,14 @@ class RealNode:
             "coredns",
         ):
             (d / sub).mkdir(parents=True, exist_ok=True)
+        self._write_containerd_config()
+        self._write_cni_config()
+        self._write_kubelet_config(ports)
+        self._write_kube_proxy_config(ports)
+        self._write_corefile(ports)
+
+    def _write_containerd_config(self) -> None:
+        d = self.dir
         (d / "containerd" / "config.toml").write_text(
             f"""version = 2
 root = "{d / "containerd/root"}"
@@ -186,6 +194,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = "{d / "cni/net.d"}"
 """
         )
+
+    def _write_cni_config(self) -> None:
+        d = self.dir
         cni = {
             "cniVersion": "0.4.0",
             "name": "mcpfleet",
@@ -208,6 +219,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         (d / "cni/net.d/10-mcpfleet.conflist").write_text(json.dumps(cni, indent=2))
         # Pods resolve only cluster names (no upstream: pods have no internet here).
         (d / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
+
+    def _write_kubelet_config(self, ports: dict[str, int]) -> None:
+        d = self.dir
         pki = self.cluster.pki
         kubelet_cfg: dict[str, Any] = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -250,6 +264,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "nodeStatusReportFrequency": "10s",
         }
         (d / "kubelet-config.yaml").write_text(yaml.safe_dump(kubelet_cfg, sort_keys=False))
+
+    def _write_kube_proxy_config(self, ports: dict[str, int]) -> None:
+        d = self.dir
         proxy_cfg = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
@@ -271,6 +288,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "nodePortAddresses": [POD_SUBNET],
         }
         (d / "kube-proxy-config.yaml").write_text(yaml.safe_dump(proxy_cfg, sort_keys=False))
+
+    def _write_corefile(self, ports: dict[str, int]) -> None:
+        d = self.dir
         (d / "coredns" / "Corefile").write_text(
             f""".:53 {{
     bind {NODE_IP}

@@ -197,29 +197,14 @@ def from_environment(
         "MCPFLEET_PENDING_GRACE_SECONDS",
         zero_ok=True,
     )
-    level = (log_level or env.get("MCPFLEET_LOG_LEVEL", "info")).lower()
-    if level not in ("debug", "info", "warning", "error"):
-        raise ValueError(
-            f"--log-level / MCPFLEET_LOG_LEVEL: expected debug, info, warning or error, got {level!r}"
-        )
-    fmt = (log_format or env.get("MCPFLEET_LOG_FORMAT", "text")).lower()
-    if fmt not in ("text", "json"):
-        raise ValueError(f"--log-format / MCPFLEET_LOG_FORMAT: expected text or json, got {fmt!r}")
+    level, fmt = _log_settings(log_level, log_format)
     default_image = env.get("MCPFLEET_IMAGE", DEFAULT_IMAGE)
     images = Images(
         runner=runner_image or env.get("MCPFLEET_RUNNER_IMAGE", default_image),
         vmcp=vmcp_image or env.get("MCPFLEET_VMCP_IMAGE", default_image),
         registry=registry_image or env.get("MCPFLEET_REGISTRY_IMAGE", default_image),
     )
-    port_raw: str | int | None = (
-        metrics_port if metrics_port is not None else env.get("MCPFLEET_METRICS_PORT", "8080")
-    )
-    try:
-        port = int(port_raw) if port_raw not in (None, "", "none") else None
-    except ValueError:
-        raise ValueError(f"--metrics-port / MCPFLEET_METRICS_PORT: not a port: {port_raw!r}") from None
-    if port is not None and port < 0:
-        port = None
+    port = _metrics_port(metrics_port)
     leader_election = leader_election_settings(
         leader_elect=leader_elect,
         namespace=leader_election_namespace,
@@ -242,6 +227,34 @@ def from_environment(
         pending_grace_seconds=grace,
         leader_election=leader_election,
     )
+
+
+def _log_settings(log_level: str | None, log_format: str | None) -> tuple[str, str]:
+    env = os.environ
+    level = (log_level or env.get("MCPFLEET_LOG_LEVEL", "info")).lower()
+    if level not in ("debug", "info", "warning", "error"):
+        raise ValueError(
+            f"--log-level / MCPFLEET_LOG_LEVEL: expected debug, info, warning or error, got {level!r}"
+        )
+    fmt = (log_format or env.get("MCPFLEET_LOG_FORMAT", "text")).lower()
+    if fmt not in ("text", "json"):
+        raise ValueError(f"--log-format / MCPFLEET_LOG_FORMAT: expected text or json, got {fmt!r}")
+    return level, fmt
+
+
+def _metrics_port(metrics_port: int | None) -> int | None:
+    """The metrics port; None (no endpoint) for -1, none or empty."""
+    env = os.environ
+    port_raw: str | int | None = (
+        metrics_port if metrics_port is not None else env.get("MCPFLEET_METRICS_PORT", "8080")
+    )
+    try:
+        port = int(port_raw) if port_raw not in (None, "", "none") else None
+    except ValueError:
+        raise ValueError(f"--metrics-port / MCPFLEET_METRICS_PORT: not a port: {port_raw!r}") from None
+    if port is not None and port < 0:
+        port = None
+    return port
 
 
 def _otlp_endpoint(value: str | None) -> str | None:

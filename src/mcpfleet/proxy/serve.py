@@ -17,7 +17,7 @@ from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.toolconfig import ToolPolicy
 
 if TYPE_CHECKING:  # loaded when used: a plain stdio proxy starts without aiohttp and the auth stack
-    from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.auth.oidc import IncomingAuthSettings
     from mcpfleet.policy.guard import Policy
     from mcpfleet.proxy.remote import RemoteProxyApp
     from mcpfleet.ratelimit import Limiter
@@ -71,7 +71,7 @@ def build_stdio_app(
 
 def with_auth(
     app: ProxyApp | RemoteProxyApp,
-    auth: IncomingAuth | None,
+    auth: IncomingAuthSettings | None,
     *,
     mcp_path: str = "/mcp",
     public_url: str | None = None,

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from mcpfleet.api.embeddingserver import BUILTIN_IMAGE, DEFAULT_MODEL, EmbeddingServer, EmbeddingServerStatus
+from mcpfleet.api.embeddingserver import (
+    BUILTIN_IMAGE,
+    DEFAULT_MODEL,
+    EmbeddingServer,
+    EmbeddingServerSpec,
+    EmbeddingServerStatus,
+)
 from mcpfleet.api.meta import SecretKeyRef, WorkloadStatus
 from mcpfleet.reconcile import enforce
 from mcpfleet.reconcile.common import (
@@ -72,26 +78,18 @@ def _overrides(server: EmbeddingServer) -> dict[str, dict[str, dict[str, str]]]:
     return result
 
 
-def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
-    """What should run for `server` in `world`."""
-    spec = server.spec
-    problems: list[str] = []
-    secrets: tuple[SecretEnv, ...] = ()
-    if spec.hf_token_secret_ref is not None:
-        ref = spec.hf_token_secret_ref
-        secrets = (SecretEnv(HF_TOKEN_ENV, SecretKeyRef(name=ref.name, key=ref.key)),)
-    env = plain_env(spec.env)
-    kubernetes = world.platform == "kubernetes"
-    if kubernetes:
-        problems.extend(child_name_problem("EmbeddingServer", server.name))
-    builtin = spec.image == BUILTIN_IMAGE
-    # mcpfleet's own server runs in mcpfleet's image: no registry lists it, enforceServers has no say.
-    verdict = enforce.check(spec.image, server.metadata.labels or {}, world.registry_images)
-    if verdict.problem is not None and not builtin:
-        problems.append(verdict.problem)
+def _container(
+    spec: EmbeddingServerSpec,
+    env: tuple[tuple[str, str], ...],
+    secrets: tuple[SecretEnv, ...],
+    builtin: bool,
+    kubernetes: bool,
+    problems: list[str],
+) -> Container:
+    """The serving container: mcpfleet's own server, a uvx:// / npx:// package, or a container image."""
     if builtin:
         model = () if spec.model == DEFAULT_MODEL else ("--model", spec.model)
-        container = Container(
+        return Container(
             name=CONTAINER,
             command=(
                 "mcpfleet",
@@ -110,7 +108,7 @@ def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
             resources=resources_dict(spec.resources),
         )
     elif is_package(spec.image):
-        container = Container(
+        return Container(
             name=CONTAINER,
             command=package_command(spec.image, spec.args),
             port=spec.port,
@@ -119,24 +117,43 @@ def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
             secret_env=secrets,
             resources=resources_dict(spec.resources),
         )
-    else:
-        if not kubernetes:
-            problems.append(
-                f"spec.image: {spec.image} is a container image, which needs Kubernetes; locally use a "
-                "uvx:// or npx:// package of an embedding server"
-            )
-        container = Container(
-            name=CONTAINER,
-            command=(),
-            args=("--model-id", spec.model, "--port", str(spec.port), *spec.args),
-            image=spec.image,
-            image_pull_policy=spec.image_pull_policy,
-            port=spec.port,
-            fixed_port=True,
-            env=env,
-            secret_env=secrets,
-            resources=resources_dict(spec.resources),
+    if not kubernetes:
+        problems.append(
+            f"spec.image: {spec.image} is a container image, which needs Kubernetes; locally use a "
+            "uvx:// or npx:// package of an embedding server"
         )
+    return Container(
+        name=CONTAINER,
+        command=(),
+        args=("--model-id", spec.model, "--port", str(spec.port), *spec.args),
+        image=spec.image,
+        image_pull_policy=spec.image_pull_policy,
+        port=spec.port,
+        fixed_port=True,
+        env=env,
+        secret_env=secrets,
+        resources=resources_dict(spec.resources),
+    )
+
+
+def plan(server: EmbeddingServer, world: World) -> WorkloadPlan:
+    """What should run for `server` in `world`."""
+    spec = server.spec
+    problems: list[str] = []
+    secrets: tuple[SecretEnv, ...] = ()
+    if spec.hf_token_secret_ref is not None:
+        ref = spec.hf_token_secret_ref
+        secrets = (SecretEnv(HF_TOKEN_ENV, SecretKeyRef(name=ref.name, key=ref.key)),)
+    env = plain_env(spec.env)
+    kubernetes = world.platform == "kubernetes"
+    if kubernetes:
+        problems.extend(child_name_problem("EmbeddingServer", server.name))
+    builtin = spec.image == BUILTIN_IMAGE
+    # mcpfleet's own server runs in mcpfleet's image: no registry lists it, enforceServers has no say.
+    verdict = enforce.check(spec.image, server.metadata.labels or {}, world.registry_images)
+    if verdict.problem is not None and not builtin:
+        problems.append(verdict.problem)
+    container = _container(spec, env, secrets, builtin, kubernetes, problems)
     cache = spec.model_cache
     claim = (
         VolumeClaim(size=cache.size, access_mode=cache.access_mode, storage_class=cache.storage_class_name)

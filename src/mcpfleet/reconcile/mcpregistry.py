@@ -23,6 +23,7 @@ import yaml
 
 from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, MCPRegistryStatus, RegistrySource
 from mcpfleet.api.meta import SecretKeyRef
+from mcpfleet.api.registrysource import ApiSource, ConfigMapSource, FileSource, GitSource, Source, UrlSource
 from mcpfleet.reconcile.common import child_name_problem, labels, serve_command, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
@@ -43,17 +44,7 @@ from mcpfleet.reconcile.oidc import IncomingAuthPlan, incoming_auth
 from mcpfleet.reconcile.overrides import local_condition
 from mcpfleet.reconcile.registryconfig import ConfigYAMLPlan, plan_config_yaml
 from mcpfleet.reconcile.status import as_kind_status, workload_status
-from mcpfleet.registry.config import (
-    ApiSource,
-    ConfigMapSource,
-    Database,
-    FileSource,
-    GitSource,
-    Publish,
-    RegistryConfig,
-    Source,
-    UrlSource,
-)
+from mcpfleet.registry.config import Database, Publish, RegistryConfig
 
 CONFIG_FILE = "registry.yaml"
 CONTAINER = "registry"
@@ -87,11 +78,11 @@ def _source(registry: MCPRegistry, source: RegistrySource, world: World) -> Sour
     """One spec source as the server fetches it; the spec's own models are kept where they fit."""
     fields: dict[str, Any] = {"name": source.name, "format": source.format, "filter": source.filter}
     if source.sync_policy is not None:
-        fields["syncPolicy"] = source.sync_policy
+        fields["sync_policy"] = source.sync_policy
     if source.config_map_ref is not None:
         ref = source.config_map_ref
         if world.platform == "kubernetes":
-            fields["configMap"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
+            fields["config_map"] = ConfigMapSource(namespace=registry.namespace, name=ref.name, key=ref.key)
         else:  # no API server locally: the key is the file STATE/configmaps/<name>/<key>, linked in
             fields["file"] = FileSource(path=f"{LOCAL_VOLUME_DIR}/{config_map_volume(source.name)}/{ref.key}")
     elif source.git is not None:
@@ -241,12 +232,11 @@ def render_config(registry: MCPRegistry, world: World) -> RegistryConfig:
         raise RenderError(f"rendered registry config is invalid: {exc}") from exc
 
 
-def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
-    """What should run for `registry`: `mcpfleet registry serve` with its rendered config."""
+def _config(
+    registry: MCPRegistry, world: World, problems: list[str]
+) -> tuple[ConfigYAMLPlan, tuple[ConfigFile, ...]]:
+    """The registry server's config file, from `configYAML` or the typed spec; problems appended."""
     spec = registry.spec
-    problems: list[str] = []
-    if world.platform == "kubernetes":
-        problems.extend(child_name_problem("MCPRegistry", registry.name))
     config_files: tuple[ConfigFile, ...] = ()
     translated = ConfigYAMLPlan()
     if spec.config_yaml is not None:
@@ -265,6 +255,35 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
             )
         except RenderError as exc:
             problems.append(str(exc))
+    return translated, config_files
+
+
+def _rbac(registry: MCPRegistry, translated: ConfigYAMLPlan) -> tuple[RbacRule, ...]:
+    """What the registry reads through the API: the ConfigMaps of its sources, the workloads it lists."""
+    spec = registry.spec
+    typed = spec.registries or ()
+    config_maps = tuple(sorted({s.config_map_ref.name for s in typed if s.config_map_ref}))
+    rules: list[RbacRule] = []
+    if config_maps:
+        rules.append(RbacRule(("",), ("configmaps",), ("get", "list", "watch"), resource_names=config_maps))
+    if any(s.kubernetes is not None for s in typed) or translated.watches_workloads:
+        rules.append(
+            RbacRule(
+                ("mcpfleet.dev",),
+                ("mcpservers", "virtualmcpservers", "mcpremoteproxies"),
+                ("get", "list", "watch"),
+            )
+        )
+    return tuple(rules)
+
+
+def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
+    """What should run for `registry`: `mcpfleet registry serve` with its rendered config."""
+    spec = registry.spec
+    problems: list[str] = []
+    if world.platform == "kubernetes":
+        problems.extend(child_name_problem("MCPRegistry", registry.name))
+    translated, config_files = _config(registry, world, problems)
     command = serve_command("registry", CONFIG_FILE)
     claim_pod, claim_volumes = _claims(registry, world.platform)
     rbac: tuple[RbacRule, ...] = ()
@@ -281,22 +300,7 @@ def plan(registry: MCPRegistry, world: World) -> WorkloadPlan:
         )
     if kubernetes:
         command += ["--host", "0.0.0.0"]
-        typed = spec.registries or ()
-        config_maps = tuple(sorted({s.config_map_ref.name for s in typed if s.config_map_ref}))
-        rules: list[RbacRule] = []
-        if config_maps:
-            rules.append(
-                RbacRule(("",), ("configmaps",), ("get", "list", "watch"), resource_names=config_maps)
-            )
-        if any(s.kubernetes is not None for s in typed) or translated.watches_workloads:
-            rules.append(
-                RbacRule(
-                    ("mcpfleet.dev",),
-                    ("mcpservers", "virtualmcpservers", "mcpremoteproxies"),
-                    ("get", "list", "watch"),
-                )
-            )
-        rbac = tuple(rules)
+        rbac = _rbac(registry, translated)
         if spec.database_config is not None:
             ref = spec.database_config.db_app_user_password_secret_ref
             secret_files += (SecretFile(DB_PASSWORD_FILE, SecretKeyRef(name=ref.name, key=ref.key)),)

@@ -1,6 +1,6 @@
 """Incoming OIDC of MCPServer, MCPRemoteProxy and VirtualMCPServer: what each spec form renders.
 
-The result is an `incomingAuth` document (`mcpfleet.auth.oidc.IncomingAuth`: what `mcpfleet proxy
+The result is an `incomingAuth` document (`mcpfleet.auth.oidc.IncomingAuthSettings`: what `mcpfleet proxy
 --auth-config` and the vMCP config read) plus what the pod needs for it:
 
 * `inline`: the settings are written into the document (a ConfigMap on Kubernetes, a file locally);
@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mcpfleet.api.common import OIDCConfig, OIDCConfigRef
+from mcpfleet.api.common import InlineOIDCConfig, KubernetesOIDCConfig, OIDCConfig, OIDCConfigRef
 from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef
-from mcpfleet.auth.oidc import OIDCConfig as DataPlaneOIDC
+from mcpfleet.auth.oidc import OIDCSettings
 from mcpfleet.reconcile.model import (
     KUBERNETES_TOKEN_DIR,
     ConfigMapFile,
@@ -76,14 +76,7 @@ def incoming_auth(
     """
     if ref is not None:
         overrides = _drop_none({"audience": ref.audience, "scopes": ref.scopes, "resource": ref.resource_url})
-        return IncomingAuthPlan(
-            document={
-                "type": "oidc",
-                "oidcFile": config_map_file_path(platform, OIDC_FILE),
-                "oidc": overrides,
-            },
-            config_map_files=(ConfigMapFile(OIDC_FILE, ConfigMapKeyRef(name=ref.name, key=OIDC_REF_KEY)),),
-        )
+        return _mounted_file(platform, ConfigMapKeyRef(name=ref.name, key=OIDC_REF_KEY), overrides)
     if oidc is None:
         return IncomingAuthPlan()
     field = f"{where}.{oidc_field}"
@@ -91,40 +84,54 @@ def incoming_auth(
     if oidc.type == "configMap":
         assert oidc.config_map is not None
         ref_cm = ConfigMapKeyRef(name=oidc.config_map.name, key=oidc.config_map.key)
-        return IncomingAuthPlan(
-            document={
-                "type": "oidc",
-                "oidcFile": config_map_file_path(platform, OIDC_FILE),
-                "oidc": resource,
-            },
-            config_map_files=(ConfigMapFile(OIDC_FILE, ref_cm),),
-        )
+        return _mounted_file(platform, ref_cm, resource)
     if oidc.type == "inline":
         assert oidc.inline is not None
-        inline = oidc.inline
-        secrets: tuple[SecretEnv, ...] = ()
-        block: dict[str, Any] = {
-            "issuer": inline.issuer,
-            "audience": inline.audience,
-            "jwksUrl": inline.jwks_url,
-            "clientId": inline.client_id,
-            "introspectionUrl": inline.introspection_url,
-            "scopes": list(inline.scopes) if inline.scopes else None,
-            "insecureAllowHTTP": inline.insecure_allow_http or None,
-            "jwksAllowPrivateIP": inline.jwks_allow_private_ip or None,
-            **resource,
-        }
-        if inline.client_secret_ref is not None:
-            # The secret travels as secretKeyRef env; the config only names the variable.
-            ref_ = inline.client_secret_ref
-            secrets = (SecretEnv(CLIENT_SECRET_ENV, SecretKeyRef(name=ref_.name, key=ref_.key)),)
-            block["clientSecretEnv"] = CLIENT_SECRET_ENV
-        block = _drop_none(block)
-        problems = DataPlaneOIDC.model_validate(block).problems(f"{field}.inline")
-        return IncomingAuthPlan(
-            document={"type": "oidc", "oidc": block}, secret_env=secrets, problems=tuple(problems)
-        )
+        return _inline(oidc.inline, resource, field)
     # kubernetes (the default type): service-account tokens.
+    return _service_account_tokens(oidc.kubernetes, platform, resource, field, token_dir)
+
+
+def _mounted_file(platform: Platform, key: ConfigMapKeyRef, overrides: dict[str, Any]) -> IncomingAuthPlan:
+    """Settings in a user's ConfigMap key, mounted and named by `oidcFile`; `overrides` win over it."""
+    return IncomingAuthPlan(
+        document={"type": "oidc", "oidcFile": config_map_file_path(platform, OIDC_FILE), "oidc": overrides},
+        config_map_files=(ConfigMapFile(OIDC_FILE, key),),
+    )
+
+
+def _inline(inline: InlineOIDCConfig, resource: dict[str, Any], field: str) -> IncomingAuthPlan:
+    secrets: tuple[SecretEnv, ...] = ()
+    block: dict[str, Any] = {
+        "issuer": inline.issuer,
+        "audience": inline.audience,
+        "jwksUrl": inline.jwks_url,
+        "clientId": inline.client_id,
+        "introspectionUrl": inline.introspection_url,
+        "scopes": list(inline.scopes) if inline.scopes else None,
+        "insecureAllowHTTP": inline.insecure_allow_http or None,
+        "jwksAllowPrivateIP": inline.jwks_allow_private_ip or None,
+        **resource,
+    }
+    if inline.client_secret_ref is not None:
+        # The secret travels as secretKeyRef env; the config only names the variable.
+        ref_ = inline.client_secret_ref
+        secrets = (SecretEnv(CLIENT_SECRET_ENV, SecretKeyRef(name=ref_.name, key=ref_.key)),)
+        block["clientSecretEnv"] = CLIENT_SECRET_ENV
+    block = _drop_none(block)
+    problems = OIDCSettings.model_validate(block).problems(f"{field}.inline")
+    return IncomingAuthPlan(
+        document={"type": "oidc", "oidc": block}, secret_env=secrets, problems=tuple(problems)
+    )
+
+
+def _service_account_tokens(
+    kube: KubernetesOIDCConfig | None,
+    platform: Platform,
+    resource: dict[str, Any],
+    field: str,
+    token_dir: str,
+) -> IncomingAuthPlan:
     if platform != "kubernetes":
         return IncomingAuthPlan(
             problems=(
@@ -132,7 +139,6 @@ def incoming_auth(
                 "use type inline on the local platform",
             )
         )
-    kube = oidc.kubernetes
     block = _drop_none(
         {
             "issuer": kube.issuer if kube else "https://kubernetes.default.svc",
@@ -147,7 +153,7 @@ def incoming_auth(
             **resource,
         }
     )
-    problems = DataPlaneOIDC.model_validate(block).problems(f"{field}.kubernetes")
+    problems = OIDCSettings.model_validate(block).problems(f"{field}.kubernetes")
     return IncomingAuthPlan(
         document={"type": "oidc", "oidc": block}, service_account_token=True, problems=tuple(problems)
     )

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, VolumeMount
-from mcpfleet.api.registryconfig import OAuthProvider, RegistryServerConfig, SourceConfig
-from mcpfleet.auth.settings import IncomingAuth, OIDCConfig
+from mcpfleet.api.registryconfig import OAuthProvider, RegistryServerConfig
+from mcpfleet.api.registrysource import Source
+from mcpfleet.auth.settings import IncomingAuthSettings, OIDCSettings
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,
     LOCAL_VOLUME_DIR,
@@ -40,14 +41,7 @@ from mcpfleet.reconcile.model import (
     VolumeFiles,
     secret_file_path,
 )
-from mcpfleet.registry.config import (
-    ApiSource,
-    Database,
-    FileSource,
-    GitSource,
-    RegistryConfig,
-    Source,
-)
+from mcpfleet.registry.config import Database, RegistryConfig
 
 PGPASS_FILE = "pgpass"
 """SecretFile name of the pgpass key."""
@@ -90,6 +84,7 @@ class _Paths:
         )
 
     def __call__(self, key: str, path: str) -> str:
+        path = posixpath.normpath(path)  # checked absolute, without '..', by the configYAML model
         mount = self._mount(path)
         if self.platform == "kubernetes":
             if mount is None:
@@ -113,32 +108,23 @@ class _Paths:
         return posixpath.join(*[p for p in parts if p])
 
 
-def _source(registry: MCPRegistry, source: SourceConfig, index: int, paths: _Paths) -> Source:
+def _source(registry: MCPRegistry, source: Source, index: int, paths: _Paths) -> Source:
+    """A configYAML source as the server reads it: the same model, its mounted files moved where the
+    platform puts them and a kubernetes source's namespaces defaulted to the registry's own."""
     where = f"sources[{index}]"
-    fields: dict[str, Any] = {"name": source.name, "format": source.format}
-    if source.sync_policy is not None:
-        fields["syncPolicy"] = source.sync_policy
-    if source.filter is not None:
-        fields["filter"] = source.filter
+    update: dict[str, Any] = {}
     if source.file is not None:
-        fields["file"] = FileSource(path=paths(f"{where}.file.path", source.file.path))
-    elif source.git is not None:
-        git = source.git
-        auth = git.auth
-        password = None if auth is None else paths(f"{where}.git.auth.passwordFile", auth.password_file)
-        fields["git"] = GitSource.of(git, auth.username if auth else None, password)
-    elif source.api is not None:
-        api: dict[str, Any] = {"url": source.api.endpoint}
-        if source.api.timeout is not None:
-            api["timeout"] = source.api.timeout
-        fields["api"] = ApiSource.model_validate(api)
-        fields["format"] = "upstream"
-    elif source.kubernetes is not None:
-        fields["kubernetes"] = KubernetesSource(
-            namespaces=source.kubernetes.namespaces or [registry.namespace]
+        path = paths(f"{where}.file.path", source.file.path)
+        update["file"] = source.file.model_copy(update={"path": path})
+    if source.git is not None and source.git.auth is not None:
+        auth = source.git.auth
+        password = paths(f"{where}.git.auth.passwordFile", auth.password_file)
+        update["git"] = source.git.model_copy(
+            update={"auth": auth.model_copy(update={"password_file": password})}
         )
-        fields["format"] = "upstream"
-    return Source(**fields)
+    if source.kubernetes is not None and not source.kubernetes.namespaces:
+        update["kubernetes"] = KubernetesSource(namespaces=[registry.namespace])
+    return source.model_copy(update=update)
 
 
 def _database(server: RegistryServerConfig, paths: _Paths, sqlite_url: str | None) -> Database:
@@ -165,7 +151,7 @@ def _database(server: RegistryServerConfig, paths: _Paths, sqlite_url: str | Non
     return Database.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
-def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
+def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuthSettings | None:
     auth = server.auth
     if auth.mode == "anonymous" or auth.oauth is None:
         return None
@@ -176,7 +162,7 @@ def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
         return None if value is None else paths(f"{where}.{key}", value)
 
     urls = (provider.issuer_url, provider.jwks_url, provider.introspection_url)
-    oidc = OIDCConfig(
+    oidc = OIDCSettings(
         issuer=provider.issuer_url,
         audience=provider.audience,
         jwks_url=provider.jwks_url,
@@ -191,7 +177,7 @@ def _auth(server: RegistryServerConfig, paths: _Paths) -> IncomingAuth | None:
         jwks_token_file=file("authTokenFile", provider.auth_token_file),
         jwks_allow_private_ip=provider.allow_private_ip,
     )
-    return IncomingAuth(type="oidc", oidc=oidc)
+    return IncomingAuthSettings(type="oidc", oidc=oidc)
 
 
 def _volume_files(registry: MCPRegistry, problems: list[str]) -> tuple[VolumeFiles, ...]:

@@ -38,7 +38,7 @@ from mcpfleet.api.virtualmcpserver import (
     VirtualMCPServerStatus,
     WorkloadToolConfig,
 )
-from mcpfleet.auth.oidc import IncomingAuth
+from mcpfleet.auth.oidc import IncomingAuthSettings
 from mcpfleet.reconcile import (
     authserver,
     confighashes,
@@ -83,7 +83,7 @@ from mcpfleet.vmcp.config import (
     BackendAuthStrategy,
     BearerToken,
     HeaderInjection,
-    OutgoingAuth,
+    OutgoingAuthSettings,
     TokenExchange,
     VMCPConfig,
 )
@@ -195,7 +195,7 @@ def _backend_auth(
     return None  # discovered: resolved per backend below
 
 
-def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> OutgoingAuth:
+def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> OutgoingAuthSettings:
     outgoing = vmcp.spec.outgoing_auth
     default = BackendAuthStrategy(type="unauthenticated")
     per_backend: dict[str, BackendAuthStrategy] = {}
@@ -225,7 +225,7 @@ def _outgoing(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> Outgoi
         per_backend[name] = _auth_strategy(
             world.external_auth_configs[ref], secrets, f"{name}.externalAuthConfigRef"
         )
-    return OutgoingAuth(source="inline", default=default, backends=per_backend)
+    return OutgoingAuthSettings(source="inline", default=default, backends=per_backend)
 
 
 def _member_auth_ref(name: str, world: World) -> str | None:
@@ -293,14 +293,14 @@ def _authz_files(vmcp: VirtualMCPServer, world: World) -> tuple[ConfigMapFile, .
     return mcpauthzconfig.document(incoming.authz_config, incoming.authz_config_ref, world)[1]
 
 
-def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> IncomingAuth:
+def _incoming(vmcp: VirtualMCPServer, world: World, secrets: _Secrets) -> IncomingAuthSettings:
     """The `incomingAuth` block of the vMCP config (see `reconcile/oidc.py` for each OIDC form)."""
     auth = _incoming_plan(vmcp, world)
     if auth.problems:
         raise RenderError("; ".join(auth.problems))
     if auth.document is None:
-        return IncomingAuth(type="anonymous")
-    incoming = IncomingAuth.model_validate(auth.document)
+        return IncomingAuthSettings(type="anonymous")
+    incoming = IncomingAuthSettings.model_validate(auth.document)
     if auth.secret_env and incoming.oidc is not None:
         # The client secret reaches the gateway as secretKeyRef env, like the outgoing secrets.
         incoming.oidc.client_secret_env = secrets.add(auth.secret_env[-1].secret)
@@ -475,6 +475,35 @@ def _authserver(vmcp: VirtualMCPServer, world: World) -> authserver.AuthServerPl
     )
 
 
+def _gateway_rbac(name: str) -> tuple[RbacRule, ...]:
+    """What the gateway reads through the API (its group's members and configs) and its own status."""
+    return (
+        RbacRule(
+            api_groups=("mcpfleet.dev",),
+            resources=(
+                "mcpgroups",
+                "mcpservers",
+                "mcpremoteproxies",
+                "mcptoolconfigs",
+                "mcpexternalauthconfigs",
+            ),
+            verbs=("get", "list", "watch"),
+        ),
+        RbacRule(
+            api_groups=("mcpfleet.dev",),
+            resources=("virtualmcpservers",),
+            verbs=("get",),
+            resource_names=(name,),
+        ),
+        RbacRule(
+            api_groups=("mcpfleet.dev",),
+            resources=("virtualmcpservers/status",),
+            verbs=("get", "patch", "update"),
+            resource_names=(name,),
+        ),
+    )
+
+
 def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
     """What should run for `vmcp`: the gateway with its rendered config."""
     spec = vmcp.spec
@@ -502,31 +531,7 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         command += ["--host", "0.0.0.0", "--status-resource", vmcp.name]
         for host in service_hosts(child_name("VirtualMCPServer", vmcp.name), vmcp.namespace, PORT):
             command += ["--allowed-host", host]
-        rbac = (
-            RbacRule(
-                api_groups=("mcpfleet.dev",),
-                resources=(
-                    "mcpgroups",
-                    "mcpservers",
-                    "mcpremoteproxies",
-                    "mcptoolconfigs",
-                    "mcpexternalauthconfigs",
-                ),
-                verbs=("get", "list", "watch"),
-            ),
-            RbacRule(
-                api_groups=("mcpfleet.dev",),
-                resources=("virtualmcpservers",),
-                verbs=("get",),
-                resource_names=(vmcp.name,),
-            ),
-            RbacRule(
-                api_groups=("mcpfleet.dev",),
-                resources=("virtualmcpservers/status",),
-                verbs=("get", "patch", "update"),
-                resource_names=(vmcp.name,),
-            ),
-        )
+        rbac = _gateway_rbac(vmcp.name)
     overrides = kubernetes_overrides(
         spec.pod_template_spec, None, image_pull_secrets=tuple(s.name for s in spec.image_pull_secrets or ())
     )

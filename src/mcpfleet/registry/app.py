@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
-from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.auth.settings import IncomingAuthSettings
 from mcpfleet.registry.api import (
     Receive,
     RegistryApi,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from mcpfleet.auth.asgi import AuthGuard
 
 
-def absolute_files(auth: IncomingAuth, base_dir: Path) -> IncomingAuth:
+def absolute_files(auth: IncomingAuthSettings, base_dir: Path) -> IncomingAuthSettings:
     """The OIDC settings with their file paths (CA bundle, token, client secret) made absolute
     against the config file's folder, as every other path of the config is."""
     oidc = auth.oidc
@@ -201,19 +201,11 @@ class RegistryApp:
 
     async def _validate(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The publish dry run (`publishcheck.validate`), served with or without publishing."""
-        from mcpfleet.registry.publishcheck import Problem, validate
+        from mcpfleet.registry.publishcheck import send_answer, validate
 
         config = self.service.config
         limit = config.publish.maxBodyBytes if config.publish is not None else _VALIDATE_BODY_BYTES
-        try:
-            status, body = await validate(scope, receive, limit)
-            headers = [(b"content-type", b"application/json")]
-        except Problem as exc:
-            status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
-            headers = [(b"content-type", b"application/problem+json"), *exc.headers]
-        headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_answer(send, validate(scope, receive, limit))
 
     async def _traced(self, tracer: Tracer, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope["path"].encode()

@@ -1,12 +1,11 @@
-"""The registry server's configuration file: the MCPRegistry spec types plus what a renderer resolves.
+"""The registry server's configuration file: its sources, database, listener, publishing and auth.
 
 The operator (MCPRegistry controller) and the local platform build this model and write it out with
 `RegistryConfig.dump()`; `mcpfleet registry serve --config FILE` reads it back with `load_config`.
-Sync policies, filters, Kubernetes discovery and the git reference *are* the spec's models
-(`mcpfleet.api.mcpregistry`); a source here adds what the server needs to fetch it (the namespace of a
-ConfigMap, a mounted password file instead of a Secret reference, timeouts, headers) and a `file`
-kind for local use. Keys are camelCase on the wire (`registryName`, `syncPolicy`, `configMap`), like
-ToolHive's registry server configuration. Every error names the offending key (e.g.
+A source is `mcpfleet.api.registrysource.Source`, the one model of a source, which MCPRegistry's
+`configYAML` parses its sources with too (built on the spec's git reference, sync policy, filters and
+Kubernetes discovery). Keys are camelCase on the wire (`registryName`, `syncPolicy`, `configMap`),
+like ToolHive's registry server configuration. Every error names the offending key (e.g.
 `sources[1].syncPolicy.interval`).
 """
 
@@ -18,127 +17,14 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration, parse_duration
-from mcpfleet.api.mcpregistry import (
-    PUBLISH_SCOPE,
-    APISource,
-    GitRef,
-    KubernetesSource,
-    PublishGrant,
-    RegistryFilter,
-    SourceFormat,
-    SyncPolicy,
-    URLSource,
-)
-from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef, location
-from mcpfleet.auth.settings import IncomingAuth
+from mcpfleet.api.mcpregistry import PUBLISH_SCOPE, PublishGrant
+from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, location
+from mcpfleet.api.registrysource import Source
+from mcpfleet.auth.settings import IncomingAuthSettings
 from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.httpsettings import HttpLimits
 from mcpfleet.registry.entry import PUBLISHED
-
-_SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
-
-
-class FileSource(ApiModel):
-    """A registry file on the server's disk (local platform, tests)."""
-
-    path: str = Field(min_length=1)
-    """Path of the registry file; relative paths are relative to the config file's folder."""
-
-
-class UrlSource(URLSource):
-    """The spec's URL source, fetched with GET under a time limit and extra headers."""
-
-    endpoint: str = Field(alias="url", min_length=1, pattern=r"^https?://")
-    """HTTP(S) address fetched with GET."""
-    timeout: Duration = "30s"
-    """Request timeout as a duration."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Extra request headers (e.g. Authorization); never logged."""
-
-
-class ConfigMapSource(ConfigMapKeyRef):
-    """The spec's ConfigMap key, with the namespace it lives in."""
-
-    namespace: str = Field(pattern=DNS_LABEL_PATTERN)
-    """Namespace of the ConfigMap."""
-
-
-class GitAuth(ApiModel):
-    """HTTP basic auth toward a git repository."""
-
-    username: str = Field(min_length=1)
-    passwordFile: str = Field(min_length=1, alias="passwordFile")
-    """File holding the password or token (e.g. a mounted Secret); sent as HTTP basic auth, never logged."""
-
-
-class GitSource(GitRef):
-    """The spec's git reference; the repository may also be a local path (anything `git clone` takes)."""
-
-    repository: str = Field(min_length=1)
-    """Anything `git clone` accepts: URL or local path."""
-    commit: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{7,40}$")
-    """Commit to check out (a hash: a name is a branch or a tag)."""
-    path: str = Field(min_length=1)
-    """Path of the registry file inside the repository."""
-    auth: GitAuth | None = None
-    """Credentials for an HTTP(S) repository."""
-
-    @classmethod
-    def of(cls, ref: GitRef, username: str | None, password_file: str | None) -> GitSource:
-        """The spec's git reference (typed or configYAML) with the password as a file."""
-        auth = (
-            None
-            if username is None or password_file is None
-            else GitAuth(username=username, passwordFile=password_file)
-        )
-        return cls(
-            repository=ref.repository,
-            branch=ref.branch,
-            tag=ref.tag,
-            commit=ref.commit,
-            path=ref.path,
-            auth=auth,
-        )
-
-
-class ApiSource(APISource):
-    """The spec's upstream-registry API source, with paging, a time limit and extra headers."""
-
-    endpoint: str = Field(alias="url", min_length=1, pattern=r"^https?://")
-    """Base URL of an upstream-compatible registry; `/v0.1/servers` is appended."""
-    pageSize: int = Field(default=100, ge=1, le=100, alias="pageSize")
-    timeout: Duration = "30s"
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Extra request headers (e.g. Authorization); never logged."""
-
-
-class Source(ApiModel):
-    """One source of entries; exactly one of the kind keys is set."""
-
-    name: str = Field(pattern=DNS_LABEL_PATTERN, max_length=63)
-    format: SourceFormat = "upstream"
-    file: FileSource | None = None
-    url: UrlSource | None = None
-    configMap: ConfigMapSource | None = Field(default=None, alias="configMap")
-    git: GitSource | None = None
-    api: ApiSource | None = None
-    kubernetes: KubernetesSource | None = None
-    syncPolicy: SyncPolicy = Field(default_factory=lambda: SyncPolicy(interval="5m"), alias="syncPolicy")
-    filter: RegistryFilter = Field(default_factory=RegistryFilter)
-
-    @model_validator(mode="after")
-    def _exactly_one_kind(self) -> Source:
-        kinds = [k for k in _SOURCE_KINDS if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            got = ", ".join(kinds) if kinds else "none"
-            raise ValueError(f"set exactly one of {', '.join(_SOURCE_KINDS)} (got {got})")
-        if kinds[0] in ("api", "kubernetes") and self.format != "upstream":
-            raise ValueError(f"format must be 'upstream' for a {kinds[0]} source")
-        return self
-
-    @property
-    def kind(self) -> str:
-        return next(k for k in _SOURCE_KINDS if getattr(self, k) is not None)
+from mcpfleet.registry.errors import RegistryError
 
 
 class Database(ApiModel):
@@ -234,7 +120,7 @@ class Cors(ApiModel):
 class Publish(ApiModel):
     """Publishing (`POST /v0.1/publish` and the status / delete operations); off without this block."""
 
-    auth: IncomingAuth | None = None
+    auth: IncomingAuthSettings | None = None
     """Who may publish: `type: oidc` with the issuer and the audience tokens must carry. Its access
     tokens are accepted directly, and its ID tokens are exchanged for registry tokens at
     `POST /v0.1/auth/oidc` (`mcp-publisher`'s login). Required unless `anonymousLogin` is on."""
@@ -291,7 +177,7 @@ class RegistryConfig(ApiModel):
     and `updated_since` readers) before it is purged."""
     publish: Publish | None = None
     """Publishing API settings; without them the registry is read-only."""
-    auth: IncomingAuth | None = None
+    auth: IncomingAuthSettings | None = None
     """Who may read the registry API: anonymous when unset; `type: oidc` asks every request (but
     `publicPaths`) for a bearer token of that issuer (ToolHive's `auth.mode: oauth`)."""
     publicPaths: list[str] = Field(
@@ -336,7 +222,7 @@ def merge_order(config: RegistryConfig) -> list[str]:
     return [PUBLISHED, *names] if config.publish.precedence == "first" else [*names, PUBLISHED]
 
 
-class ConfigError(Exception):
+class ConfigError(RegistryError):
     """The config file is unreadable or invalid; the message names each offending key."""
 
 

@@ -256,9 +256,8 @@ def _read_parameters(parameters: list[dict[str, Any]]) -> None:
             )
 
 
-def build_openapi() -> dict[str, Any]:
-    upstream = upstream_openapi()
-    paths: dict[str, Any] = {}
+def _add_reads(paths: dict[str, Any], upstream: dict[str, Any]) -> None:
+    """The upstream read operations under /v0.1 and /v0, with ETag, 304 and the problem answers."""
     etag_header = {"ETag": {"description": "Entity tag of the representation", "schema": {"type": "string"}}}
     for path in _READ_PATHS:
         operation = copy.deepcopy(upstream["paths"][path]["get"])
@@ -285,25 +284,14 @@ def build_openapi() -> dict[str, Any]:
                 _READ_PATHS[2]: "get_server_version",
             }[path]
             paths[prefix + path.removeprefix("/v0.1")] = {"get": op}
-    _add_writes(paths, upstream)
-    for prefix in ("/v0.1", "/v0"):
-        paths[f"{prefix}/validate"] = {"post": _validate_operation(upstream, prefix)}
-        for login in ("oidc", "none"):
-            paths[f"{prefix}/auth/{login}"] = {"post": _exchange_operation(login, prefix)}
+
+
+def _add_service_paths(paths: dict[str, Any]) -> None:
+    """Health (at the root and under each API prefix) and the official registry's version body."""
     status_schema = {
         "type": "object",
         "required": ["status"],
         "properties": {"status": {"type": "string"}},
-    }
-    failing = {
-        "type": "object",
-        "required": ["name", "lastError"],
-        "properties": {"name": {"type": "string"}, "lastError": {"type": "string"}},
-    }
-    readiness_schema = {
-        "type": "object",
-        "required": ["status"],
-        "properties": {"status": {"type": "string"}, "failingSources": {"type": "array", "items": failing}},
     }
     for prefix in ("", "/v0.1", "/v0"):
         paths[f"{prefix}/health"] = {
@@ -333,6 +321,20 @@ def build_openapi() -> dict[str, Any]:
                 },
             }
         }
+
+
+def _add_operations_paths(paths: dict[str, Any]) -> None:
+    """Readiness, the server's version, sync status and metrics."""
+    failing = {
+        "type": "object",
+        "required": ["name", "lastError"],
+        "properties": {"name": {"type": "string"}, "lastError": {"type": "string"}},
+    }
+    readiness_schema = {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"type": "string"}, "failingSources": {"type": "array", "items": failing}},
+    }
     paths["/readiness"] = {
         "get": {
             "operationId": "readiness",
@@ -387,6 +389,19 @@ def build_openapi() -> dict[str, Any]:
             },
         }
     }
+
+
+def build_openapi() -> dict[str, Any]:
+    upstream = upstream_openapi()
+    paths: dict[str, Any] = {}
+    _add_reads(paths, upstream)
+    _add_writes(paths, upstream)
+    for prefix in ("/v0.1", "/v0"):
+        paths[f"{prefix}/validate"] = {"post": _validate_operation(upstream, prefix)}
+        for login in ("oidc", "none"):
+            paths[f"{prefix}/auth/{login}"] = {"post": _exchange_operation(login, prefix)}
+    _add_service_paths(paths)
+    _add_operations_paths(paths)
     return {
         "openapi": upstream["openapi"],
         "jsonSchemaDialect": upstream.get("jsonSchemaDialect"),

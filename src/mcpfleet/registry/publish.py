@@ -47,7 +47,7 @@ from sqlalchemy.exc import IntegrityError
 
 from mcpfleet.api.mcpregistry import PublishGrant
 from mcpfleet.auth.oidc import Authenticator, AuthError, make_authenticator
-from mcpfleet.registry.api import WRITE_PREFIXES, problem
+from mcpfleet.registry.api import WRITE_PREFIXES
 from mcpfleet.registry.config import Publish
 from mcpfleet.registry.entry import (
     PUBLISHED,
@@ -57,7 +57,7 @@ from mcpfleet.registry.entry import (
     Entry,
 )
 from mcpfleet.registry.formats.upstream import validation_problem
-from mcpfleet.registry.publishcheck import Problem, entry_of, read_json
+from mcpfleet.registry.publishcheck import Problem, entry_of, read_json, send_answer
 from mcpfleet.registry.tokens import (
     ANONYMOUS_PATTERN,
     ISSUER,
@@ -210,15 +210,7 @@ class Publisher:
             await close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            status, body = await self._answer(scope, receive)
-            headers: Headers = [(b"content-type", b"application/json")]
-        except Problem as exc:
-            status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
-            headers = [(b"content-type", b"application/problem+json"), *exc.headers]
-        headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_answer(send, self._answer(scope, receive))
 
     async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, bytes]:
         raw: bytes = scope.get("raw_path") or scope["path"].encode()

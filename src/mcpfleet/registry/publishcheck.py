@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from mcpfleet.registry.api import problem
 from mcpfleet.registry.entry import OFFICIAL_META, PUBLISHER_META, Entry
 from mcpfleet.registry.formats.upstream import (
     SERVER_SCHEMA_URL,
@@ -42,6 +43,7 @@ from mcpfleet.registry.formats.upstream import (
 )
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
 MAX_PUBLISHER_META = 4096
@@ -68,6 +70,20 @@ class Problem(Exception):
         self.detail = detail
         self.errors = [{"message": detail, "location": location, "value": value}] if location else None
         self.headers = headers or []
+
+
+async def send_answer(send: Send, answer: Awaitable[tuple[int, bytes]]) -> None:
+    """Send `answer`'s (status, JSON body), or the problem document of the `Problem` it raised; the
+    publishing operations' answers are never cached."""
+    try:
+        status, body = await answer
+        headers: Headers = [(b"content-type", b"application/json")]
+    except Problem as exc:
+        status, body = exc.status, problem(exc.status, exc.detail, exc.errors)
+        headers = [(b"content-type", b"application/problem+json"), *exc.headers]
+    headers += [(b"cache-control", b"no-cache"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def read_json(scope: dict[str, Any], receive: Receive, limit: int) -> Any:

@@ -25,7 +25,8 @@ from opentelemetry.trace import SpanKind
 
 from mcpfleet import telemetry
 from mcpfleet.api.duration import parse_duration
-from mcpfleet.registry.config import RegistryConfig, Source, merge_order
+from mcpfleet.api.registrysource import Source
+from mcpfleet.registry.config import RegistryConfig, merge_order
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.memory import return_free_memory
 from mcpfleet.registry.metrics import RegistryMetrics
@@ -71,7 +72,7 @@ def build_reader(
         username = g.auth.username if g.auth else None
         password_file = None
         if g.auth is not None:
-            pw = Path(g.auth.passwordFile)
+            pw = Path(g.auth.password_file)
             password_file = pw if pw.is_absolute() else base_dir / pw
         return GitReader(
             source.name,
@@ -88,11 +89,11 @@ def build_reader(
         from mcpfleet.registry.sources.api import ApiReader
 
         a = source.api
-        return ApiReader(source.name, a.endpoint, a.pageSize, a.headers, parse_duration(a.timeout))
-    if source.configMap is not None:
+        return ApiReader(source.name, a.endpoint, a.page_size, a.headers, parse_duration(a.timeout))
+    if source.config_map is not None:
         from mcpfleet.registry.sources.configmap import ConfigMapReader
 
-        c = source.configMap
+        c = source.config_map
         return ConfigMapReader(source.name, source.format, c.namespace, c.name, c.key, kube_client)
     from mcpfleet.registry.sources.kubernetes import KubernetesWorkloads, WorkloadReader
 
@@ -316,7 +317,7 @@ class Syncer:
         try:
             while True:
                 try:
-                    await asyncio.wait_for(wake.wait(), source.syncPolicy.seconds)
+                    await asyncio.wait_for(wake.wait(), source.sync_policy.seconds)
                 except TimeoutError:
                     pass
                 wake.clear()
@@ -343,7 +344,7 @@ class Syncer:
                     "name": source.name,
                     "kind": source.kind,
                     "format": source.format,
-                    "interval": source.syncPolicy.interval,
+                    "interval": source.sync_policy.interval,
                     "lastAttempt": state.last_attempt,
                     "lastSuccess": state.last_success,
                     "lastError": state.last_error,

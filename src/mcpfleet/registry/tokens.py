@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcpfleet.registry.errors import RegistryError
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -52,11 +54,11 @@ Permission = tuple[str, str]
 """(action, pattern): `publish` or `edit`, and `*`, a server name or a prefix ending in `*`."""
 
 
-class RegistryTokenError(Exception):
+class RegistryTokenError(RegistryError):
     """A registry token that is not one we issued, or no longer valid; the message says why."""
 
 
-class SigningKeyError(Exception):
+class SigningKeyError(RegistryError):
     """The configured signing key file cannot be used; the message names the file and the problem."""
 
 

@@ -19,7 +19,7 @@ from mcpfleet.api.gatewayconfig import GatewayConfig, StaticBackend
 from mcpfleet.api.mcptoolconfig import MCPToolConfigSpec
 from mcpfleet.api.meta import ApiModel
 from mcpfleet.api.ratelimit import SessionStorage
-from mcpfleet.auth.oidc import AuthConfigError, IncomingAuth
+from mcpfleet.auth.oidc import AuthConfigError, IncomingAuthSettings
 from mcpfleet.configfile import DocumentError, parse_json_or_yaml
 from mcpfleet.policy.config import AuthzDocument
 
@@ -78,7 +78,7 @@ class BackendAuthStrategy(ApiModel):
     token_exchange: TokenExchange | None = None
 
 
-class OutgoingAuth(ApiModel):
+class OutgoingAuthSettings(ApiModel):
     """Resolved outgoing auth: a strategy per backend, and the default for the others."""
 
     source: Literal["inline", "discovered"] = "inline"
@@ -102,9 +102,9 @@ class VMCPConfig(GatewayConfig):
     """Group members with their URLs, and the manifest's static backends."""
     tool_configs: dict[str, MCPToolConfigSpec] = Field(default_factory=dict)
     """MCPToolConfig specs referenced by `aggregation.tools[].toolConfigRef`, inlined by the renderer."""
-    incoming_auth: IncomingAuth = Field(default_factory=IncomingAuth)
+    incoming_auth: IncomingAuthSettings = Field(default_factory=IncomingAuthSettings)
     """Who may call the gateway, resolved (OIDC settings inline or as a mounted file)."""
-    outgoing_auth: OutgoingAuth = Field(default_factory=OutgoingAuth)
+    outgoing_auth: OutgoingAuthSettings = Field(default_factory=OutgoingAuthSettings)
     session_storage: SessionStorage | None = None
     """The VirtualMCPServer's sessionStorage (its password arrives as MCPFLEET_REDIS_PASSWORD)."""
     """Per-backend credentials, resolved from MCPExternalAuthConfigs."""
@@ -113,7 +113,7 @@ class VMCPConfig(GatewayConfig):
     naming a mounted ConfigMap key); applied live when it changes (`policy.engine`)."""
 
     @field_serializer("incoming_auth")
-    def _only_what_was_set(self, incoming: IncomingAuth) -> dict[str, Any]:
+    def _only_what_was_set(self, incoming: IncomingAuthSettings) -> dict[str, Any]:
         # `oidc` next to an `oidcFile` overrides the file's settings key by key (`resolved`): written
         # with its defaults, it would replace the file's scopes / insecureAllowHTTP / cache time.
         return incoming.model_dump(by_alias=True, exclude_unset=True, exclude_none=True, mode="json")

@@ -20,7 +20,7 @@ import orjson
 from mcpfleet.auth.asgi import IDENTITY_SCOPE_KEY, AuthGuard, Identity
 from mcpfleet.auth.authserver.server import AuthServer
 from mcpfleet.auth.oidc import MAX_TOKEN_CHARS, AuthError
-from mcpfleet.auth.settings import IncomingAuth, OIDCConfig
+from mcpfleet.auth.settings import IncomingAuthSettings, OIDCSettings
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -123,9 +123,9 @@ class AuthServerFront:
 
 def build_app(inner: ASGIApp, server: AuthServer, *, mcp_path: str) -> ASGIApp:
     """`inner` (the proxy, with its policy / limits / webhooks) behind the embedded server's guard."""
-    incoming = IncomingAuth(
+    incoming = IncomingAuthSettings(
         type="oidc",
-        oidc=OIDCConfig(issuer=server.issuer, audience=server.resource, resource=server.resource),
+        oidc=OIDCSettings(issuer=server.issuer, audience=server.resource, resource=server.resource),
     )
     guard = AuthGuard(
         UpstreamTokenInjector(inner, server),

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpfleet.api.permissions import PermissionProfile
+from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.reaper import FLEET_LABEL, RUN_LABEL
 from mcpfleet.platform.local.sandbox import usable_profile_paths
 
@@ -73,7 +74,7 @@ CLIENT_ENV = (
 (never passed into the container)."""
 
 
-class ContainerError(RuntimeError):
+class ContainerError(LocalPlatformError, RuntimeError):
     """The container cannot be started as asked; the message names the cause (the server is Failed)."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.platform.local.ports import port_is_free, preferred_port
 
@@ -36,7 +37,7 @@ MAX_TTL_SECONDS = 366 * 24 * 3600
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
-class IssuerError(ValueError):
+class IssuerError(LocalPlatformError, ValueError):
     """An issuer that cannot be set up or used; the message says why."""
 
 

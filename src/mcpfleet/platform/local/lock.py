@@ -14,10 +14,12 @@ import fcntl
 import os
 from pathlib import Path
 
+from mcpfleet.platform.local.errors import LocalPlatformError
+
 LOCK_FILENAME = "up.lock"
 
 
-class LockHeld(Exception):
+class LockHeld(LocalPlatformError):
     """Another live process holds the lock; `pid` is what it wrote (None if unreadable)."""
 
     def __init__(self, path: Path, pid: int | None) -> None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mcpfleet.platform.local.errors import LocalPlatformError
 
-class PathEscapeError(ValueError):
+
+class PathEscapeError(LocalPlatformError, ValueError):
     """A path built from manifest values would leave the state folder."""
 
 

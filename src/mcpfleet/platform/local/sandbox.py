@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from mcpfleet.api.permissions import MAX_PROFILE_BYTES, PermissionProfile
 from mcpfleet.platform.local import egress
+from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join
 from mcpfleet.sandboxcmd import BWRAP
 
@@ -54,7 +55,7 @@ RESOLVER_DIRS = ("/run/systemd/resolve",)
 UNSET = ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
 
 
-class SandboxError(RuntimeError):
+class SandboxError(LocalPlatformError, RuntimeError):
     """The sandbox cannot be set up; the message says why (the server is then Failed)."""
 
 

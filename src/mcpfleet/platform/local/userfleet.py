@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.yamlread import ManifestLimits, ManifestTooLarge, load_documents, read_text
 
@@ -83,7 +84,7 @@ def ensure_user_fleet(fleet: Fleet) -> bool:
     return True
 
 
-class FleetEditError(ValueError):
+class FleetEditError(LocalPlatformError, ValueError):
     """A `stop` / `start` / `rm` that cannot be done; the message says why."""
 
 

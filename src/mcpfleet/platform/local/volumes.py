@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join, write_file
 from mcpfleet.reconcile.model import LOCAL_VOLUME_DIR, VolumeFiles
 
@@ -24,7 +25,7 @@ MAX_KEYS = 100
 MAX_KEY_BYTES = 1024 * 1024
 
 
-class VolumeError(Exception):
+class VolumeError(LocalPlatformError):
     """A volume cannot be written; the message names the volume and the missing key."""
 
 

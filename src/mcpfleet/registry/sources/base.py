@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from mcpfleet.registry.entry import ParseResult
+from mcpfleet.registry.errors import RegistryError
 from mcpfleet.registry.formats import parse
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
@@ -18,7 +19,7 @@ def too_large(size: int) -> SourceError:
     return SourceError(f"document is {size} bytes, more than the {MAX_DOCUMENT_BYTES // 2**20} MiB limit")
 
 
-class SourceError(Exception):
+class SourceError(RegistryError):
     """Fetching a source failed; the message is safe to show (no credentials)."""
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from mcpfleet.auth.oidc import client_secret_basic
 from mcpfleet.vmcp import lazyhttp
-from mcpfleet.vmcp.config import BackendAuthStrategy, HeaderInjection, OutgoingAuth, TokenExchange
+from mcpfleet.vmcp.config import BackendAuthStrategy, HeaderInjection, OutgoingAuthSettings, TokenExchange
 from mcpfleet.vmcp.upstream import HeaderProvider, NoAuth
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class TokenExchangeAuth:
 
 
 class OutgoingAuthFactory:
-    def __init__(self, cfg: OutgoingAuth) -> None:
+    def __init__(self, cfg: OutgoingAuthSettings) -> None:
         self.cfg = cfg
         self.providers: dict[str, HeaderProvider] = {}
 
