@@ -19,9 +19,9 @@ that connection (docs/proxy.md, "One process for both protocol eras"):
   stay pending, parked under an unguessable `requestState`; the client's retry carrying
   `inputResponses` answers the child and takes the original call's answer (or the next round).
 
-Methods that 2026-07-28 removed (`logging/setLevel`, `resources/subscribe`,
-`resources/unsubscribe`) are refused here: on the shared connection they would act for every
-client.
+Methods that 2026-07-28 removed (`ping`, `logging/setLevel`, `resources/subscribe`,
+`resources/unsubscribe`) are refused here, as a 2026-07-28 server refuses them (on the shared
+connection some would also act for every client).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ ENVELOPE_KEYS = frozenset(
 CACHEABLE_METHODS = frozenset(
     {"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
 )
-REMOVED_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+REMOVED_METHODS = frozenset({"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 INPUT_METHODS = {
     "elicitation/create": "elicitation",
     "sampling/createMessage": "sampling",
@@ -70,6 +70,7 @@ MAX_ROUNDS = 256
 MAX_LISTEN_URIS = 256
 """`resourceSubscriptions` of one `subscriptions/listen`, at most."""
 
+MISSING_CAPABILITY = -32021
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
@@ -350,11 +351,16 @@ class EraBridge:
         InputRequiredResult and park the child's requests until the client's retry."""
         method = str(request.get("method"))
         capability = INPUT_METHODS.get(method)
-        if capability is None or not peer.envelope.declares(capability):
-            what = (
-                f"the client did not declare the {capability} capability" if capability else "not supported"
-            )
-            await self.mux.respond(peer, _error(request["id"], METHOD_NOT_FOUND, f"{method}: {what}"))
+        if capability is None:
+            await self.mux.respond(peer, _error(request["id"], METHOD_NOT_FOUND, f"{method}: not supported"))
+            return
+        if not peer.envelope.declares(capability):
+            # The request fails as 2026-07-28 says; the exchange's end cancels the call on the child
+            # and answers its server request.
+            text = f"{method} needs the client capability {capability!r}, which the request did not declare"
+            refusal = _error(peer.request_id, MISSING_CAPABILITY, text)
+            refusal["error"]["data"] = {"requiredCapabilities": {capability: {}}}
+            peer.queue.put_nowait(refusal)
             return
         if len(self._rounds) >= self.max_rounds:
             text = f"{method}: too many clients are being asked for input (limit {self.max_rounds})"
