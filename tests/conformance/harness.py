@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -138,6 +139,15 @@ def expected_failures(target: str, spec_version: str, path: Path = EXPECTED_FAIL
     data = yaml.safe_load(path.read_text()) or {}
     entries = ((data.get(target) or {}).get(spec_version)) or []
     return {str(e["check"]): str(e["reason"]) for e in entries}
+
+
+def varying_checks(entries_of: str, *keys: str) -> set[str]:
+    """Checks marked `varies: true` under `keys` of the YAML file `entries_of` (their verdict depends on
+    what ran before them on the same server)."""
+    data: Any = yaml.safe_load(Path(__file__).with_name(entries_of).read_text()) or {}
+    for key in keys:
+        data = (data or {}).get(key)
+    return {str(e["check"]) for e in data or [] if e.get("varies")}
 
 
 def translation_losses(spec_version: str, path: Path = TRANSLATION_LOSSES) -> dict[str, str]:

@@ -267,10 +267,10 @@ class EraBridge:
             out.setdefault("cacheScope", "private")
         info = self._server_info()
         meta = out.get("_meta")
-        if isinstance(info, dict) and (meta is None or isinstance(meta, dict)):
-            out["_meta"] = (
-                {**(meta or {}), SERVER_INFO_KEY: info} if not (meta or {}).get(SERVER_INFO_KEY) else meta
-            )
+        if isinstance(info, dict) and (
+            meta is None or (isinstance(meta, dict) and not meta.get(SERVER_INFO_KEY))
+        ):
+            out["_meta"] = {**(meta or {}), SERVER_INFO_KEY: info}
         return {**message, "result": out}
 
     def discover(self, request_id: RequestId, initialized: JSON) -> JSON:
