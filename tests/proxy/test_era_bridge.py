@@ -226,7 +226,16 @@ async def test_another_clients_round_is_out_of_reach(proxy: RunningProxy) -> Non
     """Client B holds its own round; neither a forged state nor a wrong method reaches A's."""
     request_a, key_a, state_a = await open_round(proxy, "A?")
     request_b, key_b, state_b = await open_round(proxy, "B?")
-    forged = [state_a[:-1], state_a + "x", state_a.upper(), secrets.token_urlsafe(32), "", "input-1", 1, [state_a]]
+    forged = [
+        state_a[:-1],
+        state_a + "x",
+        state_a.upper(),
+        secrets.token_urlsafe(32),
+        "",
+        "input-1",
+        1,
+        [state_a],
+    ]
     for state in forged:
         _, messages = await exchange(proxy, retry(request_b, state, {key_a: ACCEPT_ADA}))
         assert answer(messages)["error"]["code"] == -32602, state
