@@ -15,8 +15,10 @@ what sharing one child requires:
   association, so this is the only signal; with requests of several sessions in flight at the
   same moment it is a best guess, documented in docs/proxy.md); `resources/updated` goes to the
   peers subscribed to that URI; list-changed and anything else unattributable is broadcast;
-* 2026-07-28 `subscriptions/listen` notifications carry the listen request's id in
-  `_meta["io.modelcontextprotocol/subscriptionId"]`; it is mapped back like a request id;
+* 2026-07-28 `subscriptions/listen` notifications of a native 2026-07-28 child carry the listen
+  request's id in `_meta["io.modelcontextprotocol/subscriptionId"]`; it is mapped back like a
+  request id (on the shared handshake-era child, `bridge.py` holds the listen streams and parks
+  InputRequiredResult rounds with `hand_over`);
 * child restart: in-flight requests fail with an error naming the cause, and when the child had
   been initialised (handshake era) the new process is initialised again with the last
   `initialize` params before any client request reaches it, so sessions survive a crash;
