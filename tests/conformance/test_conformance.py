@@ -39,11 +39,14 @@ def test_failures_match_expected(suite_results: Results, target: str, spec_versi
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
-@pytest.mark.parametrize("target", ["proxy", "proxy-separate", "remote-proxy", "supervised-proxy"])
+@pytest.mark.parametrize(
+    "target", ["proxy", "proxy-separate", "remote-proxy", "supervised-proxy", "vmcp-over-proxy"]
+)
 def test_proxy_is_transparent(suite_results: Results, target: str, spec_version: str) -> None:
     """Every check the fixture passes directly also passes through the proxy (stdio and remote modes,
-    and the stdio proxy hosted in-process by `mcpfleet up`'s supervisor), except, in the default
-    one-process layout, exactly the translation losses listed in translation-losses.yaml."""
+    the stdio proxy hosted in-process by `mcpfleet up`'s supervisor, the gateway in front of the
+    stdio proxy), except, in the default one-process layout, exactly the translation losses listed
+    in translation-losses.yaml."""
     direct = suite_results("fixture-direct", spec_version)
     proxied = suite_results(target, spec_version)
     lost = direct.passed_checks() - proxied.passed_checks()
@@ -59,7 +62,7 @@ def test_proxy_is_transparent(suite_results: Results, target: str, spec_version:
     )
 
 
-TRANSLATING = ("proxy", "supervised-proxy")
+TRANSLATING = ("proxy", "supervised-proxy", "vmcp-over-proxy")
 """Targets in the default layout: one process, 2026-07-28 translated onto the handshake era."""
 
 
