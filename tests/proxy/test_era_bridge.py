@@ -284,3 +284,17 @@ async def test_forged_retries_never_resolve_a_round(proxy: RunningProxy, state: 
     if state is not None:
         assert final["error"]["code"] == -32602 and "requestState" in final["error"]["message"]
     assert sum(bridge.open_rounds() for bridge in rounds.values()) == before
+
+
+async def test_a_2026_only_server_is_relayed_to_untranslated() -> None:
+    """A child that refuses `initialize` as a 2026-07-28-only server gets the requests as they are,
+    on the one process (its own caching hints survive)."""
+    command = [sys.executable, str(Path(__file__).with_name("modern_only_server.py"))]
+    async with running_proxy(command) as modern_only:
+        status, messages = await exchange(modern_only, call("where"))
+        assert status == 200 and answer(messages)["result"]["content"][0]["text"] == "served at 2026-07-28"
+        listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": envelope()}}
+        _, messages = await exchange(modern_only, listed)
+        assert answer(messages)["result"]["cacheScope"] == "public"
+        health = (await modern_only.health())[1]
+        assert list(health["children"]) == ["handshake"]

@@ -22,6 +22,11 @@ that connection (docs/proxy.md, "One process for both protocol eras"):
 Methods that 2026-07-28 removed (`ping`, `logging/setLevel`, `resources/subscribe`,
 `resources/unsubscribe`) are refused here, as a 2026-07-28 server refuses them (on the shared
 connection some would also act for every client).
+
+A server that refuses `initialize` as a 2026-07-28-only server does (-32022, or method not found)
+has no handshake connection to translate onto: 2026-07-28 requests are relayed to it untranslated
+(`native`), on the same single process; handshake-era clients get its refusal, as they would from
+the server directly.
 """
 
 from __future__ import annotations
@@ -70,6 +75,9 @@ MAX_ROUNDS = 256
 MAX_LISTEN_URIS = 256
 """`resourceSubscriptions` of one `subscriptions/listen`, at most."""
 
+MODERN_ONLY_CODES = (-32022, -32601)
+"""`initialize` refused with these (the stdio form of "not part of 2026-07-28", or method not found):
+the server speaks only 2026-07-28."""
 MISSING_CAPABILITY = -32021
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
@@ -222,6 +230,9 @@ class EraBridge:
     mux: Multiplexer
     round_timeout: float = ROUND_TIMEOUT
     max_rounds: int = MAX_ROUNDS
+    native: bool = False
+    """The child refused `initialize` as a 2026-07-28-only server does: 2026-07-28 exchanges are
+    relayed to it untranslated (there is no handshake connection to translate onto)."""
     _rounds: dict[str, Round] = field(default_factory=dict)
     _init_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _round_ids: int = 0
@@ -232,6 +243,8 @@ class EraBridge:
         """The child's `initialize` result, initialising it first when no client has; None when it
         could not be initialised (the error reaches the client as the exchange's answer)."""
         async with self._init_lock:
+            if self.native:
+                return None
             if self.mux.is_initialized() and self.mux.initialize_result is not None:
                 return self.mux.initialize_result
             params: JSON = {
@@ -245,7 +258,13 @@ class EraBridge:
                 log.warning("%s: initialising the server failed: %s", self.mux.name, exc)
                 return None
             if not isinstance(reply.get("result"), dict):
-                log.warning("%s: the server refused initialize: %s", self.mux.name, reply.get("error"))
+                error = reply.get("error")
+                if isinstance(error, dict) and error.get("code") in MODERN_ONLY_CODES:
+                    # The server speaks only 2026-07-28: its own answers are served untranslated.
+                    log.info("%s: the server refused initialize (%s): 2026-07-28 only", self.mux.name, error)
+                    self.native = True
+                else:
+                    log.warning("%s: the server refused initialize: %s", self.mux.name, error)
                 return None
             self.mux.remember_initialize(params)
             await self.mux.notify_child({"jsonrpc": "2.0", "method": "notifications/initialized"})

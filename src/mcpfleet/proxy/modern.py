@@ -227,16 +227,22 @@ async def handle_modern(
         await _rejection(request_id, verdict)(scope, receive, send)
         return
     mux = await get_mux()
-    bridge = get_bridge(mux)
-    if bridge is not None and method == "tools/call":
-        # The Mcp-Param-* check lists tools on the child, which must be initialised first; a
-        # failure is answered by the exchange below.
-        await bridge.ensure_initialized()
+    bridge = await _translation(get_bridge(mux))
     param_rejection = await _mcp_param_rejection(decoded, headers, verdict, mux, schemas, bridge is None)
     if param_rejection is not None:
         await _rejection(request_id, param_rejection)(scope, receive, send)
         return
     await _relay(scope, receive, send, mux, decoded, method, bridge)
+
+
+async def _translation(bridge: EraBridge | None) -> EraBridge | None:
+    """The bridge to translate with, its child initialised before anything reaches it (the
+    Mcp-Param-* check lists its tools; a failure is answered by the exchange); None when there is
+    none or the child speaks only 2026-07-28 (relayed to as is)."""
+    if bridge is None:
+        return None
+    await bridge.ensure_initialized()
+    return None if bridge.native else bridge
 
 
 async def _mcp_param_rejection(
