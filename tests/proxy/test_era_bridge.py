@@ -263,7 +263,7 @@ async def test_a_retry_without_the_input_answers_the_child_with_an_error(proxy: 
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=60),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=60),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
