@@ -281,7 +281,7 @@ class EraBridge:
             return message
         out = dict(result)
         out.setdefault("resultType", "complete")
-        if method in CACHEABLE_METHODS:
+        if method in CACHEABLE_METHODS and out["resultType"] == "complete":  # never on input_required
             out.setdefault("ttlMs", 0)
             out.setdefault("cacheScope", "private")
         info = self._server_info()
