@@ -16,6 +16,11 @@ supervisor started (the timeline `mcpfleet describe` shows), and "before the sup
 from launching `up` to its supervisor's start (the wall time to all ready minus the last workload's
 final status milestone).
 
+`--clients`: once ready, connect the mcp SDK client in both protocol eras (handshake and
+2026-07-28) to every MCPServer and to the gateway and list their tools, before measuring: the memory
+of a fleet in use by clients of both eras (issue 29: before, the first 2026-07-28 request started a
+second process of each stdio server).
+
 `--modes`: `inprocess` (the default: `up` hosts every stdio proxy's endpoint itself) and/or
 `processes` (`MCPFLEET_LOCAL_INPROCESS=0`: one `mcpfleet proxy` interpreter per stdio server, as
 before); the modes alternate run by run, so both see the same machine load. `--servers N` (0 = the
@@ -153,8 +158,44 @@ def _stages(timelines: dict[str, list[str]]) -> dict[str, float]:
     return out
 
 
+def _urls(state_dir: Path) -> list[str]:
+    """The MCP URLs of every MCPServer and VirtualMCPServer, from their status."""
+    with sqlite3.connect(f"file:{state_dir / 'state.db'}?mode=ro", uri=True, timeout=2) as db:
+        rows = db.execute(
+            "select status from objects where kind in ('MCPServer', 'VirtualMCPServer')"
+        ).fetchall()
+    return [str(url) for (s,) in rows if (url := json.loads(s or "{}").get("url"))]
+
+
+def _connect_both_eras(urls: list[str]) -> list[str]:
+    """Connect and list tools in both eras; what failed, as `MODE URL: error` lines (the fleet may
+    still have started a process for it, which is what the memory figure is about)."""
+    import asyncio
+
+    from mcp.client.client import Client
+
+    failures: list[str] = []
+
+    async def connect() -> None:
+        for mode in ("legacy", "2026-07-28"):
+            for url in urls:
+                try:
+                    async with Client(url, mode=mode) as client:
+                        await client.list_tools()
+                except Exception as exc:  # reported in the result; the run goes on
+                    failures.append(f"{mode} {url}: {str(exc).splitlines()[0][:200]}")
+
+    asyncio.run(connect())
+    return failures
+
+
 def one_run(
-    cold: bool, timeout: float, mode: str = "inprocess", servers: int = 0, mcpfleet: str = MCPFLEET
+    cold: bool,
+    timeout: float,
+    mode: str = "inprocess",
+    servers: int = 0,
+    mcpfleet: str = MCPFLEET,
+    clients: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mcpfleet-bench-") as tmp:
         state_dir = Path(tmp) / "state"
@@ -196,6 +237,7 @@ def one_run(
                     break
                 time.sleep(0.05)
             ready_after = time.monotonic() - started
+            client_errors = _connect_both_eras(_urls(state_dir)) if clients else []
             time.sleep(2.0)  # let the gateway and registry finish their first connections and syncs
             tree = [up.pid, *_children(up.pid)]
             rss = {pid: _rss_kib(pid) for pid in tree}
@@ -220,6 +262,8 @@ def one_run(
                 "ready_seconds": round(ready_after, 2),
                 "ready_at": first_ready,
                 "timelines": timelines,
+                "clients": clients,
+                "client_errors": client_errors,
                 "processes": len(tree),
                 "rss_mib": round(sum(rss.values()) / 1024, 1),
                 "pss_mib": round(sum(pss.values()) / 1024, 1),
@@ -251,6 +295,11 @@ def main() -> int:
     parser.add_argument(
         "--mcpfleet", default=MCPFLEET, help="mcpfleet executable(s) to compare, comma-separated"
     )
+    parser.add_argument(
+        "--clients",
+        action="store_true",
+        help="connect both eras' clients to every server and the gateway first",
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     sizes = [int(n) for n in args.servers.split(",")]
@@ -264,7 +313,12 @@ def main() -> int:
                 for mode in modes:  # alternating: both modes (and executables) see the same neighbours
                     for exe in executables:
                         result = one_run(
-                            cold=cold, timeout=args.timeout, mode=mode, servers=servers, mcpfleet=exe
+                            cold=cold,
+                            timeout=args.timeout,
+                            mode=mode,
+                            servers=servers,
+                            mcpfleet=exe,
+                            clients=args.clients,
                         )
                         print(json.dumps(result, indent=2), flush=True)
                         results.append(result)

@@ -36,6 +36,44 @@ def proxy_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def proxy_separate_url() -> Iterator[str]:
+    """The stdio proxy with a second, native 2026-07-28 process (`--modern-era separate`)."""
+    port = harness.free_port()
+    cmd = [
+        *[
+            sys.executable,
+            "-m",
+            "mcpfleet.cli.main",
+            "proxy",
+            "--port",
+            str(port),
+            "--modern-era",
+            "separate",
+        ],
+        "--",
+        *harness.fixture_stdio_command(),
+    ]
+    with harness.serving(cmd, f"http://127.0.0.1:{port}/health"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="session")
+def vmcp_over_proxy_url(proxy_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The vMCP gateway in front of the stdio proxy (one process per server, the default)."""
+    port = harness.free_port()
+    config = tmp_path_factory.mktemp("vmcp-over-proxy") / "vmcp.yaml"
+    config.write_text(
+        "name: conformance\n"
+        f"backends:\n  - {{name: fixture, url: '{proxy_url}'}}\n"
+        "aggregation:\n  conflictResolution: priority\n"
+        "  conflictResolutionConfig: {priorityOrder: [fixture]}\n"
+    )
+    cmd = [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(config)]
+    with harness.serving([*cmd, "--port", str(port)], f"http://127.0.0.1:{port}/health"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="session")
 def remote_proxy_url(fixture_url: str) -> Iterator[str]:
     port = harness.free_port()
     cmd = [sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), "--remote", fixture_url]
@@ -56,6 +94,8 @@ def suite_results(request: pytest.FixtureRequest) -> Callable[[str, str], harnes
     fixtures = {
         "fixture-direct": "fixture_url",
         "proxy": "proxy_url",
+        "proxy-separate": "proxy_separate_url",
+        "vmcp-over-proxy": "vmcp_over_proxy_url",
         "remote-proxy": "remote_proxy_url",
         "supervised-proxy": "supervised_proxy_url",
     }

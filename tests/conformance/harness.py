@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,6 +35,7 @@ NODE_BIN = REPO / "tools" / "node" / "node_modules" / ".bin"
 CONFORMANCE = NODE_BIN / "conformance"
 FIXTURE = Path(__file__).with_name("fixture_server.py")
 EXPECTED_FAILURES = Path(__file__).with_name("expected-failures.yaml")
+TRANSLATION_LOSSES = Path(__file__).with_name("translation-losses.yaml")
 SPEC_VERSIONS = ("2025-11-25", "2026-07-28")
 
 _DIR_RE = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
@@ -137,6 +139,22 @@ def expected_failures(target: str, spec_version: str, path: Path = EXPECTED_FAIL
     data = yaml.safe_load(path.read_text()) or {}
     entries = ((data.get(target) or {}).get(spec_version)) or []
     return {str(e["check"]): str(e["reason"]) for e in entries}
+
+
+def varying_checks(entries_of: str, *keys: str) -> set[str]:
+    """Checks marked `varies: true` under `keys` of the YAML file `entries_of` (their verdict depends on
+    what ran before them on the same server)."""
+    data: Any = yaml.safe_load(Path(__file__).with_name(entries_of).read_text()) or {}
+    for key in keys:
+        data = (data or {}).get(key)
+    return {str(e["check"]) for e in data or [] if e.get("varies")}
+
+
+def translation_losses(spec_version: str, path: Path = TRANSLATION_LOSSES) -> dict[str, str]:
+    """`{"scenario:check-id": reason}`: what the stdio proxy's one-process layout loses against the
+    fixture directly (failed or skipped checks; docs/proxy.md)."""
+    data = yaml.safe_load(path.read_text()) or {}
+    return {str(e["check"]): str(e["reason"]) for e in data.get(spec_version) or []}
 
 
 def free_port() -> int:
@@ -267,15 +285,21 @@ def main() -> None:
     rows: list[tuple[str, SuiteResult]] = []
     with fixture_http() as direct:
         port, remote_port = free_port(), free_port()
+        separate_port = free_port()
         stdio_proxy = _proxy_command(port, "--", *fixture_stdio_command())
+        separate_proxy = _proxy_command(
+            separate_port, "--modern-era", "separate", "--", *fixture_stdio_command()
+        )
         remote_proxy = _proxy_command(remote_port, "--remote", direct)
         with (
             serving(stdio_proxy, f"http://127.0.0.1:{port}/health"),
+            serving(separate_proxy, f"http://127.0.0.1:{separate_port}/health"),
             serving(remote_proxy, f"http://127.0.0.1:{remote_port}/health"),
         ):
             targets = {
                 "fixture server, direct (SDK streamable HTTP)": direct,
-                "`mcpfleet proxy -- fixture` (stdio)": f"http://127.0.0.1:{port}/mcp",
+                "`mcpfleet proxy -- fixture` (stdio, one process)": f"http://127.0.0.1:{port}/mcp",
+                "`mcpfleet proxy --modern-era separate -- fixture`": f"http://127.0.0.1:{separate_port}/mcp",
                 "`mcpfleet proxy --remote <direct URL>`": f"http://127.0.0.1:{remote_port}/mcp",
             }
             for name, url in targets.items():

@@ -83,6 +83,7 @@ async def running_proxy(
     factory: ChildFactory | None = None,
     isolation: str = "shared",
     tool_policy: ToolPolicy | None = None,
+    modern_era: str = "translate",
 ) -> AsyncIterator[RunningProxy]:
     app = build_stdio_app(
         command,
@@ -91,9 +92,35 @@ async def running_proxy(
         factory=factory,
         isolation=isolation,
         tool_policy=tool_policy,
+        modern_era=modern_era,
     )
     async with serve_app(app) as base:
         yield RunningProxy(base, app)
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every live descendant of `pid`, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            # The command name may hold spaces and parentheses: fields follow the last ')'.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found: list[tuple[int, str]] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent:
+                frontier.append(child)
+                with contextlib.suppress(OSError):
+                    cmdline = (Path("/proc") / str(child) / "cmdline").read_bytes().replace(b"\0", b" ")
+                    found.append((child, cmdline.decode(errors="replace").strip()))
+    return found
 
 
 @pytest.fixture(scope="module")

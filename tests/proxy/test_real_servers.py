@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 from mcp.client.client import Client
 from mcp.types import ErrorData, PromptReference, TextContent
 
-from tests.proxy.conftest import VENV_BIN, RunningProxy, running_proxy
+from tests.proxy.conftest import VENV_BIN, RunningProxy, descendants, running_proxy
 
 ERAS = ["legacy", "2026-07-28"]
 
 
 async def test_mcp_server_time_from_pypi_both_eras() -> None:
-    async with running_proxy([str(VENV_BIN / "mcp-server-time"), "--local-timezone", "UTC"]) as proxy:
+    """One process serves both eras: 2026-07-28 clients are translated onto the handshake-era child."""
+    command = [str(VENV_BIN / "mcp-server-time"), "--local-timezone", "UTC"]
+    async with running_proxy(command) as proxy:
+        pids = set()
         for mode in ERAS:
             async with Client(proxy.url, mode=mode) as client:
                 tools = await client.list_tools()
@@ -24,7 +28,22 @@ async def test_mcp_server_time_from_pypi_both_eras() -> None:
                 text = result.content[0]
                 assert isinstance(text, TextContent)
                 assert "Europe/Paris" in text.text
-        # One process per protocol era (a stdio connection is locked to the era of its first request).
+            _, body = await proxy.health()
+            assert list(body["children"]) == ["handshake"] and body["children"]["handshake"]["running"]
+            pids.add(body["children"]["handshake"]["pid"])
+        assert len(pids) == 1
+        servers = [pid for pid, cmd in descendants(os.getpid()) if "mcp-server-time" in cmd]
+        assert servers == list(pids), f"one mcp-server-time process expected, found {servers}"
+
+
+async def test_separate_modern_era_runs_a_second_process() -> None:
+    """`--modern-era separate` keeps the old layout: a second process serves 2026-07-28 natively."""
+    command = [str(VENV_BIN / "mcp-server-time"), "--local-timezone", "UTC"]
+    async with running_proxy(command, modern_era="separate") as proxy:
+        for mode in ERAS:
+            async with Client(proxy.url, mode=mode) as client:
+                result = await client.call_tool("get_current_time", {"timezone": "UTC"})
+                assert not result.is_error
         _, body = await proxy.health()
         assert body["children"]["handshake"]["running"] and body["children"]["modern"]["running"]
         assert body["children"]["handshake"]["pid"] != body["children"]["modern"]["pid"]

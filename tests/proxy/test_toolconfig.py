@@ -112,7 +112,11 @@ async def test_attach_mode_is_filtered_too(tmp_path: Path) -> None:
 
 
 async def test_tools_list_changed_passes_through(tmp_path: Path) -> None:
-    async with running_proxy(harness.fixture_stdio_command(), tool_policy=_policy(tmp_path)) as proxy:
+    # The fixture announces list changes only on 2026-07-28 listen streams (the SDK's
+    # notify_tools_changed), so its native 2026-07-28 process is what shows them; the translated
+    # listen stream is covered by tests/proxy/test_era_bridge.py.
+    command = harness.fixture_stdio_command()
+    async with running_proxy(command, tool_policy=_policy(tmp_path), modern_era="separate") as proxy:
         async with Client(proxy.url, mode="2026-07-28") as client:
             async with client.listen(tools_list_changed=True) as subscription:
                 assert _text(await client.call_tool("test_trigger_tool_change", {})) == "tool list changed"

@@ -230,6 +230,12 @@ def proxy(
         help="--isolation session: most per-session server processes running at once; a new "
         "session beyond it answers HTTP 503 (a session's process ends with it, idle ones included).",
     ),
+    modern_era: str = Opt(
+        "translate",
+        "--modern-era",
+        help="translate: 2026-07-28 clients share the one server process (the proxy translates); "
+        "separate: a second process serves them natively (for 2026-07-28-only server features).",
+    ),
     allowed_host: list[str] = Opt(
         [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."
     ),
@@ -316,6 +322,7 @@ def build(
     context: str | None,
     isolation: str,
     max_session_servers: int = 10,  # proxy.backend.MAX_SESSION_SERVERS (not imported: start time)
+    modern_era: str = "translate",
     allowed_host: list[str],
     forward_all_paths: bool,
     auth_config: str | None,
@@ -400,6 +407,7 @@ def build(
                 allowed_hosts=allowed_host,
                 isolation=isolation,
                 max_session_servers=max_session_servers,
+                modern_era=modern_era,
                 tool_policy=tool_policy,
                 max_json_depth=limits.max_json_depth,
                 env=env,

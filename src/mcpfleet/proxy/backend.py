@@ -1,14 +1,16 @@
-"""The stdio backend of the proxy: one supervised child per protocol era, each with its multiplexer.
+"""The stdio backend of the proxy: the supervised child (one per server by default), with its multiplexer.
 
 An MCP stdio connection is locked to one protocol era by its first request (the 2025-11-25
-handshake, or the 2026-07-28 per-request envelope); a server cannot serve both on the same pipe.
-So the proxy runs the command once for handshake-era clients (started eagerly: its health is the
-proxy's health) and, on the first 2026-07-28 request, a second instance for envelope-era clients.
-Clients of the same era share their instance through the multiplexer.
+handshake, or the 2026-07-28 per-request envelope). By default the proxy runs the command once,
+as a handshake-era connection (started eagerly: its health is the proxy's health), and
+2026-07-28 clients are translated onto it (`proxy/bridge.py`). `modern_era="separate"` keeps a
+second instance, started on the first 2026-07-28 request, for servers whose 2026-07-28-only
+features cannot be translated (docs/proxy.md). Clients of the same channel share it through the
+multiplexer; `per_session` gives each handshake-era session its own process.
 
 When the stdio belongs to something the proxy cannot start twice (a container reached through
-the Kubernetes attach API), `single_stdio=True` makes both eras share the one channel: the
-server then serves whichever era reached it first (docs/proxy.md).
+the Kubernetes attach API), `single_stdio=True` makes both eras share the one channel untranslated:
+the server then serves whichever era reached it first (docs/proxy.md).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from mcpfleet.toolconfig import ToolPolicy
 log = logging.getLogger(__name__)
 
 Era = Literal["handshake", "modern"]
+ModernEra = Literal["translate", "separate"]
+MODERN_ERA_MODES: tuple[ModernEra, ...] = ("translate", "separate")
 
 MAX_SESSION_SERVERS = 10
 """`--isolation session`: at most this many per-session server processes run at once by default
@@ -120,7 +124,10 @@ class StdioBackend:
         ready_timeout: float = 30.0,
         tool_policy: ToolPolicy | None = None,
         max_session_servers: int = MAX_SESSION_SERVERS,
+        modern_era: ModernEra = "translate",
     ) -> None:
+        if modern_era not in MODERN_ERA_MODES:
+            raise ValueError(f"--modern-era: expected translate or separate, got {modern_era!r}")
         if max_session_servers < 1:
             raise ValueError(f"--max-session-servers: must be at least 1, got {max_session_servers}")
         self.max_session_servers = max_session_servers
@@ -128,6 +135,7 @@ class StdioBackend:
         self._tool_policy = tool_policy
         self._per_session = per_session
         self._single = single_stdio
+        self.modern_era: ModernEra = modern_era
         self._ready_timeout = ready_timeout
         self._channels: dict[Era, Channel] = {}
         self._dedicated: dict[int, Channel] = {}
@@ -164,8 +172,12 @@ class StdioBackend:
         if channel is not None:
             await channel.child.stop()
 
+    def translates(self) -> bool:
+        """Whether 2026-07-28 clients are translated onto the handshake-era child."""
+        return self.modern_era == "translate" and not self._single
+
     async def channel(self, era: Era) -> Channel:
-        if self._single:
+        if self._single or self.modern_era == "translate":
             era = "handshake"
         existing = self._channels.get(era)
         if existing is not None:
@@ -173,7 +185,7 @@ class StdioBackend:
         async with self._lock:
             if era in self._channels:
                 return self._channels[era]
-            name = "server" if self._single else f"{era} server"
+            name = "server" if self._single or self.modern_era == "translate" else f"{era} server"
             mux = Multiplexer(name=name, ready_timeout=self._ready_timeout, tool_policy=self._tool_policy)
             child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
             mux.bind(child)

@@ -3,8 +3,9 @@
 
 Design: the proxy is a JSON-RPC relay, not an MCP server. HTTP framing is done by the SDK's
 server transports (handshake era) or by `modern.py` (2026-07-28); everything inside the JSON-RPC
-messages (capabilities, completion, subscriptions, sampling, InputRequiredResult rounds...) is
-relayed untouched to the child through the multiplexer. See docs/proxy.md for the reasoning.
+messages (capabilities, completion, subscriptions, sampling...) is relayed untouched to the child
+through the multiplexer, except where one child serves both eras: `bridge.py` translates the
+2026-07-28 exchanges onto its handshake-era connection. See docs/proxy.md for the reasoning.
 
 Era routing mirrors the SDK's session manager: a request whose `MCP-Protocol-Version` header
 names a version outside the handshake versions is served sessionless; everything else goes
@@ -32,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 from mcpfleet import jsonrpc
 from mcpfleet.httplimits import replay_body
 from mcpfleet.proxy.backend import SessionServerLimit, StdioBackend
+from mcpfleet.proxy.bridge import EraBridge
 from mcpfleet.proxy.events import BoundedEventStore
 from mcpfleet.proxy.modern import ToolSchemaCache, handle_modern
 from mcpfleet.proxy.mux import Multiplexer
@@ -182,6 +184,7 @@ class ProxyApp:
         self.backend = backend
         self.security = security
         self.schemas = ToolSchemaCache()
+        self.bridges: dict[int, EraBridge] = {}
         self.max_json_depth = max_json_depth
         acquire: Callable[[], Awaitable[Multiplexer]] = self._handshake_mux
         release: Callable[[Multiplexer], Awaitable[None]] = self._keep
@@ -213,6 +216,15 @@ class ProxyApp:
         if channel.mux.on_tools_changed is None:
             channel.mux.on_tools_changed = self._tools_changed
         return channel.mux
+
+    def _bridge(self, mux: Multiplexer) -> EraBridge | None:
+        """The translation onto `mux`'s handshake-era child, when 2026-07-28 is translated."""
+        if not self.backend.translates():
+            return None
+        bridge = self.bridges.get(id(mux))
+        if bridge is None:
+            bridge = self.bridges[id(mux)] = EraBridge(mux)
+        return bridge
 
     async def _tools_changed(self) -> None:
         self.schemas.invalidate()
@@ -261,6 +273,7 @@ class ProxyApp:
                 schemas=self.schemas,
                 security=self.security,
                 max_json_depth=self.max_json_depth,
+                get_bridge=self._bridge,
             )
             return
         await self.sessions.handle(scope, receive, send)
@@ -277,6 +290,8 @@ class ProxyApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.sessions.close()
+                for bridge in self.bridges.values():
+                    bridge.close()
                 if self.sse is not None:
                     await self.sse.close()
                 await self.backend.stop()

@@ -3,7 +3,8 @@
 HTTP-level rules (Origin/Host checks, Accept negotiation, routing-header validation, the
 `Mcp-Param-*` checks, JSON-RPC error -> HTTP status mapping) are enforced here with the SDK's
 own validators, because the child behind the pipe never sees HTTP headers. The JSON-RPC request
-itself is relayed verbatim to the envelope-era child. The response is plain JSON when the child
+itself is relayed verbatim to an envelope-era child (`--modern-era separate`), or translated onto
+the handshake-era child by `bridge.py` (the default: one process per server). The response is plain JSON when the child
 answers without emitting anything first, otherwise an SSE stream that carries the request's
 notifications (progress, logs) and ends with the response.
 """
@@ -35,6 +36,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from mcpfleet import jsonrpc
+from mcpfleet.proxy.bridge import BridgedPeer, EraBridge, ListenPeer
 from mcpfleet.proxy.mux import JSON, Multiplexer, RequestId
 
 log = logging.getLogger(__name__)
@@ -80,20 +82,24 @@ class ToolSchemaCache:
     def invalidate(self) -> None:
         self._schemas = None
 
-    async def schema(self, mux: Multiplexer, verdict: InboundModernRoute, name: str) -> Any | None:
+    async def schema(
+        self, mux: Multiplexer, verdict: InboundModernRoute, name: str, *, envelope: bool = True
+    ) -> Any | None:
+        """`envelope=False`: the child is a handshake-era connection (`proxy/bridge.py`), already
+        initialised, that refuses the 2026-07-28 envelope."""
         if self._schemas is None:
-            self._schemas = await self._load(mux, verdict)
+            self._schemas = await self._load(mux, verdict, envelope)
         return self._schemas.get(name)
 
-    async def _load(self, mux: Multiplexer, verdict: InboundModernRoute) -> dict[str, Any]:
-        meta: JSON = {
-            PROTOCOL_VERSION_META_KEY: verdict.protocol_version,
-            CLIENT_CAPABILITIES_META_KEY: verdict.client_capabilities,
-        }
-        if verdict.client_info is not None:
-            meta[CLIENT_INFO_META_KEY] = verdict.client_info
+    async def _load(self, mux: Multiplexer, verdict: InboundModernRoute, envelope: bool) -> dict[str, Any]:
+        meta: JSON = {}
+        if envelope:
+            meta[PROTOCOL_VERSION_META_KEY] = verdict.protocol_version
+            meta[CLIENT_CAPABILITIES_META_KEY] = verdict.client_capabilities
+            if verdict.client_info is not None:
+                meta[CLIENT_INFO_META_KEY] = verdict.client_info
         schemas: dict[str, Any] = {}
-        params: JSON = {"_meta": meta}
+        params: JSON = {"_meta": meta} if meta else {}
         for _ in range(100):  # page cap: a broken paginator must not hang the call path
             try:
                 reply = await mux.call("tools/list", params)
@@ -110,7 +116,7 @@ class ToolSchemaCache:
             cursor = result.get("nextCursor")
             if not isinstance(cursor, str):
                 break
-            params = {"_meta": meta, "cursor": cursor}
+            params = {"_meta": meta, "cursor": cursor} if meta else {"cursor": cursor}
         return schemas
 
 
@@ -165,8 +171,10 @@ async def handle_modern(
     schemas: ToolSchemaCache,
     security: TransportSecuritySettings | None,
     max_json_depth: int = jsonrpc.DEFAULT_MAX_DEPTH,
+    get_bridge: Callable[[Multiplexer], EraBridge | None] = lambda _mux: None,
 ) -> None:
-    """Serve one 2026-07-28 POST by relaying it to the envelope-era child."""
+    """Serve one 2026-07-28 POST: relayed to an envelope-era child, or translated onto the
+    handshake-era one when `get_bridge` gives a bridge for the multiplexer (`proxy/bridge.py`)."""
     request = Request(scope, receive)
     if request.method == "POST" and not jsonrpc.is_json_media_type(request.headers.get("content-type")):
         # Before the SDK's Host / Origin check, which answers a wrong media type with a plain 400.
@@ -219,11 +227,22 @@ async def handle_modern(
         await _rejection(request_id, verdict)(scope, receive, send)
         return
     mux = await get_mux()
-    param_rejection = await _mcp_param_rejection(decoded, headers, verdict, mux, schemas)
+    bridge = await _translation(get_bridge(mux))
+    param_rejection = await _mcp_param_rejection(decoded, headers, verdict, mux, schemas, bridge is None)
     if param_rejection is not None:
         await _rejection(request_id, param_rejection)(scope, receive, send)
         return
-    await _relay(scope, receive, send, mux, decoded, method)
+    await _relay(scope, receive, send, mux, decoded, method, bridge)
+
+
+async def _translation(bridge: EraBridge | None) -> EraBridge | None:
+    """The bridge to translate with, its child initialised before anything reaches it (the
+    Mcp-Param-* check lists its tools; a failure is answered by the exchange); None when there is
+    none or the child speaks only 2026-07-28 (relayed to as is)."""
+    if bridge is None:
+        return None
+    await bridge.ensure_initialized()
+    return None if bridge.native else bridge
 
 
 async def _mcp_param_rejection(
@@ -232,6 +251,7 @@ async def _mcp_param_rejection(
     verdict: InboundModernRoute,
     mux: Multiplexer,
     schemas: ToolSchemaCache,
+    envelope: bool,
 ) -> InboundLadderRejection | None:
     if decoded.get("method") != "tools/call":
         return None
@@ -242,20 +262,27 @@ async def _mcp_param_rejection(
         return None
     if not arguments and not any(key.startswith(_PARAM_PREFIX) for key in headers):
         return None
-    schema = await schemas.schema(mux, verdict, name)
+    schema = await schemas.schema(mux, verdict, name, envelope=envelope)
     if schema is None:
         return None
     return validate_mcp_param_headers(schema, arguments, headers)
 
 
 async def _relay(
-    scope: Scope, receive: Receive, send: Send, mux: Multiplexer, decoded: JSON, method: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    mux: Multiplexer,
+    decoded: JSON,
+    method: str,
+    bridge: EraBridge | None,
 ) -> None:
-    listen = method == "subscriptions/listen"
-    peer = ExchangePeer(broadcast=listen)
-    if listen:
-        mux.add_peer(peer)
     request_id = decoded["id"]
+    peer: ExchangePeer | BridgedPeer | ListenPeer
+    if bridge is not None:
+        peer = await bridge.start(decoded)
+    else:
+        peer = ExchangePeer(broadcast=method == "subscriptions/listen")
     disconnected = asyncio.Event()
 
     async def watch_disconnect() -> None:
@@ -265,7 +292,8 @@ async def _relay(
 
     watcher = asyncio.create_task(watch_disconnect())
     try:
-        await mux.request(peer, decoded)
+        if isinstance(peer, ExchangePeer):
+            await _forward(mux, peer, decoded)
         first = await _next(peer, disconnected, JSON_WINDOW)
         if first is not None and _is_response(first, request_id):
             await _json_response(first)(scope, receive, send)
@@ -288,14 +316,25 @@ async def _relay(
     finally:
         watcher.cancel()
         # Cancels the request on the child when the client left before the answer.
-        await mux.remove_peer(peer)
+        await (
+            mux.remove_peer(peer) if bridge is None or isinstance(peer, ExchangePeer) else bridge.finish(peer)
+        )
+
+
+async def _forward(mux: Multiplexer, peer: ExchangePeer, decoded: JSON) -> None:
+    """Relay the request to an envelope-era child (a listen stream also gets broadcasts)."""
+    if peer.broadcast:
+        mux.add_peer(peer)
+    await mux.request(peer, decoded)
 
 
 def _is_response(message: JSON, request_id: Any) -> bool:
     return "method" not in message and message.get("id") == request_id
 
 
-async def _next(peer: ExchangePeer, disconnected: asyncio.Event, wait: float) -> JSON | None:
+async def _next(
+    peer: ExchangePeer | BridgedPeer | ListenPeer, disconnected: asyncio.Event, wait: float
+) -> JSON | None:
     """The next message for this exchange, or None on timeout / client disconnect."""
     get = asyncio.ensure_future(peer.queue.get())
     gone = asyncio.ensure_future(disconnected.wait())

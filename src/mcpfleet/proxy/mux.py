@@ -15,8 +15,10 @@ what sharing one child requires:
   association, so this is the only signal; with requests of several sessions in flight at the
   same moment it is a best guess, documented in docs/proxy.md); `resources/updated` goes to the
   peers subscribed to that URI; list-changed and anything else unattributable is broadcast;
-* 2026-07-28 `subscriptions/listen` notifications carry the listen request's id in
-  `_meta["io.modelcontextprotocol/subscriptionId"]`; it is mapped back like a request id;
+* 2026-07-28 `subscriptions/listen` notifications of a native 2026-07-28 child carry the listen
+  request's id in `_meta["io.modelcontextprotocol/subscriptionId"]`; it is mapped back like a
+  request id (on the shared handshake-era child, `bridge.py` holds the listen streams and parks
+  InputRequiredResult rounds with `hand_over`);
 * child restart: in-flight requests fail with an error naming the cause, and when the child had
   been initialised (handshake era) the new process is initialised again with the last
   `initialize` params before any client request reaches it, so sessions survive a crash;
@@ -106,6 +108,8 @@ class Multiplexer:
     _peers: dict[int, Peer] = field(default_factory=dict)
     _subscriptions: dict[str, set[int]] = field(default_factory=dict)
     _last_initialize: JSON | None = None
+    initialize_result: JSON | None = None
+    """The child's latest answer to `initialize` (a client's, the proxy's own or a re-initialisation)."""
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _reinit_task: asyncio.Task[None] | None = None
     stats: _Stats = field(default_factory=_Stats)
@@ -161,8 +165,11 @@ class Multiplexer:
             return None
         return message if original == name else {**message, "params": {**params, "name": original}}
 
-    async def request(self, peer: Peer, message: JSON) -> None:
-        """Forward a client request; the response arrives later through `peer.deliver`."""
+    async def request(self, peer: Peer, message: JSON, *, wants_logs: bool | None = None) -> None:
+        """Forward a client request; the response arrives later through `peer.deliver`.
+
+        `wants_logs` overrides what the request's `_meta` says (a translated 2026-07-28 request
+        reaches the child without its envelope, `proxy/bridge.py`)."""
         client_id: RequestId = message["id"]
         method = str(message.get("method", ""))
         if self.tool_policy is not None and method == "tools/call":
@@ -174,14 +181,17 @@ class Multiplexer:
             await peer.deliver(_error(client_id, INTERNAL_ERROR, f"{self.name} is not running"), None)
             return
         child_id = next(self._ids)
-        pending = _Pending(peer=peer, client_id=client_id, method=method)
+        params = message.get("params")
+        pending = _Pending(
+            peer=peer,
+            client_id=client_id,
+            method=method,
+            wants_logs=_wants_logs(params) if wants_logs is None else wants_logs,
+        )
         out = dict(message)
         out["id"] = child_id
-        params = message.get("params")
         if isinstance(params, dict):
             meta = params.get("_meta")
-            if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
-                pending.wants_logs = LOG_LEVEL_KEY in meta
             if isinstance(meta, dict) and "progressToken" in meta:
                 token = meta["progressToken"]
                 pending.client_token = token
@@ -241,6 +251,42 @@ class Multiplexer:
         finally:
             self._pending.pop(child_id, None)
 
+    async def notify_child(self, message: JSON) -> bool:
+        """Send a notification of the proxy's own to the child; False when it is not running."""
+        return await self._send_quietly(message)
+
+    def is_initialized(self) -> bool:
+        return self._last_initialize is not None
+
+    def remember_initialize(self, params: JSON) -> None:
+        """The proxy initialised the child itself: a restarted child gets the same handshake."""
+        self._last_initialize = params
+
+    def subscribe(self, peer: Peer, uri: str) -> bool:
+        """Route `resources/updated` for `uri` to `peer`; True when nobody else subscribed to it."""
+        subscribers = self._subscriptions.setdefault(uri, set())
+        first = not subscribers
+        subscribers.add(id(peer))
+        return first
+
+    def subscribed(self, uri: str) -> bool:
+        return bool(self._subscriptions.get(uri))
+
+    def hand_over(self, old: Peer, new: Peer, client_id: RequestId | None = None) -> None:
+        """Move `old`'s in-flight requests and the server requests waiting on it to `new`.
+
+        How an InputRequiredResult round keeps the child's request alive after the client's HTTP
+        exchange ended, and gives it to the exchange that brings the input (`proxy/bridge.py`).
+        `client_id`: the id the request has in the new exchange."""
+        for pending in self._pending.values():
+            if pending.peer is old:
+                pending.peer = new
+                if client_id is not None:
+                    pending.client_id = client_id
+        for key, target in self._server_requests.items():
+            if target is old:
+                self._server_requests[key] = new
+
     # -- child -> client -------------------------------------------------------------------------
 
     async def on_child_message(self, message: JSON) -> None:
@@ -259,6 +305,8 @@ class Multiplexer:
         self.stats.responses += 1
         if self.tool_policy is not None and pending.method == "tools/list":
             message = _present_tools(message, self.tool_policy)
+        if pending.method == "initialize" and isinstance(message.get("result"), dict):
+            self.initialize_result = message["result"]
         if pending.future is not None:
             if not pending.future.done():
                 pending.future.set_result(message)
@@ -430,6 +478,14 @@ def _present_tools(message: JSON, policy: ToolPolicy) -> JSON:
     if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
         return message
     return {**message, "result": {**result, "tools": policy.present(result["tools"])}}
+
+
+def _wants_logs(params: Any) -> bool:
+    """False for a 2026-07-28 request without the logLevel opt-in: the server sends it no logs."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+        return LOG_LEVEL_KEY in meta
+    return True
 
 
 def _key(value: Any) -> tuple[str, Any]:

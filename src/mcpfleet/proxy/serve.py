@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.httplimits import BodyLimits, HttpLimits, uvicorn_options
-from mcpfleet.proxy.backend import MAX_SESSION_SERVERS, ChildFactory, StdioBackend, process_factory
+from mcpfleet.proxy.backend import (
+    MAX_SESSION_SERVERS,
+    ChildFactory,
+    ModernEra,
+    StdioBackend,
+    process_factory,
+)
 from mcpfleet.proxy.child import ChildHooks
 from mcpfleet.proxy.http_app import ProxyApp, security_for
 from mcpfleet.toolconfig import ToolPolicy
@@ -40,11 +46,14 @@ def build_stdio_app(
     cwd: str | None = None,
     hooks: ChildHooks | None = None,
     max_session_servers: int = MAX_SESSION_SERVERS,
+    modern_era: str = "translate",
 ) -> ProxyApp:
     """The proxy app for a local command, or for `factory` (e.g. an attached container) when given.
 
     `tool_policy` (an MCPToolConfig's filter and overrides, from the run config) is enforced on
-    every transport and era: all of them reach the child through the multiplexer. `cwd` and
+    every transport and era: all of them reach the child through the multiplexer. `modern_era`:
+    `translate` (one process; 2026-07-28 clients translated onto it) or `separate` (a second
+    process for them, `proxy/backend.py`). `cwd` and
     `hooks` are for a host running the proxy in-process (`mcpfleet.proxy.child.ChildHooks`).
     """
     if transport not in ("streamable-http", "sse"):
@@ -55,6 +64,7 @@ def build_stdio_app(
             per_session=isolation == "session",
             tool_policy=tool_policy,
             max_session_servers=max_session_servers,
+            modern_era=_modern_era(modern_era),
         )
     else:
         if isolation != "shared":
@@ -67,6 +77,14 @@ def build_stdio_app(
         isolation=isolation,
         max_json_depth=max_json_depth or HttpLimits().max_json_depth,
     )
+
+
+def _modern_era(value: str) -> ModernEra:
+    if value == "translate":
+        return "translate"
+    if value == "separate":
+        return "separate"
+    raise ValueError(f"--modern-era: expected translate or separate, got {value!r}")
 
 
 def with_auth(

@@ -20,8 +20,8 @@ Owns:
     copy the proxy variables in);
   - labels carrying the fleet's tag (`mcpfleet.dev/fleet`, `mcpfleet.dev/fleet-run`) and the
     server's name, by which `reaper.end_containers` removes them: the watchdog after a crash of
-    `up`, `down`, a new `up`. A stdio server's container has no fixed name: the proxy may run one
-    child per protocol era, and a restarted child must not wait for its predecessor's removal. An
+    `up`, `down`, a new `up`. A stdio server's container has no fixed name: the proxy may run a
+    second child for 2026-07-28 (`--modern-era separate`), and a restarted child must not wait for its predecessor's removal. An
     http server's (podman) is named after the fleet and the server and replaces its predecessor. `--rm -i`: the container's stdin
     closes when its client ends (however it ends), a stdio server then exits and the runtime
     removes the container.
