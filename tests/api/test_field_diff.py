@@ -62,14 +62,9 @@ MISSING: dict[str, str] = {
     "MCPServer v1beta1 spec.volumes": "host-path volumes into the MCP server container: " + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
     # VirtualMCPServer
-    "VirtualMCPServer v1beta1 spec.config.groupRef": (
-        "ToolHive's operator populates it from spec.groupRef (standalone CLI only); set spec.groupRef"
-    ),
     "VirtualMCPServer v1beta1 spec.config.incomingAuth": (
         "superseded by spec.incomingAuth in ToolHive's operator too; set spec.incomingAuth"
     ),
-    "VirtualMCPServer v1beta1 spec.config.metadata": "user metadata on the gateway config: " + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.name": "the gateway is named by metadata.name",
     "VirtualMCPServer v1beta1 spec.config.outgoingAuth": (
         "superseded by spec.outgoingAuth in ToolHive's operator too; set spec.outgoingAuth"
     ),

@@ -9,9 +9,9 @@ them and a gateway's start builds only them.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from mcpfleet.api.common import OIDCConfig, OIDCConfigRef, PodTemplatePatch, TelemetryConfigRef
 from mcpfleet.api.gatewayconfig import (
@@ -56,7 +56,39 @@ from mcpfleet.api.ratelimit import (
     needs_redis_rule,
 )
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.superseded import Superseded
 from mcpfleet.api.versions import Change, Move, NameRef
+
+SUPERSEDED_GROUP_REF = Superseded(
+    old="spec.config.groupRef",
+    current="spec.groupRef.name",
+    node={
+        "type": "string",
+        "minLength": 1,
+        "description": "Superseded by spec.groupRef (ToolHive's operator fills it from there): read as"
+        " spec.groupRef.name, which may then be left out; a different value is refused.",
+    },
+    anchor="spec",
+    cel="!has(self.config) || !has(self.config.groupRef) || !has(self.groupRef)"
+    " || self.config.groupRef == self.groupRef.name",
+    optional="groupRef",
+    present="has(self.groupRef) || (has(self.config) && has(self.config.groupRef))",
+)
+SUPERSEDED_NAME = Superseded(
+    old="spec.config.name",
+    current="metadata.name",
+    node={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 253,
+        "description": "Superseded by metadata.name (the gateway's name): a different value is refused.",
+    },
+    anchor="",
+    cel="!has(self.spec.config) || !has(self.spec.config.name) || self.spec.config.name == self.metadata.name",
+)
+
+
+MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
 
 
 class VirtualMCPConfig(GatewayConfig):
@@ -68,6 +100,9 @@ class VirtualMCPConfig(GatewayConfig):
     """Extra backends given by URL."""
     composite_tool_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=50)
     """VirtualMCPCompositeToolDefinitions whose tools this gateway serves beside `compositeTools`."""
+    metadata: dict[str, MetadataValue] | None = Field(default=None, max_length=50)
+    """Free key/value notes about this configuration (ToolHive's `config.metadata`): kept with the
+    object, no effect on the gateway."""
 
 
 class IncomingAuth(RuleModel):
@@ -295,9 +330,13 @@ class VirtualMCPServer(Resource):
         ),
     )
     # v1beta1 (ToolHive's current shape) names the group at the top: `spec.groupRef: {name}`.
+    # ToolHive's v1beta1 still accepts the superseded config.groupRef and config.name: read as the
+    # current fields, with a warning (mcpfleet.api.superseded).
     version_changes: ClassVar[tuple[Change, ...]] = (
         Move("spec.config.groupRef", "spec.groupRef", prune=True),
         NameRef("spec.groupRef"),
+        SUPERSEDED_GROUP_REF,
+        SUPERSEDED_NAME,
     )
     kind: Literal["VirtualMCPServer"] = "VirtualMCPServer"
     spec: VirtualMCPServerSpec
