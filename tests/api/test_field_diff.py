@@ -45,9 +45,6 @@ MISSING: dict[str, str] = {
     "MCPExternalAuthConfig v1beta1 spec.xaa": "Cross-Application Access (an IdP-specific grant): "
     + NOT_BUILT,
     # MCPRegistry
-    "MCPRegistry v1beta1 spec.pgpassSecretRef.optional": (
-        "a pgpass file that may be absent makes no sense for a database that needs it: " + NOT_BUILT
-    ),
     # MCPRemoteProxy
     "MCPRemoteProxy v1beta1 spec.allowPrivateEndpoint": (
         "we do not block private remoteURLs, so there is nothing to allow: " + NOT_BUILT

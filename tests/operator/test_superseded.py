@@ -28,7 +28,9 @@ def test_superseded_fields_apply_read_as_current_and_warn(kube: Kube, operator: 
     kube.cluster.wait_for(
         "the gateway's status", lambda: kube.status("VirtualMCPServer", "gw").get("observedGeneration")
     )
-    config_map = kube.cluster.wait_for("the gateway's config", lambda: kube.get("ConfigMap", "vmcp-gw-config"))
+    config_map = kube.cluster.wait_for(
+        "the gateway's config", lambda: kube.get("ConfigMap", "vmcp-gw-config")
+    )
     assert "groupRef: team" in config_map["data"]["vmcp.yaml"]
     event = kube.cluster.wait_for(
         "the SupersededField event",

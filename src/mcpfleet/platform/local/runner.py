@@ -781,8 +781,14 @@ class Runner:
         folder.mkdir(mode=0o700, exist_ok=True)
         folder.chmod(0o700)
         for secret_file in plan.secret_files:
-            value = self._secret(SecretEnv(secret_file.filename, secret_file.secret))
             path = paths[secret_file.filename]
+            try:
+                value = self._secret(SecretEnv(secret_file.filename, secret_file.secret))
+            except LocalRunError:
+                if not secret_file.optional:
+                    raise
+                path.unlink(missing_ok=True)  # an optional Secret that is gone: no file, as on Kubernetes
+                continue
             with contextlib.suppress(OSError):
                 if not path.is_symlink() and path.read_text() == value:
                     continue
