@@ -14,12 +14,15 @@ import yaml
 
 from mcpfleet.api.kinds import parse_manifest
 from mcpfleet.api.mcpregistry import MCPRegistry
+from mcpfleet.api.versions import convert
+from mcpfleet.devcluster.handle import ClusterHandle
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.platform.local.runner import LocalRunError, Runner
 from mcpfleet.platform.local.state import State
 from mcpfleet.reconcile import mcpregistry
 from mcpfleet.reconcile.model import KUBERNETES_SECRET_DIR, LOCAL_SECRET_DIR, World
 from mcpfleet.reconcile.registryconfig import PGPASS_DIR, PGPASS_FILE
+from tests.reconcile.test_registry_configyaml import apply_and_render
 
 CONFIG = """
 sources:
@@ -131,3 +134,22 @@ def test_optional_is_in_the_crd() -> None:
     beta = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta1")
     ref = beta["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["pgpassSecretRef"]
     assert ref["properties"]["optional"]["type"] == "boolean"
+
+
+def test_optional_applies_and_renders_on_the_api_server(
+    dev_cluster: ClusterHandle, crds_installed: list[str], namespace: str
+) -> None:
+    """Applied strictly without the Secret; the rendered children pass a server-side dry run."""
+    document = _registry(optional=True).dump()
+    document["apiVersion"] = "mcpfleet.dev/v1beta1"
+    document["metadata"] = {"name": "db", "namespace": namespace}
+    document.pop("status", None)
+    source = convert(document, MCPRegistry.version_changes, "v1beta1")
+    objects = apply_and_render(dev_cluster, namespace, [source], "v1beta1")
+    (deployment,) = [o for (kind, _), o in objects.items() if kind == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert any(
+        s.get("secret", {}).get("optional")
+        for v in pod["volumes"]
+        for s in v.get("projected", {}).get("sources", [])
+    )
