@@ -46,9 +46,6 @@ MISSING: dict[str, str] = {
     + NOT_BUILT,
     # MCPRegistry
     # MCPRemoteProxy
-    "MCPRemoteProxy v1beta1 spec.allowPrivateEndpoint": (
-        "we do not block private remoteURLs, so there is nothing to allow: " + NOT_BUILT
-    ),
     "MCPRemoteProxy v1beta1 spec.sessionStorage": "Redis-backed proxy sessions for many replicas: "
     + NOT_BUILT,
     "MCPRemoteProxy v1beta1 status.externalUrl": "no external exposure (Ingress / Gateway API) is rendered",

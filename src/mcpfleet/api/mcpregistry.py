@@ -425,8 +425,9 @@ class VolumeMount(RuleModel):
 class PgpassSecretRef(SecretKeyRef):
     """The Secret key of a pgpass file, which may be allowed to be absent (ToolHive's `optional`)."""
 
-    optional: bool = False
-    """True: a missing Secret or key is no error; the registry then runs without a pgpass file (its
+    optional: bool | None = None
+    """True: a missing Secret or key is no error (unset: false, with no default written, so the API
+    server keeps the spec as applied); the registry then runs without a pgpass file (its
     passwords come from the database block's password files, or the connection is refused)."""
 
 

@@ -269,7 +269,9 @@ def plan_config_yaml(
         if server.database is None:
             out.problems.append("spec.pgpassSecretRef: configYAML has no database block to use it for")
         out.secret_files = (
-            SecretFile(PGPASS_FILE, SecretKeyRef(name=pgpass.name, key=pgpass.key), optional=pgpass.optional),
+            SecretFile(
+                PGPASS_FILE, SecretKeyRef(name=pgpass.name, key=pgpass.key), optional=bool(pgpass.optional)
+            ),
         )
         location = (
             f"{PGPASS_DIR}/.pgpass" if platform == "kubernetes" else secret_file_path(platform, PGPASS_FILE)
