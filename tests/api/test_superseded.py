@@ -67,6 +67,32 @@ def test_a_conflict_is_refused_naming_both_fields() -> None:
     assert problems[0][0] == "spec.config.name" and "metadata.name" in problems[0][1]
 
 
+def test_config_session_storage_is_read_as_spec_session_storage() -> None:
+    redis = {"provider": "redis", "address": "redis:6379", "keyPrefix": "gw"}
+    alone = parse_manifest(_gateway({"groupRef": {"name": "team"}, "config": {"sessionStorage": redis}}))
+    assert isinstance(alone, VirtualMCPServer) and alone.spec.session_storage is not None
+    assert alone.spec.session_storage.address == "redis:6379" and alone.spec.session_storage.db == 0
+    # Agreeing with spec.sessionStorage, which may hold more (the password reference).
+    current = {**redis, "db": 0, "passwordRef": {"name": "redis", "key": "password"}}
+    both = _gateway(
+        {"groupRef": {"name": "team"}, "config": {"sessionStorage": redis}, "sessionStorage": current}
+    )
+    parsed = parse_manifest(both)
+    assert isinstance(parsed, VirtualMCPServer) and parsed.spec.session_storage is not None
+    assert parsed.spec.session_storage.password_ref is not None
+    assert "spec.config.sessionStorage is superseded" in warnings(both, CHANGES, "v1beta1")[0]
+    for key, value in (("address", "other:6379"), ("db", 3), ("keyPrefix", "x"), ("provider", "memory")):
+        conflicting = _gateway(
+            {
+                "groupRef": {"name": "team"},
+                "config": {"sessionStorage": {**redis, key: value}},
+                "sessionStorage": current,
+            }
+        )
+        problems = _refusal(conflicting)
+        assert problems[0][0] == "spec.config.sessionStorage" and "spec.sessionStorage" in problems[0][1], key
+
+
 def test_neither_place_is_refused_naming_the_current_field() -> None:
     problems = _refusal(_gateway({"config": {"aggregation": {"conflictResolution": "prefix"}}}))
     assert problems[0][0] == "spec.groupRef.name"

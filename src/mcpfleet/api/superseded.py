@@ -66,7 +66,10 @@ class Superseded:
     `node`: the old field's OpenAPI schema. `anchor`: the path (in the version) whose CEL rules see
     both fields; `cel`: the rule, true when they agree or one is unset, written relative to `anchor`.
     `optional`: the name of a required property under `anchor` that the old field may stand in for;
-    `present`: the CEL test (relative to `anchor`) that one of the two is given.
+    `present`: the CEL test (relative to `anchor`) that one of the two is given. `compared`: for an
+    object, the keys that must agree (a key the old one lacks takes its value from `defaults`, else
+    is not compared; the current object may hold more, e.g. a password reference); empty: the
+    whole values must be equal.
     """
 
     old: str
@@ -76,6 +79,8 @@ class Superseded:
     cel: str
     optional: str | None = None
     present: str | None = None
+    compared: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, Any], ...] = ()
 
     @property
     def conflict(self) -> str:
@@ -91,9 +96,21 @@ class Superseded:
         current = _get(obj, self.current)
         if current is None:
             _set(obj, self.current, old)
-        elif current != old:
+        elif not self._agree(old, current):
             raise ConversionError(self.old, self.conflict)
         _pop(obj, self.old)
+
+    def _agree(self, old: Any, current: Any) -> bool:
+        if not self.compared:
+            return bool(old == current)
+        if not isinstance(old, dict) or not isinstance(current, dict):
+            raise ConversionError(self.old, "must be an object")
+        defaults = dict(self.defaults)
+        return all(
+            old.get(key, defaults.get(key)) == current.get(key, defaults.get(key))
+            for key in self.compared
+            if key in old or key in defaults
+        )
 
     def schema(self, root: dict[str, Any]) -> None:
         parts = self.old.split(".")

@@ -74,6 +74,38 @@ SUPERSEDED_GROUP_REF = Superseded(
     optional="groupRef",
     present="has(self.groupRef) || (has(self.config) && has(self.config.groupRef))",
 )
+_OLD_STORAGE = "self.config.sessionStorage"
+SUPERSEDED_SESSION_STORAGE = Superseded(
+    old="spec.config.sessionStorage",
+    current="spec.sessionStorage",
+    node={
+        "type": "object",
+        "description": "Superseded by spec.sessionStorage (ToolHive's operator fills it from there): read as"
+        " spec.sessionStorage when that is unset (no password then); a different provider, address, db or"
+        " keyPrefix is refused.",
+        "properties": {
+            "provider": {"type": "string", "enum": ["memory", "redis"]},
+            "address": {"type": "string", "minLength": 1, "maxLength": 512},
+            "db": {"type": "integer", "minimum": 0, "maximum": 2147483647},
+            "keyPrefix": {"type": "string", "maxLength": 128},
+        },
+        "required": ["provider"],
+        "x-kubernetes-validations": [
+            {"rule": "self.provider == 'redis' ? has(self.address) : true", "message": "address is required"}
+        ],
+    },
+    anchor="spec",
+    cel=f"!has(self.config) || !has({_OLD_STORAGE}) || !has(self.sessionStorage) || ("
+    f"{_OLD_STORAGE}.provider == self.sessionStorage.provider"
+    f" && (!has({_OLD_STORAGE}.address) || (has(self.sessionStorage.address)"
+    f" && {_OLD_STORAGE}.address == self.sessionStorage.address))"
+    f" && (has({_OLD_STORAGE}.db) ? {_OLD_STORAGE}.db : 0)"
+    " == (has(self.sessionStorage.db) ? self.sessionStorage.db : 0)"
+    f" && (!has({_OLD_STORAGE}.keyPrefix) || (has(self.sessionStorage.keyPrefix)"
+    f" && {_OLD_STORAGE}.keyPrefix == self.sessionStorage.keyPrefix)))",
+    compared=("provider", "address", "db", "keyPrefix"),
+    defaults=(("db", 0),),
+)
 SUPERSEDED_NAME = Superseded(
     old="spec.config.name",
     current="metadata.name",
@@ -337,6 +369,7 @@ class VirtualMCPServer(Resource):
         NameRef("spec.groupRef"),
         SUPERSEDED_GROUP_REF,
         SUPERSEDED_NAME,
+        SUPERSEDED_SESSION_STORAGE,
     )
     kind: Literal["VirtualMCPServer"] = "VirtualMCPServer"
     spec: VirtualMCPServerSpec
