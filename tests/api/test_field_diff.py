@@ -62,9 +62,6 @@ MISSING: dict[str, str] = {
     "VirtualMCPServer v1beta1 spec.config.outgoingAuth": (
         "superseded by spec.outgoingAuth in ToolHive's operator too; set spec.outgoingAuth"
     ),
-    "VirtualMCPServer v1beta1 spec.config.telemetry": (
-        "superseded by spec.telemetryConfigRef; set that (ToolHive deprecates the inline block)"
-    ),
 }
 """ToolHive property paths our CRDs lack, each with why: `Kind version path` -> reason."""
 

@@ -132,8 +132,38 @@ class Superseded:
         return f"{self.old} is superseded: read as {self.current}; set {self.current} instead"
 
 
+@dataclass(frozen=True)
+class Deprecated:
+    """A field both versions have, still honoured, that ToolHive deprecates for `instead`: only warned
+    about (a v1beta1 document that sets it)."""
+
+    path: str
+    instead: str
+
+    def up(self, obj: dict[str, Any]) -> None:
+        """Same shape in both versions."""
+
+    def down(self, obj: dict[str, Any]) -> None:
+        """Same shape in both versions."""
+
+    def schema(self, root: dict[str, Any]) -> None:
+        """Same schema in both versions."""
+
+    def field_path(self, hub_path: str) -> str:
+        return hub_path
+
+    def warning(self) -> str:
+        return f"{self.path} is deprecated: set {self.instead} instead"
+
+
 def warnings(document: dict[str, Any], changes: tuple[Change, ...], version: str) -> list[str]:
     """Every superseded field `document` (a manifest of `version`) sets, as a warning to show its author."""
     if version == HUB_VERSION:
         return []
-    return [c.warning() for c in changes if isinstance(c, Superseded) and _get(document, c.old) is not None]
+    found = []
+    for change in changes:
+        if isinstance(change, Superseded) and _get(document, change.old) is not None:
+            found.append(change.warning())
+        elif isinstance(change, Deprecated) and _get(document, change.path) is not None:
+            found.append(change.warning())
+    return found

@@ -37,6 +37,7 @@ from mcpfleet.api.gatewayconfig import (
     WorkflowStep,
     WorkloadToolConfig,
 )
+from mcpfleet.api.inlinetelemetry import InlineTelemetry
 from mcpfleet.api.mcpexternalauthconfig import EmbeddedAuthServerConfig
 from mcpfleet.api.meta import (
     WORKLOAD_COLUMNS,
@@ -56,7 +57,7 @@ from mcpfleet.api.ratelimit import (
     needs_redis_rule,
 )
 from mcpfleet.api.resource import Resource
-from mcpfleet.api.superseded import Superseded
+from mcpfleet.api.superseded import Deprecated, Superseded
 from mcpfleet.api.versions import Change, Move, NameRef
 
 SUPERSEDED_GROUP_REF = Superseded(
@@ -132,6 +133,9 @@ class VirtualMCPConfig(GatewayConfig):
     """Extra backends given by URL."""
     composite_tool_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=50)
     """VirtualMCPCompositeToolDefinitions whose tools this gateway serves beside `compositeTools`."""
+    telemetry: InlineTelemetry | None = None
+    """Deprecated (ToolHive's inline block): OpenTelemetry settings of the gateway when
+    spec.telemetryConfigRef is unset; refused together with it. Prefer an MCPTelemetryConfig."""
     metadata: dict[str, MetadataValue] | None = Field(default=None, max_length=50)
     """Free key/value notes about this configuration (ToolHive's `config.metadata`): kept with the
     object, no effect on the gateway."""
@@ -220,6 +224,12 @@ class VirtualMCPServerSpec(RuleModel):
                 or not s.config.rate_limiting.needs_user
                 or s.incoming_auth.type == "oidc"
             ),
+        ),
+        Rule(
+            cel="!(has(self.telemetryConfigRef) && has(self.config) && has(self.config.telemetry))",
+            message="set one of telemetryConfigRef and config.telemetry (deprecated: prefer telemetryConfigRef)",
+            field_path=".config.telemetry",
+            check=lambda s: not (s.telemetry_config_ref is not None and s.config.telemetry is not None),
         ),
         Rule(
             cel="!(has(self.embeddingServerRef) && has(self.config) && has(self.config.optimizer)"
@@ -370,6 +380,7 @@ class VirtualMCPServer(Resource):
         SUPERSEDED_GROUP_REF,
         SUPERSEDED_NAME,
         SUPERSEDED_SESSION_STORAGE,
+        Deprecated("spec.config.telemetry", "spec.telemetryConfigRef (an MCPTelemetryConfig)"),
     )
     kind: Literal["VirtualMCPServer"] = "VirtualMCPServer"
     spec: VirtualMCPServerSpec

@@ -562,6 +562,8 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         session_affinity=spec.session_affinity,
         overrides=overrides,
     )
+    # ToolHive's deprecated inline block, when no MCPTelemetryConfig is named (the model refuses both).
+    workload = mcptelemetryconfig.applied_inline(workload, spec.config.telemetry, world, target=CONTAINER)
     return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=CONTAINER)
 
 
