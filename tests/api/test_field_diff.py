@@ -45,13 +45,7 @@ MISSING: dict[str, str] = {
     "MCPExternalAuthConfig v1beta1 spec.xaa": "Cross-Application Access (an IdP-specific grant): "
     + NOT_BUILT,
     # MCPRegistry
-    "MCPRegistry v1beta1 spec.pgpassSecretRef.optional": (
-        "a pgpass file that may be absent makes no sense for a database that needs it: " + NOT_BUILT
-    ),
     # MCPRemoteProxy
-    "MCPRemoteProxy v1beta1 spec.allowPrivateEndpoint": (
-        "we do not block private remoteURLs, so there is nothing to allow: " + NOT_BUILT
-    ),
     "MCPRemoteProxy v1beta1 spec.sessionStorage": "Redis-backed proxy sessions for many replicas: "
     + NOT_BUILT,
     "MCPRemoteProxy v1beta1 status.externalUrl": "no external exposure (Ingress / Gateway API) is rendered",
@@ -62,22 +56,11 @@ MISSING: dict[str, str] = {
     "MCPServer v1beta1 spec.volumes": "host-path volumes into the MCP server container: " + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
     # VirtualMCPServer
-    "VirtualMCPServer v1beta1 spec.config.groupRef": (
-        "ToolHive's operator populates it from spec.groupRef (standalone CLI only); set spec.groupRef"
-    ),
     "VirtualMCPServer v1beta1 spec.config.incomingAuth": (
         "superseded by spec.incomingAuth in ToolHive's operator too; set spec.incomingAuth"
     ),
-    "VirtualMCPServer v1beta1 spec.config.metadata": "user metadata on the gateway config: " + NOT_BUILT,
-    "VirtualMCPServer v1beta1 spec.config.name": "the gateway is named by metadata.name",
     "VirtualMCPServer v1beta1 spec.config.outgoingAuth": (
         "superseded by spec.outgoingAuth in ToolHive's operator too; set spec.outgoingAuth"
-    ),
-    "VirtualMCPServer v1beta1 spec.config.sessionStorage": (
-        "operator-injected Redis parameters; set spec.sessionStorage (ToolHive's operator does the same)"
-    ),
-    "VirtualMCPServer v1beta1 spec.config.telemetry": (
-        "superseded by spec.telemetryConfigRef; set that (ToolHive deprecates the inline block)"
     ),
 }
 """ToolHive property paths our CRDs lack, each with why: `Kind version path` -> reason."""

@@ -8,6 +8,7 @@ import json
 import yaml
 
 from .conftest import Kube, OperatorProcess
+from .gateway_report import report_healthy, wait_unreported
 
 
 def test_oci_stdio_server_is_attached_through_the_api(kube: Kube, operator: OperatorProcess) -> None:
@@ -217,6 +218,12 @@ def test_virtual_mcp_server(kube: Kube, operator: OperatorProcess) -> None:
     kube.apply(VMCP_SETUP)
     kube.wait_phase("MCPServer", "time", "Running")
     kube.wait_phase("MCPServer", "fetch", "Running")
+    # Serving replicas alone are not Ready: the gateway has not reported its backends yet.
+    waiting = wait_unreported(kube, "gw", backends=2)
+    assert (
+        waiting["phase"] == "Pending" and "waiting for the gateway to report backends" in waiting["message"]
+    )
+    report_healthy(kube, "gw")
     status = kube.cluster.wait_for(
         "vMCP Ready with both backends",
         lambda: (
@@ -298,6 +305,8 @@ def test_virtual_mcp_server(kube: Kube, operator: OperatorProcess) -> None:
     failed = kube.wait_phase("VirtualMCPServer", "gw", "Failed")
     assert "MCPGroup team not found" in failed["message"] and "url" not in failed
     kube.apply(VMCP_SETUP.split("---")[0])
+    wait_unreported(kube, "gw", backends=2)  # its backends again, not yet reported by the gateway
+    report_healthy(kube, "gw")
     kube.cluster.wait_for(
         "vMCP back", lambda: kube.status("VirtualMCPServer", "gw").get("phase") in ("Ready", "Degraded")
     )

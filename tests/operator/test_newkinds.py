@@ -7,6 +7,7 @@ import json
 import yaml
 
 from .conftest import Kube, OperatorProcess
+from .gateway_report import report_healthy, wait_unreported
 
 CONFIGS = """
 apiVersion: mcpfleet.dev/v1alpha1
@@ -92,6 +93,8 @@ def test_entry_and_composite_definition_reach_the_gateway(kube: Kube, operator: 
         timeout=60,
     )
     assert definition == [{"kind": "VirtualMCPServer", "name": "gw"}]
+    wait_unreported(kube, "gw", backends=1)
+    report_healthy(kube, "gw")
     kube.wait_phase("VirtualMCPServer", "gw", "Ready", timeout=120)
     config_map = kube.get("ConfigMap", "vmcp-gw-config")
     assert config_map is not None

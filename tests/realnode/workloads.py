@@ -74,6 +74,7 @@ kind: MCPRemoteProxy
 metadata: {{name: time-remote}}
 spec:
   remoteURL: http://mcp-time.{ns}.svc.cluster.local:8080/mcp
+  allowPrivateEndpoint: true  # an in-cluster (*.cluster.local) upstream, as ToolHive asks
   transport: streamable-http
   externalAuthConfigRef: {{name: api-key}}
 ---

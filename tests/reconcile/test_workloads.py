@@ -483,10 +483,10 @@ def test_vmcp_status_phases_and_counts_only_from_the_gateway() -> None:
     assert down.phase == "Pending" and down.tool_count is None
 
 
-def test_vmcp_local_gateway_ready_only_once_it_reported_every_backend() -> None:
-    """Locally the gateway always reports: serving with a backend still `unknown` is Pending (its
-    `tools/list` would lack that backend's tools). On Kubernetes the rule does not apply: a
-    simulated (kwok) gateway pod never reports, so Ready stays its replicas' readiness."""
+def test_vmcp_gateway_ready_only_once_it_reported_every_backend() -> None:
+    """On both platforms: serving with a backend still `unknown` is Pending (its `tools/list` would
+    lack that backend's tools); the gateway's report (a file locally, its status PATCH on
+    Kubernetes) makes it Ready or Degraded."""
     vmcp = obj(VMCP)
     kubernetes = _vmcp_world()
     local = dataclasses.replace(kubernetes, platform="local")
@@ -495,9 +495,6 @@ def test_vmcp_local_gateway_ready_only_once_it_reported_every_backend() -> None:
         plan = virtualmcpserver.plan(vmcp, world)
         serving = virtualmcpserver.status(VirtualMCPServerStatus(), vmcp, plan, observed, world, now="t")
         assert serving.discovered_backends[0].status == "unknown"
-        if world.platform == "kubernetes":
-            assert serving.phase == "Ready"
-            continue
         assert serving.phase == "Pending" and serving.url == "http://gw/mcp"
         assert "waiting for the gateway to report backends: time" in (serving.message or "")
         (condition,) = [c for c in serving.conditions if c.type == "Ready"]

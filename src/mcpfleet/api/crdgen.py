@@ -296,6 +296,7 @@ def render_reference() -> str:
 
 def _version_differences(kind: type[Resource]) -> list[str]:
     """The kind's fields whose name or shape differs between the hub version and the others."""
+    from mcpfleet.api.superseded import Deprecated, Superseded
     from mcpfleet.api.versions import Move, NameRef
 
     if not kind.version_changes:
@@ -306,6 +307,13 @@ def _version_differences(kind: type[Resource]) -> list[str]:
             lines.append(f"- `{change.hub}` ({HUB_VERSION}) is `{change.to}`.")
         elif isinstance(change, NameRef):
             lines.append(f"- `{change.path}` is an object `{{name: ...}}` (a string in {HUB_VERSION}).")
+        elif isinstance(change, Superseded):
+            lines.append(
+                f"- `{change.old}` is accepted (superseded, with a warning): read as `{change.current}`;"
+                " a different value in both is refused."
+            )
+        elif isinstance(change, Deprecated):
+            lines.append(f"- `{change.path}` is deprecated (with a warning): prefer {change.instead}.")
     return [*lines, ""]
 
 

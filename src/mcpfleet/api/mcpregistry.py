@@ -424,6 +424,15 @@ class VolumeMount(RuleModel):
     """A path inside the volume to mount instead of its root."""
 
 
+class PgpassSecretRef(SecretKeyRef):
+    """The Secret key of a pgpass file, which may be allowed to be absent (ToolHive's `optional`)."""
+
+    optional: bool | None = None
+    """True: a missing Secret or key is no error (unset: false, with no default written, so the API
+    server keeps the spec as applied); the registry then runs without a pgpass file (its
+    passwords come from the database block's password files, or the connection is refused)."""
+
+
 class MCPRegistrySpec(RuleModel):
     """Desired state of a registry: typed sources (`registries`) or ToolHive's registry-server
     configuration (`configYAML`, with `volumes`, `volumeMounts` and `pgpassSecretRef`)."""
@@ -508,7 +517,7 @@ class MCPRegistrySpec(RuleModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["mountPath"]},
     )
     """Where the registry container sees those volumes; paths in configYAML must lie under them."""
-    pgpass_secret_ref: SecretKeyRef | None = None
+    pgpass_secret_ref: PgpassSecretRef | None = None
     """A Secret key holding a pgpass file (`host:port:database:user:password` lines): copied to a
     mode-0600 file and named by PGPASSFILE (with configYAML's database)."""
     image_pull_secrets: list[LocalObjectReference] | None = Field(default=None, max_length=20)

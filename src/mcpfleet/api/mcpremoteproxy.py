@@ -43,7 +43,13 @@ class MCPRemoteProxySpec(RuleModel):
     )
 
     remote_url: str = Field(alias="remoteURL", pattern=r"^https?://[^\s]+$", max_length=2048)
-    """URL of the remote MCP server."""
+    """URL of the remote MCP server. On Kubernetes loopback, link-local, cloud-metadata and
+    kubernetes.default endpoints are refused, private ones need allowPrivateEndpoint."""
+    allow_private_endpoint: bool = False
+    """Let remoteURL point at a private or in-cluster endpoint (RFC 1918, unique-local, *.cluster.local),
+    e.g. a co-located backend reached in-mesh (ToolHive's field). Loopback, link-local, cloud-metadata
+    and kubernetes.default stay refused. Kubernetes only: locally the proxy may front this machine's
+    servers (link-local and metadata endpoints are refused there too)."""
     transport: HttpTransport = "streamable-http"
     """Transport of the remote server: streamable-http or sse."""
     proxy_port: int = Field(default=8080, ge=1, le=65535)

@@ -9,9 +9,9 @@ them and a gateway's start builds only them.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from mcpfleet.api.common import OIDCConfig, OIDCConfigRef, PodTemplatePatch, TelemetryConfigRef
 from mcpfleet.api.gatewayconfig import (
@@ -37,6 +37,7 @@ from mcpfleet.api.gatewayconfig import (
     WorkflowStep,
     WorkloadToolConfig,
 )
+from mcpfleet.api.inlinetelemetry import InlineTelemetry
 from mcpfleet.api.mcpexternalauthconfig import EmbeddedAuthServerConfig
 from mcpfleet.api.meta import (
     WORKLOAD_COLUMNS,
@@ -56,7 +57,71 @@ from mcpfleet.api.ratelimit import (
     needs_redis_rule,
 )
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.superseded import Deprecated, Superseded
 from mcpfleet.api.versions import Change, Move, NameRef
+
+SUPERSEDED_GROUP_REF = Superseded(
+    old="spec.config.groupRef",
+    current="spec.groupRef.name",
+    node={
+        "type": "string",
+        "minLength": 1,
+        "description": "Superseded by spec.groupRef (ToolHive's operator fills it from there): read as"
+        " spec.groupRef.name, which may then be left out; a different value is refused.",
+    },
+    anchor="spec",
+    cel="!has(self.config) || !has(self.config.groupRef) || !has(self.groupRef)"
+    " || self.config.groupRef == self.groupRef.name",
+    optional="groupRef",
+    present="has(self.groupRef) || (has(self.config) && has(self.config.groupRef))",
+)
+_OLD_STORAGE = "self.config.sessionStorage"
+SUPERSEDED_SESSION_STORAGE = Superseded(
+    old="spec.config.sessionStorage",
+    current="spec.sessionStorage",
+    node={
+        "type": "object",
+        "description": "Superseded by spec.sessionStorage (ToolHive's operator fills it from there): read as"
+        " spec.sessionStorage when that is unset (no password then); a different provider, address, db or"
+        " keyPrefix is refused.",
+        "properties": {
+            "provider": {"type": "string", "enum": ["memory", "redis"]},
+            "address": {"type": "string", "minLength": 1, "maxLength": 512},
+            "db": {"type": "integer", "minimum": 0, "maximum": 2147483647},
+            "keyPrefix": {"type": "string", "maxLength": 128},
+        },
+        "required": ["provider"],
+        "x-kubernetes-validations": [
+            {"rule": "self.provider == 'redis' ? has(self.address) : true", "message": "address is required"}
+        ],
+    },
+    anchor="spec",
+    cel=f"!has(self.config) || !has({_OLD_STORAGE}) || !has(self.sessionStorage) || ("
+    f"{_OLD_STORAGE}.provider == self.sessionStorage.provider"
+    f" && (!has({_OLD_STORAGE}.address) || (has(self.sessionStorage.address)"
+    f" && {_OLD_STORAGE}.address == self.sessionStorage.address))"
+    f" && (has({_OLD_STORAGE}.db) ? {_OLD_STORAGE}.db : 0)"
+    " == (has(self.sessionStorage.db) ? self.sessionStorage.db : 0)"
+    f" && (!has({_OLD_STORAGE}.keyPrefix) || (has(self.sessionStorage.keyPrefix)"
+    f" && {_OLD_STORAGE}.keyPrefix == self.sessionStorage.keyPrefix)))",
+    compared=("provider", "address", "db", "keyPrefix"),
+    defaults=(("db", 0),),
+)
+SUPERSEDED_NAME = Superseded(
+    old="spec.config.name",
+    current="metadata.name",
+    node={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 253,
+        "description": "Superseded by metadata.name (the gateway's name): a different value is refused.",
+    },
+    anchor="",
+    cel="!has(self.spec.config) || !has(self.spec.config.name) || self.spec.config.name == self.metadata.name",
+)
+
+
+MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
 
 
 class VirtualMCPConfig(GatewayConfig):
@@ -68,6 +133,12 @@ class VirtualMCPConfig(GatewayConfig):
     """Extra backends given by URL."""
     composite_tool_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=50)
     """VirtualMCPCompositeToolDefinitions whose tools this gateway serves beside `compositeTools`."""
+    telemetry: InlineTelemetry | None = None
+    """Deprecated (ToolHive's inline block): OpenTelemetry settings of the gateway when
+    spec.telemetryConfigRef is unset; refused together with it. Prefer an MCPTelemetryConfig."""
+    metadata: dict[str, MetadataValue] | None = Field(default=None, max_length=50)
+    """Free key/value notes about this configuration (ToolHive's `config.metadata`): kept with the
+    object, no effect on the gateway."""
 
 
 class IncomingAuth(RuleModel):
@@ -153,6 +224,12 @@ class VirtualMCPServerSpec(RuleModel):
                 or not s.config.rate_limiting.needs_user
                 or s.incoming_auth.type == "oidc"
             ),
+        ),
+        Rule(
+            cel="!(has(self.telemetryConfigRef) && has(self.config) && has(self.config.telemetry))",
+            message="set one of telemetryConfigRef and config.telemetry (deprecated: prefer telemetryConfigRef)",
+            field_path=".config.telemetry",
+            check=lambda s: not (s.telemetry_config_ref is not None and s.config.telemetry is not None),
         ),
         Rule(
             cel="!(has(self.embeddingServerRef) && has(self.config) && has(self.config.optimizer)"
@@ -295,9 +372,15 @@ class VirtualMCPServer(Resource):
         ),
     )
     # v1beta1 (ToolHive's current shape) names the group at the top: `spec.groupRef: {name}`.
+    # ToolHive's v1beta1 still accepts the superseded config.groupRef and config.name: read as the
+    # current fields, with a warning (mcpfleet.api.superseded).
     version_changes: ClassVar[tuple[Change, ...]] = (
         Move("spec.config.groupRef", "spec.groupRef", prune=True),
         NameRef("spec.groupRef"),
+        SUPERSEDED_GROUP_REF,
+        SUPERSEDED_NAME,
+        SUPERSEDED_SESSION_STORAGE,
+        Deprecated("spec.config.telemetry", "spec.telemetryConfigRef (an MCPTelemetryConfig)"),
     )
     kind: Literal["VirtualMCPServer"] = "VirtualMCPServer"
     spec: VirtualMCPServerSpec

@@ -33,7 +33,12 @@ from mcpfleet.api.meta import GROUP, LABEL_MANAGED_BY
 from mcpfleet.api.versions import STORAGE_VERSION
 from mcpfleet.operator import logfilter
 from mcpfleet.operator.controller import Controller
-from mcpfleet.operator.conversion import serve_conversion_webhook, webhook_port_from_env
+from mcpfleet.operator.conversion import (
+    serve_conversion_webhook,
+    serve_out_of_cluster_webhook,
+    webhook_port_from_env,
+    webhook_url_from_env,
+)
 from mcpfleet.operator.leader import LeaderElectionConfig, LeaderElector, LeadershipLost, new_identity
 from mcpfleet.operator.settings import OperatorSettings, default_leader_namespace
 from mcpfleet.operator.store import Store
@@ -412,8 +417,11 @@ async def run_operator(settings: OperatorSettings, stop: asyncio.Event | None = 
     try:
         if settings.metrics_port is not None:
             runner = await serve_http(controller, settings.metrics_host, settings.metrics_port, elector)
-        webhook_port = webhook_port_from_env()
-        if webhook_port is not None:
+        webhook_port, webhook_url = webhook_port_from_env(), webhook_url_from_env()
+        if webhook_url is not None:
+            # Out of the cluster: the CRDs call this process at the URL the user gave.
+            webhook_task = await serve_out_of_cluster_webhook(api, webhook_url)
+        elif webhook_port is not None:
             # Every replica, before the lease: the API server converts through whichever pod it reaches.
             webhook_task = await serve_conversion_webhook(api, default_leader_namespace(), webhook_port)
         if elector is not None:

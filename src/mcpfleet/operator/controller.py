@@ -33,6 +33,8 @@ from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, WorkloadStatus
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.superseded import SUPERSEDED_FIELD
+from mcpfleet.api.superseded import warnings as superseded_warnings
 from mcpfleet.api.versions import STORAGE_API_VERSION
 from mcpfleet.backoff import Backoff
 from mcpfleet.operator.pods import stuck_reason
@@ -594,6 +596,12 @@ class Controller:
             await self._event(entry, "InvalidSpec", problems, "Warning")
         elif getattr(status, "phase", None) == "Failed" and observation.failure_message:
             await self._event(entry, "WorkloadFailed", observation.failure_message, "Warning")
+        # Once per generation (its first status): the superseded fields the object sets.
+        if (entry.raw.get("status") or {}).get("observedGeneration") != entry.generation and entry.model:
+            version = str(entry.raw.get("apiVersion", "")).rpartition("/")[2]
+            warnings = superseded_warnings(entry.raw, type(entry.model).version_changes, version)
+            if warnings:
+                await self._event(entry, SUPERSEDED_FIELD, "; ".join(warnings), "Warning")
 
     def _defer_first_status(self, key: ObjKey, entry: Entry, status: ApiModel) -> bool:
         """Hold back a new workload's first status while it is Pending, up to the grace period.

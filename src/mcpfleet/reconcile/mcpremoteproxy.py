@@ -27,6 +27,7 @@ from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.reconcile import (
     authserver,
     configkinds,
+    endpoints,
     mcpauthzconfig,
     mcpoidcconfig,
     mcptelemetryconfig,
@@ -64,6 +65,16 @@ def _problems(proxy: MCPRemoteProxy, world: World) -> list[str]:
     )
     problems.extend(_webhooks(proxy, world).problems)
     problems.extend(_authserver(proxy, world).problems)
+    endpoint = endpoints.endpoint_problem(
+        spec.remote_url,
+        spec.allow_private_endpoint,
+        world.platform,
+        field="spec.remoteURL",
+        allow_field="spec.allowPrivateEndpoint",
+        local_private=False,
+    )
+    if endpoint is not None:
+        problems.append(endpoint)
     return problems
 
 

@@ -14,54 +14,32 @@ the gateway itself: no proxy stands in between), `caBundleRef` a mounted ConfigM
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
 from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef, set_condition
+from mcpfleet.reconcile import endpoints
 from mcpfleet.reconcile.model import KUBERNETES_CONFIGMAP_DIR, ConfigMapFile, Platform, World
 
 CONDITION_VALID = "Valid"
 CONDITION_GROUP = "GroupRefValidated"
-ALWAYS_BLOCKED_HOSTS = ("metadata.google.internal", "metadata")
-KUBERNETES_API_HOSTS = ("kubernetes.default", "kubernetes.default.svc")
-METADATA_IPS = ("169.254.169.254", "fd00:ec2::254")
 
 
 def ca_file_name(entry: str) -> str:
     return f"entry-{entry}-ca.crt"
 
 
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
 def endpoint_problem(entry: MCPServerEntry, platform: Platform) -> str | None:
     """Why `spec.remoteUrl` may not be used (naming the field), else None."""
-    host = (urlsplit(entry.spec.remote_url).hostname or "").lower().rstrip(".")
-    if not host:
-        return "spec.remoteUrl: no host"
-    ip = _ip(host)
-    loopback = host == "localhost" or host.endswith(".localhost") or (ip is not None and ip.is_loopback)
-    if host in ALWAYS_BLOCKED_HOSTS or (ip is not None and (str(ip) in METADATA_IPS or ip.is_link_local)):
-        return "spec.remoteUrl: link-local and cloud-metadata endpoints are refused"
-    if platform == "kubernetes":
-        if loopback:
-            return "spec.remoteUrl: loopback endpoints are refused on Kubernetes"
-        if host in KUBERNETES_API_HOSTS or host.startswith("kubernetes.default.svc."):
-            return "spec.remoteUrl: the Kubernetes API server is not an MCP endpoint"
-    private = loopback or host.endswith(".cluster.local") or (ip is not None and ip.is_private)
-    if private and not entry.spec.allow_private_endpoint:
-        return (
-            f"spec.allowPrivateEndpoint: {host} is a private endpoint; set allowPrivateEndpoint: true "
-            "to reach it"
-        )
-    return None
+    return endpoints.endpoint_problem(
+        entry.spec.remote_url,
+        entry.spec.allow_private_endpoint,
+        platform,
+        field="spec.remoteUrl",
+        allow_field="spec.allowPrivateEndpoint",
+        local_private=True,
+    )
 
 
 def problems(entry: MCPServerEntry, world: World) -> list[str]:

@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from mcpfleet.api.inlinetelemetry import InlineTelemetry
 from mcpfleet.api.meta import ConfigMapKeyRef, SecretKeyRef, WorkloadReference
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import (
@@ -114,6 +115,56 @@ def resolve(
         files = (ConfigMapFile(CA_FILE, ConfigMapKeyRef(name=ca.name or found.name, key=ca.key)),)
         env.append(("OTEL_EXPORTER_OTLP_CERTIFICATE", f"{KUBERNETES_CONFIGMAP_DIR}/{CA_FILE}"))
     return TelemetryPlan(env=tuple(env), secret_env=tuple(secrets), config_map_files=files)
+
+
+def inline_env(
+    telemetry: InlineTelemetry, world: World, *, kind: str, name: str
+) -> tuple[tuple[str, str], ...]:
+    """The environment of ToolHive's inline (deprecated) `config.telemetry`, as `resolve` makes it."""
+    if not telemetry.endpoint or not (telemetry.tracing_enabled or telemetry.metrics_enabled):
+        return (("OTEL_SDK_DISABLED", "true"),)
+    attributes = {
+        "k8s.namespace.name": world.namespace,
+        "mcpfleet.kind": kind,
+        "mcpfleet.name": name,
+        **({"service.version": telemetry.service_version} if telemetry.service_version else {}),
+        **(telemetry.custom_attributes or {}),
+    }
+    env: list[tuple[str, str]] = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint_url(telemetry.endpoint, telemetry.insecure)),
+        ("OTEL_SERVICE_NAME", telemetry.service_name or name),
+        ("OTEL_RESOURCE_ATTRIBUTES", ",".join(f"{k}={v}" for k, v in attributes.items())),
+    ]
+    if telemetry.tracing_enabled:
+        env += [
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", telemetry.sampling_rate),
+        ]
+    else:
+        env.append(("OTEL_TRACES_EXPORTER", "none"))
+    if telemetry.headers:
+        headers = ",".join(f"{k}={v}" for k, v in sorted(telemetry.headers.items()))
+        env.append(("OTEL_EXPORTER_OTLP_HEADERS", headers))
+    if telemetry.ca_cert_path:
+        env.append(("OTEL_EXPORTER_OTLP_CERTIFICATE", telemetry.ca_cert_path))
+    return tuple(env)
+
+
+def applied_inline(
+    plan: WorkloadPlan, telemetry: InlineTelemetry | None, world: World, *, target: str
+) -> WorkloadPlan:
+    """`plan` with the inline telemetry's environment on container `target` (nothing when unset)."""
+    if telemetry is None:
+        return plan
+    env = inline_env(telemetry, world, kind=plan.kind, name=plan.name)
+    names = {name for name, _ in env}
+    containers = tuple(
+        dataclasses.replace(c, env=(*(kv for kv in c.env if kv[0] not in names), *env))
+        if c.name == target
+        else c
+        for c in plan.containers
+    )
+    return dataclasses.replace(plan, containers=containers)
 
 
 def applied(plan: WorkloadPlan, ref: Any, world: World, *, target: str) -> WorkloadPlan:

@@ -136,6 +136,8 @@ class SecretFile:
 
     filename: str
     secret: SecretKeyRef
+    optional: bool = False
+    """A missing Secret or key leaves the file absent instead of failing the workload."""
 
 
 def secret_file_path(platform: Platform, filename: str) -> str:

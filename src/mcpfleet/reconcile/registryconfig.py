@@ -29,7 +29,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, VolumeMount
+from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, PgpassSecretRef, VolumeMount
+from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.api.registryconfig import OAuthProvider, RegistryServerConfig
 from mcpfleet.api.registrysource import Source
 from mcpfleet.auth.settings import IncomingAuthSettings, OIDCSettings
@@ -205,13 +206,18 @@ def _volume_files(registry: MCPRegistry, problems: list[str]) -> tuple[VolumeFil
     return tuple(out)
 
 
-def _pod_template(registry: MCPRegistry, container: str, pgpass: bool) -> dict[str, Any] | None:
+def _pod_template(
+    registry: MCPRegistry, container: str, pgpass: PgpassSecretRef | None
+) -> dict[str, Any] | None:
     spec = registry.spec
     volumes = [v.dump() for v in spec.volumes or ()]
     mounts = [m.dump() for m in spec.volume_mounts or ()]
     init: list[dict[str, Any]] = []
-    if pgpass:
+    if pgpass is not None:
         target = f"{PGPASS_DIR}/.pgpass"
+        source = f"{KUBERNETES_SECRET_DIR}/{PGPASS_FILE}"
+        copy = f"cp {source} {target} && chmod 0600 {target}"
+        # optional: an absent Secret leaves no file in the projected volume, and no pgpass file.
         volumes.append({"name": PGPASS_VOLUME, "emptyDir": {}})
         mounts.append({"name": PGPASS_VOLUME, "mountPath": PGPASS_DIR})
         init.append(
@@ -220,7 +226,7 @@ def _pod_template(registry: MCPRegistry, container: str, pgpass: bool) -> dict[s
                 "command": [
                     "sh",
                     "-c",
-                    f"cp {KUBERNETES_SECRET_DIR}/{PGPASS_FILE} {target} && chmod 0600 {target}",
+                    f"[ ! -e {source} ] || {{ {copy}; }}" if pgpass.optional else copy,
                 ],
                 "volumeMounts": [
                     {"name": "secrets", "mountPath": KUBERNETES_SECRET_DIR, "readOnly": True},
@@ -248,7 +254,11 @@ def plan_config_yaml(
     if pgpass is not None:
         if server.database is None:
             out.problems.append("spec.pgpassSecretRef: configYAML has no database block to use it for")
-        out.secret_files = (SecretFile(PGPASS_FILE, pgpass),)
+        out.secret_files = (
+            SecretFile(
+                PGPASS_FILE, SecretKeyRef(name=pgpass.name, key=pgpass.key), optional=bool(pgpass.optional)
+            ),
+        )
         location = (
             f"{PGPASS_DIR}/.pgpass" if platform == "kubernetes" else secret_file_path(platform, PGPASS_FILE)
         )
@@ -269,7 +279,7 @@ def plan_config_yaml(
     out.problems.extend(paths.problems)
     out.watches_workloads = any(s.kubernetes is not None for s in served)
     if platform == "kubernetes":
-        out.pod_template = _pod_template(registry, container, pgpass is not None)
+        out.pod_template = _pod_template(registry, container, pgpass)
     else:
         out.volume_files = _volume_files(registry, out.problems)
     return out

@@ -11,13 +11,12 @@ running gateway (it patches `discoveredBackends`, `toolCount`… itself); the op
 backends it configured, keeps the gateway's health fields for a backend whose URL did not change,
 and never estimates counts: they are cleared while no gateway replica is ready.
 
-On the local platform a serving gateway is Ready (or Degraded) only once it has reported every
-backend (none left `unknown`): until then it is Pending with reason `BackendsNotReported`, because
-a `tools/list` would still lack those backends' tools. Locally the gateway always reports (its
-report file is read by the reconcile loop). On Kubernetes the rule does not apply: there the
-report travels through the API server from the gateway pod, and the operator cannot tell a gateway
-that will report from one that never will (a kwok-simulated pod runs nothing; a gateway whose
-status PATCH is refused), so Ready stays the replicas' readiness and `unknown` backends show as such.
+A serving gateway is Ready (or Degraded) only once it has reported every backend (none left
+`unknown`), on both platforms: until then it is Pending with reason `BackendsNotReported`, because a
+`tools/list` would still lack those backends' tools. Locally the reconcile loop reads the gateway's
+report file; on Kubernetes the gateway patches its report into this status itself. A gateway that
+never reports (its status PATCH refused, a pod that runs nothing) stays Pending, naming the backends
+it has not reported: ready replicas alone do not make it Ready.
 """
 
 from __future__ import annotations
@@ -568,6 +567,8 @@ def plan(vmcp: VirtualMCPServer, world: World) -> WorkloadPlan:
         session_affinity=spec.session_affinity,
         overrides=overrides,
     )
+    # ToolHive's deprecated inline block, when no MCPTelemetryConfig is named (the model refuses both).
+    workload = mcptelemetryconfig.applied_inline(workload, spec.config.telemetry, world, target=CONTAINER)
     return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=CONTAINER)
 
 
@@ -626,7 +627,7 @@ def status(
     else:
         unhealthy = [b.name for b in discovered if b.status == "unhealthy" or (b.status == "unavailable")]
         unreported = [b.name for b in discovered if b.status == "unknown"]
-        if unreported and world.platform == "local":
+        if unreported:
             # Serving, but not connected to every backend yet: its `tools/list` would lack theirs.
             phase, reason = "Pending", "BackendsNotReported"
             message = f"waiting for the gateway to report backends: {', '.join(unreported)}"

@@ -129,6 +129,14 @@ async def run_up(
         lock.release()
 
 
+def _print_new_warnings(console: Console, warnings: list[str], shown: list[str]) -> list[str]:
+    """Print the load warnings not printed yet (superseded fields); the list now shown."""
+    for warning in warnings:
+        if warning not in shown:
+            console.print(f"[yellow]warning[/] {escape(warning)}", highlight=False)
+    return list(warnings)
+
+
 async def _up(
     manifests: Path,
     state: State,
@@ -167,6 +175,7 @@ async def _up(
             _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir, side_url)
             reporter.live = True
         shown_errors = [str(e) for e in runner.load_errors]
+        shown_warnings = list(runner.load_warnings)
         shown_notices = len(runner.port_notices)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -185,6 +194,7 @@ async def _up(
                     if error not in shown_errors:
                         console.print(f"[red]invalid manifest[/] {escape(error)}", highlight=False)
                 shown_errors = errors
+            shown_warnings = _print_new_warnings(console, runner.load_warnings, shown_warnings)
     finally:
         stop.set()
         _say(console, "stopping…")
@@ -328,6 +338,8 @@ def _print_summary(
                 console.print(line, markup=False, highlight=False)
     for error in runner.load_errors:
         console.print(f"[red]invalid manifest[/] {escape(str(error))}", highlight=False)
+    for warning in runner.load_warnings:
+        console.print(f"[yellow]warning[/] {escape(warning)}", highlight=False)
     running = sum(1 for o in workloads if o.status.get("phase") in ("Running", "Ready", "Degraded"))
     console.print(
         f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {escape(str(state_dir))})"

@@ -20,6 +20,7 @@ import yaml
 
 from mcpfleet.api.kinds import ManifestError, parse_manifest
 from mcpfleet.api.resource import Resource
+from mcpfleet.api.superseded import warnings as superseded_warnings
 from mcpfleet.yamlread import (
     MAX_FILES_ENV,
     ManifestLimits,
@@ -73,6 +74,8 @@ class Loaded:
 class LoadResult:
     objects: list[Loaded] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Valid documents that set a superseded field (`mcpfleet.api.superseded`), one line each."""
 
 
 def yaml_reason(exc: yaml.YAMLError) -> str:
@@ -134,6 +137,14 @@ def _read_documents(path: Path, inside: Path, limits: ManifestLimits) -> list[An
         raise ManifestTooLarge("nested too deeply to parse") from None
 
 
+def _superseded(loaded: Loaded, shown: str, index: int) -> list[str]:
+    """The superseded fields a valid document sets, each as a line naming the document."""
+    version = str(loaded.manifest["apiVersion"]).rpartition("/")[2]
+    where = f"{shown} (document {index}) {loaded.key[0]}/{loaded.key[2]}"
+    changes = type(loaded.resource).version_changes
+    return [f"{where}: {warning}" for warning in superseded_warnings(loaded.manifest, changes, version)]
+
+
 def load_dir(
     root: Path, limits: ManifestLimits | None = None, owners: Mapping[tuple[str, str, str], str] | None = None
 ) -> LoadResult:
@@ -186,6 +197,7 @@ def load_dir(
                 )
                 continue
             loaded = Loaded(resource, document, f"{shown}#{index}")
+            result.warnings += _superseded(loaded, shown, index)
             candidates.setdefault(loaded.key, []).append(loaded)
             in_order.append(loaded)
     winners: set[int] = set()

@@ -141,6 +141,8 @@ class Runner:
         self.state_dir = state.state_dir
         self.on_status = on_status
         self.load_errors: list[LoadError] = []
+        self.load_warnings: list[str] = []
+        """Superseded fields the manifests set (`up` prints them)."""
         self.port_notices: list[str] = []
         """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
         self._noticed: dict[str, str] = {}
@@ -375,6 +377,7 @@ class Runner:
                 loaded[key] = item
                 kept[key] = str(error)[:KEPT_ERROR_CHARS]
         self.load_errors = errors
+        self.load_warnings = result.warnings
         self.kept = kept
         for error in result.errors:
             log.info("invalid manifest: %s", error)
@@ -778,8 +781,14 @@ class Runner:
         folder.mkdir(mode=0o700, exist_ok=True)
         folder.chmod(0o700)
         for secret_file in plan.secret_files:
-            value = self._secret(SecretEnv(secret_file.filename, secret_file.secret))
             path = paths[secret_file.filename]
+            try:
+                value = self._secret(SecretEnv(secret_file.filename, secret_file.secret))
+            except LocalRunError:
+                if not secret_file.optional:
+                    raise
+                path.unlink(missing_ok=True)  # an optional Secret that is gone: no file, as on Kubernetes
+                continue
             with contextlib.suppress(OSError):
                 if not path.is_symlink() and path.read_text() == value:
                     continue

@@ -267,7 +267,13 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
     if plan.secret_files:
         # One projected volume: each Secret key becomes one file; values never touch a ConfigMap.
         secrets = [
-            {"secret": {"name": f.secret.name, "items": [{"key": f.secret.key, "path": f.filename}]}}
+            {
+                "secret": {
+                    "name": f.secret.name,
+                    "items": [{"key": f.secret.key, "path": f.filename}],
+                    **({"optional": True} if f.optional else {}),
+                }
+            }
             for f in plan.secret_files
         ]
         out.append(_projected(SECRET_VOLUME, secrets))
