@@ -129,12 +129,34 @@ async def run_up(
         lock.release()
 
 
-def _print_new_warnings(console: Console, warnings: list[str], shown: list[str]) -> list[str]:
-    """Print the load warnings not printed yet (superseded fields); the list now shown."""
-    for warning in warnings:
-        if warning not in shown:
-            console.print(f"[yellow]warning[/] {escape(warning)}", highlight=False)
-    return list(warnings)
+def _print_new(console: Console, label: str, items: list[str], shown: list[str]) -> list[str]:
+    """Prints the items (manifest errors, superseded-field warnings) not printed yet, each after its
+    label (rich markup); returns the list now shown."""
+    for item in items:
+        if item not in shown:
+            console.print(f"{label} {escape(item)}", highlight=False)
+    return list(items)
+
+
+async def _watch(runner: Runner, console: Console, stop: asyncio.Event, loop_task: asyncio.Task[None]) -> int:
+    """While `up` runs: prints what changes (moved ports, manifest errors, superseded-field warnings)
+    until asked to stop (0), or says the reconcile loop stopped (1)."""
+    shown_errors = [str(e) for e in runner.load_errors]
+    shown_warnings = list(runner.load_warnings)
+    shown_notices = len(runner.port_notices)
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
+        if loop_task.done():
+            console.print(f"[red]error:[/] the reconcile loop stopped: {escape(repr(loop_task.exception()))}")
+            return 1
+        for notice in runner.port_notices[shown_notices:]:
+            console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
+        shown_notices = len(runner.port_notices)
+        errors = [str(e) for e in runner.load_errors]
+        shown_errors = _print_new(console, "[red]invalid manifest[/]", errors, shown_errors)
+        shown_warnings = _print_new(console, "[yellow]warning[/]", list(runner.load_warnings), shown_warnings)
+    return 0
 
 
 async def _up(
@@ -174,27 +196,7 @@ async def _up(
             objects = await state.objects()
             _print_summary(console, objects, runner, time.monotonic() - started, state.state_dir, side_url)
             reporter.live = True
-        shown_errors = [str(e) for e in runner.load_errors]
-        shown_warnings = list(runner.load_warnings)
-        shown_notices = len(runner.port_notices)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)
-            if loop_task.done():
-                console.print(
-                    f"[red]error:[/] the reconcile loop stopped: {escape(repr(loop_task.exception()))}"
-                )
-                return 1
-            for notice in runner.port_notices[shown_notices:]:
-                console.print(f"[yellow bold]port moved:[/] {escape(notice)}", highlight=False)
-            shown_notices = len(runner.port_notices)
-            errors = [str(e) for e in runner.load_errors]
-            if errors != shown_errors:
-                for error in errors:
-                    if error not in shown_errors:
-                        console.print(f"[red]invalid manifest[/] {escape(error)}", highlight=False)
-                shown_errors = errors
-            shown_warnings = _print_new_warnings(console, runner.load_warnings, shown_warnings)
+        return await _watch(runner, console, stop, loop_task)
     finally:
         stop.set()
         _say(console, "stopping…")
@@ -218,7 +220,6 @@ async def _up(
             _say(console, f"[red]error:[/] could not end process(es) {', '.join(map(str, alive))}")
         else:
             _say(console, "stopped every process started by `mcpfleet up`")
-    return 0
 
 
 async def _start_side(
