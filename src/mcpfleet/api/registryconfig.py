@@ -36,10 +36,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.api.duration import Duration
-from mcpfleet.api.mcpregistry import GIT_REPOSITORY_PATTERN as GIT_URL
 from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, location
 from mcpfleet.api.registrysource import Source
 from mcpfleet.api.registrysource import refuse as _refuse
+from mcpfleet.api.registrysourcebase import GIT_REPOSITORY_PATTERN as GIT_URL
 from mcpfleet.yamlread import ManifestLimits, ManifestTooLarge, load_documents
 
 MAX_CONFIG_YAML_BYTES = 64 * 1024

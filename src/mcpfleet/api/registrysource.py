@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import AliasChoices, Field, model_validator
 
 from mcpfleet.api.duration import Duration
-from mcpfleet.api.mcpregistry import (
+from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
+from mcpfleet.api.registrysourcebase import (
     APISource,
     GitRef,
     KubernetesSource,
@@ -33,7 +34,6 @@ from mcpfleet.api.mcpregistry import (
     SyncPolicy,
     URLSource,
 )
-from mcpfleet.api.meta import DNS_LABEL_PATTERN, ApiModel, ConfigMapKeyRef
 
 SOURCE_KINDS = ("file", "url", "configMap", "git", "api", "kubernetes")
 """The kind keys of a source (as on the wire), exactly one of which is set."""

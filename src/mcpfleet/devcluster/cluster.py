@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -33,6 +33,9 @@ from mcpfleet.devcluster import rollback
 from mcpfleet.devcluster.build import BuildLayout, binaries_present, build_all, default_cache_root
 from mcpfleet.devcluster.commands import ControlPlaneCommands, component_kubeconfig
 from mcpfleet.devcluster.processes import ProcessDir, ProcessRecord, is_running, stop
+
+if TYPE_CHECKING:
+    from mcpfleet.devcluster.realnode import RealNode
 
 Progress = Callable[[str], None]
 
@@ -298,9 +301,7 @@ class DevCluster:
             try:
                 info = await self._up_locked(nodes, progress, ready_timeout)
                 if real_node:
-                    from mcpfleet.devcluster.realnode import RealNode
-
-                    await RealNode(self).up(progress, ready_timeout)
+                    await self.real_node().up(progress, ready_timeout)
             except BaseException:
                 # A failed `up` leaves nothing it started running, and says what it stopped.
                 await rollback.roll_back(self, before, progress)
@@ -532,13 +533,17 @@ class DevCluster:
                 count += 1
         return count
 
+    def real_node(self) -> RealNode:
+        """The real node of this cluster's state dir (attached or not)."""
+        from mcpfleet.devcluster.realnode import RealNode  # realnode imports this module
+
+        return RealNode(self)
+
     # ---- down / status ------------------------------------------------------------------------
     async def _stop_all(self) -> list[str]:
         """Stops every recorded process: clients first, then the apiserver, then etcd."""
         stopped: list[str] = []
-        from mcpfleet.devcluster.realnode import RealNode
-
-        node = RealNode(self)
+        node = self.real_node()
         if node.attached() or any(s.running for s in node.component_states()):
             # First, while the API server still runs: the node drains its pods through it.
             stopped += [a for a in await node.down() if a.startswith("stopped ")]

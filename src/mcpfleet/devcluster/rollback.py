@@ -35,14 +35,12 @@ def running(cluster: DevCluster) -> Running:
 
 async def stop_started(cluster: DevCluster, before: Running) -> list[str]:
     """Stops what runs now but did not before `up` (see the module doc); returns what it stopped."""
-    from mcpfleet.devcluster.realnode import RealNode
-
     now = running(cluster)
     control_plane_kept = any(name == "kube-apiserver" for name, _, _ in before & now)
     if not control_plane_kept:
         return await cluster._stop_all()
     stopped: list[str] = []
-    node = RealNode(cluster)
+    node = cluster.real_node()
     new = [r for r in cluster.procs.records() if _key(r) in now - before]
     if any(r.name.startswith("realnode-") for r in new):
         stopped += [a for a in await node.down() if a.startswith("stopped ")]

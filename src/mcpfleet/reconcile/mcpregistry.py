@@ -21,9 +21,10 @@ from typing import Any
 
 import yaml
 
-from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, MCPRegistryStatus, RegistrySource
+from mcpfleet.api.mcpregistry import MCPRegistry, MCPRegistryStatus, RegistrySource
 from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.api.registrysource import ApiSource, ConfigMapSource, FileSource, GitSource, Source, UrlSource
+from mcpfleet.api.registrysourcebase import KubernetesSource
 from mcpfleet.reconcile.common import child_name_problem, labels, serve_command, tracing_env
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,

@@ -29,10 +29,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfleet.api.mcpregistry import KubernetesSource, MCPRegistry, PgpassSecretRef, VolumeMount
+from mcpfleet.api.mcpregistry import MCPRegistry, PgpassSecretRef, VolumeMount
 from mcpfleet.api.meta import SecretKeyRef
 from mcpfleet.api.registryconfig import OAuthProvider, RegistryServerConfig
 from mcpfleet.api.registrysource import Source
+from mcpfleet.api.registrysourcebase import KubernetesSource
 from mcpfleet.auth.settings import IncomingAuthSettings, OIDCSettings
 from mcpfleet.reconcile.model import (
     KUBERNETES_SECRET_DIR,

@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 
 import orjson
 
-from mcpfleet.api.mcpregistry import GlobFilter, RegistryFilter
+from mcpfleet.api.registrysourcebase import GlobFilter, RegistryFilter
 from mcpfleet.registry.entry import Entry
 
 
