@@ -55,7 +55,12 @@ class AuthServerPlan:
             ConfigFile(AUTHSERVER_CONFIG, json.dumps(self.settings.dump(), sort_keys=True, indent=2) + "\n"),
         )
 
+    def proxy_fields(self) -> dict[str, str]:
+        """The proxy config's field naming the file (`proxy/config.py`), relative to the config's folder."""
+        return {} if self.settings is None else {"authserverConfig": AUTHSERVER_CONFIG}
+
     def proxy_args(self) -> tuple[str, ...]:
+        """What `mcpfleet vmcp serve` is given for it."""
         if self.settings is None:
             return ()
         return ("--authserver-config", f"{{config_dir}}/{AUTHSERVER_CONFIG}")

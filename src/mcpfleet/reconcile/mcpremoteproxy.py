@@ -1,26 +1,29 @@
-"""Reconcile rules of MCPRemoteProxy: `mcpfleet proxy --remote-from-env MCPFLEET_REMOTE_URL` in front
-of a remote MCP server. The URL (which may carry credentials) is the variable's value, never an
-argument: a command line is readable by every local user (`ps`).
+"""Reconcile rules of MCPRemoteProxy: `mcpfleet proxy` in front of a remote MCP server, its config
+(`proxy.json`, `reconcile/proxy.py`) saying `remoteFromEnv: MCPFLEET_REMOTE_URL`. The URL (which may
+carry credentials) is the variable's value, never in the file or an argument: a command line is
+readable by every local user (`ps`), a ConfigMap by whoever reads the namespace.
 
-Headers from `headerForward` reach the proxy as environment variables named on the command line
-(`--header-from-env HEADER=ENV`): plaintext values as plain env, secret values as secretKeyRef env,
+Headers from `headerForward` reach the proxy as environment variables the config names
+(`headersFromEnv: {HEADER: ENV}`): plaintext values as plain env, secret values as secretKeyRef env,
 so no header value is ever written into a ConfigMap or the command line.
 
 `externalAuthConfigRef` is applied by the proxy itself toward the remote: `headerInjection` as
-`--header-from-env NAME=MCPFLEET_EXTERNAL_AUTH`, `bearerToken` as `--bearer-token-from-env
+`headersFromEnv: {NAME: MCPFLEET_EXTERNAL_AUTH}`, `bearerToken` as `bearerTokenFromEnv:
 MCPFLEET_EXTERNAL_AUTH`, the value as secretKeyRef env (a local Secret on the local platform).
 `tokenExchange` needs the client's token, which only a VirtualMCPServer over the proxy's group holds
 (it applies it there); `unauthenticated` adds nothing. `embeddedAuthServer` makes the proxy an OAuth
-2.1 authorization server for its clients (`reconcile/authserver.py`: `--authserver-config`).
+2.1 authorization server for its clients (`reconcile/authserver.py`: `authserverConfig`).
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
-itself (`--auth-config {config_dir}/auth.json`); the client's token is not passed upstream. So are
-`authzConfig` and `audit` (`reconcile/policy.py`: `--authz-config`, `--audit-config`), and the
-webhooks of a `webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `--webhook-config`; an mcpfleet
-extension, ToolHive has the field on MCPServer only).
+itself (`authConfig: auth.json`); the client's token is not passed upstream. So are `authzConfig`
+and `audit` (`reconcile/policy.py`: `authzConfig`, `auditConfig`), and the webhooks of a
+`webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `webhookConfig`; an mcpfleet extension,
+ToolHive has the field on MCPServer only).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.meta import SecretKeyRef
@@ -33,6 +36,7 @@ from mcpfleet.reconcile import (
     mcptelemetryconfig,
     mcpwebhookconfig,
 )
+from mcpfleet.reconcile import proxy as reconcile_proxy
 from mcpfleet.reconcile.common import (
     canonical_json,
     child_name,
@@ -43,7 +47,7 @@ from mcpfleet.reconcile.common import (
     service_hosts,
 )
 from mcpfleet.reconcile.model import ConfigFile, Container, SecretEnv, WorkloadPlan, World
-from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env
 from mcpfleet.reconcile.policy import ignored_primary_upstream
 from mcpfleet.redact import redact_url
@@ -121,86 +125,100 @@ def run_config(proxy: MCPRemoteProxy, world: World) -> dict[str, object]:
     return config
 
 
-def _external_auth(proxy: MCPRemoteProxy, world: World) -> tuple[list[str], list[SecretEnv]]:
-    """Proxy arguments and secret env for the referenced MCPExternalAuthConfig (see module doc)."""
+def _external_auth(proxy: MCPRemoteProxy, world: World) -> tuple[dict[str, Any], list[SecretEnv]]:
+    """Proxy config fields and secret env for the referenced MCPExternalAuthConfig (see module doc)."""
     ref = proxy.spec.external_auth_config_ref
     auth = world.external_auth_configs.get(ref.name) if ref is not None else None
     if auth is None:
-        return [], []
+        return {}, []
     spec = auth.spec
     if spec.type == "headerInjection" and spec.header_injection is not None:
         secret = spec.header_injection.value_secret_ref
-        args = ["--header-from-env", f"{spec.header_injection.header_name}={EXTERNAL_AUTH_ENV}"]
+        fields: dict[str, Any] = {"headersFromEnv": {spec.header_injection.header_name: EXTERNAL_AUTH_ENV}}
     elif spec.type == "bearerToken" and spec.bearer_token is not None:
         secret = spec.bearer_token.token_secret_ref
-        args = ["--bearer-token-from-env", EXTERNAL_AUTH_ENV]
+        fields = {"bearerTokenFromEnv": EXTERNAL_AUTH_ENV}
     else:
-        return [], []
-    return args, [SecretEnv(EXTERNAL_AUTH_ENV, SecretKeyRef(name=secret.name, key=secret.key))]
+        return {}, []
+    return fields, [SecretEnv(EXTERNAL_AUTH_ENV, SecretKeyRef(name=secret.name, key=secret.key))]
+
+
+def _forwarded_headers(
+    proxy: MCPRemoteProxy,
+) -> tuple[dict[str, str], list[tuple[str, str]], list[SecretEnv]]:
+    """`headerForward`: header -> environment variable, the plaintext values as env, the secret ones
+    as secretKeyRef env (no header value in the config or the command line)."""
+    forward = proxy.spec.header_forward
+    headers: dict[str, str] = {}
+    env: list[tuple[str, str]] = []
+    secrets: list[SecretEnv] = []
+    for header, value in sorted((forward.add_plaintext_headers or {}).items()) if forward else ():
+        var = f"MCPFLEET_HEADER_{len(headers)}"
+        env.append((var, value))
+        headers[header] = var
+    for item in (forward.add_headers_from_secret or ()) if forward else ():
+        var = f"MCPFLEET_HEADER_{len(headers)}"
+        ref = item.value_secret_ref
+        secrets.append(SecretEnv(var, SecretKeyRef(name=ref.name, key=ref.key)))
+        headers[item.header_name] = var
+    return headers, env, secrets
+
+
+def proxy_config(proxy: MCPRemoteProxy, world: World) -> dict[str, Any]:
+    """The proxy's rendered config (`proxy.json`): the URL by environment variable, never in the file
+    or argv (it may hold credentials: `user:pw@`, a query token), the forwarded and injected headers by
+    environment variable, the Service's host names on Kubernetes and the documents it enforces."""
+    spec = proxy.spec
+    headers, _, _ = _forwarded_headers(proxy)
+    auth_fields, _ = _external_auth(proxy, world)
+    fields: dict[str, Any] = {"remoteFromEnv": REMOTE_URL_ENV, **auth_fields}
+    headers.update(auth_fields.get("headersFromEnv", {}))
+    if headers:
+        fields["headersFromEnv"] = headers
+    if world.platform == "kubernetes":
+        name = child_name("MCPRemoteProxy", proxy.name)
+        fields["allowedHosts"] = list(service_hosts(name, proxy.namespace, spec.proxy_port))
+    policy = mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
+    guards = reconcile_proxy.guard_fields(
+        _auth(proxy, world), _authserver(proxy, world), policy, _webhooks(proxy, world)
+    )
+    return {**fields, **guards}
+
+
+def _config_files(proxy: MCPRemoteProxy, world: World) -> tuple[ConfigFile, ...]:
+    spec = proxy.spec
+    files = [
+        ConfigFile(RUN_CONFIG, canonical_json(run_config(proxy, world))),
+        reconcile_proxy.config_file(proxy_config(proxy, world)),
+    ]
+    auth = _auth(proxy, world)
+    if auth.document is not None:
+        files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
+    files.extend(
+        mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world).proxy_files()
+    )
+    files.extend(_webhooks(proxy, world).proxy_files())
+    files.extend(_authserver(proxy, world).proxy_files())
+    return tuple(files)
 
 
 def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
     """What should run for `proxy` in `world`."""
     spec = proxy.spec
-    # The URL goes by environment, never argv: it may hold credentials (`user:pw@`, a query token),
-    # and any local user can read a process's command line (`ps`).
-    command: list[str] = [
-        "mcpfleet",
-        "proxy",
-        "--remote-from-env",
-        REMOTE_URL_ENV,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "{port}",
-    ]
-    env: list[tuple[str, str]] = [(REMOTE_URL_ENV, spec.remote_url)]
-    secrets: list[SecretEnv] = []
-    forward = spec.header_forward
-    index = 0
-    for header, value in sorted((forward.add_plaintext_headers or {}).items()) if forward else ():
-        var = f"MCPFLEET_HEADER_{index}"
-        env.append((var, value))
-        command += ["--header-from-env", f"{header}={var}"]
-        index += 1
-    for item in (forward.add_headers_from_secret or ()) if forward else ():
-        var = f"MCPFLEET_HEADER_{index}"
-        secrets.append(
-            SecretEnv(var, SecretKeyRef(name=item.value_secret_ref.name, key=item.value_secret_ref.key))
-        )
-        command += ["--header-from-env", f"{item.header_name}={var}"]
-        index += 1
-    auth_args, auth_secrets = _external_auth(proxy, world)
-    command += auth_args
-    secrets += auth_secrets
-    if world.platform == "kubernetes":
-        for host in service_hosts(child_name("MCPRemoteProxy", proxy.name), proxy.namespace, spec.proxy_port):
-            command += ["--allowed-host", host]
+    _, header_env, header_secrets = _forwarded_headers(proxy)
+    _, auth_secrets = _external_auth(proxy, world)
     auth = _auth(proxy, world)
-    command += proxy_args(auth)
-    # Cedar authorization and audit (reconcile/policy.py), enforced by the proxy itself.
-    policy = mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
-    command += policy.proxy_args()
-    webhooks = _webhooks(proxy, world)
-    command += webhooks.proxy_args()
-    embedded = _authserver(proxy, world)
-    command += embedded.proxy_args()
     container = Container(
         name=PROXY_CONTAINER,
-        command=tuple(command),
+        command=reconcile_proxy.command(),
         port=spec.proxy_port,
-        env=tuple(env),
-        secret_env=(*secrets, *auth.secret_env),
+        env=((REMOTE_URL_ENV, spec.remote_url), *header_env),
+        secret_env=(*header_secrets, *auth_secrets, *auth.secret_env),
         resources=resources_dict(spec.resources),
         service_account_token=auth.service_account_token,
     )
-    config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(proxy, world)))]
-    if auth.document is not None:
-        config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
-    config_files.extend(policy.proxy_files())
-    config_files.extend(webhooks.proxy_files())
-    config_files.extend(embedded.proxy_files())
-    problems = _problems(proxy, world)
+    policy = mcpauthzconfig.policy(spec.authz_config, spec.authz_config_ref, spec.audit, world)
+    overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides)
     workload = WorkloadPlan(
         kind="MCPRemoteProxy",
         name=proxy.name,
@@ -211,18 +229,18 @@ def plan(proxy: MCPRemoteProxy, world: World) -> WorkloadPlan:
         # The proxy serves streamable HTTP on /mcp whatever the remote's transport.
         url_path="/mcp",
         health_path="/health",
-        config_files=tuple(config_files),
+        config_files=_config_files(proxy, world),
         config_map_files=auth.config_map_files + policy.config_map_files,
-        secret_files=webhooks.secret_files + embedded.secret_files,
+        secret_files=_webhooks(proxy, world).secret_files + _authserver(proxy, world).secret_files,
         service_account=spec.service_account,
         labels=labels("MCPRemoteProxy", proxy.name, "remote-proxy"),
         conditions=(
             *group_condition(spec.group_ref, world),
-            *local_condition(world, kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides)),
+            *local_condition(world, overrides),
             *ignored_primary_upstream(spec.authz_config, "spec.authzConfig"),
         ),
-        problems=tuple(problems),
+        problems=tuple(_problems(proxy, world)),
         session_affinity=spec.session_affinity,
-        overrides=kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides),
+        overrides=overrides,
     )
     return mcptelemetryconfig.applied(workload, spec.telemetry_config_ref, world, target=PROXY_CONTAINER)

@@ -41,6 +41,7 @@ with rateLimiting is a plan problem.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import ConditionStatus
@@ -53,6 +54,7 @@ from mcpfleet.reconcile import (
     mcptelemetryconfig,
     mcpwebhookconfig,
     permissions,
+    proxy,
 )
 from mcpfleet.reconcile.common import (
     CONDITION_REPLICAS_CAPPED,
@@ -69,8 +71,8 @@ from mcpfleet.reconcile.common import (
     secret_env,
     service_hosts,
 )
-from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, WorkloadPlan, World
-from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan, proxy_args
+from mcpfleet.reconcile.model import ConfigFile, Container, RbacRule, SecretEnv, WorkloadPlan, World
+from mcpfleet.reconcile.oidc import AUTH_CONFIG, IncomingAuthPlan
 from mcpfleet.reconcile.overrides import kubernetes_overrides, local_condition, with_proxy_env, with_restart
 from mcpfleet.reconcile.policy import PolicyPlan, ignored_primary_upstream
 
@@ -227,122 +229,112 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     return containers, serving, rbac
 
 
+def _proxy_fields(server: MCPServer, world: World) -> dict[str, Any]:
+    """The proxy's config (`reconcile/proxy.py`) but its mode: the Service's host names on Kubernetes
+    (DNS-rebinding protection), the documents it enforces (incoming auth, authorization server, authz,
+    audit, webhooks) and, for a stdio server, the run config's toolConfig / rateLimiting."""
+    spec = server.spec
+    fields: dict[str, Any] = {}
+    if world.platform == "kubernetes":
+        name = child_name("MCPServer", server.name)
+        fields["allowedHosts"] = list(service_hosts(name, server.namespace, spec.proxy_port))
+    fields.update(
+        proxy.guard_fields(
+            _auth(server, world), _authserver(server, world), _policy(server, world), _webhooks(server, world)
+        )
+    )
+    if spec.transport == "stdio":
+        fields["transport"] = spec.proxy_mode
+        if spec.tool_config_ref or spec.rate_limiting:
+            fields["runConfig"] = RUN_CONFIG
+    return fields
+
+
+def _server_container(server: MCPServer, *, beside_proxy: bool = False) -> Container:
+    """An http server's own container (a package's command or an image), listening on its mcpPort."""
+    spec = server.spec
+    return Container(
+        name=SERVER_CONTAINER,
+        command=package_command(spec.image, spec.args) if spec.is_package else (),
+        args=() if spec.is_package else tuple(spec.args or ()),
+        image=None if spec.is_package else spec.image,
+        port=spec.mcp_port if beside_proxy else spec.mcp_port or spec.proxy_port,
+        fixed_port=True,
+        env=plain_env(spec.env),
+        secret_env=secret_env(spec.secrets),
+        resources=resources_dict(spec.resources),
+        secret_files=not beside_proxy,
+    )
+
+
 def _unconfined_containers(
     server: MCPServer, world: World
 ) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
     spec = server.spec
+    if spec.transport != "stdio":
+        if _fronted(server, world):
+            return _behind_auth_proxy(server, world)
+        return (_server_container(server),), SERVER_CONTAINER, ()
     env = plain_env(spec.env)
     secrets = secret_env(spec.secrets)
     resources = resources_dict(spec.resources)
-    kubernetes = world.platform == "kubernetes"
-    allowed: tuple[str, ...] = ()
-    if kubernetes:
-        for host in service_hosts(child_name("MCPServer", server.name), server.namespace, spec.proxy_port):
-            allowed += ("--allowed-host", host)
     auth = _auth(server, world)
-    policy = _policy(server, world)
-    if spec.transport != "stdio" and _fronted(server, world):
-        return _behind_auth_proxy(
-            server, auth, policy, _webhooks(server, world), allowed, _authserver(server, world)
-        )
-    # The proxy enforces incoming auth: its settings in auth.json, the client secret as env; and
-    # the authorization policies and audit (authz.json, audit.json).
-    auth_args = (
-        proxy_args(auth)
-        + _authserver(server, world).proxy_args()
-        + policy.proxy_args()
-        + _webhooks(server, world).proxy_args()
-    )
-    # ...and the MCPToolConfig, which it reads from the run config (only given when one is referenced).
-    run_config_args = (
-        ("--run-config", f"{{config_dir}}/{RUN_CONFIG}") if spec.tool_config_ref or spec.rate_limiting else ()
-    )
-    # sessionStorage's password, for the proxy's Redis-shared rate-limit buckets.
-    redis_env = redis_password_env(spec.session_storage) if spec.rate_limiting else ()
-    if spec.transport != "stdio":
-        port = spec.mcp_port or spec.proxy_port
-        if spec.is_package:
-            command = package_command(spec.image, spec.args)
-            container = Container(
-                name=SERVER_CONTAINER,
-                command=command,
-                port=port,
-                fixed_port=True,
-                env=env,
-                secret_env=secrets,
-                resources=resources,
-            )
-        else:
-            container = Container(
-                name=SERVER_CONTAINER,
-                command=(),
-                args=tuple(spec.args or ()),
-                image=spec.image,
-                port=port,
-                fixed_port=True,
-                env=env,
-                secret_env=secrets,
-                resources=resources,
-            )
-        return (container,), SERVER_CONTAINER, ()
-    proxy = (
-        "mcpfleet",
-        "proxy",
-        "--transport",
-        spec.proxy_mode,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "{port}",
-        *allowed,
-        *auth_args,
-        *run_config_args,
-    )
+    # The proxy's secrets: incoming auth's client secret, sessionStorage's password for the
+    # Redis-shared rate-limit buckets.
+    proxy_secrets = auth.secret_env + (redis_password_env(spec.session_storage) if spec.rate_limiting else ())
     if spec.is_package:
         container = Container(
             name=PROXY_CONTAINER,
-            command=(*proxy, "--", *package_command(spec.image, spec.args)),
+            command=proxy.command(package_command(spec.image, spec.args)),
             port=spec.proxy_port,
             env=env,
-            secret_env=secrets + auth.secret_env + redis_env,
+            secret_env=secrets + proxy_secrets,
             resources=resources,
             service_account_token=auth.service_account_token,
         )
         return (container,), PROXY_CONTAINER, ()
-    if not kubernetes:
+    if world.platform != "kubernetes":
         # Locally: the proxy's child is the image, run by the machine's container runtime.
         container = Container(
             name=PROXY_CONTAINER,
-            command=(*proxy, "--"),
+            command=proxy.command(()),
             port=spec.proxy_port,
             args=tuple(spec.args or ()),
             env=env,
-            secret_env=secrets + auth.secret_env + redis_env,
+            secret_env=secrets + proxy_secrets,
             resources=resources,
             local_image=spec.image,
             local_entrypoint=local_entrypoint(server),
             local_image_env=tuple(name for name, _ in env) + tuple(s.env_name for s in secrets),
         )
         return (container,), PROXY_CONTAINER, ()
-    # OCI image speaking stdio: its own container with stdin open, reached through pods/attach.
+    return _attached(server, proxy_secrets, auth.service_account_token)
+
+
+def _attached(
+    server: MCPServer, proxy_secrets: tuple[SecretEnv, ...], token: bool
+) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
+    """An OCI image speaking stdio on Kubernetes: its own container with stdin open, reached by the
+    proxy through pods/attach (the pod's own name from the downward API: `attach.podFromEnv`)."""
+    spec = server.spec
     server_container = Container(
         name=SERVER_CONTAINER,
         command=(),
         args=tuple(spec.args or ()),
         image=spec.image,
-        env=env,
-        secret_env=secrets,
+        env=plain_env(spec.env),
+        secret_env=secret_env(spec.secrets),
         stdin=True,
-        resources=resources,
+        resources=resources_dict(spec.resources),
         secret_files=False,
     )
     runner = Container(
         name=PROXY_CONTAINER,
-        command=(*proxy, "--attach", f"{server.namespace}/$(POD_NAME)/{SERVER_CONTAINER}"),
+        command=proxy.command(),
         port=spec.proxy_port,
         field_env=(("POD_NAME", "metadata.name"),),
-        secret_env=auth.secret_env + redis_env,
-        service_account_token=auth.service_account_token,
+        secret_env=proxy_secrets,
+        service_account_token=token,
     )
     rbac = (
         RbacRule(api_groups=("",), resources=("pods",), verbs=("get",)),
@@ -352,55 +344,80 @@ def _unconfined_containers(
 
 
 def _behind_auth_proxy(
-    server: MCPServer,
-    auth: IncomingAuthPlan,
-    policy: PolicyPlan,
-    webhooks: mcpwebhookconfig.WebhookPlan,
-    allowed: tuple[str, ...],
-    embedded: authserver.AuthServerPlan,
+    server: MCPServer, world: World
 ) -> tuple[tuple[Container, ...], str, tuple[RbacRule, ...]]:
-    """An http server with incoming OIDC, authzConfig or audit: it has none of its own, so `mcpfleet proxy --remote`
-    runs beside it in the pod, checks every request and forwards it (every path: /mcp, or /sse and
-    its /messages/) to the server on 127.0.0.1:mcpPort; the Service targets the proxy."""
+    """An http server with incoming OIDC, authzConfig or audit: it has none of its own, so `mcpfleet proxy`
+    in remote mode runs beside it in the pod, checks every request and forwards it (every path: /mcp,
+    or /sse and its /messages/) to the server on 127.0.0.1:mcpPort; the Service targets the proxy."""
     spec = server.spec
     assert spec.mcp_port is not None  # else a plan problem (see _problems)
-    env = plain_env(spec.env)
-    resources = resources_dict(spec.resources)
-    server_container = Container(
-        name=SERVER_CONTAINER,
-        command=package_command(spec.image, spec.args) if spec.is_package else (),
-        args=() if spec.is_package else tuple(spec.args or ()),
-        image=None if spec.is_package else spec.image,
-        port=spec.mcp_port,
-        fixed_port=True,
-        env=env,
-        secret_env=secret_env(spec.secrets),
-        resources=resources,
-        secret_files=False,
-    )
-    proxy = Container(
+    auth = _auth(server, world)
+    relay = Container(
         name=PROXY_CONTAINER,
-        command=(
-            "mcpfleet",
-            "proxy",
-            "--remote",
-            f"http://127.0.0.1:{spec.mcp_port}",
-            "--forward-all-paths",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "{port}",
-            *allowed,
-            *proxy_args(auth),
-            *embedded.proxy_args(),
-            *policy.proxy_args(),
-            *webhooks.proxy_args(),
-        ),
+        command=proxy.command(),
         port=spec.proxy_port,
         secret_env=auth.secret_env,
         service_account_token=auth.service_account_token,
     )
-    return (server_container, proxy), PROXY_CONTAINER, ()
+    return (_server_container(server, beside_proxy=True), relay), PROXY_CONTAINER, ()
+
+
+def proxy_config(server: MCPServer, world: World) -> dict[str, Any]:
+    """The proxy's rendered config (`proxy.json`) for `server`: its mode and `_proxy_fields`."""
+    spec = server.spec
+    fields = _proxy_fields(server, world)
+    if spec.transport != "stdio":
+        fields.update(remote=f"http://127.0.0.1:{spec.mcp_port}", forwardAllPaths=True)
+    elif not spec.is_package and world.platform == "kubernetes":
+        fields["attach"] = {
+            "namespace": server.namespace,
+            "podFromEnv": "POD_NAME",
+            "container": SERVER_CONTAINER,
+        }
+    return fields
+
+
+def _replica_condition(server: MCPServer) -> tuple[str, ConditionStatus, str, str]:
+    requested = 1 if server.spec.replicas is None else server.spec.replicas
+    if requested > 1:
+        message = f"stdio servers run at most 1 replica; {requested} requested, 1 runs"
+        return (CONDITION_REPLICAS_CAPPED, "True", "StdioSingleReplica", message)
+    return (CONDITION_REPLICAS_CAPPED, "False", "StdioSingleReplica", "stdio servers run at most 1 replica")
+
+
+def _config_files(
+    server: MCPServer, world: World, containers: tuple[Container, ...]
+) -> tuple[ConfigFile, ...]:
+    """The run config, the proxy's config (when a proxy runs) and the documents it names."""
+    files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(server, world)))]
+    if any(c.name == PROXY_CONTAINER for c in containers):
+        files.append(proxy.config_file(proxy_config(server, world)))
+    auth = _auth(server, world)
+    if auth.document is not None:
+        files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
+    files.extend(_policy(server, world).proxy_files())
+    files.extend(_webhooks(server, world).proxy_files())
+    files.extend(_authserver(server, world).proxy_files())
+    return tuple(files)
+
+
+def _runs(
+    server: MCPServer, world: World, problems: list[str]
+) -> tuple[tuple[Container, ...], str | None, tuple[RbacRule, ...]]:
+    """The containers, serving container and RBAC: none when the server must not run (never without
+    the auth / policies / webhooks / sandbox the spec asks for)."""
+    if problems and (
+        _auth(server, world).problems
+        or _authserver(server, world).problems
+        or _policy(server, world).problems
+        or _webhooks(server, world).problems
+        or _local_refused(server, world)
+        or permissions.resolve(server, world).problems
+    ):
+        return (), None, ()
+    if _no_port_for_auth_proxy(server, world):
+        return (), None, ()
+    return _containers(server, world)
 
 
 def plan(server: MCPServer, world: World) -> WorkloadPlan:
@@ -414,54 +431,11 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
     if verdict.condition is not None:
         conditions.append(verdict.condition)
     if spec.transport == "stdio":
-        requested = 1 if spec.replicas is None else spec.replicas
-        if requested > 1:
-            conditions.append(
-                (
-                    CONDITION_REPLICAS_CAPPED,
-                    "True",
-                    "StdioSingleReplica",
-                    f"stdio servers run at most 1 replica; {requested} requested, 1 runs",
-                )
-            )
-        else:
-            conditions.append(
-                (
-                    CONDITION_REPLICAS_CAPPED,
-                    "False",
-                    "StdioSingleReplica",
-                    "stdio servers run at most 1 replica",
-                )
-            )
-    auth = _auth(server, world)
-    policy = _policy(server, world)
-    webhooks = _webhooks(server, world)
-    embedded = _authserver(server, world)
-    profile = permissions.resolve(server, world)
+        conditions.append(_replica_condition(server))
     local_image = world.platform == "local" and not spec.is_package and not _local_refused(server, world)
-    conditions.append(profile.condition(image=local_image))
-    # Never run without the auth / policies / webhooks the spec asks for.
-    if problems and (
-        auth.problems
-        or embedded.problems
-        or policy.problems
-        or webhooks.problems
-        or _local_refused(server, world)
-        or profile.problems
-    ):
-        containers: tuple[Container, ...] = ()
-        serving = None
-        rbac: tuple[RbacRule, ...] = ()
-    elif _no_port_for_auth_proxy(server, world):
-        containers, serving, rbac = (), None, ()
-    else:
-        containers, serving, rbac = _containers(server, world)
-    config_files = [ConfigFile(RUN_CONFIG, canonical_json(run_config(server, world)))]
-    if auth.document is not None:
-        config_files.append(ConfigFile(AUTH_CONFIG, canonical_json(auth.document)))
-    config_files.extend(policy.proxy_files())
-    config_files.extend(webhooks.proxy_files())
-    config_files.extend(embedded.proxy_files())
+    conditions.append(permissions.resolve(server, world).condition(image=local_image))
+    containers, serving, rbac = _runs(server, world, problems)
+    config_files = _config_files(server, world, containers)
     containers = with_proxy_env(containers, PROXY_CONTAINER, spec.resource_overrides)
     containers, immediate = with_restart(containers, server.metadata.annotations)
     k8s_overrides = kubernetes_overrides(spec.pod_template_spec, spec.resource_overrides, immediate)
@@ -470,6 +444,8 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         world, k8s_overrides, "the `mcp` container's command: the image's entrypoint" if image_command else ""
     )
     conditions += ignored_primary_upstream(spec.authz_config, "spec.authzConfig")
+    auth, policy = _auth(server, world), _policy(server, world)
+    secret_files = _webhooks(server, world).secret_files + _authserver(server, world).secret_files
     workload = WorkloadPlan(
         kind="MCPServer",
         name=server.name,
@@ -480,9 +456,9 @@ def plan(server: MCPServer, world: World) -> WorkloadPlan:
         url_path=url_path(server),
         # Only the proxy has /health; a server image run directly is probed on its TCP port.
         health_path="/health" if serving == PROXY_CONTAINER else "",
-        config_files=tuple(config_files),
+        config_files=config_files,
         config_map_files=auth.config_map_files + policy.config_map_files if serving is not None else (),
-        secret_files=webhooks.secret_files + embedded.secret_files if serving is not None else (),
+        secret_files=secret_files if serving is not None else (),
         rbac=rbac,
         service_account=spec.service_account,
         labels=labels("MCPServer", server.name, "mcp-server"),

@@ -25,7 +25,7 @@ from mcpfleet.webhook.config import Endpoint, EndpointTLS, WebhookDocument, url_
 
 MEMBER_PATHS: tuple[configkinds.RefPath, ...] = (("webhookConfigRef",),)
 WEBHOOK_CONFIG = "webhooks.json"
-"""The proxy's `--webhook-config` file (a ConfigFile)."""
+"""The proxy's `webhookConfig` file (a ConfigFile)."""
 
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
@@ -66,10 +66,9 @@ class WebhookPlan:
         content = json.dumps(self.document.dump(), sort_keys=True, indent=2) + "\n"
         return (ConfigFile(WEBHOOK_CONFIG, content),)
 
-    def proxy_args(self) -> tuple[str, ...]:
-        if self.document is None:
-            return ()
-        return ("--webhook-config", f"{{config_dir}}/{WEBHOOK_CONFIG}")
+    def proxy_fields(self) -> dict[str, str]:
+        """The proxy config's field naming the file (`proxy/config.py`), relative to the config's folder."""
+        return {} if self.document is None else {"webhookConfig": WEBHOOK_CONFIG}
 
 
 def _endpoint(hook: WebhookSpec, world: World, files: list[SecretFile]) -> Endpoint:

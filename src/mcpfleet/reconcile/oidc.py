@@ -33,7 +33,7 @@ from mcpfleet.reconcile.model import (
 )
 
 AUTH_CONFIG = "auth.json"
-"""The proxy's `--auth-config` file (a ConfigFile)."""
+"""The proxy's `authConfig` file (a ConfigFile)."""
 OIDC_FILE = "oidc.json"
 """The mounted ConfigMap key, in `KUBERNETES_CONFIGMAP_DIR`."""
 OIDC_REF_KEY = "oidc.json"
@@ -159,8 +159,6 @@ def _service_account_tokens(
     )
 
 
-def proxy_args(auth: IncomingAuthPlan) -> tuple[str, ...]:
-    """What `mcpfleet proxy` is given for `auth` (nothing without incoming auth)."""
-    if auth.document is None:
-        return ()
-    return ("--auth-config", f"{{config_dir}}/{AUTH_CONFIG}")
+def proxy_fields(auth: IncomingAuthPlan) -> dict[str, str]:
+    """The proxy config's field for `auth` (`proxy/config.py`; nothing without incoming auth)."""
+    return {} if auth.document is None else {"authConfig": AUTH_CONFIG}

@@ -28,7 +28,7 @@ from mcpfleet.policy.config import AuthzConfigError, AuthzDocument, CedarConfig
 from mcpfleet.reconcile.model import KUBERNETES_CONFIGMAP_DIR, ConfigFile, ConfigMapFile, Platform
 
 AUTHZ_CONFIG = "authz.json"
-"""The proxy's `--authz-config` file (a ConfigFile, re-read in place when it changes)."""
+"""The proxy's `authzConfig` file (a ConfigFile, re-read in place when it changes)."""
 AUDIT_CONFIG = "audit.json"
 AUTHZ_CONFIGMAP_FILE = "authz-policy.json"
 """The mounted ConfigMap key of `authzConfig.configMap`, in `KUBERNETES_CONFIGMAP_DIR`."""
@@ -56,14 +56,14 @@ class PolicyPlan:
             files.append(ConfigFile(AUDIT_CONFIG, _json(self.audit.dump())))
         return tuple(files)
 
-    def proxy_args(self) -> tuple[str, ...]:
-        """What `mcpfleet proxy` is given for them."""
-        args: tuple[str, ...] = ()
+    def proxy_fields(self) -> dict[str, str]:
+        """The proxy config's fields naming them (`proxy/config.py`), relative to the config's folder."""
+        fields: dict[str, str] = {}
         if self.document is not None:
-            args += ("--authz-config", f"{{config_dir}}/{AUTHZ_CONFIG}")
+            fields["authzConfig"] = AUTHZ_CONFIG
         if self.audit is not None:
-            args += ("--audit-config", f"{{config_dir}}/{AUDIT_CONFIG}")
-        return args
+            fields["auditConfig"] = AUDIT_CONFIG
+        return fields
 
 
 def _json(value: Any) -> str:

@@ -2,8 +2,9 @@
 
 On Kubernetes every stdio MCPServer runs `mcpfleet proxy -- COMMAND` in its own pod. Locally, one
 Python interpreter per proxy cost ~60-90 MB each; `up` instead serves each such proxy's HTTP
-endpoint from its own event loop (same app, same port, same `/health`, built by the same
-`cli.proxy.build` from the same argv) while the stdio server stays a child process of its own
+endpoint from its own event loop (same app, same port, same `/health`, assembled by the same
+`proxy.assemble.build_proxy` from the same `ProxyConfig`, the runner's reading of the rendered
+`proxy.json` with the port it allocated: no argv is parsed) while the stdio server stays a child process of its own
 (its own session and process group). What stays isolated per workload:
 
 * a crash of a server: its proxy's `ChildProcess` restarts it with backoff, touching nothing else;
@@ -16,9 +17,9 @@ The vMCP gateway and the registry server are hosted the same way (`dataplane.run
 same assembly as their own process), when they need no environment of their own (no secrets, no
 `OTEL_*` tracing set up: those are per process).
 
-`hostable(command, has_env)` says which workloads run in-process: plain stdio proxies (a command
-after `--`) without incoming auth (`--remote` / `--remote-from-env`, `--attach` and `--auth-config` keep their own
-process), the vMCP and the registry. `MCPFLEET_LOCAL_INPROCESS=0` runs each as its own process,
+`hostable(command, has_env, proxy)` says which workloads run in-process: plain stdio proxies (a
+`command`) without incoming auth (a relay to a remote, an attach and an `authConfig` keep their own
+process: `ProxyConfig.needs_own_process`), the vMCP and the registry. `MCPFLEET_LOCAL_INPROCESS=0` runs each as its own process,
 as before.
 """
 
@@ -32,10 +33,12 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcpfleet.proxy.config import ProxyConfig
 
 INPROCESS_ENV = "MCPFLEET_LOCAL_INPROCESS"
-_OWN_PROCESS_FLAGS = ("--remote", "--remote-from-env", "--attach", "--auth-config")
 
 _sink: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
     "mcpfleet_hosted_sink", default=None
@@ -48,16 +51,14 @@ _servers: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
 DATAPLANE_MODULE = "mcpfleet.platform.local.dataplane"
 
 
-def hostable(command: Sequence[str], has_env: bool = False) -> bool:
-    """True when a container `command` runs in `up`'s process (see the module docstring)."""
+def hostable(command: Sequence[str], has_env: bool = False, proxy: ProxyConfig | None = None) -> bool:
+    """True when a container `command` runs in `up`'s process (see the module docstring); a proxy's
+    `command` is judged by its config `proxy`."""
     if os.environ.get(INPROCESS_ENV, "1") == "0" or tuple(command[:1]) != ("mcpfleet",):
         return False
     if tuple(command[1:3]) in (("vmcp", "serve"), ("registry", "serve")):
         return not has_env and not any(name.startswith("OTEL_") for name in os.environ)
-    if tuple(command[1:2]) != ("proxy",) or "--" not in command:
-        return False
-    options = command[2 : list(command).index("--")]
-    return not any(o == flag or o.startswith(flag + "=") for o in options for flag in _OWN_PROCESS_FLAGS)
+    return tuple(command[1:2]) == ("proxy",) and proxy is not None and not proxy.needs_own_process
 
 
 def hand_over(server: Any) -> bool:
@@ -115,8 +116,10 @@ class HostedService:
         *,
         sink: Callable[[str], None],
         on_pid: Callable[[int], None],
+        proxy: ProxyConfig | None = None,
     ) -> None:
         self.argv = list(argv)
+        self.proxy = proxy
         self.env = dict(env)
         self.cwd = cwd
         self.sink = sink
@@ -148,37 +151,34 @@ class HostedService:
             raise RuntimeError("the endpoint did not start (see its log)")
 
     def _build_proxy(self) -> tuple[Any, Any]:
-        import click
         import uvicorn
 
-        from mcpfleet.cli import proxy as proxy_cli
         from mcpfleet.httplimits import BodyLimits, uvicorn_options
+        from mcpfleet.proxy.assemble import ChildContext, build_proxy
         from mcpfleet.proxy.child import ChildHooks
+        from mcpfleet.proxy.config import ProxyConfigError
         from mcpfleet.proxy.serve import bind
 
+        config = self.proxy
+        if config is None:
+            raise RuntimeError("a hosted proxy needs its config (proxy.json)")
         hooks = ChildHooks(inherit_env=False, stderr_sink=self.sink, on_pid=self.on_pid, spawn=self._spawn)
         try:
-            # After `proxy`: the argv starts with the mcpfleet script or `python -m mcpfleet.cli.main`.
-            options = self.argv[self.argv.index("proxy") + 1 :]
-            ctx = _proxy_command().make_context("proxy", options)
-            params = dict(ctx.params)
-            app, limits = proxy_cli.build(
-                list(ctx.args), **params, env=self.env, cwd=str(self.cwd), hooks=hooks
-            )
-        except click.ClickException as exc:  # a usage error, as `mcpfleet proxy` would print it
-            raise RuntimeError(exc.format_message()) from exc
-        sock = bind(str(params["host"]), int(params["port"]))
-        self.sink(f"mcpfleet proxy (in mcpfleet up, pid {os.getpid()}) listening on port {params['port']}")
-        config = uvicorn.Config(
+            app, limits = build_proxy(config, ChildContext(env=self.env, cwd=str(self.cwd), hooks=hooks))
+        except ProxyConfigError as exc:  # what `mcpfleet proxy` would print: the field and the problem
+            raise RuntimeError(str(exc)) from exc
+        sock = bind(config.host, config.port)
+        self.sink(f"mcpfleet proxy (in mcpfleet up, pid {os.getpid()}) listening on port {config.port}")
+        uvicorn_config = uvicorn.Config(
             BodyLimits(app, limits),  # type: ignore[arg-type]
             loop="none",
             lifespan="on",
-            log_level=str(params["log_level"]),
+            log_level=config.log_level,
             access_log=False,
             timeout_graceful_shutdown=3,
             **uvicorn_options(limits),
         )
-        return uvicorn.Server(config), sock
+        return uvicorn.Server(uvicorn_config), sock
 
     async def _spawn(
         self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None, **pipes: Any
@@ -205,7 +205,7 @@ class HostedService:
                 await task
 
 
-_PROXY_MODULES = ("uvicorn", "mcpfleet.cli.proxy", "mcpfleet.proxy.serve", "mcpfleet.proxy.http_app")
+_PROXY_MODULES = ("uvicorn", "mcpfleet.proxy.assemble", "mcpfleet.proxy.serve", "mcpfleet.proxy.http_app")
 _DATAPLANE_MODULES = (
     "uvicorn",
     "mcpfleet.vmcp.server",
@@ -219,22 +219,3 @@ _DATAPLANE_MODULES = (
 def _preload(modules: Sequence[str]) -> None:
     for name in modules:
         importlib.import_module(name)
-
-
-_command: Any = None
-
-
-def _proxy_command() -> Any:
-    """The click command of `mcpfleet proxy`, built once: its parser turns the argv into params."""
-    global _command
-    if _command is None:
-        import typer
-
-        from mcpfleet.cli import proxy as proxy_cli
-        from mcpfleet.cli.app import PROXY_CONTEXT
-        from mcpfleet.cli.options import typer_command
-
-        app = typer.Typer()
-        app.command(context_settings=PROXY_CONTEXT)(typer_command(proxy_cli.proxy, command_line=True))
-        _command = typer.main.get_command(app)
-    return _command

@@ -66,6 +66,8 @@ from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, WORKLOAD_KINDS, S
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
 from mcpfleet.platform.local.volumes import CLAIMS_DIR, VolumeError, write_volumes
+from mcpfleet.proxy.config import CONFIG_FILE as PROXY_CONFIG_FILE
+from mcpfleet.proxy.config import ProxyConfig, ProxyConfigError, load_proxy_config
 from mcpfleet.reconcile import enforce, kinds, mcpserverentry
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
@@ -552,6 +554,7 @@ class Runner:
                     key, container, pinned if container.name == plan.serving_container else None
                 )
                 argv, env = self._launch(container, plan, port, config_dir, data_dir)
+                proxy = self._proxy_config(container, plan, argv, port, config_dir)
                 serving = container.name == plan.serving_container
                 health = probe = None
                 if serving and port is not None:
@@ -565,8 +568,9 @@ class Runner:
                     if (
                         plan.kind == "MCPServer"
                         and plan.health_path == "/health"
-                        and "--auth-config" not in container.command
-                        and "--authserver-config" not in container.command
+                        and proxy is not None
+                        and proxy.auth_config is None
+                        and proxy.authserver_config is None
                     ):
                         # A stdio server behind `mcpfleet proxy`: Running means it answers MCP
                         # (not probed through incoming auth / the embedded authorization server:
@@ -591,11 +595,36 @@ class Runner:
                         health_url=health,
                         fingerprint=fingerprint,
                         mcp_probe_url=probe,
-                        hosted=hostable(container.command, bool(container.env or container.secret_env)),
+                        hosted=(
+                            hosted := hostable(
+                                container.command, bool(container.env or container.secret_env), proxy
+                            )
+                        ),
+                        proxy=proxy if hosted else None,
                     )
                 )
                 keys.append(key)
             desired.keys[replica] = keys
+
+    @staticmethod
+    def _proxy_config(
+        container: Container, plan: WorkloadPlan, argv: list[str], port: int | None, config_dir: Path
+    ) -> ProxyConfig | None:
+        """A proxy container's configuration: the rendered file, served on this platform's address
+        and `port`, its server the command after `--` (as launched: in its sandbox or container)."""
+        if tuple(container.command[:2]) != ("mcpfleet", "proxy"):
+            return None
+        if not any(f.filename == PROXY_CONFIG_FILE for f in plan.config_files):
+            raise LocalRunError(
+                f"container {container.name}: the proxy's {PROXY_CONFIG_FILE} is not rendered"
+            )
+        overrides: dict[str, Any] = {"host": LOOPBACK, "port": port or 0}
+        if "--" in argv:
+            overrides["command"] = argv[argv.index("--") + 1 :]
+        try:
+            return load_proxy_config(safe_join(config_dir, PROXY_CONFIG_FILE), overrides)
+        except ProxyConfigError as exc:
+            raise LocalRunError(f"proxy config: {exc}") from exc
 
     def _write(self, path: Path, content: str) -> None:
         if self._written.get(path) == content:

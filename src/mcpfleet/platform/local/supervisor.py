@@ -35,6 +35,7 @@ from mcpfleet.redact import redact_text
 
 if TYPE_CHECKING:
     from mcpfleet.platform.local.hosted import HostedService
+    from mcpfleet.proxy.config import ProxyConfig
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class ProcessSpec:
     hosted: bool = False
     """Served in this process (`hosted.HostedService`: a stdio proxy's endpoint, its server a child
     process, or the vMCP / registry); a proxy's `pid` is then its server's, recorded at each spawn."""
+    proxy: ProxyConfig | None = None
+    """A hosted proxy's configuration (its port and server command included): what it is served from."""
 
 
 @dataclass
@@ -259,7 +262,7 @@ class Managed:
                 self._background.add(spawned)
                 spawned.add_done_callback(self._background.discard)
 
-            hosted = HostedService(spec.argv, spec.env, spec.cwd, sink=sink, on_pid=on_pid)
+            hosted = HostedService(spec.argv, spec.env, spec.cwd, sink=sink, on_pid=on_pid, proxy=spec.proxy)
             self.state.started_at = time.monotonic()
             self._set(pid=None, ready=False)
             serving = asyncio.create_task(hosted.serve(), name=f"serve {spec.key}")
