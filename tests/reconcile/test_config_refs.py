@@ -18,6 +18,7 @@ from mcpfleet.api.virtualmcpserver import VirtualMCPServerStatus
 from mcpfleet.reconcile import configkinds, kinds, mcpremoteproxy, mcpserver, virtualmcpserver
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.model import Platform, WorkloadObservation, WorkloadPlan, World
+from tests.proxy_config import proxy_config
 from tests.reconcile.conftest import obj
 
 PLATFORMS: tuple[Platform, ...] = ("local", "kubernetes")
@@ -69,7 +70,8 @@ def test_oidc_config_ref_naming_an_mcpoidcconfig_is_enforced_and_an_edit_rolls(
     oidc = _file(first, "auth.json")["oidc"]
     assert oidc["issuer"] == "https://auth.example.com" and oidc["audience"] == "time"
     assert oidc["scopes"] == ["mcp"] and oidc["resource"] == "https://time.example.com/mcp"
-    proxy = next(c for c in first.containers if "--auth-config" in c.command)
+    assert proxy_config(first)["authConfig"] == "auth.json"
+    proxy = next(c for c in first.containers if c.name == "proxy")
     # The client secret travels as secretKeyRef env only.
     assert [(s.env_name, s.secret.name) for s in proxy.secret_env] == [
         ("MCPFLEET_OIDC_CLIENT_SECRET", "idp-secret")
@@ -180,7 +182,7 @@ def test_authz_config_ref_renders_the_document_the_inline_form_gives_and_applies
     assert not plan.problems
     assert _file(plan, "authz.json") == _file(expected, "authz.json")
     assert _file(plan, "authz.json")["group_claim_name"] == "teams"
-    assert "--authz-config" in next(c for c in plan.containers if c.name == "proxy").command
+    assert proxy_config(plan)["authzConfig"] == "authz.json"
     # An edit of the MCPAuthzConfig changes the live file only: the pods do not roll.
     edited_world = World(
         platform=platform,
@@ -337,8 +339,7 @@ def test_webhook_config_ref_renders_the_proxy_file_with_secrets_as_files(platfor
         ("webhook-gate-tls.crt", "hook-tls", "tls.crt"),
         ("webhook-gate-tls.key", "hook-tls", "tls.key"),
     }
-    proxy = next(c for c in plan.containers if c.name == "proxy")
-    assert "--webhook-config" in proxy.command
+    assert proxy_config(plan)["webhookConfig"] == "webhooks.json"
     # An edit of the MCPWebhookConfig rolls the pods (the proxy reads the file at start).
     edited = mcpserver.plan(
         _server("webhookConfigRef: {name: hooks}"),
@@ -354,7 +355,7 @@ def test_webhook_config_ref_renders_the_proxy_file_with_secrets_as_files(platfor
         _server("transport: streamable-http, mcpPort: 9000, webhookConfigRef: {name: hooks}"), world
     )
     assert not http.problems
-    assert "--webhook-config" in next(c for c in http.containers if c.name == "proxy").command
+    assert proxy_config(http)["webhookConfig"] == "webhooks.json"
     if platform == "kubernetes":
         manifests = render(http, Owner("MCPServer", "time", "team", "uid-1"), world.images)
         deployment = next(m for m in manifests if m["kind"] == "Deployment")

@@ -14,6 +14,7 @@ from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import mcpremoteproxy, mcpserver, virtualmcpserver
 from mcpfleet.reconcile.model import Container, WorkloadPlan, World
 from mcpfleet.vmcp.config import VMCPConfig
+from tests.proxy_config import proxy_config
 
 from .conftest import obj
 
@@ -71,8 +72,9 @@ def test_inline_settings_go_to_the_auth_config_and_the_secret_to_env(platform: s
     plan = mcpserver.plan(server(INLINE), world)
     assert plan.problems == ()
     proxy = serving(plan)
-    assert proxy.command[proxy.command.index("--auth-config") + 1] == "{config_dir}/auth.json"
-    assert proxy.command.index("--auth-config") < proxy.command.index("--")  # a proxy flag, not the server's
+    # The proxy's config names the file (relative to its own folder); the server's command has no part of it.
+    assert proxy_config(plan)["authConfig"] == "auth.json"
+    assert "auth.json" not in " ".join(proxy.command[proxy.command.index("--") :])
     assert auth_document(plan) == {
         "type": "oidc",
         "oidc": {
@@ -207,8 +209,8 @@ def test_kubernetes_type_reads_the_api_servers_jwks_with_a_mounted_token() -> No
 def test_oci_stdio_image_the_attaching_runner_enforces_auth() -> None:
     plan = mcpserver.plan(server(KUBERNETES, "image: ghcr.io/acme/git:1"), k8s())
     server_c, runner = plan.containers
-    assert "--auth-config" in runner.command and runner.service_account_token
-    assert "--auth-config" not in server_c.command and not server_c.service_account_token
+    assert proxy_config(plan)["authConfig"] == "auth.json" and runner.service_account_token
+    assert not server_c.command and not server_c.service_account_token
     pod = pod_of(plan)
     assert all(m["name"] != "mcpfleet-token" for m in pod["containers"][0].get("volumeMounts", []))
 
@@ -225,18 +227,13 @@ def test_http_server_gets_the_auth_proxy_in_front(spec: str, world: World, path:
     plan = mcpserver.plan(server(INLINE, spec), world)
     assert plan.problems == ()
     server_c, proxy = plan.containers
-    assert server_c.port == 9000 and server_c.fixed_port and "--auth-config" not in server_c.command
+    assert server_c.port == 9000 and server_c.fixed_port and "auth.json" not in server_c.command
     assert plan.serving_container == proxy.name and proxy.port == 8080 and plan.health_path == "/health"
     assert plan.url_path == path
-    assert proxy.command[:6] == (
-        "mcpfleet",
-        "proxy",
-        "--remote",
-        "http://127.0.0.1:9000",
-        "--forward-all-paths",
-        "--host",
-    )
-    assert "--auth-config" in proxy.command and proxy.secret_env and not server_c.secret_env
+    config = proxy_config(plan)
+    assert config["remote"] == "http://127.0.0.1:9000" and config["forwardAllPaths"] is True
+    assert "--" not in proxy.command
+    assert config["authConfig"] == "auth.json" and proxy.secret_env and not server_c.secret_env
     if world.platform == "kubernetes":
         manifests = render(plan, Owner("MCPServer", "time", "team", "uid-1"), k8s().images)
         service = next(m for m in manifests if m["kind"] == "Service")
@@ -259,8 +256,8 @@ def test_http_server_with_oidc_but_no_port_for_the_proxy_is_a_problem(spec: str)
 
 def test_no_oidc_changes_nothing() -> None:
     plan = mcpserver.plan(server("groupRef: g"), k8s())
-    assert [c.filename for c in plan.config_files] == ["runconfig.json"]
-    assert "--auth-config" not in plan.containers[0].command and plan.config_map_files == ()
+    assert [c.filename for c in plan.config_files] == ["runconfig.json", "proxy.json"]
+    assert "authConfig" not in proxy_config(plan) and plan.config_map_files == ()
 
 
 @pytest.mark.parametrize("auth", [INLINE, CONFIG_MAP, REF, KUBERNETES])
@@ -268,7 +265,7 @@ def test_remote_proxy_enforces_each_form_on_kubernetes(auth: str) -> None:
     plan = mcpremoteproxy.plan(remote(auth), k8s())
     assert plan.problems == ()
     (proxy,) = plan.containers
-    assert proxy.command[proxy.command.index("--auth-config") + 1] == "{config_dir}/auth.json"
+    assert proxy_config(plan)["authConfig"] == "auth.json"
     document = auth_document(plan)
     assert document["type"] == "oidc"
     assert bool(plan.config_map_files) == (auth in (CONFIG_MAP, REF))

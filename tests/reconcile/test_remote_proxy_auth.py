@@ -11,6 +11,7 @@ import yaml
 
 from mcpfleet.reconcile import mcpremoteproxy, virtualmcpserver
 from mcpfleet.reconcile.model import World
+from tests.proxy_config import proxy_config
 
 from .conftest import obj
 
@@ -45,28 +46,38 @@ def world(platform: str, auth: str) -> World:
 
 @pytest.mark.parametrize("platform", ["kubernetes", "local"])
 @pytest.mark.parametrize(
-    ("auth", "args", "secret"),
+    ("auth", "fields", "secret"),
     [
         (
             HEADER,
-            ("--header-from-env", "X-API-Key=MCPFLEET_EXTERNAL_AUTH"),
+            {"headersFromEnv": {"X-API-Key": "MCPFLEET_EXTERNAL_AUTH", "X-Tenant": "MCPFLEET_HEADER_0"}},
             ("remote-credentials", "api-key"),
         ),
-        (BEARER, ("--bearer-token-from-env", "MCPFLEET_EXTERNAL_AUTH"), ("remote-token", "token")),
+        (
+            BEARER,
+            {
+                "bearerTokenFromEnv": "MCPFLEET_EXTERNAL_AUTH",
+                "headersFromEnv": {"X-Tenant": "MCPFLEET_HEADER_0"},
+            },
+            ("remote-token", "token"),
+        ),
     ],
 )
 def test_the_proxy_applies_header_and_bearer_auth(
-    platform: str, auth: str, args: tuple[str, str], secret: tuple[str, str]
+    platform: str, auth: str, fields: dict[str, object], secret: tuple[str, str]
 ) -> None:
     plan = mcpremoteproxy.plan(obj(PROXY), world(platform, auth))
     assert plan.problems == ()
     (container,) = plan.containers
-    command = container.command
-    assert any(command[i : i + 2] == args for i in range(len(command)))
+    config = proxy_config(plan)
+    assert {key: config.get(key) for key in fields} == fields
     (env,) = [s for s in container.secret_env if s.env_name == "MCPFLEET_EXTERNAL_AUTH"]
     assert (env.secret.name, env.secret.key) == secret
-    # The plaintext headerForward header is still there, through its own variable.
-    assert "X-Tenant=MCPFLEET_HEADER_0" in command
+    # The plaintext headerForward header is still there, through its own variable (above); no
+    # value of a header or of the URL is in the proxy's config or command line.
+    rendered = next(f.content for f in plan.config_files if f.filename == "proxy.json")
+    for secret_value in ("hunter2", "KEY-1", "mcp.example"):
+        assert secret_value not in rendered and secret_value not in " ".join(container.command)
     run_config = json.loads(plan.config_files[0].content)
     assert run_config["remoteURL"] == "https://***@mcp.example/mcp?key=***"
     assert run_config["externalAuthConfig"]["name"] == "ea"
@@ -79,7 +90,10 @@ def test_the_proxy_applies_header_and_bearer_auth(
 def test_token_exchange_and_unauthenticated_add_nothing_to_the_proxy(auth: str) -> None:
     plan = mcpremoteproxy.plan(obj(PROXY), world("kubernetes", auth))
     (container,) = plan.containers
-    assert "--bearer-token-from-env" not in container.command
+    config = proxy_config(plan)
+    assert "bearerTokenFromEnv" not in config and config["headersFromEnv"] == {
+        "X-Tenant": "MCPFLEET_HEADER_0"
+    }
     assert not any(s.env_name == "MCPFLEET_EXTERNAL_AUTH" for s in container.secret_env)
 
 
@@ -116,6 +130,6 @@ def test_the_examples_claim_holds(platform: str) -> None:
     )
     assert plan.problems == ()
     (container,) = plan.containers
-    assert "X-API-Key=MCPFLEET_EXTERNAL_AUTH" in container.command
+    assert proxy_config(plan)["headersFromEnv"]["X-API-Key"] == "MCPFLEET_EXTERNAL_AUTH"
     (env,) = [s for s in container.secret_env if s.env_name == "MCPFLEET_EXTERNAL_AUTH"]
     assert (env.secret.name, env.secret.key) == ("remote-credentials", "api-key")

@@ -16,6 +16,7 @@ from mcpfleet.reconcile.model import WorkloadObservation, World, secret_file_pat
 from mcpfleet.reconcile.status import workload_status
 from mcpfleet.registry.config import RegistryConfig
 from mcpfleet.vmcp.config import VMCPConfig
+from tests.proxy_config import proxy_config
 
 from .conftest import obj
 
@@ -41,8 +42,8 @@ def test_stdio_package_runs_under_the_proxy_locally() -> None:
     assert container.command == (
         "mcpfleet",
         "proxy",
-        "--transport",
-        "streamable-http",
+        "--config",
+        "{config_dir}/proxy.json",
         "--host",
         "0.0.0.0",
         "--port",
@@ -54,6 +55,8 @@ def test_stdio_package_runs_under_the_proxy_locally() -> None:
         "--local-timezone",
         "UTC",
     )
+    # Every other option is in the one config file (locally: no Service host names to accept).
+    assert proxy_config(plan) == {"transport": "streamable-http"}
     assert plan.serving_container == container.name and plan.url_path == "/mcp" and plan.replicas == 1
 
 
@@ -68,8 +71,7 @@ def test_npx_package_and_sse_proxy_mode() -> None:
 
 def test_kubernetes_stdio_package_accepts_service_hosts() -> None:
     plan = mcpserver.plan(obj(TIME), k8s())
-    command = plan.containers[0].command
-    assert "mcp-time.team.svc.cluster.local:8080" in command
+    assert "mcp-time.team.svc.cluster.local:8080" in proxy_config(plan)["allowedHosts"]
     assert plan.containers[0].image is None  # the runner image
 
 
@@ -126,7 +128,9 @@ def test_oci_stdio_image_is_attached_through_the_api() -> None:
     plan = mcpserver.plan(server, k8s())
     server_c, runner = plan.containers
     assert server_c.stdin and server_c.image == "ghcr.io/acme/git:1" and server_c.args == ("--repo", "/r")
-    assert runner.command[-2:] == ("--attach", "team/$(POD_NAME)/mcp")
+    assert "--" not in runner.command
+    # The pod's own name comes from the downward API: the file names the variable, not the pod.
+    assert proxy_config(plan)["attach"] == {"namespace": "team", "podFromEnv": "POD_NAME", "container": "mcp"}
     assert ("POD_NAME", "metadata.name") in runner.field_env
     assert any("pods/attach" in rule.resources for rule in plan.rbac)
     assert plan.serving_container == runner.name
@@ -189,10 +193,8 @@ def test_tool_config_ref_makes_the_proxy_read_the_run_config() -> None:
     for world in (local(tool_configs={"tc": obj(TOOLS)}), k8s(tool_configs={"tc": obj(TOOLS)})):
         plan = mcpserver.plan(server, world)
         (container,) = plan.containers
-        command = container.command
-        at = command.index("--run-config")
-        assert command[at + 1] == "{config_dir}/runconfig.json"
-        assert command[at + 2 :] == ("--", "uvx", "--", "s@1", "x")  # the package command stays last
+        assert proxy_config(plan)["runConfig"] == "runconfig.json"  # beside proxy.json
+        assert container.command[-5:] == ("--", "uvx", "--", "s@1", "x")  # the package command stays last
         # What the proxy reads: the file the plan writes, with the MCPToolConfig's spec in it.
         (run_config,) = [c for c in plan.config_files if c.filename == "runconfig.json"]
         policy = RunConfig.model_validate(json.loads(run_config.content)).tool_policy()
@@ -200,7 +202,7 @@ def test_tool_config_ref_makes_the_proxy_read_the_run_config() -> None:
     manifests = render(plan, Owner("MCPServer", "s", "team", "uid-1"), k8s().images)
     pod = next(m for m in manifests if m["kind"] == "Deployment")["spec"]["template"]["spec"]
     (rendered,) = pod["containers"]
-    assert "/etc/mcpfleet/config/runconfig.json" in rendered["command"]
+    assert "/etc/mcpfleet/config/proxy.json" in rendered["command"]
     assert {"name": "config", "mountPath": "/etc/mcpfleet/config", "readOnly": True} in rendered[
         "volumeMounts"
     ]
@@ -208,10 +210,12 @@ def test_tool_config_ref_makes_the_proxy_read_the_run_config() -> None:
     oci = obj(
         "kind: MCPServer\nmetadata: {name: s}\nspec: {image: 'ghcr.io/a/b:1', toolConfigRef: {name: tc}}"
     )
-    runner = mcpserver.plan(oci, k8s(tool_configs={"tc": obj(TOOLS)})).containers[1]
-    assert runner.command[-4:-2] == ("--run-config", "{config_dir}/runconfig.json")
-    # Without a toolConfigRef the command is unchanged.
-    assert "--run-config" not in mcpserver.plan(obj(TIME), k8s()).containers[0].command
+    assert (
+        proxy_config(mcpserver.plan(oci, k8s(tool_configs={"tc": obj(TOOLS)})))["runConfig"]
+        == "runconfig.json"
+    )
+    # Without a toolConfigRef the proxy reads no run config.
+    assert "runConfig" not in proxy_config(mcpserver.plan(obj(TIME), k8s()))
 
 
 def test_stdio_members_own_tool_config_is_left_to_their_proxy() -> None:
@@ -265,20 +269,20 @@ def test_remote_proxy_headers_via_env() -> None:
     )
     plan = mcpremoteproxy.plan(proxy, local())
     (container,) = plan.containers
-    assert container.command[:8] == (
+    assert container.command == (
         "mcpfleet",
         "proxy",
-        "--remote-from-env",
-        "MCPFLEET_REMOTE_URL",
+        "--config",
+        "{config_dir}/proxy.json",
         "--host",
         "0.0.0.0",
         "--port",
         "{port}",
     )
-    assert (
-        "X-Team=MCPFLEET_HEADER_0" in container.command
-        and "Authorization=MCPFLEET_HEADER_1" in container.command
-    )
+    assert proxy_config(plan) == {
+        "remoteFromEnv": "MCPFLEET_REMOTE_URL",
+        "headersFromEnv": {"X-Team": "MCPFLEET_HEADER_0", "Authorization": "MCPFLEET_HEADER_1"},
+    }
     assert container.env == (
         ("MCPFLEET_REMOTE_URL", "https://mcp.example.com/mcp"),
         ("MCPFLEET_HEADER_0", "blue"),

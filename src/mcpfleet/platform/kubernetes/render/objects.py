@@ -7,11 +7,11 @@ which lets the applier skip an unchanged child without a request. The pod templa
 pods, an unchanged config does not.
 
 The ConfigMap of the rendered config files is rendered (and mounted) only when a container is told
-a path in it (`{config_dir}` in its command or args: `--config`, `--run-config`, `--auth-config`…).
-A plain MCPServer's `runconfig.json` is read by nothing (its proxy takes the run config only with a
-`toolConfigRef` or `rateLimiting`): a ConfigMap for it would cost the cluster a write and the pod a
-volume per server for a file no process opens. The file still counts in the pod template's
-checksum, so a change to it (e.g. a referenced MCPExternalAuthConfig's hash) still rolls the pods.
+a path in it (`{config_dir}` in its command or args: `mcpfleet proxy --config`, `vmcp serve --config`…).
+An MCPServer run directly (an http server without a proxy in front) reads none of its files (its
+`runconfig.json` is a run record): a ConfigMap for it would cost the cluster a write and the pod a
+volume for a file no process opens. The file still counts in the pod template's checksum, so a
+change to it (e.g. a referenced MCPExternalAuthConfig's hash) still rolls the pods.
 
 A ServiceAccount (with its Role and RoleBinding) is rendered only for a plan that calls the
 Kubernetes API (`plan.rbac` non-empty). Every other pod runs as `spec.serviceAccount` or the
