@@ -1,4 +1,4 @@
-"""The embedded authorization server in a real `mcpfleet proxy --remote` (the CLI's `build`), with the
+"""The embedded authorization server in a real `mcpfleet proxy --remote` (`proxy.assemble.build_proxy`), with the
 test OIDC issuer as the upstream IdP and a recording MCP backend: the whole OAuth flow, the JWT the
 proxy accepts, the upstream token it injects (or the credentials it strips), replay and rotation."""
 
@@ -12,33 +12,12 @@ import httpx
 import jwt
 import pytest
 
-from mcpfleet.cli.proxy import build
+from mcpfleet.proxy.assemble import build_proxy
+from mcpfleet.proxy.config import ProxyConfig
 from tests.authserver.flow import REDIRECT, authorize, login, register, token
 from tests.mcp_messages import STREAMABLE_HTTP_HEADERS, initialize_request
 from tests.oidc import Issuer
 from tests.vmcp.servers import JsonRpcBackend, Served, free_port
-
-PROXY_OPTIONS: dict[str, Any] = {
-    "transport": "streamable-http",
-    "host": "127.0.0.1",
-    "header_from_env": [],
-    "bearer_token_from_env": None,
-    "attach": None,
-    "kubeconfig": None,
-    "context": None,
-    "isolation": "shared",
-    "allowed_host": [],
-    "forward_all_paths": False,
-    "auth_config": None,
-    "run_config": None,
-    "public_url": None,
-    "max_body_bytes": None,
-    "body_timeout": None,
-    "header_timeout": None,
-    "max_header_bytes": None,
-    "keep_alive_timeout": None,
-    "max_json_depth": None,
-}
 
 
 async def start_proxy(
@@ -64,7 +43,7 @@ async def start_proxy(
     }
     config = tmp_path / "authserver.json"
     config.write_text(json.dumps(document))
-    app, _ = build([], remote=backend_url, authserver_config=str(config), **PROXY_OPTIONS)
+    app, _ = build_proxy(ProxyConfig(remote=backend_url, authserver_config=str(config)))
     return await Served(app, port).start(), document
 
 

@@ -48,8 +48,10 @@ def test_plain_stdio_proxy_loads_no_auth_remote_or_control_plane() -> None:
     code = """
 from mcpfleet.cli import proxy
 from mcpfleet.cli.options import parse
+from mcpfleet.proxy.assemble import build_proxy
 command, params = parse(proxy.proxy, ["--port", "0", "--", "true"], command_line=True)
-proxy.build(command, **params)
+del params["config"]
+build_proxy(proxy.config_from(command, None, params))
 """
     loaded = _loaded_after(code)
     unwanted = {"aiohttp", "sqlalchemy", "kopf", "lightkube", "redis", "jwt", "cryptography"}

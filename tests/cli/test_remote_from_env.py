@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from mcpfleet.cli.main import app
-from mcpfleet.cli.proxy import build
+from mcpfleet.proxy.assemble import build_proxy
+from mcpfleet.proxy.config import ProxyConfig
 from mcpfleet.proxy.remote import RemoteProxyApp
-from tests.authserver.test_flow import PROXY_OPTIONS
 
 
 def test_misuse_is_a_usage_error_naming_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,8 +29,7 @@ def test_misuse_is_a_usage_error_naming_the_option(monkeypatch: pytest.MonkeyPat
 
 def test_the_variable_gives_the_remote_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REMOTE_URL_T", "https://u:hunter2@example.com/mcp?token=t0k")
-    options = {**PROXY_OPTIONS, "remote": None, "remote_from_env": "REMOTE_URL_T"}
-    app_, _ = build([], **options)
+    app_, _ = build_proxy(ProxyConfig(remote_from_env="REMOTE_URL_T"))
     relay = app_
     while not isinstance(relay, RemoteProxyApp):
         relay = getattr(relay, "app", None) or getattr(relay, "inner", None)

@@ -16,6 +16,7 @@ import pytest
 
 from mcpfleet.platform.local.hosted import INPROCESS_ENV, hostable
 from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
+from mcpfleet.proxy.config import ProxyConfig
 
 # The smallest stdio MCP server: answers initialize (and any other request) and nothing else.
 TINY_SERVER = """
@@ -34,20 +35,25 @@ for line in sys.stdin:
 def test_which_workloads_are_hosted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(INPROCESS_ENV, raising=False)
     monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
-    assert hostable(("mcpfleet", "proxy", "--port", "{port}", "--", "uvx", "mcp-server-time"))
+    proxy = ("mcpfleet", "proxy", "--config", "proxy.json", "--port", "{port}")
+    stdio = ProxyConfig(command=["uvx", "mcp-server-time"])
+    assert hostable((*proxy, "--", "uvx", "mcp-server-time"), proxy=stdio)
     assert hostable(("mcpfleet", "vmcp", "serve", "--config", "x"))
     assert hostable(("mcpfleet", "registry", "serve", "--config", "x"))
-    # Their own process: remote relays, attached containers, incoming auth, own environment.
-    assert not hostable(("mcpfleet", "proxy", "--remote", "http://x/mcp", "--port", "1"))
-    assert not hostable(("mcpfleet", "proxy", "--attach", "ns/pod/c", "--port", "1"))
-    assert not hostable(("mcpfleet", "proxy", "--auth-config", "a.json", "--", "uvx", "x"))
+    # Their own process: remote relays, attached containers, incoming auth (read from the config),
+    # own environment, a proxy whose config is not known.
+    assert not hostable(proxy, proxy=ProxyConfig(remote="http://x/mcp"))
+    assert not hostable(proxy, proxy=ProxyConfig(remote_from_env="URL"))
+    assert not hostable(proxy, proxy=ProxyConfig(attach={"namespace": "ns", "pod": "p"}))  # type: ignore[arg-type]
+    assert not hostable(proxy, proxy=ProxyConfig(command=["uvx", "x"], auth_config="a.json"))
+    assert not hostable((*proxy, "--", "uvx", "x"))
     assert not hostable(("mcpfleet", "vmcp", "serve", "--config", "x"), has_env=True)
     assert not hostable(("uvx", "mcp-server-time"))
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     assert not hostable(("mcpfleet", "registry", "serve", "--config", "x"))
     monkeypatch.delenv("OTEL_TRACES_EXPORTER")
     monkeypatch.setenv(INPROCESS_ENV, "0")
-    assert not hostable(("mcpfleet", "proxy", "--port", "1", "--", "uvx", "x"))
+    assert not hostable((*proxy, "--", "uvx", "x"), proxy=stdio)
 
 
 def _free_port() -> int:
@@ -84,6 +90,7 @@ def tiny_proxy_spec(name: str, port: int, tmp_path: Path) -> ProcessSpec:
         fingerprint="1",
         mcp_probe_url=f"http://127.0.0.1:{port}/mcp",
         hosted=True,
+        proxy=ProxyConfig(host="127.0.0.1", port=port, command=[sys.executable, "-c", TINY_SERVER]),
     )
 
 
