@@ -51,7 +51,11 @@ def _no_secret_in_argv_and_private_state(up: Up, remote_url: str) -> None:
     commands = {pid: _cmdline(pid) for pid in pids if Path(f"/proc/{pid}").exists()}
     for pid, command in commands.items():
         assert not any(s in command for s in SECRETS), (pid, command)
-    (proxy_pid,) = [p for p, c in commands.items() if "--remote-from-env MCPFLEET_REMOTE_URL" in c]
+    (proxy_pid,) = [p for p, c in commands.items() if " proxy --config " in c and "/mcpremoteproxy/" in c]
+    # Its config names the variable; neither the URL nor its credentials are in the file.
+    (config,) = up.state_dir.glob("config/mcpremoteproxy/*/remote/proxy.json")
+    assert '"remoteFromEnv":"MCPFLEET_REMOTE_URL"' in config.read_text()
+    assert not any(s in config.read_text() for s in SECRETS)
     environ = Path(f"/proc/{proxy_pid}/environ").read_bytes().split(b"\0")
     assert f"MCPFLEET_REMOTE_URL={remote_url}".encode() in environ
     assert stat.S_IMODE(Path(f"/proc/{proxy_pid}/environ").stat().st_mode) == 0o400

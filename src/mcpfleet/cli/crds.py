@@ -1,4 +1,5 @@
-"""`mcpfleet crds`: write the CRDs and the field reference generated from the resource models."""
+"""`mcpfleet crds`: write the CRDs and the field references generated from the resource models (and
+from the proxy's config model)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ def crds(
     ),
     reference: Path | None = typer.Option(
         Path("docs/reference/api.md"), "--reference", help="Markdown field reference to write ('' to skip)."
+    ),
+    proxy_reference: Path | None = typer.Option(
+        Path("docs/reference/proxy-config.md"),
+        "--proxy-reference",
+        help="Markdown field reference of the proxy's config file to write ('' to skip).",
     ),
     chart: Path | None = typer.Option(
         Path("deploy/helm/mcpfleet-crds/files/crds"),
@@ -35,3 +41,9 @@ def crds(
     copies = [chart] if chart and str(chart) not in ("", ".") else []
     for path in write_crds(output, target, copies):
         typer.echo(f"wrote {path}")
+    if proxy_reference and str(proxy_reference) not in ("", "."):
+        from mcpfleet.proxy.reference import render_reference
+
+        proxy_reference.parent.mkdir(parents=True, exist_ok=True)
+        proxy_reference.write_text(render_reference())
+        typer.echo(f"wrote {proxy_reference}")
