@@ -510,8 +510,8 @@ class Runner:
     def status_file(self, namespace: str, name: str) -> Path:
         return safe_join(self.config_dir("VirtualMCPServer", namespace, name), "status.json")
 
-    async def _apply(self, resource: Resource, desired: Desired) -> None:
-        plan = desired.plan
+    def _write_plan_files(self, plan: WorkloadPlan) -> tuple[Path, Path]:
+        """The plan's config, secret and volume files written; its config and data folders."""
         try:
             config_dir = self.config_dir(plan.kind, plan.namespace, plan.name)
             data_dir = safe_join(self.state_dir, "data", plan.kind.lower(), plan.namespace, plan.name)
@@ -543,6 +543,11 @@ class Runner:
                 raise LocalRunError(str(exc)) from exc
         if plan.data_dir:
             data_dir.mkdir(parents=True, exist_ok=True)
+        return config_dir, data_dir
+
+    async def _apply(self, resource: Resource, desired: Desired) -> None:
+        plan = desired.plan
+        config_dir, data_dir = self._write_plan_files(plan)
         base = workload_key(plan.kind, plan.namespace, plan.name)
         single = len(plan.containers) == 1 and plan.replicas <= 1
         for replica in range(plan.replicas):
@@ -579,6 +584,7 @@ class Runner:
                 log_name = plan.name if single else f"{plan.name}-{container.name}-{replica}"
                 if plan.kind != "MCPServer":
                     log_name = f"{plan.kind.lower()}-{log_name}"
+                hosted = hostable(container.command, bool(container.env or container.secret_env), proxy)
                 fingerprint = hashlib.sha256(
                     json.dumps([argv, sorted(env.items()), restart_checksum(plan)]).encode()
                 ).hexdigest()
@@ -595,11 +601,7 @@ class Runner:
                         health_url=health,
                         fingerprint=fingerprint,
                         mcp_probe_url=probe,
-                        hosted=(
-                            hosted := hostable(
-                                container.command, bool(container.env or container.secret_env), proxy
-                            )
-                        ),
+                        hosted=hosted,
                         proxy=proxy if hosted else None,
                     )
                 )
