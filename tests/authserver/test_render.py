@@ -14,6 +14,7 @@ from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.reconcile import mcpremoteproxy, mcpserver
 from mcpfleet.reconcile.model import Images, World
 from tests.api.corpus import toolhive_documents
+from tests.proxy_config import proxy_config
 from tests.reconcile.conftest import obj
 
 AUTH = """
@@ -51,8 +52,7 @@ def test_kubernetes_mounts_secrets_into_the_proxy_only() -> None:
     world = World(platform="kubernetes", namespace="team", external_auth_configs={"eas": auth})
     plan = mcpserver.plan(server, world)
     assert not plan.problems, plan.problems
-    proxy = next(c for c in plan.containers if c.name == "proxy")
-    assert "--authserver-config" in proxy.command
+    assert proxy_config(plan)["authserverConfig"] == "authserver.json"
     document = json.loads(next(f.content for f in plan.config_files if f.filename == "authserver.json"))
     assert document["upstream"]["clientSecretFile"].startswith("/")
     assert document["accessTokenLifespan"] == 1800.0
@@ -158,8 +158,8 @@ def test_auth_server_ref_renders_the_server_and_names_its_problems() -> None:
             proxy, World(platform="kubernetes", namespace="team", external_auth_configs=configs)
         )
         if not plan.problems:
-            command = next(c for c in plan.containers if c.name == "proxy").command
-            assert "--authserver-config" in command and "--bearer-token-from-env" in command
+            config = proxy_config(plan)
+            assert config["authserverConfig"] == "authserver.json" and "bearerTokenFromEnv" in config
         return list(plan.problems)
 
     assert proxy_plan("authServerRef: {name: eas}, externalAuthConfigRef: {name: key}") == []

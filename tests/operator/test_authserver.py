@@ -70,7 +70,8 @@ spec:
     assert deployment is not None
     pod = deployment["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in pod["containers"]}
-    assert "--authserver-config" in containers["proxy"]["command"] + containers["proxy"].get("args", [])
+    assert "/etc/mcpfleet/config/proxy.json" in containers["proxy"]["command"]
+    assert json.loads(config_map["data"]["proxy.json"])["authserverConfig"] == "authserver.json"
     secret_volumes = {
         v["name"]
         for v in pod["volumes"]

@@ -28,7 +28,14 @@ spec: {image: "ghcr.io/acme/git-mcp:1.0", args: ["--repo", "/data"]}
     server, runner = pod["containers"]
     assert server["image"] == "ghcr.io/acme/git-mcp:1.0" and server["stdin"] is True
     assert server["args"] == ["--repo", "/data"] and "command" not in server
-    assert runner["command"][-2:] == ["--attach", f"{kube.ns}/$(POD_NAME)/mcp"]
+    assert runner["command"][:4] == ["mcpfleet", "proxy", "--config", "/etc/mcpfleet/config/proxy.json"]
+    config_map = kube.get("ConfigMap", "mcp-git-config")
+    assert config_map is not None
+    assert json.loads(config_map["data"]["proxy.json"])["attach"] == {
+        "namespace": kube.ns,
+        "podFromEnv": "POD_NAME",
+        "container": "mcp",
+    }
     assert {
         "name": "POD_NAME",
         "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
@@ -157,7 +164,10 @@ spec: {remoteURL: "https://mcp.example.com/mcp", groupRef: tools}
     proxy = kube.get("Deployment", "mcprp-r")
     assert proxy is not None
     container = proxy["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][:4] == ["mcpfleet", "proxy", "--remote-from-env", "MCPFLEET_REMOTE_URL"]
+    assert container["command"][:4] == ["mcpfleet", "proxy", "--config", "/etc/mcpfleet/config/proxy.json"]
+    config_map = kube.get("ConfigMap", "mcprp-r-config")
+    assert config_map is not None
+    assert json.loads(config_map["data"]["proxy.json"])["remoteFromEnv"] == "MCPFLEET_REMOTE_URL"
     assert {"name": "MCPFLEET_REMOTE_URL", "value": "https://mcp.example.com/mcp"} in container["env"]
 
     def group_condition(kind: str, name: str) -> str | None:

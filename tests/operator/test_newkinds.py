@@ -217,7 +217,9 @@ spec:
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://collector:4318"
     assert env["OTEL_SERVICE_NAME"]["value"] == "time-svc"
     assert env["MCPFLEET_OIDC_CLIENT_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "s", "key": "k"}
-    assert "--authz-config" in proxy["command"] and "--auth-config" in proxy["command"]
+    proxy_json = json.loads(config_map["data"]["proxy.json"])
+    assert proxy_json["authzConfig"] == "authz.json" and proxy_json["authConfig"] == "auth.json"
+    assert "/etc/mcpfleet/config/proxy.json" in proxy["command"]
     # The gateway waits for its EmbeddingServer, then uses its URL.
     kube.wait_phase("EmbeddingServer", "emb", "Ready", timeout=120)
     url = f"http://emb-emb.{kube.ns}.svc.cluster.local:8080"

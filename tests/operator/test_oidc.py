@@ -33,10 +33,13 @@ spec:
     assert deployment is not None
     pod = deployment["spec"]["template"]["spec"]
     (proxy,) = pod["containers"]
-    # The proxy is started with the auth config (a flag of the proxy, before the server's command).
+    # The proxy's config names the auth config beside it (the server's command has no part of it).
     command = proxy["command"]
-    at = command.index("--auth-config")
-    assert command[at + 1] == "/etc/mcpfleet/config/auth.json" and at < command.index("--")
+    at = command.index("--config")
+    assert command[at + 1] == "/etc/mcpfleet/config/proxy.json" and at < command.index("--")
+    config_map = kube.get("ConfigMap", "mcp-time-config")
+    assert config_map is not None
+    assert json.loads(config_map["data"]["proxy.json"])["authConfig"] == "auth.json"
     # The user's ConfigMap key is mounted where the auth config says.
     volume = next(v for v in pod["volumes"] if v["name"] == "configmaps")
     assert volume["projected"]["sources"] == [

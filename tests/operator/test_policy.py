@@ -69,11 +69,11 @@ spec:
     template = deployment["spec"]["template"]
     (proxy,) = template["spec"]["containers"]
     command = proxy["command"]
-    assert command[command.index("--authz-config") + 1] == "/etc/mcpfleet/config/authz.json"
-    assert command[command.index("--audit-config") + 1] == "/etc/mcpfleet/config/audit.json"
-    assert command.index("--authz-config") < command.index("--")
+    assert command[command.index("--config") + 1] == "/etc/mcpfleet/config/proxy.json"
     config_map = kube.get("ConfigMap", "mcp-time-config")
     assert config_map is not None
+    proxy_json = json.loads(config_map["data"]["proxy.json"])
+    assert proxy_json["authzConfig"] == "authz.json" and proxy_json["auditConfig"] == "audit.json"
     authz = json.loads(config_map["data"]["authz.json"])
     assert authz["cedar"]["policies"] == [POLICY] and authz["group_claim_name"] == "groups"
     assert json.loads(config_map["data"]["audit.json"])["enabled"] is True

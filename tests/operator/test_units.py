@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,9 +42,9 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
     spec: dict[str, object] = {"image": "uvx://mcp-server-time", "secrets": [{"name": "s", "key": "k"}]}
     children = _render(spec)
     # No API access, so no ServiceAccount: the pod runs as the namespace default with no token.
-    # Nothing reads the run config of a plain server (no toolConfigRef, rateLimiting or auth): no
-    # ConfigMap, no config volume.
-    assert list(children) == ["Deployment", "Service"]
+    # The proxy reads its config (proxy.json): a ConfigMap, mounted; no secret in it.
+    assert list(children) == ["ConfigMap", "Deployment", "Service"]
+    assert '"k"' not in json.dumps(children["ConfigMap"]["data"]["proxy.json"])
     for child in children.values():
         meta = child["metadata"]
         assert meta["ownerReferences"] == [  # type: ignore[index]
@@ -64,7 +65,7 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
     checksum = template["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]
     assert checksum == plan.rollout_checksum and len(checksum) == 64
     pod = template["spec"]
-    assert "volumes" not in pod
+    assert [v["name"] for v in pod["volumes"]] == ["config"]
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     (container,) = pod["containers"]
     assert (
@@ -78,9 +79,9 @@ def test_render_children_owner_checksum_and_least_privilege() -> None:
 
 
 def test_config_map_only_when_a_container_reads_it() -> None:
-    """A server whose proxy is told `--run-config` (a toolConfigRef) gets the ConfigMap, mounted where
-    the flag says; the same server without one gets neither, and its checksum still follows the
-    run config."""
+    """A server behind `mcpfleet proxy` gets the ConfigMap (its `proxy.json`, beside the run config
+    when the proxy enforces it), mounted where `--config` says; an http server run directly reads
+    no file and gets none, and its checksum still follows the run config."""
     world = World(platform="kubernetes", namespace="ns")
     spec: dict[str, object] = {
         "image": "uvx://mcp-server-time",
@@ -89,15 +90,17 @@ def test_config_map_only_when_a_container_reads_it() -> None:
     plan = mcpserver.plan(_server(spec), world)  # type: ignore[arg-type]
     children = {m["kind"]: m for m in render(plan, Owner("MCPServer", "time", "ns", "uid-1"), Images())}
     assert list(children) == ["ConfigMap", "Deployment", "Service"]
-    assert "runconfig.json" in children["ConfigMap"]["data"]
+    data = children["ConfigMap"]["data"]
+    assert "runconfig.json" in data and json.loads(data["proxy.json"])["runConfig"] == "runconfig.json"
     pod = children["Deployment"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    path = container["command"][container["command"].index("--run-config") + 1]
+    path = container["command"][container["command"].index("--config") + 1]
     (mount,) = container["volumeMounts"]
-    assert path == f"{mount['mountPath']}/runconfig.json"
+    assert path == f"{mount['mountPath']}/proxy.json"
     assert {"name": mount["name"], "configMap": {"name": "mcp-time-config"}} in pod["volumes"]
-    plain: dict[str, Any] = _render({"image": "uvx://mcp-server-time"})
-    other: dict[str, Any] = _render({"image": "uvx://mcp-server-time", "args": ["--x"]})
+    direct = {"image": "uvx://srv", "transport": "streamable-http", "mcpPort": 9000}
+    plain: dict[str, Any] = _render(direct)
+    other: dict[str, Any] = _render({**direct, "args": ["--x"]})
     assert "ConfigMap" not in plain
     checksums = [
         c["Deployment"]["spec"]["template"]["metadata"]["annotations"]["mcpfleet.dev/config-checksum"]

@@ -79,7 +79,7 @@ def test_replicas_and_redis_password_from_a_secret(kube: Kube, operator: Operato
     # The stdio server's proxy enforces its limits from the run config; same password rule.
     server = kube.cluster.wait_for("server Deployment", lambda: kube.get("Deployment", "mcp-time"))
     proxy = server["spec"]["template"]["spec"]["containers"][0]
-    assert "--run-config" in proxy["command"]
+    assert "/etc/mcpfleet/config/proxy.json" in proxy["command"]
     assert {
         "name": "MCPFLEET_REDIS_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "password"}},
@@ -87,6 +87,7 @@ def test_replicas_and_redis_password_from_a_secret(kube: Kube, operator: Operato
     run_config_map = kube.cluster.wait_for(
         "server ConfigMap", lambda: kube.get("ConfigMap", "mcp-time-config")
     )
+    assert json.loads(run_config_map["data"]["proxy.json"])["runConfig"] == "runconfig.json"
     run_config = json.loads(run_config_map["data"]["runconfig.json"])
     assert run_config["rateLimiting"]["tools"] == [
         {"name": "get_current_time", "shared": {"maxTokens": 5, "refillPeriod": "10s"}}
