@@ -212,18 +212,24 @@ def fixture_stdio_command() -> list[str]:
 
 @contextlib.contextmanager
 def supervised_proxy() -> Iterator[str]:
-    """`mcpfleet proxy -- fixture` as `mcpfleet up` runs it: hosted in-process by the local
-    supervisor (`platform/local/hosted.py`), the fixture its child. Yields the /mcp URL once the
-    supervisor reports it ready; the recorded pid must be the fixture's own (no proxy process)."""
+    """`mcpfleet proxy --config proxy.json -- fixture` as `mcpfleet up` runs it: hosted in-process by
+    the local supervisor (`platform/local/hosted.py`) from the config file read as the runner reads it
+    (`load_proxy_config` with the port and the command), the fixture its child. Yields the /mcp URL
+    once the supervisor reports it ready; the recorded pid must be the fixture's own (no proxy process)."""
     import asyncio
     import threading
 
     from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
+    from mcpfleet.proxy.config import load_proxy_config
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     workdir = Path(tempfile.mkdtemp(prefix="mcpfleet-conformance-"))
-    argv = (*_proxy_command(port, "--host", "127.0.0.1", "--", *fixture_stdio_command()),)
+    config_file = workdir / "proxy.json"
+    config_file.write_text('{"transport": "streamable-http"}')
+    command = fixture_stdio_command()
+    argv = (*_proxy_command(port, "--config", str(config_file), "--host", "127.0.0.1", "--", *command),)
+    proxy = load_proxy_config(config_file, {"host": "127.0.0.1", "port": port, "command": list(command)})
     spec = ProcessSpec(
         key="MCPServer/default/fixture/proxy/0",
         kind="MCPServer",
@@ -237,6 +243,7 @@ def supervised_proxy() -> Iterator[str]:
         fingerprint="conformance",
         mcp_probe_url=url,
         hosted=True,
+        proxy=proxy,
     )
     loop = asyncio.new_event_loop()
     ready: dict[str, object] = {}
