@@ -81,6 +81,9 @@ CORPUS: list[tuple[bytes, str]] = [
         "a",
     ),
     (json.dumps({"command": ["x"], "publicUrl": SECRET * 1000}).encode(), "publicUrl"),
+    (b"1: x\nnull: y\ncommand: [a]\n", "Keys should be strings"),
+    (b"command: [a]\n? [a, b]\n: z\n", "neither JSON nor YAML"),
+    (b'{"command": ["a"], "limits": {"bodyTimeout": 1e400}}', "limits.bodyTimeout"),
     (b" " * (MAX_CONFIG_BYTES + 1), "larger than"),
 ]
 

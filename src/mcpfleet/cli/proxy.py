@@ -10,10 +10,13 @@ after `--` replaces `command`. A flag not given leaves the file's field (or the 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpfleet.cli import limit_options
 from mcpfleet.cli.options import Opt
+
+if TYPE_CHECKING:
+    from mcpfleet.proxy.config import ProxyConfig, ProxyConfigError
 
 CONFIG = Opt(
     None,
@@ -215,7 +218,7 @@ def overrides_from_flags(command: list[str], flags: dict[str, Any]) -> dict[str,
     return out
 
 
-def config_from(command: list[str], config: str | None, flags: dict[str, Any]) -> Any:
+def config_from(command: list[str], config: str | None, flags: dict[str, Any]) -> ProxyConfig:
     """The ProxyConfig of a command line: `--config`'s file with the flags given over it (see the
     module docstring), or the flags alone. A usage error names the flag, or `--config` and the field."""
     from mcpfleet.proxy.config import ProxyConfigError, parse_proxy_config, read_proxy_config
@@ -230,7 +233,7 @@ def config_from(command: list[str], config: str | None, flags: dict[str, Any]) -
         raise _usage(exc, config, overrides) from None
 
 
-def _usage(exc: Any, config: str | None, given: dict[str, Any]) -> Exception:
+def _usage(exc: ProxyConfigError, config: str | None, given: dict[str, Any]) -> Exception:
     """A ProxyConfigError as a usage error: the hint is the flag when one set the field, else --config."""
     field = exc.field
     if field is not None and (config is None or field in given):
