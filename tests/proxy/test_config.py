@@ -39,7 +39,7 @@ CORPUS: list[tuple[bytes, str]] = [
     (b'"just a string"', "top level"),
     (b"{", "neither JSON nor YAML"),
     (b"\xff\xfe\x00garbage", "UTF-8"),
-    (b"{}", "give exactly one of: command, remote"),
+    (b"{}", "give exactly one of: command"),
     (b'{"command": ["x"], "remote": "http://r/mcp"}', "give exactly one of"),
     (b'{"command": "not a list"}', "command"),
     (b'{"command": [1, 2]}', "command.0"),

@@ -94,7 +94,8 @@ def _tool_policy_and_limiter(config: ProxyConfig) -> tuple[ToolPolicy | None, Li
         raise ProxyConfigError(str(exc), "runConfig") from exc
     if tool_policy is not None and (config.remote or config.remote_from_env):
         raise ProxyConfigError(
-            "runConfig: toolConfig cannot be enforced in remote mode (a byte relay); give it to a stdio proxy",
+            "runConfig: toolConfig cannot be enforced in remote mode (remote / --remote: a byte relay);"
+            " give it to a stdio proxy",
             "runConfig",
         )
     return tool_policy, limiter

@@ -146,7 +146,10 @@ class ProxyConfig(ApiModel):
     def _consistent(self) -> ProxyConfig:
         remote = self.remote is not None or self.remote_from_env is not None
         if sum((bool(self.command), remote, self.attach is not None)) != 1:
-            raise ValueError("give exactly one of: command, remote (or remoteFromEnv), attach")
+            raise ValueError(
+                "give exactly one of: command (the server's command line, after `--`), remote (or"
+                " remoteFromEnv), attach"
+            )
         if self.remote is not None and self.remote_from_env is not None:
             raise ValueError("remoteFromEnv: give either remote or remoteFromEnv")
         if not remote:
