@@ -259,3 +259,12 @@ def test_a_bad_flag_over_a_file_is_reported_as_that_flag(tmp_path: Path) -> None
     path = _write(tmp_path, b'{"command": ["x"]}')
     result = CliRunner().invoke(app, ["proxy", "--config", str(path), "--isolation", "everything"])
     assert result.exit_code == 2 and "--isolation" in result.output and "Traceback" not in result.output
+
+
+def test_the_field_reference_is_current() -> None:
+    from mcpfleet.proxy.reference import render_reference
+
+    committed = Path(__file__).resolve().parents[2] / "docs" / "reference" / "proxy-config.md"
+    assert committed.read_text() == render_reference(), (
+        "docs/reference/proxy-config.md is stale: run `mcpfleet crds`"
+    )

@@ -24,9 +24,8 @@ def _type(node: dict[str, Any], defs: dict[str, Any]) -> tuple[str, dict[str, An
     if kind == "array":
         kind = f"[]{target.get('items', {}).get('type', 'any')}"
     elif kind == "object" and "properties" not in target:
-        values = target.get("additionalProperties") or next(
-            iter(target.get("patternProperties", {}).values()), {}
-        )
+        patterns: dict[str, Any] = target.get("patternProperties", {})
+        values: Any = target.get("additionalProperties") or next(iter(patterns.values()), {})
         kind = f"map[string]{values.get('type', 'any') if isinstance(values, dict) else 'any'}"
     if "enum" in target:
         kind += " (" + " \\| ".join(str(v) for v in target["enum"]) + ")"
