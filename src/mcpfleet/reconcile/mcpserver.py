@@ -1,12 +1,15 @@
 """Reconcile rules of MCPServer: what runs for one server, on either platform.
 
-* stdio package (`uvx://`, `npx://`): the runner runs `mcpfleet proxy -- uvx PKG …` and serves it
+Every proxy reads one config file, `proxy.json` (`proxy_config()`, `reconcile/proxy.py`): its command
+line is `mcpfleet proxy --config … --host 0.0.0.0 --port {port}`, plus `-- COMMAND` for a stdio package.
+
+* stdio package (`uvx://`, `npx://`): the runner runs `mcpfleet proxy … -- uvx PKG …` and serves it
   over HTTP (`/mcp` or `/sse` per `proxyMode`); capped at 1 replica with a `ReplicasCapped` condition.
 * http package (streamable-http / sse): the package runs directly and listens on `mcpPort`.
 * OCI image, http transport (Kubernetes only): the image runs directly, the Service targets `mcpPort`.
 * OCI image, stdio transport: on Kubernetes the image runs as its own container with stdin open;
-  a runner container reaches it through the attach API (`mcpfleet proxy --attach NS/POD/mcp`), the
-  pod name coming from the downward API; the Role allows `pods/attach` in the namespace. Locally,
+  a runner container reaches it through the attach API (`attach: {namespace, podFromEnv: POD_NAME,
+  container: mcp}` in its config), the pod name coming from the downward API; the Role allows `pods/attach` in the namespace. Locally,
   with a container runtime on the machine (`World.container_runtime`), the proxy's child is the
   image (`Container.local_image`), which the platform runs through that runtime under the server's
   permission profile; the `mcp` container's `command` in `podTemplateSpec` (the same override that
@@ -15,23 +18,23 @@
   auth proxy, as on Kubernetes). Without a runtime, the local plan is a problem.
 
 `authzConfig` (Cedar) and `audit` (`reconcile/policy.py`) are enforced by the proxy as well
-(`--authz-config`, `--audit-config`); an http server then runs behind one, as with OIDC below. So
-are the webhooks of a `webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `--webhook-config`, the
-Secret keys as SecretFiles mounted into the proxy only), and the OAuth 2.1 authorization server of an
-`externalAuthConfigRef` of type `embeddedAuthServer` (`reconcile/authserver.py`: `--authserver-config`).
+(`authzConfig`, `auditConfig`); an http server then runs behind one, as with OIDC below. So are the
+webhooks of a `webhookConfigRef` (`reconcile/mcpwebhookconfig.py`: `webhookConfig`, the Secret keys
+as SecretFiles mounted into the proxy only), and the OAuth 2.1 authorization server of an
+`externalAuthConfigRef` of type `embeddedAuthServer` (`reconcile/authserver.py`: `authserverConfig`).
 
 Incoming OIDC (`oidcConfig` / `oidcConfigRef`, see `reconcile/oidc.py`) is enforced by the proxy
-(`--auth-config {config_dir}/auth.json`). An http server has no proxy of its own, so with OIDC one
-runs beside it (`mcpfleet proxy --remote http://127.0.0.1:MCPPORT --forward-all-paths`) and the
+(`authConfig: auth.json`). An http server has no proxy of its own, so with OIDC one runs beside it
+(`remote: http://127.0.0.1:MCPPORT`, `forwardAllPaths: true`) and the
 Service targets it; that needs an `mcpPort` different from `proxyPort`, else a plan problem. Never
 does a server configured with OIDC run without it.
 
 The run config (file `runconfig.json`) records what runs plus the configHash of the referenced
 MCPToolConfig / MCPExternalAuthConfig, so a change to either rolls the pods (it is part of the pod
-template's checksum; on Kubernetes it becomes a ConfigMap only when the proxy is told to read it). It never
+template's checksum; on Kubernetes it is a key of the ConfigMap when a proxy runs). It never
 holds secret values: those travel as secretKeyRef env. With a `toolConfigRef` it also holds that
-MCPToolConfig's spec, and a stdio server's proxy gets `--run-config {config_dir}/runconfig.json`
-and enforces the filter and overrides itself. An http server has no relay that could: its
+MCPToolConfig's spec, and a stdio server's proxy config gets `runConfig: runconfig.json` and
+enforces the filter and overrides itself. An http server has no relay that could: its
 toolConfigRef is applied only by a vMCP gateway over its group (docs/operator.md, Known limits).
 The same holds for `rateLimiting`: the stdio proxy enforces it (from the run config; Redis-shared
 buckets with a redis `sessionStorage`, whose password comes as secretKeyRef env); an http server
