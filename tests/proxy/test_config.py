@@ -48,6 +48,7 @@ CORPUS: list[tuple[bytes, str]] = [
     (b'{"command": ["x"], "transport": "carrier-pigeon"}', "transport"),
     (b'{"command": ["x"], "isolation": "none"}', "isolation"),
     (b'{"command": ["x"], "maxSessionServers": 0}', "maxSessionServers"),
+    (b'{"command": ["x"], "modernEra": "both"}', "modernEra"),
     (b'{"command": ["x"], "logLevel": "loud"}', "logLevel"),
     (b'{"command": ["x"], "limits": {"maxBodyBytes": -1}}', "limits.maxBodyBytes"),
     (b'{"command": ["x"], "limits": {"bogus": 1}}', "limits.bogus"),
@@ -204,7 +205,7 @@ def _from_flags(argv: list[str]) -> ProxyConfig:
 def test_flags_build_the_same_model_as_the_file(tmp_path: Path) -> None:
     flags = [
         "--transport", "sse", "--host", "0.0.0.0", "--port", "9000", "--isolation", "session",
-        "--max-session-servers", "3", "--allowed-host", "a:1", "--allowed-host", "b:2",
+        "--max-session-servers", "3", "--modern-era", "separate", "--allowed-host", "a:1", "--allowed-host", "b:2",
         "--run-config", "/r.json", "--log-level", "info", "--max-body-bytes", "1000",
         "--", "uvx", "mcp-server-time",
     ]  # fmt: skip
@@ -217,6 +218,7 @@ def test_flags_build_the_same_model_as_the_file(tmp_path: Path) -> None:
                 "port": 9000,
                 "isolation": "session",
                 "maxSessionServers": 3,
+                "modernEra": "separate",
                 "allowedHosts": ["a:1", "b:2"],
                 "runConfig": "/r.json",
                 "logLevel": "info",

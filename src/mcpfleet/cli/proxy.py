@@ -63,6 +63,12 @@ MAX_SESSION_SERVERS = Opt(
     help="--isolation session: most per-session server processes running at once (default 10); a new "
     "session beyond it answers HTTP 503 (a session's process ends with it, idle ones included).",
 )
+MODERN_ERA = Opt(
+    None,
+    "--modern-era",
+    help="translate (the default): 2026-07-28 clients share the one server process (the proxy translates); "
+    "separate: a second process serves them natively (for 2026-07-28-only server features).",
+)
 ALLOWED_HOST = Opt(
     [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."
 )
@@ -123,6 +129,7 @@ FIELD_FLAGS: dict[str, str] = {
     "context": "--context",
     "isolation": "--isolation",
     "maxSessionServers": "--max-session-servers",
+    "modernEra": "--modern-era",
     "allowedHosts": "--allowed-host",
     "authConfig": "--auth-config",
     "runConfig": "--run-config",
@@ -186,6 +193,7 @@ def overrides_from_flags(command: list[str], flags: dict[str, Any]) -> dict[str,
         "context": flags["context"],
         "isolation": flags["isolation"],
         "maxSessionServers": flags["max_session_servers"],
+        "modernEra": flags["modern_era"],
         "allowedHosts": list(flags["allowed_host"]) or None,
         "authConfig": flags["auth_config"],
         "runConfig": flags["run_config"],
@@ -256,6 +264,7 @@ def proxy(
     context: str | None = CONTEXT,
     isolation: str | None = ISOLATION,
     max_session_servers: int | None = MAX_SESSION_SERVERS,
+    modern_era: str | None = MODERN_ERA,
     allowed_host: list[str] = ALLOWED_HOST,
     forward_all_paths: bool = FORWARD_ALL_PATHS,
     auth_config: str | None = AUTH_CONFIG,

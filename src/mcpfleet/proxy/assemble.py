@@ -18,7 +18,7 @@ from mcpfleet.httpsettings import HttpLimits
 from mcpfleet.proxy.config import ProxyConfig, ProxyConfigError
 
 if TYPE_CHECKING:
-    from mcpfleet.auth.oidc import IncomingAuth
+    from mcpfleet.auth.oidc import IncomingAuthSettings
     from mcpfleet.policy.guard import Policy
     from mcpfleet.proxy.child import ChildHooks
     from mcpfleet.proxy.http_app import ProxyApp
@@ -45,7 +45,7 @@ def http_limits(config: ProxyConfig) -> HttpLimits:
         raise ProxyConfigError(f"limits: {exc}", "limits") from None
 
 
-def _incoming_auth(config: ProxyConfig) -> IncomingAuth | None:
+def _incoming_auth(config: ProxyConfig) -> IncomingAuthSettings | None:
     if config.auth_config is None:
         return None
     from mcpfleet.auth.oidc import AuthConfigError, load_auth_config
@@ -184,6 +184,7 @@ def _served_app(
         allowed_hosts=config.allowed_hosts,
         isolation=config.isolation,
         max_session_servers=config.max_session_servers,
+        modern_era=config.modern_era,
         tool_policy=tool_policy,
         max_json_depth=depth,
         env=child.env,
