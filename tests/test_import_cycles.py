@@ -13,20 +13,7 @@ import sys
 import grimp
 
 # Circles still being untied, each with why it exists and what removes it. Empty this as they go.
-KNOWN: dict[frozenset[str], str] = {
-    frozenset(
-        f"mcpfleet.{m}"
-        for m in (
-            "cli.app",
-            "cli.local",
-            "platform.local.commands",
-            "platform.local.dataplane",
-            "platform.local.hosted",
-            "platform.local.runner",
-            "platform.local.supervisor",
-        )
-    ): "up hosts a proxy by parsing its argv with the proxy command's typer code (goes with ProxyConfig)",
-}
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def _strongly_connected(graph: grimp.ImportGraph) -> list[set[str]]:
