@@ -53,7 +53,6 @@ MISSING: dict[str, str] = {
     "MCPServer v1beta1 spec.backendReplicas": (
         "proxy and MCP server run as one workload here (no separate backend Deployment): " + NOT_BUILT
     ),
-    "MCPServer v1beta1 spec.volumes": "host-path volumes into the MCP server container: " + NOT_BUILT,
     # VirtualMCPCompositeToolDefinition
     # VirtualMCPServer
     "VirtualMCPServer v1beta1 spec.config.incomingAuth": (

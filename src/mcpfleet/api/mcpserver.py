@@ -18,6 +18,7 @@ from mcpfleet.api.common import (
     TelemetryConfigRef,
     Transport,
 )
+from mcpfleet.api.hostvolume import MAX_VOLUMES, UNIQUE_MOUNT_PATHS, UNIQUE_NAMES, HostVolume
 from mcpfleet.api.meta import (
     AuthServerRef,
     KindInfo,
@@ -106,6 +107,8 @@ class MCPServerSpec(RuleModel):
                 or s.oidc_config_ref is not None
             ),
         ),
+        UNIQUE_NAMES,
+        UNIQUE_MOUNT_PATHS,
     )
 
     image: Annotated[str, BeforeValidator(refuse_option_like_image)] = Field(
@@ -176,6 +179,14 @@ class MCPServerSpec(RuleModel):
     (outbound open), or a profile document in a ConfigMap key (read / write paths, outbound
     allow-lists). Unset: builtin `network`, with the filesystem isolated all the same
     (docs/security.md, "What a server can and cannot reach")."""
+    volumes: list[HostVolume] | None = Field(
+        default=None,
+        max_length=MAX_VOLUMES,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Host paths mounted into the MCP server's container (ToolHive's shape): a hostPath volume on
+    Kubernetes, a bind into the server's sandbox or container locally (read-only unless
+    `readOnly: false`)."""
 
     @property
     def is_package(self) -> bool:

@@ -129,7 +129,9 @@ class NetworkPermissions(_Strict):
     outbound: OutboundPermissions = Field(default_factory=OutboundPermissions)
 
 
-def _check_path(path: str) -> str:
+def check_grant_path(path: str) -> str:
+    """`path` normalised, or ValueError saying why it cannot be granted (relative, `.` / `..` / `//`,
+    control characters, `/`, a kernel interface): the rule of profile paths and of MCPServer volumes."""
     if not path.startswith("/"):
         raise ValueError(f"{path[:80]!r} is not an absolute path")
     if len(path) > MAX_PATH or "\0" in path or any(ord(c) < 32 for c in path):
@@ -159,7 +161,7 @@ class PermissionProfile(_Strict):
         out = []
         for index, path in enumerate(paths):
             try:
-                out.append(_check_path(path))
+                out.append(check_grant_path(path))
             except ValueError as exc:
                 raise ValueError(f"[{index}] {exc}") from None
         return tuple(out)

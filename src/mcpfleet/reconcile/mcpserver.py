@@ -226,7 +226,14 @@ def _containers(server: MCPServer, world: World) -> tuple[tuple[Container, ...],
     proxy_env = permissions.egress_proxy_env(server, world, profile)
     server_container = SERVER_CONTAINER if any(c.name == SERVER_CONTAINER for c in containers) else serving
     containers = tuple(
-        replace(c, permission_profile=profile, env=c.env + proxy_env) if c.name == server_container else c
+        replace(
+            c,
+            permission_profile=profile,
+            env=c.env + proxy_env,
+            host_volumes=tuple(server.spec.volumes or ()),
+        )
+        if c.name == server_container
+        else c
         for c in containers
     )
     return containers, serving, rbac

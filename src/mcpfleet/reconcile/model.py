@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from mcpfleet.api.hostvolume import HostVolume
 from mcpfleet.api.mcpauthzconfig import MCPAuthzConfig
 from mcpfleet.api.mcpexternalauthconfig import MCPExternalAuthConfig
 from mcpfleet.api.mcpgroup import MCPGroup
@@ -115,6 +116,9 @@ class Container:
     """The MCP server's permission profile (`reconcile/permissions.py`), on the container that runs the
     server: locally the server process is wrapped in a sandbox (a proxy container's child after `--`);
     on Kubernetes the container gets a restricted securityContext and the pod a NetworkPolicy."""
+    host_volumes: tuple[HostVolume, ...] = ()
+    """MCPServer `spec.volumes`, on the same container as `permission_profile`: hostPath volumes
+    mounted into it on Kubernetes; locally bound into the server's sandbox or its container."""
     local_image: str | None = None
     """Local platform only: this proxy container's child (after `--` in `command`) is the container
     image `local_image`, run through the machine's container runtime with `args` (after

@@ -39,10 +39,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcpfleet.api.hostvolume import HostVolume
 from mcpfleet.api.permissions import PermissionProfile
 from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.reaper import FLEET_LABEL, RUN_LABEL
-from mcpfleet.platform.local.sandbox import usable_profile_paths
+from mcpfleet.platform.local.sandbox import usable_profile_paths, usable_volumes
 
 RUNTIME_ENV = "MCPFLEET_CONTAINER_RUNTIME"
 """`podman`, `docker`, a path to one of them, or `none` (no image runs locally)."""
@@ -159,6 +160,7 @@ def run_argv(
     labels: Mapping[str, str],
     publish: int | None = None,
     name: str | None = None,
+    volumes: Sequence[HostVolume] = (),
 ) -> list[str]:
     """`RUNTIME run …` for one server (see the module docstring): a stdio server attached to its
     proxy, or an http server whose port `publish` (its `mcpPort`) is published on 127.0.0.1 at the
@@ -196,7 +198,7 @@ def run_argv(
             "spec.permissionProfile: outbound allow-lists are not enforced for container images under"
             " mcpfleet up yet; use builtin none or network"
         )
-    argv += mounts(profile)
+    argv += mounts(profile) + volume_mounts(volumes)
     if entrypoint and runtime.name == "podman":
         # podman reads a JSON array as the whole entrypoint (no shell, no splitting).
         argv += [f"--entrypoint={json.dumps(list(entrypoint))}"]
@@ -204,6 +206,18 @@ def run_argv(
         argv += [f"--entrypoint={entrypoint[0]}"]
         args = [*entrypoint[1:], *args]
     return [*argv, "--", image, *args]
+
+
+def volume_mounts(volumes: Sequence[HostVolume]) -> list[str]:
+    """`--volume` arguments of MCPServer `spec.volumes` (hostPath at mountPath), checked as the sandbox checks them."""
+    argv: list[str] = []
+    for volume, read_only in usable_volumes(volumes, ContainerError):
+        if any(c in p for p in (volume.host_path, volume.mount_path) for c in ",:"):
+            raise ContainerError(
+                f"spec.volumes ({volume.name}): a path with ',' or ':' cannot be mounted by a container runtime"
+            )
+        argv += [f"--volume={volume.host_path}:{volume.mount_path}:{'ro' if read_only else 'rw'}"]
+    return argv
 
 
 def mounts(profile: PermissionProfile) -> list[str]:

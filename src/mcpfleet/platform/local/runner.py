@@ -707,7 +707,9 @@ class Runner:
         try:
             work_dir = safe_join(self.state_dir, "sandbox", plan.namespace, plan.name)
             cache = package_cache(sandbox_cache_root(), argv[start:], container.permission_profile)
-            wrapped = sandbox_argv(argv[start:], env, container.permission_profile, work_dir, cache)
+            wrapped = sandbox_argv(
+                argv[start:], env, container.permission_profile, work_dir, cache, container.host_volumes
+            )
         except (PathEscapeError, SandboxError) as exc:
             raise LocalRunError(f"sandbox: {exc}") from exc
         return [*argv[:start], *wrapped]
@@ -763,6 +765,7 @@ class Runner:
                 publish=publish,
                 name=containers.container_name(self.fleet, plan.namespace, plan.name),
                 labels=containers.fleet_labels(self.fleet, self.run_id, plan.namespace, plan.name),
+                volumes=container.host_volumes,
             )
         except PathEscapeError as exc:
             raise LocalRunError(f"refused a path outside the state dir: {exc}") from exc

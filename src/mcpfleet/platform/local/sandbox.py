@@ -9,7 +9,8 @@ it inside `bwrap`: a private mount namespace where only these are visible
 * read-write: the server's own work folder (its HOME and working directory), its package cache
   (`UV_CACHE_DIR`, `npm_config_cache`: per package, so one server cannot plant code in another's
   cache or in the user's), and the profile's `write` paths;
-* private: `/tmp` (a tmpfs), `/proc`, `/dev`.
+* private: `/tmp` (a tmpfs), `/proc`, `/dev`;
+* at their `mountPath`: MCPServer `spec.volumes` (read-only unless `readOnly: false`).
 
 Nothing else of the user's home is there (no `~/.ssh`, no shell history, no other server's folder).
 Every namespace is unshared (`--unshare-all`: user, IPC, PID, UTS, cgroup, network); the network is
@@ -38,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpfleet.api.hostvolume import HostVolume
 from mcpfleet.api.permissions import MAX_PROFILE_BYTES, PermissionProfile
 from mcpfleet.platform.local import egress
 from mcpfleet.platform.local.errors import LocalPlatformError
@@ -167,6 +169,28 @@ def usable_profile_paths(profile: PermissionProfile, error: type[Exception]) -> 
     return out
 
 
+def usable_volumes(volumes: Sequence[HostVolume], error: type[Exception]) -> list[tuple[HostVolume, bool]]:
+    """(volume, read_only) of MCPServer `spec.volumes`, each host path checked as a profile path is
+    (exists, readable, writable when mounted writable); `error(message naming the field)` otherwise."""
+    out: list[tuple[HostVolume, bool]] = []
+    for index, volume in enumerate(volumes):
+        read_only = volume.local_read_only()
+        where = f"spec.volumes[{index}] ({volume.name}): hostPath {volume.host_path}"
+        if not os.path.exists(volume.host_path):
+            raise error(f"{where}: does not exist")
+        if not os.access(volume.host_path, os.R_OK if read_only else os.R_OK | os.W_OK):
+            raise error(f"{where}: not {'readable' if read_only else 'writable'} by this user")
+        out.append((volume, read_only))
+    return out
+
+
+def _volume_binds(volumes: Sequence[HostVolume]) -> list[str]:
+    args: list[str] = []
+    for volume, read_only in usable_volumes(volumes, SandboxError):
+        args += ["--ro-bind" if read_only else "--bind", volume.host_path, volume.mount_path]
+    return args
+
+
 def _profile_paths(profile: PermissionProfile) -> list[str]:
     """`--ro-bind` / `--bind` arguments of the profile's paths, each checked to exist and to be usable."""
     args: list[str] = []
@@ -181,13 +205,15 @@ def sandbox_argv(
     profile: PermissionProfile,
     work_dir: Path,
     cache_dir: Path,
+    volumes: Sequence[HostVolume] = (),
 ) -> list[str]:
-    """The argv running `argv` inside its sandbox (see the module docstring); creates work_dir and
-    cache_dir. SandboxError when the sandbox cannot be set up."""
+    """The argv running `argv` inside its sandbox (see the module docstring), with MCPServer
+    `spec.volumes` bound in at their mountPath; creates work_dir and cache_dir. SandboxError when the
+    sandbox cannot be set up."""
     work, cache = str(work_dir.resolve()), str(cache_dir.resolve())
     work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    args = _bwrap_args(find_bwrap(env), argv, env, profile, work, cache)
+    args = _bwrap_args(find_bwrap(env), argv, env, profile, work, cache, volumes)
     if profile.network_mode == "all":
         return [*_with_network(args), "--", *argv]
     # Without open network the package manager runs offline, from the package cache that a first
@@ -225,7 +251,13 @@ def prefetch_command(argv: Sequence[str]) -> list[str] | None:
 
 
 def _bwrap_args(
-    bwrap: str, argv: Sequence[str], env: Mapping[str, str], profile: PermissionProfile, work: str, cache: str
+    bwrap: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    profile: PermissionProfile,
+    work: str,
+    cache: str,
+    volumes: Sequence[HostVolume] = (),
 ) -> list[str]:
     """bwrap and its options (no network namespace shared back, no command)."""
     home = os.path.realpath(os.path.expanduser("~"))
@@ -242,7 +274,7 @@ def _bwrap_args(
         if os.path.isdir(path) and not _covered(path, bound):
             args += ["--ro-bind", path, path]
             bound.append(path)
-    args += _profile_paths(profile)
+    args += _profile_paths(profile) + _volume_binds(volumes)
     args += ["--bind", work, work, "--bind", cache, cache, "--chdir", work]
     # The sandbox's own root (where bwrap made the mount points) is read-only too: writes go only to
     # the work folder, the cache, the profile's write paths and the private /tmp.

@@ -125,7 +125,7 @@ def _container(plan: WorkloadPlan, container: Container, image: str) -> dict[str
         spec["tty"] = False
     if container.resources:
         spec["resources"] = container.resources
-    mounts = _mounts(plan, container) + permissions.scratch_mounts(container)
+    mounts = _mounts(plan, container) + permissions.scratch_mounts(container) + _host_mounts(container)
     if mounts:
         spec["volumeMounts"] = mounts
     context = permissions.security_context(container)
@@ -153,6 +153,26 @@ def _mounts(plan: WorkloadPlan, container: Container) -> list[dict[str, Any]]:
     if plan.data_dir:
         mounts.append({"name": DATA_VOLUME, "mountPath": plan.data_dir})
     return mounts
+
+
+HOST_VOLUME_PREFIX = "host-"
+"""Pod volume names of MCPServer `spec.volumes` (`host-NAME`): apart from the volumes rendered here."""
+
+
+def _host_mounts(container: Container) -> list[dict[str, Any]]:
+    """MCPServer `spec.volumes` where the server's container sees them (readOnly unset: false, ToolHive's)."""
+    return [
+        {"name": HOST_VOLUME_PREFIX + v.name, "mountPath": v.mount_path, "readOnly": bool(v.read_only)}
+        for v in container.host_volumes
+    ]
+
+
+def _host_volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
+    return [
+        {"name": HOST_VOLUME_PREFIX + v.name, "hostPath": {"path": v.host_path}}
+        for c in plan.containers
+        for v in c.host_volumes
+    ]
 
 
 def config_map_name(plan: WorkloadPlan) -> str:
@@ -301,7 +321,7 @@ def volumes(plan: WorkloadPlan) -> list[dict[str, Any]]:
             out.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": plan.data_claim}})
         else:
             out.append({"name": DATA_VOLUME, "emptyDir": {}})
-    return out + permissions.scratch_volumes(plan)
+    return out + permissions.scratch_volumes(plan) + _host_volumes(plan)
 
 
 def volume_claim(plan: WorkloadPlan, owner: Owner) -> list[Manifest]:
