@@ -244,3 +244,57 @@ async def test_operator_reads_the_profile_key_of_the_configmap() -> None:
     unasked = _Api(None)
     assert await Controller._profile_documents(SimpleNamespace(api=unasked), "ns", builtin) == {}  # type: ignore[arg-type]
     assert unasked.asked == []
+
+
+VOLUMES = {
+    "volumes": [
+        {"name": "data", "hostPath": "/srv/data", "mountPath": "/data", "readOnly": True},
+        {"name": "out", "hostPath": "/srv/out", "mountPath": "/out"},
+    ]
+}
+
+
+def _pod(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    pod: dict[str, Any] = objects["Deployment"]["spec"]["template"]["spec"]
+    return pod
+
+
+def test_volumes_are_host_path_pod_volumes_mounted_into_the_server_container() -> None:
+    pod = _pod(_render(VOLUMES))
+    host = [v for v in pod["volumes"] if "hostPath" in v]
+    assert host == [
+        {"name": "host-data", "hostPath": {"path": "/srv/data"}},
+        {"name": "host-out", "hostPath": {"path": "/srv/out"}},
+    ]
+    # A stdio package runs as the proxy's child: the mounts are on that container (the only one).
+    (container,) = pod["containers"]
+    mounts = [m for m in container["volumeMounts"] if m["name"].startswith("host-")]
+    # readOnly unset is false on Kubernetes (ToolHive's default).
+    assert mounts == [
+        {"name": "host-data", "mountPath": "/data", "readOnly": True},
+        {"name": "host-out", "mountPath": "/out", "readOnly": False},
+    ]
+
+
+def test_volumes_of_an_image_go_on_the_server_container_not_the_proxy() -> None:
+    spec = {"image": "ghcr.io/example/server:1", **VOLUMES}
+    pod = _pod(_render(spec))
+    by_name = {c["name"]: c for c in pod["containers"]}
+    assert len(by_name) == 2
+    server = next(c for c in pod["containers"] if c.get("stdin"))
+    proxy = next(c for c in pod["containers"] if not c.get("stdin"))
+    assert {m["mountPath"] for m in server["volumeMounts"] if m["name"].startswith("host-")} == {
+        "/data",
+        "/out",
+    }
+    assert not any(m["name"].startswith("host-") for m in proxy.get("volumeMounts", []))
+
+
+def test_volumes_reach_the_local_server_container() -> None:
+    plan = _plan(VOLUMES, "local")
+    assert not plan.problems
+    (container,) = plan.containers
+    assert [(v.host_path, v.mount_path, v.local_read_only()) for v in container.host_volumes] == [
+        ("/srv/data", "/data", True),
+        ("/srv/out", "/out", True),  # locally read-only unless readOnly: false is written
+    ]
