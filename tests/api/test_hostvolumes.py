@@ -6,6 +6,7 @@ would write, and the CRD's rules read back from the generated CRD."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Any
 
@@ -15,6 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpfleet.api.kinds import ManifestError, parse_manifest
+from mcpfleet.devcluster.handle import ClusterHandle
+from mcpfleet.platform.kubernetes.render import Owner, render
+from mcpfleet.reconcile import mcpserver
+from mcpfleet.reconcile.model import Images, World
 from tests.api.corpus import ROOT
 
 SEGMENT = st.text(alphabet="abcxyz-_09", min_size=1, max_size=8)
@@ -113,3 +118,28 @@ def test_duplicate_names_and_mount_paths_are_refused() -> None:
         {"name": "b", "hostPath": "/srv/b", "mountPath": "/d"},
     ]
     assert any("each mountPath at most once" in message for _, message in _problems(same))
+
+
+def test_rendered_pod_with_volumes_is_accepted_by_the_api_server(
+    dev_cluster: ClusterHandle, namespace: str
+) -> None:
+    """The Deployment rendered for an MCPServer with volumes passes the real API server's validation
+    of pods (server-side dry run: kwok would not run a hostPath anyway)."""
+    server = parse_manifest(
+        {
+            **_server([{"name": "notes", "hostPath": "/srv/notes", "mountPath": "/notes", "readOnly": True}]),
+            "metadata": {"name": "vols", "namespace": namespace},
+        }
+    )
+    plan = mcpserver.plan(server, World(platform="kubernetes", namespace=namespace))  # type: ignore[arg-type]
+    assert not plan.problems
+    objects = render(plan, Owner("MCPServer", "vols", namespace, "uid-1"), Images(runner="runner:1"))
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    deployment["metadata"].pop("ownerReferences", None)
+    result = dev_cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-", input=json.dumps(deployment)
+    )
+    pod = json.loads(result.stdout)["spec"]["template"]["spec"]
+    assert {"name": "host-notes", "hostPath": {"path": "/srv/notes", "type": ""}} in pod["volumes"]
+    mounts = [m for c in pod["containers"] for m in c.get("volumeMounts", [])]
+    assert {"name": "host-notes", "mountPath": "/notes", "readOnly": True} in mounts
