@@ -393,12 +393,30 @@ def run_publish(backend: str, data: Path, duration: int, workdir: Path) -> dict[
         return publish_on(f"sqlite+aiosqlite:///{workdir / 'publish.db'}", data, duration, workdir)
     pg = Postgres()
     try:
-        return publish_on(pg.start(), data, duration, workdir)
+        return publish_on(pg.start(), data, duration, workdir, pg)
     finally:
         pg.stop()
 
 
-def publish_on(db_url: str, data: Path, duration: int, workdir: Path) -> dict[str, Any]:
+def postgres_cpu_seconds(pg: Postgres) -> float:
+    """CPU seconds used so far by the PostgreSQL server: the postmaster and every process it started
+    (the backends serving the registry's pooled connections, the WAL writer, the checkpointer)."""
+    pidfile = pg.root / "data" / "postmaster.pid"
+    postmaster = int(pidfile.read_text().split()[0])
+    total = cpu_seconds(postmaster)
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == postmaster:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended meanwhile
+    return total
+
+
+def publish_on(
+    db_url: str, data: Path, duration: int, workdir: Path, pg: Postgres | None = None
+) -> dict[str, Any]:
     import threading
 
     import uvicorn
@@ -455,11 +473,19 @@ def publish_on(db_url: str, data: Path, duration: int, workdir: Path) -> dict[st
         assert entries >= N_ENTRIES, entries
         # Publishes take the registry's write lock one at a time: a few connections keep it busy,
         # and a long timeout counts slow ones instead of dropping them.
+        server_cpu = cpu_seconds(proc.pid)
+        db_cpu = postgres_cpu_seconds(pg) if pg is not None else 0.0
         result = run_wrk(base, script, duration, PUBLISH_CONNECTIONS, "120s")
+        server_cpu = cpu_seconds(proc.pid) - server_cpu
+        db_cpu = (postgres_cpu_seconds(pg) - db_cpu) if pg is not None else 0.0
         with urllib.request.urlopen(base + "/status") as r:
             after = json.loads(r.read())["entries"]
         # Every publish is visible to readers at once: the catalogue grew by what wrk counted.
         result["published"] = after - entries
+        # CPU per publish: the registry's process, and PostgreSQL's processes (0 on SQLite, which
+        # runs in the registry's process).
+        result["cpu_ms"] = 1000 * server_cpu / max(1, after - entries)
+        result["db_cpu_ms"] = 1000 * db_cpu / max(1, after - entries)
         result["entries_before"] = entries
     finally:
         proc.terminate()
@@ -589,11 +615,11 @@ def render_publish(publishes: dict[str, dict[str, Any]], duration: int) -> list[
         "A publish merges and re-reads only its own name and swaps that name's items into the served",
         "catalogue (`RegistryService.refresh`), keeping the cached pages and search indexes it cannot change.",
         "",
-        "| backend | entries before | published (visible to readers after the run) | req/s | p50 | p99 | max | load avg (1 min) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| backend | entries before | published (visible to readers after the run) | req/s | p50 | p99 | max | registry CPU per publish | PostgreSQL CPU per publish | load avg (1 min) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(
             f"| {backend} | {p['entries_before']:,} | {p['published']:,} | {p['rps']:,.2f} | {p['p50']:.2f} ms "
-            f"| {p['p99']:.2f} ms | {p['max']:.2f} ms | {p['load'][0]:.1f} |"
+            f"| {p['p99']:.2f} ms | {p['max']:.2f} ms | {p['cpu_ms']:.2f} ms | {p['db_cpu_ms']:.2f} ms | {p['load'][0]:.1f} |"
             for backend, p in publishes.items()
         ),
         "",

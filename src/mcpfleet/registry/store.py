@@ -21,7 +21,6 @@ import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,7 +49,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from mcpfleet.registry import pgpublish
 from mcpfleet.registry.entry import PUBLISHED, STATUS_DELETED, Entry
+from mcpfleet.registry.merge import now_iso, plan_merge, winners
 from mcpfleet.registry.rows import (
     CATALOGUE_COLUMNS,
     META_TABLE,
@@ -60,7 +61,6 @@ from mcpfleet.registry.rows import (
     CatalogueRow,
     row_of,
 )
-from mcpfleet.registry.versions import latest_version
 from mcpfleet.registry.wal import WalCheckpointer
 
 metadata = MetaData()
@@ -117,14 +117,6 @@ registry_meta = Table(
 _CHUNK = 500
 _COPY_THRESHOLD = 200
 _MIGRATION_LOCK = 0x6D6370726567  # "mcpreg": an arbitrary, fixed advisory lock id
-
-
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
-def now_iso() -> str:
-    """UTC timestamp with fixed width, so string order is time order on every backend."""
-    return datetime.now(UTC).strftime(_TIME_FORMAT)
 
 
 def content_hash(entry: Entry, status_message: str | None = None) -> str:
@@ -228,57 +220,6 @@ def _run_migrations(connection: Connection) -> None:
     cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     cfg.attributes["connection"] = connection
     command.upgrade(cfg, "head")
-
-
-def _winners(rows: Any, order: list[str]) -> dict[tuple[str, str], tuple[str, str, str]]:
-    """(name, version) -> (source, status, content hash) of the entries served: the first source
-    listed wins a name, and all versions of that name come from it."""
-    rank = {name: i for i, name in enumerate(order)}
-    winner: dict[str, int] = {}
-    for src, name, _v, _s, _h in rows:
-        if src in rank and (name not in winner or rank[src] < winner[name]):
-            winner[name] = rank[src]
-    return {
-        (name, version): (src, status, h)
-        for src, name, version, status, h in rows
-        if src in rank and winner.get(name) == rank[src]
-    }
-
-
-def _published_times(
-    desired: dict[tuple[str, str], tuple[str, str, str]],
-    current: dict[tuple[str, str], Any],
-    known_docs: dict[str, dict[tuple[str, str], tuple[str, str]]],
-    now: str,
-) -> dict[tuple[str, str], str]:
-    """When each served version was published: its stored time, or — for the versions this merge
-    adds — one microsecond apart in the order their source listed them, the last one `now` (so no
-    version is published after it was updated). So
-    versions that arrive in one sync keep their source's order (the official registry, publishing
-    one at a time, orders non-semantic versions by arrival) instead of one shared timestamp."""
-    arrival = {key: i for docs in known_docs.values() for i, key in enumerate(docs)}
-    new = sorted((k for k in desired if k not in current), key=lambda k: arrival.get(k, len(arrival)))
-    end = datetime.strptime(now, _TIME_FORMAT)
-    stamps = {
-        key: (end - timedelta(microseconds=len(new) - 1 - i)).strftime(_TIME_FORMAT)
-        for i, key in enumerate(new)
-    }
-    return {k: current[k].published_at if k in current else stamps[k] for k in desired}
-
-
-def _latest(
-    desired: dict[tuple[str, str], tuple[str, str, str]], published: dict[tuple[str, str], str]
-) -> dict[str, str]:
-    """The latest version of each name: among its versions that are not deleted (deleting the
-    latest makes the next one latest, as on the official registry), or among all when every
-    version is deleted."""
-    live: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    every: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for (name, version), (_src, status, _h) in desired.items():
-        every[name].append((version, published[(name, version)]))
-        if status != STATUS_DELETED:
-            live[name].append((version, published[(name, version)]))
-    return {name: latest_version(live.get(name) or versions) for name, versions in every.items()}
 
 
 def _merge_queries(order: list[str], names: set[str] | None) -> tuple[Select[Any], Select[Any]]:
@@ -457,8 +398,17 @@ class Store:
         status) or is served by any source: versions are immutable."""
         document = orjson.dumps(entry.server).decode()
         digest = content_hash(entry)
+        if self.engine.dialect.name == "postgresql":
+            # Two round trips instead of nine (see pgpublish); None: a case it leaves to this path.
+            done = await pgpublish.publish(self.engine, entry, document, digest, order)
+            if done is not None:
+                published, generation, rows = done
+                if not published:
+                    return None
+                stats = MergeStats(added=1, generation=generation, rows=rows)
+                return stats
         async with self.engine.begin() as conn:
-            # One query (each round trip counts on PostgreSQL): served, or published before.
+            # One query: served, or published before.
             taken = await conn.scalar(
                 select(
                     exists().where(servers.c.name == entry.name, servers.c.version == entry.version)
@@ -579,58 +529,13 @@ class Store:
         names (a publish or a status change touches one name, and which source wins, which version
         is the latest and what is a tombstone are all decided per name), None: every name."""
         source_query, served_query = _merge_queries(order, names)
-        rows = (await conn.execute(source_query)).all()
-        desired = _winners(rows, order)
+        desired = winners((await conn.execute(source_query)).all(), order)
         current = {(r.name, r.version): r for r in (await conn.execute(served_query)).all()}
-        now = now_iso()
+        plan = plan_merge(desired, current, known_docs, now_iso())
+        now, inserts, updates = plan.now, plan.inserts, plan.updates
+        flag_updates, tombstones = plan.flag_updates, plan.tombstones
         stats = MergeStats()
-        published = _published_times(desired, current, known_docs, now)
-        latest = _latest(desired, published)
-
-        need_doc: list[tuple[str, str, str]] = []
-        inserts: list[dict[str, Any]] = []
-        updates: list[dict[str, Any]] = []
-        flag_updates: list[dict[str, Any]] = []
-        for key, (src, status, h) in desired.items():
-            is_latest = latest[key[0]] == key[1]
-            old = current.get(key)
-            if old is None:
-                need_doc.append((src, *key))
-                inserts.append(
-                    {
-                        "name": key[0],
-                        "version": key[1],
-                        "source": src,
-                        "status": status,
-                        "is_latest": is_latest,
-                        "published_at": published[key],
-                        "updated_at": now,
-                        "status_changed_at": now,
-                        "content_hash": h,
-                    }
-                )
-            elif old.content_hash != h or old.status != status or old.source != src:
-                need_doc.append((src, *key))
-                updates.append(
-                    {
-                        "k_name": key[0],
-                        "k_version": key[1],
-                        "source": src,
-                        "status": status,
-                        "is_latest": is_latest,
-                        "updated_at": now,
-                        "status_changed_at": now if old.status != status else None,
-                        "content_hash": h,
-                    }
-                )
-            elif bool(old.is_latest) != is_latest:
-                flag_updates.append({"k_name": key[0], "k_version": key[1], "is_latest": is_latest})
-        tombstones = [
-            {"k_name": k[0], "k_version": k[1]}
-            for k, r in current.items()
-            if k not in desired and r.status != STATUS_DELETED
-        ]
-        docs = await self._documents(conn, need_doc, known_docs, names)
+        docs = await self._documents(conn, plan.need_doc, known_docs, names)
         for row in inserts:
             row["document"], row["status_message"] = docs[(row["source"], row["name"], row["version"])]
         for row in updates:

@@ -29,9 +29,10 @@ from mcpfleet.api.registrysource import Source
 from mcpfleet.registry.config import RegistryConfig, merge_order
 from mcpfleet.registry.filters import apply_filter, filter_hash
 from mcpfleet.registry.memory import return_free_memory
+from mcpfleet.registry.merge import now_iso
 from mcpfleet.registry.metrics import RegistryMetrics
 from mcpfleet.registry.sources.base import SourceError, SourceReader
-from mcpfleet.registry.store import SourceState, Store, now_iso
+from mcpfleet.registry.store import SourceState, Store
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient
