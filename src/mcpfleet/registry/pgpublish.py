@@ -18,9 +18,11 @@ The rows of the name as served afterwards come from what was read and written, n
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from mcpfleet.registry.entry import PUBLISHED, STATUS_DELETED, Entry
 from mcpfleet.registry.merge import KnownDocs, now_iso, plan_merge, winners
@@ -84,53 +86,92 @@ class _Served:
         )
 
 
-async def publish(
-    engine: AsyncEngine, entry: Entry, document: str, digest: str, order: list[str]
-) -> tuple[bool, int, list[CatalogueRow]] | None:
-    """Publish `entry` (its `document` and content hash `digest`) and merge its name.
-    Returns (published, generation, the name's served rows); published False: that version was
-    published before or is served (nothing written). None: this path does not apply, use the
-    general one."""
-    import asyncpg
+class PostgresPublisher:
+    """Publishes on one connection of the engine's pool, kept between publishes: publishes take the
+    registry's write lock one at a time anyway, and checking a connection out of the pool costs a
+    pre-ping (three round trips) and SQLAlchemy's checkout each time (~1 ms of CPU, measured). A
+    connection found dead when a publish starts is replaced once."""
 
-    async with engine.connect() as conn:
-        raw = await conn.get_raw_connection()
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._conn: AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                await conn.close()
+
+    async def _driver(self) -> Any:
+        if self._conn is None:
+            self._conn = await self.engine.connect()
+        raw = await self._conn.get_raw_connection()
         driver = raw.driver_connection
         assert driver is not None, "no asyncpg connection behind the pool entry"
-        records = await driver.fetch(_READ_SQL, [*order, PUBLISHED], entry.name)
-        sources = [(r[1], r[2], r[3], r[4], r[5]) for r in records if r[0] == 0]
-        current = {(r[2], r[3]): _Served(r) for r in records if r[0] == 1}
-        if entry.key in current or any(s[0] == PUBLISHED and s[2] == entry.version for s in sources):
-            return False, 0, []
-        sources.append((PUBLISHED, entry.name, entry.version, entry.status, digest))
-        known: KnownDocs = {PUBLISHED: {entry.key: (document, digest)}}
-        plan = plan_merge(winners(sources, order), current, known, now_iso())
-        if plan.updates or any(key != (PUBLISHED, *entry.key) for key in plan.need_doc):
-            return None
-        insert = plan.inserts[0] if plan.inserts else None
-        changed = bool(plan.inserts or plan.flag_updates or plan.tombstones)
-        try:
-            generation = await driver.fetchval(
-                _WRITE_SQL,
-                PUBLISHED,
-                entry.name,
-                entry.version,
-                entry.status,
-                digest,
-                document,
-                bool(insert and insert["is_latest"]),
-                insert["published_at"] if insert else plan.now,
-                plan.now,
-                insert is not None,
-                [f["k_version"] for f in plan.flag_updates],
-                [f["is_latest"] for f in plan.flag_updates],
-                [t["k_version"] for t in plan.tombstones],
-                1 if changed else 0,
-            )
-        except asyncpg.UniqueViolationError:
-            return False, 0, []  # a concurrent publish of the same version (another replica) won
-    rows = _rows_after(current, plan, insert, document)
-    return True, int(generation or 0), rows
+        return driver
+
+    async def _drop(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+                await conn.close()
+
+    async def publish(
+        self, entry: Entry, document: str, digest: str, order: list[str]
+    ) -> tuple[bool, int, list[CatalogueRow]] | None:
+        """Publish `entry` (its `document` and content hash `digest`) and merge its name.
+        Returns (published, generation, the name's served rows); published False: that version was
+        published before or is served (nothing written). None: this path does not apply, use the
+        general one."""
+        import asyncpg
+
+        async with self._lock:
+            for attempt in (1, 2):
+                try:
+                    driver = await self._driver()
+                    records = await driver.fetch(_READ_SQL, [*order, PUBLISHED], entry.name)
+                    break
+                except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
+                    await self._drop()  # (a connection closed by the server while kept: once more)
+                    if attempt == 2:
+                        raise
+            sources = [(r[1], r[2], r[3], r[4], r[5]) for r in records if r[0] == 0]
+            current = {(r[2], r[3]): _Served(r) for r in records if r[0] == 1}
+            if entry.key in current or any(s[0] == PUBLISHED and s[2] == entry.version for s in sources):
+                return False, 0, []
+            sources.append((PUBLISHED, entry.name, entry.version, entry.status, digest))
+            known: KnownDocs = {PUBLISHED: {entry.key: (document, digest)}}
+            plan = plan_merge(winners(sources, order), current, known, now_iso())
+            if plan.updates or any(key != (PUBLISHED, *entry.key) for key in plan.need_doc):
+                return None
+            insert = plan.inserts[0] if plan.inserts else None
+            changed = bool(plan.inserts or plan.flag_updates or plan.tombstones)
+            try:
+                generation = await driver.fetchval(
+                    _WRITE_SQL,
+                    PUBLISHED,
+                    entry.name,
+                    entry.version,
+                    entry.status,
+                    digest,
+                    document,
+                    bool(insert and insert["is_latest"]),
+                    insert["published_at"] if insert else plan.now,
+                    plan.now,
+                    insert is not None,
+                    [f["k_version"] for f in plan.flag_updates],
+                    [f["is_latest"] for f in plan.flag_updates],
+                    [t["k_version"] for t in plan.tombstones],
+                    1 if changed else 0,
+                )
+            except asyncpg.UniqueViolationError:
+                return False, 0, []  # a concurrent publish of the same version (another replica) won
+            except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
+                await self._drop()  # (not retried: the write may have committed)
+                raise
+        return True, int(generation or 0), _rows_after(current, plan, insert, document)
 
 
 def _rows_after(

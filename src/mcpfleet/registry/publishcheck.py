@@ -24,6 +24,7 @@ token stack so the dry run loads neither.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -198,6 +199,7 @@ def entry_of(document: Any) -> Entry:
     return Entry(document["name"], document["version"], document)
 
 
+@functools.cache  # (was read and parsed from the package at every publish: ~1 ms each)
 def _top_level_fields() -> frozenset[str]:
     return frozenset(server_schema()["definitions"]["ServerDetail"]["properties"])
 

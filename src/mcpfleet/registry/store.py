@@ -257,6 +257,8 @@ class Store:
         self.engine = engine
         self.checkpointer = checkpointer
         """SQLite: checkpoints the WAL after commits, off the commit path (None: PostgreSQL)."""
+        self._pg_publisher: pgpublish.PostgresPublisher | None = None
+        """PostgreSQL: publishes on a connection of their own (made at the first publish)."""
 
     @classmethod
     async def open(
@@ -291,6 +293,8 @@ class Store:
         return store
 
     async def close(self) -> None:
+        if self._pg_publisher is not None:
+            await self._pg_publisher.close()
         if self.checkpointer is not None:
             await self.checkpointer.close()
         await self.engine.dispose()
@@ -400,7 +404,9 @@ class Store:
         digest = content_hash(entry)
         if self.engine.dialect.name == "postgresql":
             # Two round trips instead of nine (see pgpublish); None: a case it leaves to this path.
-            done = await pgpublish.publish(self.engine, entry, document, digest, order)
+            if self._pg_publisher is None:
+                self._pg_publisher = pgpublish.PostgresPublisher(self.engine)
+            done = await self._pg_publisher.publish(entry, document, digest, order)
             if done is not None:
                 published, generation, rows = done
                 if not published:
