@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import registry as ours  # noqa: E402  (bench/registry.py, beside this file)
+import registry as ours  # (bench/registry.py, beside this file)
 
 JWT_SEED = "6b" * 32  # the official's token signing key: any 32-byte seed (a throwaway registry)
 
@@ -213,7 +213,7 @@ def spread(rounds: list[dict[str, Any]], *path: str, fmt: str = "{:,.0f}") -> st
         for key in path:
             value = value[key]
         values.append(float(value))
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))} to {fmt.format(max(values))})"
 
 
 def render(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], duration: int) -> str:
@@ -231,7 +231,7 @@ def render(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], duration: i
         ("PostgreSQL CPU per publish (ms)", ("publish", "db_cpu_ms"), "{:.2f}", False),
     ]
     lines = [
-        f"{len(mine)} alternated repetitions, wrk {duration} s per run, median (min–max); ratio = ours / official "
+        f"{len(mine)} alternated repetitions, wrk {duration} s per run, median (min to max); ratio = ours / official "
         "for rates, official / ours for sizes and times (above 1: ours is better).",
         "",
         "| figure | mcpfleet (PostgreSQL) | official v1.8.9 (PostgreSQL) | ratio |",
@@ -240,7 +240,7 @@ def render(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], duration: i
     for label, path, fmt, higher_better in rows:
         a, b = median(mine, *path), median(theirs, *path)
         ratio = (a / b if higher_better else b / a) if a and b else float("nan")
-        lines.append(f"| {label} | {spread(mine, *path, fmt=fmt)} | {spread(theirs, *path, fmt=fmt)} | {ratio:.2f}× |")
+        lines.append(f"| {label} | {spread(mine, *path, fmt=fmt)} | {spread(theirs, *path, fmt=fmt)} | {ratio:.2f}x |")
     lines.append("")
     lines.append(
         "Load average (1 min) after each round: ours "
