@@ -240,7 +240,9 @@ def render(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], duration: i
     for label, path, fmt, higher_better in rows:
         a, b = median(mine, *path), median(theirs, *path)
         ratio = (a / b if higher_better else b / a) if a and b else float("nan")
-        lines.append(f"| {label} | {spread(mine, *path, fmt=fmt)} | {spread(theirs, *path, fmt=fmt)} | {ratio:.2f}x |")
+        lines.append(
+            f"| {label} | {spread(mine, *path, fmt=fmt)} | {spread(theirs, *path, fmt=fmt)} | {ratio:.2f}x |"
+        )
     lines.append("")
     lines.append(
         "Load average (1 min) after each round: ours "
@@ -253,7 +255,9 @@ def render(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], duration: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--official", type=Path, required=True, help="the official registry's binary")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5)
@@ -276,7 +280,9 @@ def main() -> None:
                 json.dumps(
                     {
                         "registryName": "bench",
-                        "sources": [{"name": "gen", "file": {"path": str(data)}, "syncPolicy": {"interval": "1h"}}],
+                        "sources": [
+                            {"name": "gen", "file": {"path": str(data)}, "syncPolicy": {"interval": "1h"}}
+                        ],
                         "database": {"url": pg.start()},
                     }
                 )
