@@ -30,14 +30,14 @@ class Recorder:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.outcomes: list[bool | None] = []
-        real = pgpublish.PostgresPublisher.publish
+        real = pgpublish.PostgresPublisher.publish_many
 
         async def recorded(publisher: Any, *args: Any) -> Any:
-            result = await real(publisher, *args)
-            self.outcomes.append(None if result is None else result[0])
-            return result
+            results = await real(publisher, *args)
+            self.outcomes.extend(None if result is None else result[0] for result in results)
+            return results
 
-        monkeypatch.setattr(pgpublish.PostgresPublisher, "publish", recorded)
+        monkeypatch.setattr(pgpublish.PostgresPublisher, "publish_many", recorded)
 
 
 async def publish_and_check(store: Store, entry: Entry, order: list[str]) -> bool:
@@ -123,6 +123,48 @@ async def test_a_name_a_higher_source_serves_is_stored_not_served(
         assert not await publish_and_check(store, Entry(name, "2.0.0", doc(name, "2.0.0")), order)
     finally:
         await store.close()
+
+
+async def test_concurrent_publishes_written_together(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch (the group commit of concurrent publishes): new names, a new version of a published
+    name, a taken version and a name a synced source serves above published entries; consecutive
+    generations in the batch's order for what changed, the rows each hands are the stored ones."""
+    recorder = Recorder(monkeypatch)
+    store = await Store.open(db_url)
+    order = [SYNCED, PUBLISHED]
+    try:
+        await store.replace_source(
+            SourceState(SYNCED), [Entry("com.example/s", "1.0.0", doc("s", "1"))], order
+        )
+        assert await publish_and_check(store, Entry("com.example/b", "1.0.0", doc("b", "1")), order)
+        start = await store.generation()
+        batch = [
+            Entry("com.example/a", "1.0.0", doc("a", "1")),
+            Entry("com.example/b", "1.0.0", doc("b", "again")),  # taken
+            Entry("com.example/s", "2.0.0", doc("s", "2")),  # stored, not served
+            Entry("com.example/c", "1", doc("c", "1")),
+            Entry("com.example/d", "0.1.0", doc("d", "0.1")),
+        ]
+        results = await store.publish_many(batch, order)
+        assert [r is not None for r in results] == [True, False, True, True, True]
+        assert [r.generation for r in results if r is not None] == [
+            start + 1,
+            start + 1,
+            start + 2,
+            start + 3,
+        ]
+        for entry, result in zip(batch, results, strict=True):
+            if result is not None:
+                _generation, stored = await store.name_rows(entry.name)
+                assert sorted(result.rows or [], key=lambda r: r.version) == sorted(
+                    stored, key=lambda r: r.version
+                )
+        async with store.engine.begin() as conn:
+            assert not (await store._merge(conn, order, {})).changed
+    finally:
+        await store.close()
+    if db_url.startswith("postgresql"):
+        assert recorder.outcomes == [True, True, False, True, True, True]
 
 
 async def test_a_connection_closed_by_the_server_is_replaced(postgres: Any, tmp_path: Path) -> None:

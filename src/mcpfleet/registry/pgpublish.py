@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from mcpfleet.registry.entry import PUBLISHED, STATUS_DELETED, Entry
-from mcpfleet.registry.merge import KnownDocs, now_iso, plan_merge, winners
+from mcpfleet.registry.merge import KnownDocs, MergePlan, now_iso, plan_merge, winners
 from mcpfleet.registry.rows import META_TABLE, SERVERS_TABLE, CatalogueRow
 
 SOURCE_ENTRIES_TABLE = "registry_source_entries"
@@ -34,35 +34,43 @@ SOURCE_ENTRIES_TABLE = "registry_source_entries"
 _READ_SQL = f"""
 SELECT 0, source::text, name::text, version::text, status::text, content_hash::text,
        NULL::text, NULL::boolean, NULL::text, NULL::text, NULL::bytea, NULL::text
-  FROM {SOURCE_ENTRIES_TABLE} WHERE source = ANY($1::text[]) AND name = $2
+  FROM {SOURCE_ENTRIES_TABLE} WHERE source = ANY($1::text[]) AND name = ANY($2::text[])
 UNION ALL
 SELECT 1, source::text, name::text, version::text, status::text, content_hash::text,
        published_at::text, is_latest, updated_at::text, status_changed_at::text,
        convert_to(document, 'UTF8'), status_message
-  FROM {SERVERS_TABLE} WHERE name = $2
+  FROM {SERVERS_TABLE} WHERE name = ANY($2::text[])
 """
 
-# Every data-modifying CTE runs to completion whether or not the final SELECT reads it; the sets of
-# rows they touch are disjoint (a new row, re-flagged ones, tombstoned ones), as PostgreSQL requires.
+# Every data-modifying CTE runs to completion whether or not the final statement reads it; the rows
+# they touch are disjoint (new rows, re-flagged ones, tombstoned ones), as PostgreSQL requires.
+# $1: the published source, $2: the time of this write.
 _WRITE_SQL = f"""
 WITH published AS (
   INSERT INTO {SOURCE_ENTRIES_TABLE} (source, name, version, status, content_hash, document)
-  VALUES ($1, $2, $3, $4, $5, $6)
+  SELECT $1, * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
 ), served AS (
   INSERT INTO {SERVERS_TABLE} (name, version, source, status, is_latest, published_at, updated_at,
                                status_changed_at, content_hash, document)
-  SELECT $2, $3, $1, $4, $7, $8, $9, $9, $5, $6 WHERE $10
+  SELECT i.n, i.v, $1, i.s, i.l, $2, $2, $2, i.h, i.d
+    FROM unnest($8::text[], $9::text[], $10::text[], $11::boolean[], $12::text[], $13::text[])
+         AS i(n, v, s, l, h, d)
 ), flagged AS (
-  UPDATE {SERVERS_TABLE} s SET is_latest = f.is_latest, updated_at = $9
-    FROM unnest($11::text[], $12::boolean[]) AS f(version, is_latest)
-   WHERE s.name = $2 AND s.version = f.version
+  UPDATE {SERVERS_TABLE} s SET is_latest = f.l, updated_at = $2
+    FROM unnest($14::text[], $15::text[], $16::boolean[]) AS f(n, v, l)
+   WHERE s.name = f.n AND s.version = f.v
 ), tombstoned AS (
   UPDATE {SERVERS_TABLE} s
-     SET status = '{STATUS_DELETED}', is_latest = false, updated_at = $9, status_changed_at = $9
-   WHERE s.name = $2 AND s.version = ANY($13::text[])
+     SET status = '{STATUS_DELETED}', is_latest = false, updated_at = $2, status_changed_at = $2
+    FROM unnest($17::text[], $18::text[]) AS t(n, v)
+   WHERE s.name = t.n AND s.version = t.v
 )
-UPDATE {META_TABLE} SET generation = generation + $14 WHERE id = 1 RETURNING generation
+UPDATE {META_TABLE} SET generation = generation + $19 WHERE id = 1 RETURNING generation
 """
+
+Outcome = tuple[bool, int, list[CatalogueRow]] | None
+"""Of one publish: (published, generation, the name's served rows); published False: that version
+was published before or is served (nothing written); None: left to the general path."""
 
 
 class _Served:
@@ -118,64 +126,140 @@ class PostgresPublisher:
                 await conn.invalidate()
                 await conn.close()
 
-    async def publish(
-        self, entry: Entry, document: str, digest: str, order: list[str]
-    ) -> tuple[bool, int, list[CatalogueRow]] | None:
-        """Publish `entry` (its `document` and content hash `digest`) and merge its name.
-        Returns (published, generation, the name's served rows); published False: that version was
-        published before or is served (nothing written). None: this path does not apply, use the
-        general one."""
+    async def publish_many(self, batch: list[tuple[Entry, str, str]], order: list[str]) -> list[Outcome]:
+        """Publish each (entry, document, content hash) of `batch` — distinct names — and merge
+        their names, in one read and one write; the outcome of each, in `batch`'s order. Written
+        ones get consecutive generations in `batch`'s order (a publish that changes nothing
+        served keeps the generation before it)."""
         import asyncpg
 
+        names = [entry.name for entry, _d, _h in batch]
+        assert len(set(names)) == len(names), "one publish per name in a batch"
         async with self._lock:
             for attempt in (1, 2):
                 try:
                     driver = await self._driver()
-                    records = await driver.fetch(_READ_SQL, [*order, PUBLISHED], entry.name)
+                    records = await driver.fetch(_READ_SQL, [*order, PUBLISHED], names)
                     break
                 except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
                     await self._drop()  # (a connection closed by the server while kept: once more)
                     if attempt == 2:
                         raise
-            sources = [(r[1], r[2], r[3], r[4], r[5]) for r in records if r[0] == 0]
-            current = {(r[2], r[3]): _Served(r) for r in records if r[0] == 1}
-            if entry.key in current or any(s[0] == PUBLISHED and s[2] == entry.version for s in sources):
-                return False, 0, []
-            sources.append((PUBLISHED, entry.name, entry.version, entry.status, digest))
-            known: KnownDocs = {PUBLISHED: {entry.key: (document, digest)}}
-            plan = plan_merge(winners(sources, order), current, known, now_iso())
-            if plan.updates or any(key != (PUBLISHED, *entry.key) for key in plan.need_doc):
-                return None
-            insert = plan.inserts[0] if plan.inserts else None
-            changed = bool(plan.inserts or plan.flag_updates or plan.tombstones)
+            now = now_iso()
+            plans = _plans(batch, records, order, now)
+            write = _Write()
+            for (entry, document, digest), planned in zip(batch, plans, strict=True):
+                if isinstance(planned, tuple):
+                    write.add(entry, document, digest, *planned)
+            if not write.entries:
+                return [None if p is None else (False, 0, []) for p in plans]
             try:
-                generation = await driver.fetchval(
-                    _WRITE_SQL,
-                    PUBLISHED,
-                    entry.name,
-                    entry.version,
-                    entry.status,
-                    digest,
-                    document,
-                    bool(insert and insert["is_latest"]),
-                    insert["published_at"] if insert else plan.now,
-                    plan.now,
-                    insert is not None,
-                    [f["k_version"] for f in plan.flag_updates],
-                    [f["is_latest"] for f in plan.flag_updates],
-                    [t["k_version"] for t in plan.tombstones],
-                    1 if changed else 0,
-                )
+                generation = int(await driver.fetchval(_WRITE_SQL, PUBLISHED, now, *write.arguments()) or 0)
             except asyncpg.UniqueViolationError:
-                return False, 0, []  # a concurrent publish of the same version (another replica) won
+                # Another replica published one of these versions meanwhile: nothing was written;
+                # each goes again alone on the general path, which tells the duplicate apart.
+                return [None] * len(batch)
             except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
                 await self._drop()  # (not retried: the write may have committed)
                 raise
-        return True, int(generation or 0), _rows_after(current, plan, insert, document)
+        return write.outcomes(plans, generation)
+
+
+def _plans(
+    batch: list[tuple[Entry, str, str]], records: list[Any], order: list[str], now: str
+) -> list[tuple[MergePlan, dict[tuple[str, str], _Served]] | bool | None]:
+    """Per publish: (its name's plan, the name's served rows) to write; False: the version is taken;
+    None: the plan needs another document than the published one (the general path's case)."""
+    sources: dict[str, list[tuple[str, str, str, str, str]]] = {}
+    served: dict[str, dict[tuple[str, str], _Served]] = {}
+    for r in records:
+        if r[0] == 0:
+            sources.setdefault(r[2], []).append((r[1], r[2], r[3], r[4], r[5]))
+        else:
+            served.setdefault(r[2], {})[(r[2], r[3])] = _Served(r)
+    out: list[tuple[MergePlan, dict[tuple[str, str], _Served]] | bool | None] = []
+    for entry, document, digest in batch:
+        rows = sources.get(entry.name, [])
+        current = served.get(entry.name, {})
+        if entry.key in current or any(s[0] == PUBLISHED and s[2] == entry.version for s in rows):
+            out.append(False)
+            continue
+        rows.append((PUBLISHED, entry.name, entry.version, entry.status, digest))
+        known: KnownDocs = {PUBLISHED: {entry.key: (document, digest)}}
+        plan = plan_merge(winners(rows, order), current, known, now)
+        if plan.updates or any(key != (PUBLISHED, *entry.key) for key in plan.need_doc):
+            out.append(None)
+        else:
+            out.append((plan, current))
+    return out
+
+
+class _Write:
+    """The arrays of one batched write, and the outcomes it leads to."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[Entry, str, str, MergePlan, dict[tuple[str, str], _Served]]] = []
+
+    def add(
+        self,
+        entry: Entry,
+        document: str,
+        digest: str,
+        plan: MergePlan,
+        current: dict[tuple[str, str], _Served],
+    ) -> None:
+        self.entries.append((entry, document, digest, plan, current))
+
+    def arguments(self) -> list[Any]:
+        published: list[list[Any]] = [[], [], [], [], []]
+        inserted: list[list[Any]] = [[], [], [], [], [], []]
+        flagged: list[list[Any]] = [[], [], []]
+        tombstoned: list[list[Any]] = [[], []]
+        changed = 0
+        for entry, document, digest, plan, _current in self.entries:
+            for column, value in zip(
+                published, (entry.name, entry.version, entry.status, digest, document), strict=True
+            ):
+                column.append(value)
+            for row in plan.inserts:  # (only ever the published version: see `_plans`)
+                values = (row["name"], row["version"], row["status"], row["is_latest"], digest, document)
+                for column, value in zip(inserted, values, strict=True):
+                    column.append(value)
+            for row in plan.flag_updates:
+                for column, value in zip(
+                    flagged, (row["k_name"], row["k_version"], row["is_latest"]), strict=True
+                ):
+                    column.append(value)
+            for row in plan.tombstones:
+                for column, value in zip(tombstoned, (row["k_name"], row["k_version"]), strict=True):
+                    column.append(value)
+            changed += _changed(plan)
+        return [*published, *inserted, *flagged, *tombstoned, changed]
+
+    def outcomes(
+        self, plans: list[tuple[MergePlan, dict[tuple[str, str], _Served]] | bool | None], last: int
+    ) -> list[Outcome]:
+        generation = last - sum(_changed(plan) for _e, _d, _h, plan, _c in self.entries)
+        written = iter(self.entries)
+        out: list[Outcome] = []
+        for planned in plans:
+            if planned is None:
+                out.append(None)
+            elif planned is False:
+                out.append((False, 0, []))
+            else:
+                _entry, document, _digest, plan, current = next(written)
+                generation += _changed(plan)
+                out.append((True, generation, _rows_after(current, plan, document)))
+        return out
+
+
+def _changed(plan: MergePlan) -> int:
+    return 1 if plan.inserts or plan.flag_updates or plan.tombstones else 0
 
 
 def _rows_after(
-    current: dict[tuple[str, str], _Served], plan: Any, insert: Any, document: str
+    current: dict[tuple[str, str], _Served], plan: MergePlan, document: str
 ) -> list[CatalogueRow]:
     """The name's served rows as the write left them."""
     flags = {f["k_version"]: f["is_latest"] for f in plan.flag_updates}
@@ -189,7 +273,7 @@ def _rows_after(
             row.status, row.is_latest = STATUS_DELETED, False
             row.updated_at = row.status_changed_at = plan.now
         rows.append(row)
-    if insert is not None:
+    for insert in plan.inserts:
         rows.append(
             CatalogueRow(
                 insert["name"],

@@ -47,6 +47,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from mcpfleet.registry import pgpublish
@@ -400,19 +401,34 @@ class Store:
     async def publish(self, entry: Entry, order: list[str]) -> MergeStats | None:
         """Add one published version and merge; None when (name, version) was published before (any
         status) or is served by any source: versions are immutable."""
-        document = orjson.dumps(entry.server).decode()
-        digest = content_hash(entry)
+        return (await self.publish_many([entry], order))[0]
+
+    async def publish_many(self, entries: list[Entry], order: list[str]) -> list[MergeStats | None]:
+        """`publish` of each entry (distinct names), in order: on PostgreSQL in one read and one write
+        for all of them (`pgpublish`; the group commit of concurrent publishes), else one
+        transaction each. The generations they leave increase in `entries`' order."""
+        prepared = [(e, orjson.dumps(e.server).decode(), content_hash(e)) for e in entries]
+        outcomes: list[pgpublish.Outcome] = [None] * len(entries)
         if self.engine.dialect.name == "postgresql":
-            # Two round trips instead of nine (see pgpublish); None: a case it leaves to this path.
             if self._pg_publisher is None:
                 self._pg_publisher = pgpublish.PostgresPublisher(self.engine)
-            done = await self._pg_publisher.publish(entry, document, digest, order)
-            if done is not None:
-                published, generation, rows = done
-                if not published:
-                    return None
-                stats = MergeStats(added=1, generation=generation, rows=rows)
-                return stats
+            outcomes = await self._pg_publisher.publish_many(prepared, order)
+        out: list[MergeStats | None] = []
+        for (entry, document, digest), outcome in zip(prepared, outcomes, strict=True):
+            if outcome is None:
+                try:
+                    out.append(await self._publish_one(entry, document, digest, order))
+                except IntegrityError:
+                    out.append(None)  # a concurrent publish of the same version (another replica) won
+            elif outcome[0]:
+                out.append(MergeStats(added=1, generation=outcome[1], rows=outcome[2]))
+            else:
+                out.append(None)
+        return out
+
+    async def _publish_one(
+        self, entry: Entry, document: str, digest: str, order: list[str]
+    ) -> MergeStats | None:
         async with self.engine.begin() as conn:
             # One query: served, or published before.
             taken = await conn.scalar(
