@@ -39,11 +39,10 @@ import gc
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import orjson
-from sqlalchemy.exc import IntegrityError
 
 from mcpfleet.api.mcpregistry import PublishGrant
 from mcpfleet.auth.oidc import Authenticator, AuthError, make_authenticator
@@ -57,6 +56,7 @@ from mcpfleet.registry.entry import (
     Entry,
 )
 from mcpfleet.registry.formats.upstream import validation_problem
+from mcpfleet.registry.groupcommit import GroupCommit
 from mcpfleet.registry.publishcheck import Problem, entry_of, read_json, send_answer
 from mcpfleet.registry.tokens import (
     ANONYMOUS_PATTERN,
@@ -68,6 +68,9 @@ from mcpfleet.registry.tokens import (
     RegistryTokens,
     looks_like_registry_token,
 )
+
+if TYPE_CHECKING:
+    from mcpfleet.registry.store import MergeStats
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("mcpfleet.registry.audit")
@@ -185,6 +188,7 @@ class Publisher:
         self.auth: Authenticator | None = authenticator or (
             make_authenticator(config.auth) if config.auth is not None else None
         )
+        self._group: GroupCommit[MergeStats | None] = GroupCommit(self._write_batch)
         key_file = config.tokenSigningKeyFile
         self.tokens = RegistryTokens.from_file(Path(key_file) if key_file is not None else None)
 
@@ -205,6 +209,7 @@ class Publisher:
             log.exception("cannot preload the publishing API's modules")
 
     async def close(self) -> None:
+        await self._group.close()
         close = getattr(self.auth, "close", None)
         if close is not None:
             await close()
@@ -428,35 +433,55 @@ class Publisher:
     async def _publish(self, entry: Entry, perms: list[tuple[str, str]]) -> bytes:
         if not _allowed(perms, entry.name, (PUBLISH,)):
             raise self._forbidden(entry.name, perms, (PUBLISH,))
-        service = self.service
-        order = service.syncer.merge_order
-        async with service.syncer.write_lock:
-            if self.config.precedence == "last":
-                owners = {src for _v, src, status in await service.store.served(entry.name)}
-                owners -= {PUBLISHED}
-                if owners:
-                    raise Problem(
-                        409,
-                        f"{entry.name} is served by the synced source {sorted(owners)[0]!r}, which ranks "
-                        "above published entries (publish.precedence: last)",
-                        "body.name",
-                        entry.name,
-                    )
-            try:
-                stats = await service.store.publish(entry, order)
-            except IntegrityError:
-                stats = None  # a concurrent publish of the same version won
-            if stats is None:
-                raise Problem(
-                    400,
-                    "invalid version: cannot publish duplicate version",
-                    "body.version",
-                    entry.version,
-                )
-            assert stats.rows is not None
-            await service.refresh(entry.name, (stats.generation, stats.rows))
+        if self.config.precedence == "last":
+            stats = await self._publish_alone(entry)
+        else:
+            # Written with the publishes that arrive meanwhile (one batch: see groupcommit).
+            stats = await self._group.submit(entry)
+        if stats is None:
+            raise Problem(
+                400,
+                "invalid version: cannot publish duplicate version",
+                "body.version",
+                entry.version,
+            )
         log.info("published %s %s", entry.name, entry.version)
         return self._response(entry.name, entry.version)
+
+    async def _publish_alone(self, entry: Entry) -> MergeStats | None:
+        """A publish where a synced source's name is refused (precedence `last`): that check and
+        the write under one hold of the write lock, not batched."""
+        service = self.service
+        async with service.syncer.write_lock:
+            owners = {src for _v, src, _status in await service.store.served(entry.name)}
+            owners -= {PUBLISHED}
+            if owners:
+                raise Problem(
+                    409,
+                    f"{entry.name} is served by the synced source {sorted(owners)[0]!r}, which ranks "
+                    "above published entries (publish.precedence: last)",
+                    "body.name",
+                    entry.name,
+                )
+            stats: MergeStats | None = await service.store.publish(entry, service.syncer.merge_order)
+            if stats is not None:
+                assert stats.rows is not None
+                await service.refresh(entry.name, (stats.generation, stats.rows))
+            return stats
+
+    async def _write_batch(self, entries: list[Entry]) -> list[MergeStats | None]:
+        """Write a batch of publishes (distinct names) and serve them, under the write lock."""
+        service = self.service
+        async with service.syncer.write_lock:
+            results: list[MergeStats | None] = await service.store.publish_many(
+                entries, service.syncer.merge_order
+            )
+            written = [(stats, entry) for entry, stats in zip(entries, results, strict=True) if stats]
+            # In the order they were written: each the catalogue's next generation (see `refresh`).
+            for stats, entry in sorted(written, key=lambda pair: pair[0].generation):
+                assert stats.rows is not None
+                await service.refresh(entry.name, (stats.generation, stats.rows))
+        return results
 
     async def _status(
         self,
