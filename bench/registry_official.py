@@ -224,7 +224,7 @@ def render(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], duration: i
         ("RSS serving 10,000 (MB, after the reads)", ("rss_mb",), "{:.0f}", False),
         ("start on the existing database to first answer (s)", ("start_s",), "{:.3f}", False),
         ("its CPU time (s)", ("start_cpu_s",), "{:.3f}", False),
-        ("publishes/s (wrk, 2 connections)", ("publish", "rps"), "{:,.0f}", True),
+        (f"publishes/s (wrk, {ours.PUBLISH_CONNECTIONS} connections)", ("publish", "rps"), "{:,.0f}", True),
         ("publish p50 (ms)", ("publish", "p50"), "{:.2f}", False),
         ("publish p99 (ms)", ("publish", "p99"), "{:.2f}", False),
         ("registry CPU per publish (ms)", ("publish", "cpu_ms"), "{:.2f}", False),
@@ -261,7 +261,11 @@ def main() -> None:
     parser.add_argument("--official", type=Path, required=True, help="the official registry's binary")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument(
+        "--publish-connections", type=int, default=ours.PUBLISH_CONNECTIONS, help="wrk connections publishing"
+    )
     args = parser.parse_args()
+    ours.PUBLISH_CONNECTIONS = args.publish_connections
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install -y wrk")
     if not args.official.is_file():
