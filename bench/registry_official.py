@@ -146,7 +146,9 @@ def reads(base: str, pid: int, names: list[str], duration: int, workdir: Path) -
     return out
 
 
-def official_round(official: Official, names: list[str], duration: int, workdir: Path) -> dict[str, Any]:
+def official_round(
+    official: Official, names: list[str], duration: int, workdir: Path, rep: int
+) -> dict[str, Any]:
     result: dict[str, Any] = {}
     result["start_s"], result["start_cpu_s"] = best_start(official.spawn)
     port = ours.free_port()
@@ -160,7 +162,9 @@ def official_round(official: Official, names: list[str], duration: int, workdir:
         with urllib.request.urlopen(request) as r:
             token = json.loads(r.read())["registry_token"]
         template = ours.publish_template().replace(
-            "com.example.bench/published-", "io.modelcontextprotocol.anonymous/published-"
+            # Its database is kept between repetitions: new names each time.
+            "com.example.bench/published-",
+            f"io.modelcontextprotocol.anonymous/published-r{rep}-",
         )
         script = workdir / "official-publish.lua"
         script.write_text(ours.PUBLISH_LUA % (token, template))
@@ -298,7 +302,7 @@ def main() -> None:
             for rep in range(args.reps):
                 mine.append(ours_round(config, data, names, args.duration, workdir))
                 print(json.dumps({"rep": rep, "ours": mine[-1]}), flush=True)
-                theirs.append(official_round(official, names, args.duration, workdir))
+                theirs.append(official_round(official, names, args.duration, workdir, rep))
                 print(json.dumps({"rep": rep, "official": theirs[-1]}), flush=True)
         finally:
             pg.stop()
