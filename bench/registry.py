@@ -12,7 +12,8 @@ Measures, per backend:
   entries synced: each request a new server (unique name per wrk thread and request), with a bearer
   token of a local OIDC issuer (tests/oidc.py, served in this process), so a figure includes token
   validation, server.json schema validation, the database write and the catalogue update readers
-  see at once;
+  see at once; with the CPU time per publish of the registry's process and of PostgreSQL's
+  processes (`bench/registry_official.py` runs the same beside the official registry);
 - the server's RSS after those runs, and the time from process start to the first answer of
   `GET /v0.1/servers` on the existing database (before any sync of the sources), with the CPU time the
   server used until then (what start-up costs, whatever else runs on the machine); the same again for
