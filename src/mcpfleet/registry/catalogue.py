@@ -271,9 +271,13 @@ class Catalogue:
         hi = lo + len(old)
         out = Catalogue.__new__(Catalogue)
         out.generation = generation
-        out.items = [*self.items[:lo], *new, *self.items[hi:]]
-        out.keys = [*self.keys[:lo], *((i.name, i.version) for i in new), *self.keys[hi:]]
-        out.by_name = defaultdict(list, self.by_name)
+        # One copy each, then the name's span replaced in place (a copy of the slices around it,
+        # then of their concatenation, was twice the work: this is on every publish's path).
+        out.items = self.items.copy()
+        out.items[lo:hi] = new
+        out.keys = self.keys.copy()
+        out.keys[lo:hi] = [(i.name, i.version) for i in new]
+        out.by_name = self.by_name.copy()  # (a plain dict: only read with .get from here on)
         if new:
             out.by_name[name] = new
         else:
