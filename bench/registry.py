@@ -401,10 +401,13 @@ def run_publish(backend: str, data: Path, duration: int, workdir: Path) -> dict[
 
 def postgres_cpu_seconds(pg: Postgres) -> float:
     """CPU seconds used so far by the PostgreSQL server: the postmaster and every process it started
-    (the backends serving the registry's pooled connections, the WAL writer, the checkpointer)."""
+    (the backends serving the registry's pooled connections, the WAL writer, the checkpointer),
+    running or ended."""
     pidfile = pg.root / "data" / "postmaster.pid"
     postmaster = int(pidfile.read_text().split()[0])
-    total = cpu_seconds(postmaster)
+    fields = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime, stime, and cutime, cstime: the backends that ended (the postmaster reaped them) count too.
+    total = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             fields = Path(stat).read_text().rsplit(")", 1)[1].split()
