@@ -298,7 +298,7 @@ class Publisher:
     async def _verified_claims(self, authorization: str | None) -> dict[str, Any]:
         """The claims of the issuer's token, verified — or remembered from its verification in the
         last `_VERIFIED_SECONDS` and not expired since (a publisher sends the same token with
-        every publish; verifying it was ~40 % of a publish's CPU, measured). Tokens checked by
+        every publish; verifying it was ~40 % of the request handler's CPU, measured). Tokens checked by
         introspection are not remembered: asking the issuer each time is how a revocation is seen."""
         assert self.auth is not None
         key = hashlib.sha256((authorization or "").encode()).digest()  # (no token kept in memory)
