@@ -66,8 +66,9 @@ MAX_SESSION_SERVERS = Opt(
 MODERN_ERA = Opt(
     None,
     "--modern-era",
-    help="translate (the default): 2026-07-28 clients share the one server process (the proxy translates); "
-    "separate: a second process serves them natively (for 2026-07-28-only server features).",
+    help="auto (the default): probe the server at start; one process, 2026-07-28 clients translated onto "
+    "it, unless it speaks 2026-07-28 and announces list changes (then served natively, handshake "
+    "clients by a second process); translate: always one process; separate: always a second one.",
 )
 ALLOWED_HOST = Opt(
     [], "--allowed-host", help="Extra Host header value accepted by DNS-rebinding protection (host:port)."

@@ -1,12 +1,19 @@
 """The stdio backend of the proxy: the supervised child (one per server by default), with its multiplexer.
 
 An MCP stdio connection is locked to one protocol era by its first request (the 2025-11-25
-handshake, or the 2026-07-28 per-request envelope). By default the proxy runs the command once,
-as a handshake-era connection (started eagerly: its health is the proxy's health), and
-2026-07-28 clients are translated onto it (`proxy/bridge.py`). `modern_era="separate"` keeps a
-second instance, started on the first 2026-07-28 request, for servers whose 2026-07-28-only
-features cannot be translated (docs/proxy.md). Clients of the same channel share it through the
-multiplexer; `per_session` gives each handshake-era session its own process.
+handshake, or the 2026-07-28 per-request envelope). By default (`modern_era="auto"`) the proxy
+starts the command once (eagerly: its health is the proxy's health) and probes it with a
+2026-07-28 `server/discover` as its first message:
+
+* refused (a handshake-only server: python SDK 1.x, the TypeScript SDK answer an error and still
+  accept `initialize` after it): the child stays the one handshake-era process and 2026-07-28
+  clients are translated onto it (`proxy/bridge.py`), as `modern_era="translate"` always does;
+* answered (the server speaks 2026-07-28 natively, dual-era or 2026-only): the probed child, now
+  locked to 2026-07-28, serves 2026-07-28 clients untranslated, and handshake-era clients get a
+  second instance started on their first request, as `modern_era="separate"` always does.
+
+Clients of the same channel share it through the multiplexer; `per_session` gives each
+handshake-era session its own process.
 
 When the stdio belongs to something the proxy cannot start twice (a container reached through
 the Kubernetes attach API), `single_stdio=True` makes both eras share the one channel untranslated:
@@ -17,9 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from mcpfleet.backoff import Backoff
 from mcpfleet.proxy.child import (
@@ -35,8 +45,10 @@ from mcpfleet.toolconfig import ToolPolicy
 log = logging.getLogger(__name__)
 
 Era = Literal["handshake", "modern"]
-ModernEra = Literal["translate", "separate"]
-MODERN_ERA_MODES: tuple[ModernEra, ...] = ("translate", "separate")
+ModernEra = Literal["auto", "translate", "separate"]
+MODERN_ERA_MODES: tuple[ModernEra, ...] = ("auto", "translate", "separate")
+
+PROBE_PROTOCOL_VERSION = "2026-07-28"
 
 MAX_SESSION_SERVERS = 10
 """`--isolation session`: at most this many per-session server processes run at once by default
@@ -124,10 +136,10 @@ class StdioBackend:
         ready_timeout: float = 30.0,
         tool_policy: ToolPolicy | None = None,
         max_session_servers: int = MAX_SESSION_SERVERS,
-        modern_era: ModernEra = "translate",
+        modern_era: ModernEra = "auto",
     ) -> None:
         if modern_era not in MODERN_ERA_MODES:
-            raise ValueError(f"--modern-era: expected translate or separate, got {modern_era!r}")
+            raise ValueError(f"--modern-era: expected auto, translate or separate, got {modern_era!r}")
         if max_session_servers < 1:
             raise ValueError(f"--max-session-servers: must be at least 1, got {max_session_servers}")
         self.max_session_servers = max_session_servers
@@ -141,9 +153,15 @@ class StdioBackend:
         self._dedicated: dict[int, Channel] = {}
         self._dedicated_ids = 0
         self._lock = asyncio.Lock()
+        self.native_modern: bool | None = None
+        """`auto`: whether the probe found a server that speaks 2026-07-28 itself (None: not probed yet)."""
+        self.probe_seconds: float | None = None
+        """`auto`: how long the probe's answer took (shown in /health)."""
 
     async def start(self) -> None:
-        if not self._per_session:
+        if self._auto():
+            await self._probe()
+        elif not self._per_session:
             await self.channel("handshake")
 
     async def stop(self) -> None:
@@ -174,25 +192,78 @@ class StdioBackend:
 
     def translates(self) -> bool:
         """Whether 2026-07-28 clients are translated onto the handshake-era child."""
-        return self.modern_era == "translate" and not self._single
+        if self._single or self.modern_era == "separate":
+            return False
+        return self.modern_era == "translate" or not self.native_modern
+
+    def _auto(self) -> bool:
+        return self.modern_era == "auto" and not self._single
 
     async def channel(self, era: Era) -> Channel:
-        if self._single or self.modern_era == "translate":
-            era = "handshake"
+        if self._auto() and self.native_modern is None:
+            await self._probe()
+        if self._single or self.translates():
+            era = "handshake"  # one child serves both eras
         existing = self._channels.get(era)
         if existing is not None:
             return existing
         async with self._lock:
             if era in self._channels:
                 return self._channels[era]
-            name = "server" if self._single or self.modern_era == "translate" else f"{era} server"
-            mux = Multiplexer(name=name, ready_timeout=self._ready_timeout, tool_policy=self._tool_policy)
-            child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
-            mux.bind(child)
-            await child.start()
-            channel = Channel(era=era, child=child, mux=mux)
-            self._channels[era] = channel
-            return channel
+            return await self._open(era)
+
+    async def _open(self, era: Era, name: str | None = None) -> Channel:
+        """Start a child for `era` (called under the lock)."""
+        if name is None:
+            name = "server" if self._single or self.translates() else f"{era} server"
+        mux = Multiplexer(name=name, ready_timeout=self._ready_timeout, tool_policy=self._tool_policy)
+        child = self._factory(name, mux.on_child_message, mux.on_child_exit, mux.on_child_start)
+        mux.bind(child)
+        await child.start()
+        channel = Channel(era=era, child=child, mux=mux)
+        self._channels[era] = channel
+        return channel
+
+    async def _probe(self) -> None:
+        """`auto`: start the child and send a 2026-07-28 `server/discover` as its first message; an
+        answer makes it the 2026-07-28 channel, a refusal the handshake-era one (translated onto).
+
+        No answer in `ready_timeout` leaves the pipe's era unknown (the server may still answer and
+        lock itself to 2026-07-28), so that child is replaced by a fresh one for the handshake era."""
+        async with self._lock:
+            if self.native_modern is not None:
+                return
+            channel = await self._open("handshake", name="server")
+            params = {
+                "_meta": {
+                    PROTOCOL_VERSION_META_KEY: PROBE_PROTOCOL_VERSION,
+                    CLIENT_CAPABILITIES_META_KEY: {},
+                    CLIENT_INFO_META_KEY: {"name": "mcpfleet-proxy", "version": "1"},
+                }
+            }
+            started = time.monotonic()
+            try:
+                reply = await channel.mux.call("server/discover", params, deadline=self._ready_timeout)
+            except TimeoutError:
+                log.warning("server: no answer to the era probe in %ss; restarting it", self._ready_timeout)
+                await channel.child.stop()
+                del self._channels["handshake"]
+                await self._open("handshake", name="server")
+                self.native_modern = False
+                return
+            except RuntimeError as exc:
+                # The child is not running (it failed to start or died): a restarted child never saw
+                # the probe, so it is a fresh handshake-era connection either way.
+                log.warning("server: the era probe failed (%s); translating 2026-07-28", exc)
+                self.native_modern = False
+                return
+            self.probe_seconds = round(time.monotonic() - started, 4)
+            self.native_modern = isinstance(reply.get("result"), dict)
+            if self.native_modern:
+                del self._channels["handshake"]
+                channel.era = "modern"
+                self._channels["modern"] = channel
+                log.info("server speaks 2026-07-28: served natively; handshake clients get a second process")
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Healthy when every started child is running; the body shows each child's status."""
@@ -204,4 +275,7 @@ class StdioBackend:
         everything = [*self._channels.values(), *self._dedicated.values()]
         # With per-session children and no session open there is nothing that could be down.
         healthy = (bool(everything) or self._per_session) and all(ch.child.running for ch in everything)
-        return healthy, {"status": "ok" if healthy else "unavailable", "children": children}
+        body: dict[str, Any] = {"status": "ok" if healthy else "unavailable", "children": children}
+        if self.native_modern is not None:
+            body["eraProbe"] = {"nativeModern": self.native_modern, "seconds": self.probe_seconds}
+        return healthy, body

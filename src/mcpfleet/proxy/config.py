@@ -121,9 +121,10 @@ class ProxyConfig(ApiModel):
     """shared: one server process for all handshake-era sessions; session: one per session."""
     max_session_servers: int = Field(default=10, ge=1, le=10000)
     """With isolation session: most per-session server processes at once (HTTP 503 beyond)."""
-    modern_era: Literal["translate", "separate"] = "translate"
-    """translate: 2026-07-28 clients share the one server process (the proxy translates); separate: a
-    second process serves them natively (for 2026-07-28-only server features)."""
+    modern_era: Literal["auto", "translate", "separate"] = "auto"
+    """auto: probe the server at start: one process, 2026-07-28 translated onto it, unless the server
+    speaks 2026-07-28 and announces list changes (then served natively, handshake clients by a second
+    process); translate: always one process; separate: always a second process for 2026-07-28."""
     allowed_hosts: list[HostPort] = Field(default_factory=list, max_length=100)
     """Extra Host header values accepted by DNS-rebinding protection (host:port)."""
     auth_config: FilePath | None = None

@@ -46,14 +46,14 @@ def build_stdio_app(
     cwd: str | None = None,
     hooks: ChildHooks | None = None,
     max_session_servers: int = MAX_SESSION_SERVERS,
-    modern_era: str = "translate",
+    modern_era: str = "auto",
 ) -> ProxyApp:
     """The proxy app for a local command, or for `factory` (e.g. an attached container) when given.
 
     `tool_policy` (an MCPToolConfig's filter and overrides, from the run config) is enforced on
     every transport and era: all of them reach the child through the multiplexer. `modern_era`:
-    `translate` (one process; 2026-07-28 clients translated onto it) or `separate` (a second
-    process for them, `proxy/backend.py`). `cwd` and
+    `auto` (probe the server's eras at start), `translate` (one process; 2026-07-28 clients
+    translated onto it) or `separate` (a second process for them), `proxy/backend.py`. `cwd` and
     `hooks` are for a host running the proxy in-process (`mcpfleet.proxy.child.ChildHooks`).
     """
     if transport not in ("streamable-http", "sse"):
@@ -80,11 +80,13 @@ def build_stdio_app(
 
 
 def _modern_era(value: str) -> ModernEra:
+    if value == "auto":
+        return "auto"
     if value == "translate":
         return "translate"
     if value == "separate":
         return "separate"
-    raise ValueError(f"--modern-era: expected translate or separate, got {value!r}")
+    raise ValueError(f"--modern-era: expected auto, translate or separate, got {value!r}")
 
 
 def with_auth(
