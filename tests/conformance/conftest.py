@@ -58,8 +58,17 @@ def proxy_separate_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def proxy_translate_url() -> Iterator[str]:
+    """The stdio proxy with 2026-07-28 always translated onto one process (`--modern-era translate`)."""
+    port = harness.free_port()
+    command = harness.proxy_command(port, "--modern-era", "translate", "--", *harness.fixture_stdio_command())
+    with harness.serving(command, f"http://127.0.0.1:{port}/health"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="session")
 def vmcp_over_proxy_url(proxy_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The vMCP gateway in front of the stdio proxy (one process per server, the default)."""
+    """The vMCP gateway in front of the stdio proxy (its default layout, `--modern-era auto`)."""
     port = harness.free_port()
     config = tmp_path_factory.mktemp("vmcp-over-proxy") / "vmcp.yaml"
     config.write_text(
@@ -95,6 +104,7 @@ def suite_results(request: pytest.FixtureRequest) -> Callable[[str, str], harnes
         "fixture-direct": "fixture_url",
         "proxy": "proxy_url",
         "proxy-separate": "proxy_separate_url",
+        "proxy-translate": "proxy_translate_url",
         "vmcp-over-proxy": "vmcp_over_proxy_url",
         "remote-proxy": "remote_proxy_url",
         "supervised-proxy": "supervised_proxy_url",

@@ -228,7 +228,7 @@ def supervised_proxy() -> Iterator[str]:
     config_file = workdir / "proxy.json"
     config_file.write_text('{"transport": "streamable-http"}')
     command = fixture_stdio_command()
-    argv = (*_proxy_command(port, "--config", str(config_file), "--host", "127.0.0.1", "--", *command),)
+    argv = (*proxy_command(port, "--config", str(config_file), "--host", "127.0.0.1", "--", *command),)
     proxy = load_proxy_config(config_file, {"host": "127.0.0.1", "port": port, "command": list(command)})
     spec = ProcessSpec(
         key="MCPServer/default/fixture/proxy/0",
@@ -283,31 +283,40 @@ def supervised_proxy() -> Iterator[str]:
         thread.join(30)
 
 
-def _proxy_command(port: int, *args: str) -> list[str]:
+def proxy_command(port: int, *args: str) -> list[str]:
     return [sys.executable, "-m", "mcpfleet.cli.main", "proxy", "--port", str(port), *args]
 
 
 def main() -> None:
     """Print the results table of docs/conformance.md: `python -m tests.conformance.harness`."""
     rows: list[tuple[str, SuiteResult]] = []
+    fixture = fixture_stdio_command()
     with fixture_http() as direct:
-        port, remote_port = free_port(), free_port()
-        separate_port = free_port()
-        stdio_proxy = _proxy_command(port, "--", *fixture_stdio_command())
-        separate_proxy = _proxy_command(
-            separate_port, "--modern-era", "separate", "--", *fixture_stdio_command()
-        )
-        remote_proxy = _proxy_command(remote_port, "--remote", direct)
-        with (
-            serving(stdio_proxy, f"http://127.0.0.1:{port}/health"),
-            serving(separate_proxy, f"http://127.0.0.1:{separate_port}/health"),
-            serving(remote_proxy, f"http://127.0.0.1:{remote_port}/health"),
-        ):
+        ports = {name: free_port() for name in ("auto", "separate", "translate", "remote", "gateway")}
+        commands = {
+            "auto": proxy_command(ports["auto"], "--", *fixture),
+            "separate": proxy_command(ports["separate"], "--modern-era", "separate", "--", *fixture),
+            "translate": proxy_command(ports["translate"], "--modern-era", "translate", "--", *fixture),
+            "remote": proxy_command(ports["remote"], "--remote", direct),
+        }
+        with contextlib.ExitStack() as stack:
+            for name, command in commands.items():
+                stack.enter_context(serving(command, f"http://127.0.0.1:{ports[name]}/health"))
+            config = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "vmcp.yaml"
+            config.write_text(
+                "name: conformance\n"
+                f"backends:\n  - {{name: fixture, url: 'http://127.0.0.1:{ports['auto']}/mcp'}}\n"
+            )
+            gateway = [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(config)]
+            gateway += ["--port", str(ports["gateway"])]
+            stack.enter_context(serving(gateway, f"http://127.0.0.1:{ports['gateway']}/health"))
             targets = {
                 "fixture server, direct (SDK streamable HTTP)": direct,
-                "`mcpfleet proxy -- fixture` (stdio, one process)": f"http://127.0.0.1:{port}/mcp",
-                "`mcpfleet proxy --modern-era separate -- fixture`": f"http://127.0.0.1:{separate_port}/mcp",
-                "`mcpfleet proxy --remote <direct URL>`": f"http://127.0.0.1:{remote_port}/mcp",
+                "`mcpfleet proxy -- fixture` (default: `--modern-era auto`)": _mcp(ports["auto"]),
+                "`mcpfleet vmcp serve` in front of that proxy": _mcp(ports["gateway"]),
+                "`mcpfleet proxy --modern-era separate -- fixture`": _mcp(ports["separate"]),
+                "`mcpfleet proxy --modern-era translate -- fixture`": _mcp(ports["translate"]),
+                "`mcpfleet proxy --remote <direct URL>`": _mcp(ports["remote"]),
             }
             for name, url in targets.items():
                 for spec in SPEC_VERSIONS:
@@ -318,6 +327,10 @@ def main() -> None:
         passed, failed = result.totals()
         failures = ", ".join(sorted(result.failed_checks())) or "-"
         print(f"| {name} | {result.spec_version} | {passed}/{passed + failed} | {failures} |")
+
+
+def _mcp(port: int) -> str:
+    return f"http://127.0.0.1:{port}/mcp"
 
 
 if __name__ == "__main__":

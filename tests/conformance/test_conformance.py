@@ -22,7 +22,8 @@ def _report(result: harness.SuiteResult) -> str:
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
 @pytest.mark.parametrize(
-    "target", ["fixture-direct", "proxy", "proxy-separate", "remote-proxy", "supervised-proxy"]
+    "target",
+    ["fixture-direct", "proxy", "proxy-separate", "proxy-translate", "remote-proxy", "supervised-proxy"],
 )
 def test_failures_match_expected(suite_results: Results, target: str, spec_version: str) -> None:
     result = suite_results(target, spec_version)
@@ -40,13 +41,15 @@ def test_failures_match_expected(suite_results: Results, target: str, spec_versi
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)
 @pytest.mark.parametrize(
-    "target", ["proxy", "proxy-separate", "remote-proxy", "supervised-proxy", "vmcp-over-proxy"]
+    "target",
+    ["proxy", "proxy-separate", "proxy-translate", "remote-proxy", "supervised-proxy", "vmcp-over-proxy"],
 )
 def test_proxy_is_transparent(suite_results: Results, target: str, spec_version: str) -> None:
     """Every check the fixture passes directly also passes through the proxy (stdio and remote modes,
     the stdio proxy hosted in-process by `mcpfleet up`'s supervisor, the gateway in front of the
-    stdio proxy), except, in the default one-process layout, exactly the translation losses listed
-    in translation-losses.yaml."""
+    stdio proxy), except, with the translation forced (`--modern-era translate`), exactly the
+    translation losses listed in translation-losses.yaml. The default (`auto`) loses nothing: the
+    fixture speaks 2026-07-28 itself, so the probe serves it natively."""
     direct = suite_results("fixture-direct", spec_version)
     proxied = suite_results(target, spec_version)
     lost = direct.passed_checks() - proxied.passed_checks()
@@ -62,8 +65,8 @@ def test_proxy_is_transparent(suite_results: Results, target: str, spec_version:
     )
 
 
-TRANSLATING = ("proxy", "supervised-proxy", "vmcp-over-proxy")
-"""Targets in the default layout: one process, 2026-07-28 translated onto the handshake era."""
+TRANSLATING = ("proxy-translate",)
+"""Targets where 2026-07-28 is translated onto the fixture's handshake-era connection."""
 
 
 @pytest.mark.parametrize("spec_version", harness.SPEC_VERSIONS)

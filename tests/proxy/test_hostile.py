@@ -131,7 +131,7 @@ def test_cli_releases_1000_stalled_connections(monkeypatch: pytest.MonkeyPatch) 
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
     monkeypatch.setenv("MCPFLEET_HEADER_TIMEOUT", "2")
     port = harness.free_port()
-    cmd = harness._proxy_command(port, "--", *harness.fixture_stdio_command())
+    cmd = harness.proxy_command(port, "--", *harness.fixture_stdio_command())
     with harness.serving(cmd, f"http://127.0.0.1:{port}/health"):
         closed, elapsed = stall(port, 1000, budget=15)
         print(f"1000 stalled connections: {closed} closed by the server after {elapsed:.1f} s")
