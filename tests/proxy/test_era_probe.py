@@ -2,10 +2,12 @@
 as the first message and picks the layout from the answer (`proxy/backend.py`, issue 29).
 
 Against real servers over stdio: a strict handshake-only server (refuses the probe) keeps ONE
-process for clients of both eras; the conformance fixture (mcp SDK v2, dual-era) answers it and
-serves 2026-07-28 natively on the probed process while handshake clients get a second one; a
-2026-07-28-only server is served untranslated; a server that never answers requests sent before
-`initialize` is restarted after the probe's timeout and then serves the handshake era.
+process for clients of both eras, never restarted; the conformance fixture (mcp SDK 2.x, dual-era,
+announcing list changes) answers it and serves 2026-07-28 natively on the probed process while
+handshake clients get a second one; a 2026-07-28-only server that announces no list changes is
+served untranslated on one fresh process; a server that never answers requests sent before
+`initialize` is replaced after the probe's timeout and then serves the handshake era.
+(`mcp-server-time`, dual-era without list changes: tests/proxy/test_real_servers.py.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from mcp.client.client import Client
 from mcpfleet.proxy.backend import StdioBackend, process_factory
 from tests.conformance import harness
 from tests.proxy.conftest import running_proxy
-from tests.proxy.test_era_bridge import answer, call, exchange
+from tests.proxy.test_era_bridge import answer, call, envelope, exchange
 
 HERE = Path(__file__).parent
 STRICT_SERVER = [sys.executable, str(HERE / "handshake_server.py")]
@@ -39,7 +41,8 @@ SILENT_BEFORE_INITIALIZE = [
 async def test_a_handshake_only_server_runs_once_for_both_eras() -> None:
     async with running_proxy(STRICT_SERVER, modern_era="auto") as proxy:
         _, health = await proxy.health()
-        assert health["eraProbe"]["nativeModern"] is False, health
+        assert health["eraProbe"]["nativeModern"] is False and not health["eraProbe"]["answered"], health
+        assert "restarted" not in health["eraProbe"]
         pid = health["children"]["handshake"]["pid"]
         status, messages = await exchange(proxy, call("echo_params", {"a": 1}))
         assert status == 200 and answer(messages)["result"]["resultType"] == "complete", messages
@@ -75,9 +78,13 @@ async def test_a_dual_era_server_serves_2026_natively_and_handshake_on_a_second_
 async def test_a_2026_only_server_is_served_untranslated() -> None:
     async with running_proxy(MODERN_ONLY_SERVER, modern_era="auto") as proxy:
         _, health = await proxy.health()
-        assert health["eraProbe"]["nativeModern"] is True
+        assert health["eraProbe"]["answered"] and health["eraProbe"]["restarted"], health
         status, messages = await exchange(proxy, call("where"))
         assert status == 200 and answer(messages)["result"]["content"][0]["text"] == "served at 2026-07-28"
+        listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": envelope()}}
+        _, messages = await exchange(proxy, listed)
+        assert answer(messages)["result"]["cacheScope"] == "public"  # its own hints: untranslated
+        assert list((await proxy.health())[1]["children"]) == ["handshake"]
 
 
 @pytest.mark.timeout(60)

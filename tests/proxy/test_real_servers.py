@@ -15,9 +15,14 @@ ERAS = ["legacy", "2026-07-28"]
 
 
 async def test_mcp_server_time_from_pypi_both_eras() -> None:
-    """One process serves both eras: 2026-07-28 clients are translated onto the handshake-era child."""
+    """One process serves both eras under the default `--modern-era auto`: mcp-server-time (mcp SDK
+    2.x) answers the era probe but announces no list changes, so the probed process is replaced by
+    one handshake-era process that 2026-07-28 clients are translated onto."""
     command = [str(VENV_BIN / "mcp-server-time"), "--local-timezone", "UTC"]
-    async with running_proxy(command) as proxy:
+    async with running_proxy(command, modern_era="auto") as proxy:
+        _, body = await proxy.health()
+        assert body["eraProbe"]["answered"] and body["eraProbe"]["restarted"], body
+        assert not body["eraProbe"]["nativeModern"]
         pids = set()
         for mode in ERAS:
             async with Client(proxy.url, mode=mode) as client:

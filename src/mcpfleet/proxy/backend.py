@@ -8,9 +8,16 @@ starts the command once (eagerly: its health is the proxy's health) and probes i
 * refused (a handshake-only server: python SDK 1.x, the TypeScript SDK answer an error and still
   accept `initialize` after it): the child stays the one handshake-era process and 2026-07-28
   clients are translated onto it (`proxy/bridge.py`), as `modern_era="translate"` always does;
-* answered (the server speaks 2026-07-28 natively, dual-era or 2026-only): the probed child, now
-  locked to 2026-07-28, serves 2026-07-28 clients untranslated, and handshake-era clients get a
-  second instance started on their first request, as `modern_era="separate"` always does.
+* answered (the server speaks 2026-07-28 itself, dual-era or 2026-only) with capabilities that
+  promise list-change or resource-update notifications (`announces_changes`: an mcp SDK 2.x server
+  sends those only to 2026-07-28 listen streams, which the translation cannot reach): the probed
+  child, now locked to 2026-07-28, serves 2026-07-28 clients untranslated, and handshake-era
+  clients get a second instance started on their first request, as `modern_era="separate"` does;
+* answered without such capabilities (e.g. `mcp-server-time`): the probed child is replaced by a
+  fresh one (its pipe is locked to 2026-07-28) that is the one handshake-era process, translated
+  onto as above; a 2026-only server then refuses the proxy's `initialize` and is relayed to
+  untranslated on that one process (`EraBridge.native`).
+* no answer within `ready_timeout`: the pipe's era is unknown, the child is replaced as above.
 
 Clients of the same channel share it through the multiplexer; `per_session` gives each
 handshake-era session its own process.
@@ -49,6 +56,29 @@ ModernEra = Literal["auto", "translate", "separate"]
 MODERN_ERA_MODES: tuple[ModernEra, ...] = ("auto", "translate", "separate")
 
 PROBE_PROTOCOL_VERSION = "2026-07-28"
+_PROBE: dict[str, Any] = {
+    "_meta": {
+        PROTOCOL_VERSION_META_KEY: PROBE_PROTOCOL_VERSION,
+        CLIENT_CAPABILITIES_META_KEY: {},
+        CLIENT_INFO_META_KEY: {"name": "mcpfleet-proxy", "version": "1"},
+    }
+}
+"""The params of the era probe: the smallest valid 2026-07-28 `server/discover`."""
+
+
+def announces_changes(capabilities: Any) -> bool:
+    """Whether a server's 2026-07-28 capabilities promise list-change or resource-update
+    notifications: mcp SDK 2.x servers send those only to 2026-07-28 listen streams, so translating
+    such a server onto its handshake-era connection would lose them."""
+    if not isinstance(capabilities, dict):
+        return False
+    for kind in ("tools", "prompts", "resources"):
+        declared = capabilities.get(kind)
+        if isinstance(declared, dict) and declared.get("listChanged") is True:
+            return True
+    resources = capabilities.get("resources")
+    return isinstance(resources, dict) and resources.get("subscribe") is True
+
 
 MAX_SESSION_SERVERS = 10
 """`--isolation session`: at most this many per-session server processes run at once by default
@@ -155,8 +185,8 @@ class StdioBackend:
         self._lock = asyncio.Lock()
         self.native_modern: bool | None = None
         """`auto`: whether the probe found a server that speaks 2026-07-28 itself (None: not probed yet)."""
-        self.probe_seconds: float | None = None
-        """`auto`: how long the probe's answer took (shown in /health)."""
+        self.probe: dict[str, Any] = {}
+        """`auto`: what the probe saw (shown in /health as `eraProbe`)."""
 
     async def start(self) -> None:
         if self._auto():
@@ -225,45 +255,51 @@ class StdioBackend:
         return channel
 
     async def _probe(self) -> None:
-        """`auto`: start the child and send a 2026-07-28 `server/discover` as its first message; an
-        answer makes it the 2026-07-28 channel, a refusal the handshake-era one (translated onto).
-
-        No answer in `ready_timeout` leaves the pipe's era unknown (the server may still answer and
-        lock itself to 2026-07-28), so that child is replaced by a fresh one for the handshake era."""
+        """`auto`: start the child and send a 2026-07-28 `server/discover` as its first message, then
+        settle the layout (the module docstring); `probe` records what was seen, for /health."""
         async with self._lock:
             if self.native_modern is not None:
                 return
             channel = await self._open("handshake", name="server")
-            params = {
-                "_meta": {
-                    PROTOCOL_VERSION_META_KEY: PROBE_PROTOCOL_VERSION,
-                    CLIENT_CAPABILITIES_META_KEY: {},
-                    CLIENT_INFO_META_KEY: {"name": "mcpfleet-proxy", "version": "1"},
-                }
-            }
             started = time.monotonic()
             try:
-                reply = await channel.mux.call("server/discover", params, deadline=self._ready_timeout)
+                reply = await channel.mux.call("server/discover", _PROBE, deadline=self._ready_timeout)
             except TimeoutError:
+                # No answer: the pipe's era is unknown (a late answer may lock it to 2026-07-28).
                 log.warning("server: no answer to the era probe in %ss; restarting it", self._ready_timeout)
-                await channel.child.stop()
-                del self._channels["handshake"]
-                await self._open("handshake", name="server")
+                await self._reopen_for_handshake(channel)
+                self.probe = {"answered": False, "restarted": True}
                 self.native_modern = False
                 return
             except RuntimeError as exc:
-                # The child is not running (it failed to start or died): a restarted child never saw
-                # the probe, so it is a fresh handshake-era connection either way.
+                # Not running (failed to start or died): a restarted child never saw the probe.
                 log.warning("server: the era probe failed (%s); translating 2026-07-28", exc)
+                self.probe = {"answered": False, "restarted": False}
                 self.native_modern = False
                 return
-            self.probe_seconds = round(time.monotonic() - started, 4)
-            self.native_modern = isinstance(reply.get("result"), dict)
-            if self.native_modern:
+            seconds = round(time.monotonic() - started, 4)
+            result = reply.get("result")
+            answered = isinstance(result, dict)
+            changes = isinstance(result, dict) and announces_changes(result.get("capabilities"))
+            self.native_modern = changes
+            self.probe = {"answered": answered, "announcesChanges": changes, "seconds": seconds}
+            if changes:
                 del self._channels["handshake"]
                 channel.era = "modern"
                 self._channels["modern"] = channel
-                log.info("server speaks 2026-07-28: served natively; handshake clients get a second process")
+                log.info("server announces list changes in 2026-07-28: served natively, twice")
+            elif answered:
+                # The probe locked this pipe to 2026-07-28: a fresh process for the one handshake era.
+                restart_started = time.monotonic()
+                await self._reopen_for_handshake(channel)
+                self.probe["restarted"] = True
+                self.probe["restartSeconds"] = round(time.monotonic() - restart_started, 4)
+
+    async def _reopen_for_handshake(self, probed: Channel) -> None:
+        """Replace the probed child by a fresh one as the handshake-era channel (under the lock)."""
+        await probed.child.stop()
+        del self._channels["handshake"]
+        await self._open("handshake", name="server")
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Healthy when every started child is running; the body shows each child's status."""
@@ -277,5 +313,5 @@ class StdioBackend:
         healthy = (bool(everything) or self._per_session) and all(ch.child.running for ch in everything)
         body: dict[str, Any] = {"status": "ok" if healthy else "unavailable", "children": children}
         if self.native_modern is not None:
-            body["eraProbe"] = {"nativeModern": self.native_modern, "seconds": self.probe_seconds}
+            body["eraProbe"] = {"nativeModern": self.native_modern, **self.probe}
         return healthy, body
