@@ -306,6 +306,9 @@ def main() -> None:
             config.write_text(
                 "name: conformance\n"
                 f"backends:\n  - {{name: fixture, url: 'http://127.0.0.1:{ports['auto']}/mcp'}}\n"
+                # Priority: the fixture's tool names unprefixed, as the suite calls them.
+                "aggregation:\n  conflictResolution: priority\n"
+                "  conflictResolutionConfig: {priorityOrder: [fixture]}\n"
             )
             gateway = [sys.executable, "-m", "mcpfleet.cli.main", "vmcp", "serve", "--config", str(config)]
             gateway += ["--port", str(ports["gateway"])]
@@ -313,7 +316,7 @@ def main() -> None:
             targets = {
                 "fixture server, direct (SDK streamable HTTP)": direct,
                 "`mcpfleet proxy -- fixture` (default: `--modern-era auto`)": _mcp(ports["auto"]),
-                "`mcpfleet vmcp serve` in front of that proxy": _mcp(ports["gateway"]),
+                "`mcpfleet vmcp serve` (priority strategy) in front of that proxy": _mcp(ports["gateway"]),
                 "`mcpfleet proxy --modern-era separate -- fixture`": _mcp(ports["separate"]),
                 "`mcpfleet proxy --modern-era translate -- fixture`": _mcp(ports["translate"]),
                 "`mcpfleet proxy --remote <direct URL>`": _mcp(ports["remote"]),
