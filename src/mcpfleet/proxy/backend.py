@@ -189,9 +189,12 @@ class StdioBackend:
         """`auto`: what the probe saw (shown in /health as `eraProbe`)."""
 
     async def start(self) -> None:
+        # `per_session`: nothing shared runs until a 2026-07-28 client needs it (probed then).
+        if self._per_session:
+            return
         if self._auto():
-            await self._probe()
-        elif not self._per_session:
+            await self._probe()  # starts the one child; a handshake-era second one only on demand
+        else:
             await self.channel("handshake")
 
     async def stop(self) -> None:
