@@ -83,7 +83,7 @@ async def running_proxy(
     factory: ChildFactory | None = None,
     isolation: str = "shared",
     tool_policy: ToolPolicy | None = None,
-    modern_era: str = "translate",
+    modern_era: str = "auto",
 ) -> AsyncIterator[RunningProxy]:
     app = build_stdio_app(
         command,

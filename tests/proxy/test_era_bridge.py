@@ -63,7 +63,7 @@ def answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 async def proxy() -> AsyncIterator[RunningProxy]:
-    async with running_proxy(harness.fixture_stdio_command()) as running:
+    async with running_proxy(harness.fixture_stdio_command(), modern_era="translate") as running:
         yield running
 
 
@@ -290,7 +290,7 @@ async def test_a_2026_only_server_is_relayed_to_untranslated() -> None:
     """A child that refuses `initialize` as a 2026-07-28-only server gets the requests as they are,
     on the one process (its own caching hints survive)."""
     command = [sys.executable, str(Path(__file__).with_name("modern_only_server.py"))]
-    async with running_proxy(command) as modern_only:
+    async with running_proxy(command, modern_era="translate") as modern_only:
         status, messages = await exchange(modern_only, call("where"))
         assert status == 200 and answer(messages)["result"]["content"][0]["text"] == "served at 2026-07-28"
         listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": envelope()}}
