@@ -39,17 +39,9 @@ from mcpfleet.auth.binding import subject_of
 from mcpfleet.auth.oidc import AnonymousAuthenticator, Authenticator, AuthError
 from mcpfleet.policy.audit import Client
 from mcpfleet.vmcp import pinned, wire
-from mcpfleet.vmcp.gateway import (
-    CALLER,
-    CallContext,
-    Caller,
-    ClientSession,
-    Gateway,
-    Listener,
-    SessionLimitError,
-    SubjectSessionLimitError,
-    session_owner,
-)
+from mcpfleet.vmcp.clientsessions import SessionLimitError, SubjectSessionLimitError, session_owner
+from mcpfleet.vmcp.context import CALLER, CallContext, Caller, ClientSession, Listener
+from mcpfleet.vmcp.gateway import Gateway
 from mcpfleet.vmcp.pinned import Pinned
 from mcpfleet.vmcp.status import status_summary
 from mcpfleet.vmcp.wire import RPCError
