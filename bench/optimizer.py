@@ -36,7 +36,7 @@ from mcp.client.client import Client
 
 from mcpfleet.vmcp import embedmodel, embedserver
 from mcpfleet.vmcp.config import parse_config
-from mcpfleet.vmcp.gateway import CallContext
+from mcpfleet.vmcp.context import CallContext
 from mcpfleet.vmcp.hashembed import create_app as embeddings_app
 from mcpfleet.vmcp.server import ServeOptions, build_app
 
