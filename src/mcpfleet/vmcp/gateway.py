@@ -191,8 +191,9 @@ class Gateway:
         for m in changed | set(also):
             self.notifier.broadcast_list_changed(m)
 
-    def _reestablish(self, s: ClientSession) -> Any:
-        return self.dispatcher.reestablish(s)
+    async def _reestablish(self, s: ClientSession) -> None:
+        """An adopted session's subscriptions and log level, set up again (`Dispatcher.reestablish`)."""
+        await self.dispatcher.reestablish(s)
 
     def reconfigure(self, config: VMCPConfig) -> set[str] | None:
         """Take the live-applicable settings (`LIVE_CONFIG_FIELDS`) of a re-read config in place.
