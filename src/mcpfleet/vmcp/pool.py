@@ -28,7 +28,9 @@ from mcpfleet.vmcp.aggregate import BackendLists, ConflictError
 from mcpfleet.vmcp.auth.outgoing import OutgoingAuthFactory, WithHeaders, backend_headers
 from mcpfleet.vmcp.backends import BackendSource, BackendSpec
 from mcpfleet.vmcp.health import BackendHealth, reconnect_delay
-from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era, make_upstream
+from mcpfleet.vmcp.sseupstream import SSEUpstream
+from mcpfleet.vmcp.streamable import Upstream
+from mcpfleet.vmcp.upstream import BackendUnavailable, BaseUpstream, Era
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -225,16 +227,24 @@ class BackendPool:
         ca_file = settings.ca_file or settings.ca_bundle_path if settings is not None else None
         if ca_file:
             http = self._tls_session(ca_file)
-        return make_upstream(
-            b.spec.name,
-            b.spec.url,
-            b.spec.transport,
+        name, url = b.spec.name, b.spec.url
+        time_limit = self.config.operational.timeouts.for_backend(name)
+        info = {"name": f"mcpfleet-vmcp/{self.config.name}", "version": "1"}
+        notify = self.on_backend_notification
+        if b.spec.transport == "sse":
+            return SSEUpstream(
+                name, url, http, auth=auth, time_limit=time_limit, on_notification=notify, client_info=info
+            )
+        fast = self._fast if http is self._http else None
+        return Upstream(
+            name,
+            url,
             http,
             auth=auth,
-            time_limit=self.config.operational.timeouts.for_backend(b.spec.name),
-            on_notification=self.on_backend_notification,
-            client_info={"name": f"mcpfleet-vmcp/{self.config.name}", "version": "1"},
-            fast=self._fast if b.spec.transport != "sse" and http is self._http else None,
+            time_limit=time_limit,
+            on_notification=notify,
+            client_info=info,
+            fast=fast,
         )
 
     async def _connect(self, b: Backend, counted: bool = True) -> bool:

@@ -10,6 +10,8 @@ turned into a `CallOptions` each transport serves (`_call`). The transports:
   over one exchange (`upstream_http.Exchange`: a POST and its JSON or SSE answer);
 * `sseupstream.SSEUpstream`: the older HTTP+SSE transport (`transport: sse`).
 
+The backend pool (`pool.py`) makes the one its backend's transport needs.
+
 `trace_headers` (W3C `traceparent` / `tracestate` / `baggage` of the gateway's client span, see
 `mcpfleet.telemetry`) go on the request of a call in either era and on SSE-transport POSTs.
 Intermediate messages of a call (progress, logging, server-to-client requests) go to the caller's
@@ -168,25 +170,6 @@ class BaseUpstream:
 
     async def close(self) -> None:
         raise NotImplementedError
-
-
-def make_upstream(
-    name: str,
-    url: str,
-    transport: str,
-    http: Session,
-    **kw: Any,
-) -> BaseUpstream:
-    """The upstream of a backend on `transport` (`sse`, else streamable HTTP)."""
-    # Imported here: both transports build on this module.
-    if transport == "sse":
-        from mcpfleet.vmcp.sseupstream import SSEUpstream
-
-        kw.pop("fast", None)
-        return SSEUpstream(name, url, http, **kw)
-    from mcpfleet.vmcp.streamable import Upstream
-
-    return Upstream(name, url, http, **kw)
 
 
 # ---- what both eras' answers share ----------------------------------------------------------
