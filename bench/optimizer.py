@@ -36,7 +36,7 @@ from mcp.client.client import Client
 
 from mcpfleet.vmcp import embedmodel, embedserver
 from mcpfleet.vmcp.config import parse_config
-from mcpfleet.vmcp.gateway import CallContext
+from mcpfleet.vmcp.context import CallContext
 from mcpfleet.vmcp.hashembed import create_app as embeddings_app
 from mcpfleet.vmcp.server import ServeOptions, build_app
 
@@ -231,7 +231,7 @@ async def latency(
             res = await c.call_tool("find_tool", {"tool_description": q})
             http.append(time.perf_counter() - t0)
         find_bytes = len(orjson.dumps(res.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    full_list = len(gw._cache[("tools/list", "legacy")])
+    full_list = len(gw.router._cache[("tools/list", "legacy")])
     catalogue_bytes = len(orjson.dumps({"tools": gw.aggs["legacy"].catalogue}))
     # A list_changed of one backend: the index is rebuilt (tokens of unchanged tools are cached).
     b = next(iter(gw.backends.values()))
@@ -242,7 +242,7 @@ async def latency(
     ]
     first.list_body = orjson.dumps({"tools": first.tools})
     t0 = time.perf_counter()
-    await gw._on_backend_notification(b.upstream, {"method": "notifications/tools/list_changed"})
+    await gw.pool.on_backend_notification(b.upstream, {"method": "notifications/tools/list_changed"})
     await gw.finder.index("legacy")
     rebuild_after = time.perf_counter() - t0
     index_rebuild = gw.finder.last_build_seconds

@@ -257,7 +257,7 @@ def test_gateway_serves_without_aiohttp_or_every_mcp_type() -> None:
 import asyncio, http.server, json, threading
 from mcpfleet import jsonrpc
 from mcpfleet.vmcp import httpclient, lazyhttp
-from mcpfleet.vmcp.upstream import Upstream
+from mcpfleet.vmcp.streamable import Upstream
 import mcpfleet.vmcp.server
 seen = []
 class Backend(http.server.BaseHTTPRequestHandler):

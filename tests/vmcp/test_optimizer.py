@@ -83,7 +83,7 @@ async def test_filters_overrides_and_authorization_hide_tools(
         res = await c.call_tool("call_tool", {"tool_name": "alpha_alpha_only"})
         assert res.is_error and "Unknown tool" in text(res)
         # Authorization decides per caller: a forbidden tool is never found.
-        gw.app.gateway.tool_allowed = lambda name, ctx: name != "beta_beta_only"
+        gw.app.gateway.dispatcher.tool_allowed = lambda name, ctx: name != "beta_beta_only"
         assert "beta_beta_only" not in await found(c, "a tool only beta has", "beta only")
         assert "beta_upper" in await found(c, "upper case text")
 

@@ -293,5 +293,5 @@ def test_session_caps_property(ops: list[tuple[str, str | None, int]]) -> None:
         for s in gw.sessions.values():
             if s.owner is not None:
                 counts[s.owner] = counts.get(s.owner, 0) + 1
-        assert counts == gw._owned
+        assert counts == gw.client_sessions._owned
         assert all(n <= 2 for n in counts.values()) and len(gw.sessions) <= 5

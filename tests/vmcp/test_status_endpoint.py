@@ -60,7 +60,7 @@ async def test_status_redacts_backend_credentials(
     assert backend["url"] == f"http://***@127.0.0.1:{s.port}/mcp?token=***&plain=***", backend
     assert backend["state"] == "ready"  # the credentials still reach the backend; only the view is masked
     # The status file (and so a VirtualMCPServer's status) carries the same masked URL.
-    gw.app.gateway._status_dirty.set()
+    gw.app.gateway.reporter.mark_dirty()
     for _ in range(100):
         if status_file.exists():
             break

@@ -7,7 +7,7 @@ import pytest
 
 from mcpfleet import sse
 from mcpfleet.vmcp import httpclient, wire
-from mcpfleet.vmcp.upstream import Upstream
+from mcpfleet.vmcp.streamable import Upstream
 from mcpfleet.vmcp.wire import RPCError
 from tests.vmcp.test_httpclient import Script, ScriptServer
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcpfleet.cli import limit_options, tracing_options
 from mcpfleet.cli.options import REQUIRED, Opt
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from mcpfleet.auth.authserver.guard import ASGIApp
+    from mcpfleet.httpsettings import HttpLimits
 
 HELP = "Virtual MCP gateway: one MCP endpoint in front of a group of servers."
 
@@ -68,10 +75,51 @@ def serve(
     \b
       mcpfleet vmcp serve --config vmcp.yaml --port 4483
     """
+    limits = limit_options.limits(
+        max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
+    )
+    asgi, provider = _build(
+        config,
+        limits,
+        log_level=log_level,
+        host=host,
+        port=port,
+        status_file=status_file,
+        status_resource=status_resource,
+        allowed_host=allowed_host,
+        public_url=public_url,
+        max_sessions=max_sessions,
+        max_sessions_per_subject=max_sessions_per_subject,
+        session_idle_timeout=session_idle_timeout,
+        authserver_config=authserver_config,
+        trace_exporter=trace_exporter,
+        otlp_endpoint=otlp_endpoint,
+    )
+    _run(asgi, host, port, limits, provider)
+
+
+def _build(
+    config: Path,
+    limits: HttpLimits,
+    *,
+    log_level: str,
+    host: str,
+    port: int,
+    status_file: Path | None,
+    status_resource: str | None,
+    allowed_host: list[str] | None,
+    public_url: str | None,
+    max_sessions: int | None,
+    max_sessions_per_subject: int | None,
+    session_idle_timeout: str | None,
+    authserver_config: str | None,
+    trace_exporter: str | None,
+    otlp_endpoint: str | None,
+) -> tuple[ASGIApp, TracerProvider | None]:
+    """The ASGI app of `serve` and its tracer provider; a bad config exits with status 2."""
     import logging
 
-    from mcpfleet import malloctune, telemetry, uvicornserver
-    from mcpfleet.httplimits import BodyLimits, uvicorn_options
+    from mcpfleet import malloctune, telemetry
     from mcpfleet.vmcp.config import ConfigError, load_config
     from mcpfleet.vmcp.server import (
         ServeOptions,
@@ -84,9 +132,6 @@ def serve(
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     malloctune.tune()  # opt-in glibc thresholds (MCPFLEET_MALLOC_TUNE=1); see bench/vmcp_steady.py
-    limits = limit_options.limits(
-        max_body_bytes, body_timeout, header_timeout, max_header_bytes, keep_alive_timeout, max_json_depth
-    )
     try:
         limit, idle = session_limits(max_sessions, session_idle_timeout)
         per_subject = subject_session_limit(max_sessions_per_subject)
@@ -115,6 +160,14 @@ def serve(
     except (ConfigError, telemetry.TracingConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    return asgi, provider
+
+
+def _run(asgi: ASGIApp, host: str, port: int, limits: HttpLimits, provider: TracerProvider | None) -> None:
+    """Serve `asgi` with uvicorn until stopped, then flush the spans still buffered."""
+    from mcpfleet import telemetry, uvicornserver
+    from mcpfleet.httplimits import BodyLimits, uvicorn_options
+
     try:
         server = uvicornserver.server(
             BodyLimits(asgi, limits),

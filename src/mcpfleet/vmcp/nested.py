@@ -1,6 +1,6 @@
 """Calls the gateway makes on a client's behalf: through `call_tool` and from code-mode scripts.
 
-Each such call is a tools/call of the caller's own (`Gateway.call_tool`: routing, authorization,
+Each such call is a tools/call of the caller's own (`Dispatcher.call_tool`: routing, authorization,
 tracing), and this module adds what a client's own request gets at the HTTP front:
 
 - the rate limits: a backend call is charged to the buckets it would take if the client had made
@@ -11,7 +11,7 @@ tracing), and this module adds what a client's own request gets at the HTTP fron
 - the audit: one event per call, naming the real tool, its backend and outcome, with `parent`
   linking it to the client's request (its JSON-RPC id and the meta tool it went through).
 - the recursion rule: `Via.in_script` marks every call made while a script runs, by any path, so
-  `execute_tool_script` refuses to start another script (see `Gateway._script`).
+  `execute_tool_script` refuses to start another script (see `Dispatcher._script`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet import ratelimit
 from mcpfleet.policy.guard import FORBIDDEN
+from mcpfleet.vmcp import auditing
 from mcpfleet.vmcp.codemode import SCRIPT_TOOL
 from mcpfleet.vmcp.optimizer import META_TOOLS
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
-    from mcpfleet.vmcp.gateway import CallContext, Gateway
+    from mcpfleet.vmcp.context import CallContext
+    from mcpfleet.vmcp.dispatch import Dispatcher
 
 UNCHARGED = META_TOOLS | {SCRIPT_TOOL}
 
@@ -60,7 +62,7 @@ def inner_context(ctx: CallContext, tool: str, **changes: Any) -> CallContext:
     return dataclasses.replace(ctx, backend=None, via=via, **changes)
 
 
-async def call(gw: Gateway, tool: str, arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+async def call(gw: Dispatcher, tool: str, arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """`tool` called for the client of `ctx` (made by `inner_context`): charged, run, audited."""
     assert ctx.via is not None
     started = time.perf_counter()
@@ -89,10 +91,10 @@ async def call(gw: Gateway, tool: str, arguments: dict[str, Any], ctx: CallConte
     finally:
         if audit is not None and audit.wants("tools/call"):
             session_id = ctx.session.id if ctx.session is not None else None
-            gw.audit_event(audit, params, outcome, started, ctx, reason, session_id, response)
+            auditing.nested_call(audit, params, outcome, started, ctx, reason, session_id, response)
 
 
-async def _charge(gw: Gateway, tool: str, ctx: CallContext) -> None:
+async def _charge(gw: Dispatcher, tool: str, ctx: CallContext) -> None:
     """Take the call's tokens (see the module docstring); RPCError RATE_LIMITED when one is empty."""
     limiter = gw.limiter
     if limiter is None or tool in UNCHARGED:

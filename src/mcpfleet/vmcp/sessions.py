@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 if TYPE_CHECKING:
     import redis.asyncio
 
-    from mcpfleet.vmcp.gateway import ClientSession
+    from mcpfleet.vmcp.context import ClientSession
 
 log = logging.getLogger(__name__)
 
