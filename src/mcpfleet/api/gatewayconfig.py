@@ -16,7 +16,7 @@ from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, fie
 
 from mcpfleet.api.duration import Duration, parse_duration
 from mcpfleet.api.mcptoolconfig import ToolOverride
-from mcpfleet.api.meta import ApiModel, HttpTransport, LocalObjectReference, Rule, RuleModel
+from mcpfleet.api.meta import ApiModel, HttpTransport, LocalObjectReference, RefersTo, Rule, RuleModel
 from mcpfleet.api.policy import AuditConfig
 from mcpfleet.api.ratelimit import RateLimiting
 
@@ -43,7 +43,7 @@ class WorkloadToolConfig(ApiModel):
     """New names / descriptions keyed by original tool name."""
     exclude_all: bool = False
     """Hide every tool of this backend from clients (composite tools can still call them)."""
-    tool_config_ref: LocalObjectReference | None = None
+    tool_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPToolConfig")] = None
     """MCPToolConfig to apply to this backend."""
 
 

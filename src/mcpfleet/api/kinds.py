@@ -1,10 +1,20 @@
-"""The list of mcpfleet kinds and parsing of manifests into their models."""
+"""The mcpfleet kinds: one descriptor per kind (`DESCRIPTORS`) and parsing manifests into their models.
+
+A descriptor holds the model-level facts of a kind: its model (names, plural, short names), its role,
+its group membership, its children's name prefix, its apply order and its references (derived from
+the model's `RefersTo` marks). The reconcile rules of each kind are in `reconcile.kinds`. Code
+outside `api/` and `reconcile/` asks these tables (or a model's `KIND`) rather than naming a kind.
+"""
 
 from __future__ import annotations
 
 import difflib
+import enum
+import functools
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -22,6 +32,7 @@ from mcpfleet.api.mcptelemetryconfig import MCPTelemetryConfig
 from mcpfleet.api.mcptoolconfig import MCPToolConfig
 from mcpfleet.api.mcpwebhookconfig import MCPWebhookConfig
 from mcpfleet.api.meta import GROUP, location
+from mcpfleet.api.references import Reference, references
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import (
     HUB_VERSION,
@@ -33,24 +44,125 @@ from mcpfleet.api.versions import (
 from mcpfleet.api.virtualmcpcompositetooldefinition import VirtualMCPCompositeToolDefinition
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 
-ALL_KINDS: tuple[type[Resource], ...] = (
-    MCPServer,
-    MCPGroup,
-    MCPRegistry,
-    VirtualMCPServer,
-    MCPToolConfig,
-    MCPExternalAuthConfig,
-    MCPRemoteProxy,
-    MCPOIDCConfig,
-    MCPTelemetryConfig,
-    MCPAuthzConfig,
-    MCPWebhookConfig,
-    VirtualMCPCompositeToolDefinition,
-    MCPServerEntry,
-    EmbeddingServer,
+
+class Role(enum.Enum):
+    """What a kind is for, which decides the rules it follows on both platforms."""
+
+    WORKLOAD = "workload"
+    """Runs something: a plan (`reconcile.<kind>.plan`), a status rule and a renderer."""
+    CONFIG = "config"
+    """Configuration other objects reference: a status rule (hash, referencing workloads)."""
+    GROUP = "group"
+    """MCPGroup: lists its members."""
+    ENTRY = "entry"
+    """Joins a group without running anything (a remote server's entry)."""
+
+
+@dataclass(frozen=True)
+class KindDescriptor:
+    """Everything the model level knows about a kind; the reconcile level adds its rules
+    (`reconcile.kinds.RULES`). Adding a kind = its model, its rules and one row in each table."""
+
+    model: type[Resource]
+    role: Role
+    group_member: bool = False
+    """Joins an MCPGroup (its `groupRef`) and so is a backend of the group's VirtualMCPServers."""
+    published: bool = False
+    """Clients connect to it: an MCPRegistry's Kubernetes source lists it, `mcpfleet clients` offers it."""
+    child_prefix: str | None = None
+    """Workloads: its Kubernetes children are named PREFIX-NAME (never colliding across kinds)."""
+    apply_order: int | None = None
+    """Workloads: the order of a local pass (earlier kinds give later ones their URLs at once)."""
+
+    @property
+    def kind(self) -> str:
+        return self.model.info.kind
+
+    @property
+    def plural(self) -> str:
+        return self.model.info.plural
+
+    @property
+    def short_names(self) -> tuple[str, ...]:
+        return self.model.info.short_names
+
+    @property
+    def references(self) -> tuple[Reference, ...]:
+        """The fields of the spec naming other objects (derived from the model's `RefersTo` marks)."""
+        return _references(self.model)
+
+    def references_in(self, api_version: str) -> tuple[Reference, ...]:
+        """`references` with each path as a document of `api_version` (e.g. the storage version,
+        where VirtualMCPServer's `config.groupRef` is `groupRef.name`) names it."""
+        version = api_version.removeprefix(f"{GROUP}/")
+        if version == HUB_VERSION or not self.model.version_changes:
+            return self.references
+        return tuple(
+            Reference(
+                ref.kind,
+                tuple(
+                    version_field_path(
+                        ".".join(("spec", *ref.path)), self.model.version_changes, version
+                    ).split(".")[1:]
+                ),
+            )
+            for ref in self.references
+        )
+
+
+@functools.cache
+def _references(model: type[Resource]) -> tuple[Reference, ...]:
+    return references(model)
+
+
+DESCRIPTORS: tuple[KindDescriptor, ...] = (
+    KindDescriptor(
+        MCPServer, Role.WORKLOAD, group_member=True, published=True, child_prefix="mcp", apply_order=1
+    ),
+    KindDescriptor(MCPGroup, Role.GROUP),
+    KindDescriptor(MCPRegistry, Role.WORKLOAD, child_prefix="mcpreg", apply_order=4),
+    KindDescriptor(VirtualMCPServer, Role.WORKLOAD, published=True, child_prefix="vmcp", apply_order=3),
+    KindDescriptor(MCPToolConfig, Role.CONFIG),
+    KindDescriptor(MCPExternalAuthConfig, Role.CONFIG),
+    KindDescriptor(
+        MCPRemoteProxy, Role.WORKLOAD, group_member=True, published=True, child_prefix="mcprp", apply_order=2
+    ),
+    KindDescriptor(MCPOIDCConfig, Role.CONFIG),
+    KindDescriptor(MCPTelemetryConfig, Role.CONFIG),
+    KindDescriptor(MCPAuthzConfig, Role.CONFIG),
+    KindDescriptor(MCPWebhookConfig, Role.CONFIG),
+    KindDescriptor(VirtualMCPCompositeToolDefinition, Role.CONFIG),
+    KindDescriptor(MCPServerEntry, Role.ENTRY, group_member=True),
+    KindDescriptor(EmbeddingServer, Role.WORKLOAD, child_prefix="emb", apply_order=0),
 )
+"""One row per kind, in the order the CRDs and the docs list them."""
+
+ALL_KINDS: tuple[type[Resource], ...] = tuple(d.model for d in DESCRIPTORS)
 KIND_BY_NAME: dict[str, type[Resource]] = {k.info.kind: k for k in ALL_KINDS}
 KIND_BY_PLURAL: dict[str, type[Resource]] = {k.info.plural: k for k in ALL_KINDS}
+DESCRIPTOR_BY_KIND: dict[str, KindDescriptor] = {d.kind: d for d in DESCRIPTORS}
+
+
+def _kinds(wanted: Callable[[KindDescriptor], bool]) -> tuple[str, ...]:
+    return tuple(d.kind for d in DESCRIPTORS if wanted(d))
+
+
+WORKLOAD_KINDS: tuple[str, ...] = tuple(
+    d.kind
+    for d in sorted((d for d in DESCRIPTORS if d.role is Role.WORKLOAD), key=lambda d: d.apply_order or 0)
+)
+"""Kinds that run something, in apply order."""
+CONFIG_KINDS = _kinds(lambda d: d.role is Role.CONFIG)
+ENTRY_KINDS = _kinds(lambda d: d.role is Role.ENTRY)
+MEMBER_KINDS = _kinds(lambda d: d.group_member and d.role is Role.WORKLOAD)
+"""Kinds that join an MCPGroup and run something: their `status.url` is a backend's URL."""
+PUBLISHED_KINDS = _kinds(lambda d: d.published)
+GROUP_KIND = MCPGroup.KIND
+
+
+def descriptor(kind: str) -> KindDescriptor:
+    """The descriptor of a kind by its name (KeyError for an unknown kind)."""
+    return DESCRIPTOR_BY_KIND[kind]
 
 
 class ManifestError(ValueError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -21,6 +21,7 @@ from mcpfleet.api.meta import (
     KindInfo,
     LocalObjectReference,
     ProxyWorkloadStatus,
+    RefersTo,
     Rule,
     RuleModel,
 )
@@ -54,13 +55,13 @@ class MCPRemoteProxySpec(RuleModel):
     """Transport of the remote server: streamable-http or sse."""
     proxy_port: int = Field(default=8080, ge=1, le=65535)
     """Port of the proxy (and of the Service)."""
-    group_ref: str | None = Field(default=None, min_length=1)
+    group_ref: Annotated[str | None, RefersTo("MCPGroup")] = Field(default=None, min_length=1)
     """Name of the MCPGroup this proxy belongs to."""
-    tool_config_ref: LocalObjectReference | None = None
+    tool_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPToolConfig")] = None
     """MCPToolConfig that filters and renames the remote tools."""
-    external_auth_config_ref: LocalObjectReference | None = None
+    external_auth_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPExternalAuthConfig")] = None
     """MCPExternalAuthConfig used toward the remote server."""
-    auth_server_ref: AuthServerRef | None = None
+    auth_server_ref: Annotated[AuthServerRef | None, RefersTo("MCPExternalAuthConfig")] = None
     """MCPExternalAuthConfig (type embeddedAuthServer) whose OAuth 2.1 authorization server the proxy
     runs for this workload's clients; externalAuthConfigRef then only says how to reach the upstream."""
     header_forward: HeaderForward | None = None
@@ -73,13 +74,13 @@ class MCPRemoteProxySpec(RuleModel):
     """Existing ServiceAccount to run as."""
     oidc_config: OIDCConfig | None = None
     """Incoming OIDC authentication settings."""
-    oidc_config_ref: OIDCConfigRef | None = None
+    oidc_config_ref: Annotated[OIDCConfigRef | None, RefersTo("MCPOIDCConfig")] = None
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
-    authz_config_ref: LocalObjectReference | None = None
+    authz_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPAuthzConfig")] = None
     """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
-    webhook_config_ref: LocalObjectReference | None = None
+    webhook_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPWebhookConfig")] = None
     """MCPWebhookConfig whose mutating and validating webhooks the proxy calls on each request."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request."""
@@ -93,7 +94,7 @@ class MCPRemoteProxySpec(RuleModel):
     """A PodTemplateSpec merged onto the rendered pod (strategic merge; Kubernetes only)."""
     resource_overrides: ResourceOverrides | None = None
     """Labels and annotations of the Deployment, pods and Service; environment of the proxy."""
-    telemetry_config_ref: TelemetryConfigRef | None = None
+    telemetry_config_ref: Annotated[TelemetryConfigRef | None, RefersTo("MCPTelemetryConfig")] = None
     """MCPTelemetryConfig with this workload's OpenTelemetry / Prometheus settings."""
 
     @property

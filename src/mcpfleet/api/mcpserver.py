@@ -24,6 +24,7 @@ from mcpfleet.api.meta import (
     KindInfo,
     LocalObjectReference,
     ProxyWorkloadStatus,
+    RefersTo,
     Rule,
     RuleModel,
 )
@@ -134,24 +135,24 @@ class MCPServerSpec(RuleModel):
     """CPU and memory of the server container."""
     replicas: int | None = Field(default=None, ge=0)
     """Number of replicas; 0 stops the server. stdio servers run at most 1."""
-    group_ref: str | None = Field(default=None, min_length=1)
+    group_ref: Annotated[str | None, RefersTo("MCPGroup")] = Field(default=None, min_length=1)
     """Name of the MCPGroup this server belongs to."""
-    tool_config_ref: LocalObjectReference | None = None
+    tool_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPToolConfig")] = None
     """MCPToolConfig that filters and renames this server's tools."""
-    external_auth_config_ref: LocalObjectReference | None = None
+    external_auth_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPExternalAuthConfig")] = None
     """MCPExternalAuthConfig used toward this server's upstream."""
-    auth_server_ref: AuthServerRef | None = None
+    auth_server_ref: Annotated[AuthServerRef | None, RefersTo("MCPExternalAuthConfig")] = None
     """MCPExternalAuthConfig (type embeddedAuthServer) whose OAuth 2.1 authorization server the proxy
     runs for this workload's clients; externalAuthConfigRef then only says how to reach the upstream."""
     service_account: str | None = None
     """Existing ServiceAccount to run as; one is created when unset."""
     oidc_config: OIDCConfig | None = None
     """Incoming OIDC authentication settings."""
-    oidc_config_ref: OIDCConfigRef | None = None
+    oidc_config_ref: Annotated[OIDCConfigRef | None, RefersTo("MCPOIDCConfig")] = None
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of tool calls, prompts and resources (ToolHive's shape)."""
-    authz_config_ref: LocalObjectReference | None = None
+    authz_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPAuthzConfig")] = None
     """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
     audit: AuditConfig | None = None
     """Audit logging: one JSON line per MCP request."""
@@ -170,9 +171,9 @@ class MCPServerSpec(RuleModel):
     """A PodTemplateSpec merged onto the rendered pod (strategic merge; Kubernetes only)."""
     resource_overrides: ResourceOverrides | None = None
     """Labels and annotations of the Deployment, pods and Service; environment of the proxy."""
-    telemetry_config_ref: TelemetryConfigRef | None = None
+    telemetry_config_ref: Annotated[TelemetryConfigRef | None, RefersTo("MCPTelemetryConfig")] = None
     """MCPTelemetryConfig with this workload's OpenTelemetry / Prometheus settings."""
-    webhook_config_ref: LocalObjectReference | None = None
+    webhook_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPWebhookConfig")] = None
     """MCPWebhookConfig whose mutating and validating webhooks the proxy calls on each request."""
     permission_profile: PermissionProfileRef | None = None
     """What the server process may reach (ToolHive's shape): builtin `none` (no network) or `network`

@@ -6,12 +6,12 @@ headers, its MCPExternalAuthConfig (token exchange, header injection, bearer tok
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
 from mcpfleet.api.common import CABundleRef, HeaderForward, HttpTransport
-from mcpfleet.api.meta import ApiModel, Condition, KindInfo, LocalObjectReference, PrinterColumn
+from mcpfleet.api.meta import ApiModel, Condition, KindInfo, LocalObjectReference, PrinterColumn, RefersTo
 from mcpfleet.api.resource import Resource
 
 
@@ -29,9 +29,9 @@ class MCPServerEntrySpec(ApiModel):
     """URL of the remote MCP endpoint."""
     transport: HttpTransport
     """streamable-http or sse; required, since the server is not ours to probe."""
-    group_ref: GroupRef
+    group_ref: Annotated[GroupRef, RefersTo("MCPGroup")]
     """The MCPGroup this entry joins (its gateways discover it)."""
-    external_auth_config_ref: LocalObjectReference | None = None
+    external_auth_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPExternalAuthConfig")] = None
     """MCPExternalAuthConfig the gateway applies toward the remote (token exchange, headers, bearer)."""
     header_forward: HeaderForward | None = None
     """Headers the gateway adds to every request to the remote."""

@@ -108,6 +108,17 @@ class RuleModel(ApiModel):
         return self
 
 
+@dataclass(frozen=True)
+class RefersTo:
+    """Field metadata (`Annotated[..., RefersTo("MCPToolConfig")]`): the field names an object of
+    `kind` in the same namespace, by its `name` (or, for a string field, the string itself).
+
+    `api.references` reads these marks to derive each kind's references (which field names which
+    kind), so the operator's dependency tracking is never re-described over raw dicts."""
+
+    kind: str
+
+
 class LocalObjectReference(ApiModel):
     """A reference to another object in the same namespace."""
 

@@ -16,6 +16,8 @@ class Resource(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     info: ClassVar[KindInfo]
+    KIND: ClassVar[str]
+    """The kind's name (`info.kind`): what code outside `api/` compares a `kind` with, never a literal."""
     version_changes: ClassVar[tuple[Change, ...]] = ()
     """How newer served versions differ from this model's (hub) shape; see mcpfleet.api.versions.
     Empty (the default) means the kind has the same shape in every version."""
@@ -23,6 +25,12 @@ class Resource(BaseModel):
     api_version: Literal["mcpfleet.dev/v1alpha1"] = Field(default="mcpfleet.dev/v1alpha1", alias="apiVersion")
     kind: str
     metadata: ObjectMeta
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "info" in cls.__dict__:
+            cls.KIND = cls.info.kind
 
     @property
     def name(self) -> str:

@@ -46,6 +46,7 @@ from mcpfleet.api.meta import (
     KindInfo,
     LocalObjectReference,
     PrinterColumn,
+    RefersTo,
     Rule,
     RuleModel,
 )
@@ -127,11 +128,13 @@ MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
 class VirtualMCPConfig(GatewayConfig):
     """The gateway configuration written in the manifest."""
 
-    group_ref: str = Field(min_length=1)
+    group_ref: Annotated[str, RefersTo("MCPGroup")] = Field(min_length=1)
     """MCPGroup whose servers and remote proxies are the backends."""
     backends: list[StaticBackend] = Field(default_factory=list, max_length=100)
     """Extra backends given by URL."""
-    composite_tool_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=50)
+    composite_tool_refs: Annotated[
+        list[LocalObjectReference], RefersTo("VirtualMCPCompositeToolDefinition")
+    ] = Field(default_factory=list, max_length=50)
     """VirtualMCPCompositeToolDefinitions whose tools this gateway serves beside `compositeTools`."""
     telemetry: InlineTelemetry | None = None
     """Deprecated (ToolHive's inline block): OpenTelemetry settings of the gateway when
@@ -164,11 +167,11 @@ class IncomingAuth(RuleModel):
     """anonymous or oidc."""
     oidc_config: OIDCConfig | None = None
     """Inline OIDC settings."""
-    oidc_config_ref: OIDCConfigRef | None = None
+    oidc_config_ref: Annotated[OIDCConfigRef | None, RefersTo("MCPOIDCConfig")] = None
     """Reference to shared OIDC settings."""
     authz_config: AuthzConfig | None = None
     """Cedar authorization of the gateway's tools, prompts and resources (ToolHive's shape)."""
-    authz_config_ref: LocalObjectReference | None = None
+    authz_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPAuthzConfig")] = None
     """MCPAuthzConfig with this workload's authorization policies (instead of authzConfig)."""
 
 
@@ -186,7 +189,7 @@ class BackendAuth(RuleModel):
 
     type: Literal["discovered", "external_auth_config_ref", "unauthenticated"]
     """discovered (the backend's own externalAuthConfigRef), external_auth_config_ref, or unauthenticated."""
-    external_auth_config_ref: LocalObjectReference | None = None
+    external_auth_config_ref: Annotated[LocalObjectReference | None, RefersTo("MCPExternalAuthConfig")] = None
     """MCPExternalAuthConfig to use."""
 
 
@@ -282,9 +285,9 @@ class VirtualMCPServerSpec(RuleModel):
     """Pull secrets of the gateway pod (Kubernetes only); a podTemplateSpec's are merged onto them."""
     pod_template_spec: PodTemplatePatch
     """A PodTemplateSpec merged onto the gateway's pod (strategic merge; Kubernetes only)."""
-    telemetry_config_ref: TelemetryConfigRef | None = None
+    telemetry_config_ref: Annotated[TelemetryConfigRef | None, RefersTo("MCPTelemetryConfig")] = None
     """MCPTelemetryConfig with the gateway's OpenTelemetry / Prometheus settings."""
-    embedding_server_ref: LocalObjectReference | None = None
+    embedding_server_ref: Annotated[LocalObjectReference | None, RefersTo("EmbeddingServer")] = None
     """EmbeddingServer whose URL is the optimizer's embedding service (TEI); turns the optimizer on."""
     passthrough_headers: PassthroughHeaders
     """Client request headers forwarded verbatim to every backend (see `config.passthroughHeaders`);

@@ -29,13 +29,26 @@ from typing import Any
 
 from pydantic.alias_generators import to_snake
 
-from mcpfleet.api.kinds import ALL_KINDS
+from mcpfleet.api.embeddingserver import EmbeddingServer
+from mcpfleet.api.kinds import (
+    ALL_KINDS,
+    CONFIG_KINDS,
+    DESCRIPTOR_BY_KIND,
+    ENTRY_KINDS,
+    MEMBER_KINDS,
+    Role,
+)
+from mcpfleet.api.mcpgroup import MCPGroup
+from mcpfleet.api.mcpregistry import MCPRegistry
+from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.mcpserverentry import MCPServerEntryStatus
 from mcpfleet.api.meta import LABEL_MANAGED_BY, ApiModel, WorkloadStatus
+from mcpfleet.api.references import Reference, names_at
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.superseded import SUPERSEDED_FIELD
 from mcpfleet.api.superseded import warnings as superseded_warnings
 from mcpfleet.api.versions import STORAGE_API_VERSION
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.backoff import Backoff
 from mcpfleet.operator.pods import stuck_reason
 from mcpfleet.operator.queue import WorkQueue
@@ -52,10 +65,13 @@ from mcpfleet.reconcile.world import WORLD_FIELDS, build_world
 
 log = logging.getLogger("mcpfleet.operator")
 
-WORKLOAD_KINDS = tuple(kinds.WORKLOADS)
-CONFIG_KINDS = tuple(kinds.CONFIGS)
-MEMBER_KINDS = kinds.MEMBERS
-ENTRY_KINDS = kinds.ENTRIES
+GROUP = MCPGroup.KIND
+GATEWAYS = (VirtualMCPServer.KIND,)
+"""Kinds whose result depends on their group's members (and inlines the members' references)."""
+ENFORCED = (MCPServer.KIND, EmbeddingServer.KIND)
+"""Kinds checked against the namespace's MCPRegistries with enforceServers."""
+WORLD_STATUS_KINDS = (*WORLD_FIELDS, EmbeddingServer.KIND)
+"""Kinds whose objects (WORLD_FIELDS) or statuses (the embedding servers' URLs) the World holds."""
 RETRY = Backoff(initial=0.5, maximum=60.0)
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
@@ -97,15 +113,25 @@ def _relevant(entry: Entry | None) -> dict[str, Any]:
     }
 
 
+def _references(kind: object) -> tuple[Reference, ...]:
+    """A kind's references with the paths of both forms an object may be held in (the storage
+    version the operator reads, and the hub)."""
+    found = DESCRIPTOR_BY_KIND.get(str(kind))
+    if found is None:
+        return ()
+    return tuple(dict.fromkeys((*found.references_in(STORAGE_API_VERSION), *found.references)))
+
+
 def _group_ref(entry: Entry | None) -> str | None:
     if entry is None:
         return None
     spec = entry.raw.get("spec") or {}
-    ref = (spec.get("config") or {}).get("groupRef") if entry.raw.get("kind") == "VirtualMCPServer" else None
-    ref = ref or spec.get("groupRef")
-    if isinstance(ref, dict):  # ToolHive's v1beta1 form, {name: ...}
-        ref = ref.get("name")
-    return ref if isinstance(ref, str) and ref else None
+    for ref in _references(entry.raw.get("kind")):
+        if ref.kind == GROUP:
+            names = names_at(spec, ref.path)
+            if names:
+                return names[0]
+    return None
 
 
 def _in_group(group: str, entry: Entry) -> bool:
@@ -113,55 +139,21 @@ def _in_group(group: str, entry: Entry) -> bool:
 
 
 def _refs(entry: Entry | None) -> set[tuple[str, str]]:
-    """(kind, name) of the configuration objects an object's spec names."""
+    """(kind, name) of the objects other than its group an object's spec names (configurations,
+    an EmbeddingServer), at the reference paths its model declares (`api.references`)."""
     if entry is None:
         return set()
     spec = entry.raw.get("spec") or {}
-    found: set[tuple[str, str]] = set()
-    if (spec.get("toolConfigRef") or {}).get("name"):
-        found.add(("MCPToolConfig", spec["toolConfigRef"]["name"]))
-    if (spec.get("externalAuthConfigRef") or {}).get("name"):
-        found.add(("MCPExternalAuthConfig", spec["externalAuthConfigRef"]["name"]))
-    found |= _new_kind_refs(entry.raw.get("kind"), spec)
-    if entry.raw.get("kind") == "VirtualMCPServer":
-        aggregation = (spec.get("config") or {}).get("aggregation") or {}
-        for tool in aggregation.get("tools") or ():
-            if (tool.get("toolConfigRef") or {}).get("name"):
-                found.add(("MCPToolConfig", tool["toolConfigRef"]["name"]))
-        outgoing = spec.get("outgoingAuth") or {}
-        for auth in [outgoing.get("default") or {}, *(outgoing.get("backends") or {}).values()]:
-            if (auth.get("externalAuthConfigRef") or {}).get("name"):
-                found.add(("MCPExternalAuthConfig", auth["externalAuthConfigRef"]["name"]))
-    return found
+    return {
+        (ref.kind, name)
+        for ref in _references(entry.raw.get("kind"))
+        if ref.kind != GROUP
+        for name in names_at(spec, ref.path)
+    }
 
 
-def _new_kind_refs(kind: object, spec: dict[str, Any]) -> set[tuple[str, str]]:
-    """(kind, name) of the configuration objects of the kinds ToolHive added that a spec names."""
-    found: set[tuple[str, str]] = set()
-    paths = NEW_REF_PATHS.get(str(kind), ())
-    for ref_kind, path in paths:
-        found |= {(ref_kind, n) for n in configkinds.names_at(spec, path)}
-    return found
-
-
-_MEMBER_REF_PATHS: tuple[tuple[str, configkinds.RefPath], ...] = (
-    ("MCPOIDCConfig", ("oidcConfigRef",)),
-    ("MCPTelemetryConfig", ("telemetryConfigRef",)),
-    ("MCPAuthzConfig", ("authzConfigRef",)),
-    ("MCPWebhookConfig", ("webhookConfigRef",)),
-)
-NEW_REF_PATHS: dict[str, tuple[tuple[str, configkinds.RefPath], ...]] = {
-    "MCPServer": _MEMBER_REF_PATHS,
-    "MCPRemoteProxy": _MEMBER_REF_PATHS,
-    "VirtualMCPServer": (
-        ("MCPOIDCConfig", ("incomingAuth", "oidcConfigRef")),
-        ("MCPAuthzConfig", ("incomingAuth", "authzConfigRef")),
-        ("MCPTelemetryConfig", ("telemetryConfigRef",)),
-        ("EmbeddingServer", ("embeddingServerRef",)),
-        ("VirtualMCPCompositeToolDefinition", ("config", "compositeToolRefs", "*")),
-    ),
-}
-"""Where workloads name the configuration kinds ToolHive added (same paths as their reconcile rules)."""
+ENTRY_REFERENCED = frozenset(ref.kind for kind in ENTRY_KINDS for ref in _references(kind))
+"""Kinds an entry names: an entry is Failed while one it names is missing."""
 
 
 class Controller:
@@ -202,7 +194,7 @@ class Controller:
             and _relevant(previous) == _relevant(current)
             and previous.raw["metadata"].get("finalizers") == current.raw["metadata"].get("finalizers")
         )
-        if current is not None and (not status_only or kind == "VirtualMCPServer" or previous is None):
+        if current is not None and (not status_only or kind in GATEWAYS or previous is None):
             # A VirtualMCPServer's status carries what the gateway reports (backend health): re-derive
             # the phase from it. Other kinds' status is the operator's own output.
             self.queue.add(key)
@@ -218,29 +210,29 @@ class Controller:
         elif kind in ENTRY_KINDS:
             # An entry is a backend of its group's gateways (rendered into their config).
             for group in {g for g in (_group_ref(previous), _group_ref(current)) if g}:
-                self.queue.add(("MCPGroup", namespace, group))
-                self._enqueue_where(namespace, ("VirtualMCPServer",), functools.partial(_in_group, group))
-        elif kind == "MCPGroup":
+                self.queue.add((GROUP, namespace, group))
+                self._enqueue_where(namespace, GATEWAYS, functools.partial(_in_group, group))
+        elif kind == GROUP:
             if previous is None or current is None:  # created or deleted
                 self._enqueue_where(
                     namespace,
-                    (*MEMBER_KINDS, *ENTRY_KINDS, "VirtualMCPServer"),
+                    (*MEMBER_KINDS, *ENTRY_KINDS, *GATEWAYS),
                     lambda e: _group_ref(e) == name,
                 )
         elif kind in CONFIG_KINDS:
             # A VirtualMCPServer also inlines its members' toolConfigRef / externalAuthConfigRef.
             self._enqueue_where(namespace, MEMBER_KINDS, lambda e: (kind, name) in _refs(e))
-            self._enqueue_where(namespace, ("VirtualMCPServer",), lambda e: True)
-            if kind == "MCPExternalAuthConfig":  # an entry is Failed while its auth config is missing
+            self._enqueue_where(namespace, GATEWAYS, lambda e: True)
+            if kind in ENTRY_REFERENCED:  # an entry is Failed while its auth config is missing
                 self._enqueue_where(namespace, ENTRY_KINDS, lambda e: True)
-        elif kind == "EmbeddingServer":  # its URL (set while Ready) is the gateways' embedding service
-            self._enqueue_where(namespace, ("VirtualMCPServer",), lambda e: (kind, name) in _refs(e))
-        elif kind == "VirtualMCPServer":
+        elif kind == EmbeddingServer.KIND:  # its URL (set while Ready) is the gateways' embedding service
+            self._enqueue_where(namespace, GATEWAYS, lambda e: (kind, name) in _refs(e))
+        elif kind in GATEWAYS:
             for ref_kind, ref_name in _refs(previous) | _refs(current):
                 self.queue.add((ref_kind, namespace, ref_name))
-        if kind == "MCPRegistry" and (_enforces(previous) or _enforces(current)):
+        if kind == MCPRegistry.KIND and (_enforces(previous) or _enforces(current)):
             # enforceServers: the namespace's servers are checked against the registries again.
-            self._enqueue_where(namespace, ("MCPServer", "EmbeddingServer"), lambda e: True)
+            self._enqueue_where(namespace, ENFORCED, lambda e: True)
 
     def _enqueue_where(
         self, namespace: str, kinds_: tuple[str, ...], wanted: Callable[[Entry], bool]
@@ -259,8 +251,8 @@ class Controller:
         )
         for group in groups:
             if membership_changed:
-                self.queue.add(("MCPGroup", namespace, group))
-            self._enqueue_where(namespace, ("VirtualMCPServer",), functools.partial(_in_group, group))
+                self.queue.add((GROUP, namespace, group))
+            self._enqueue_where(namespace, GATEWAYS, functools.partial(_in_group, group))
         old_refs, new_refs = _refs(previous), _refs(current)
         if membership_changed or old_refs != new_refs:
             for ref_kind, ref_name in old_refs | new_refs:
@@ -439,21 +431,22 @@ class Controller:
             return  # deleted: garbage collection removes the children through owner references
         self.stats.reconciles[key] += 1
         self.stats.reconciles_by_kind[key[0]] += 1
-        kind = key[0]
-        if kind in WORKLOAD_KINDS:
-            await self._reconcile_workload(key, entry)
-        elif kind in CONFIG_KINDS:
-            await self._reconcile_config(key, entry)
-        elif kind == "MCPGroup":
-            await self._reconcile_group(key, entry)
-        elif kind in ENTRY_KINDS:
-            await self._reconcile_entry(key, entry)
+        found = DESCRIPTOR_BY_KIND.get(key[0])
+        if found is None:
+            return
+        reconcile_role = {
+            Role.WORKLOAD: self._reconcile_workload,
+            Role.CONFIG: self._reconcile_config,
+            Role.GROUP: self._reconcile_group,
+            Role.ENTRY: self._reconcile_entry,
+        }[found.role]
+        await reconcile_role(key, entry)
 
     def world(self, namespace: str) -> World:
         """What the rules may know, read from the store (never from the API server)."""
         objects: list[Resource] = []
         statuses: dict[tuple[str, str], dict[str, Any]] = {}
-        for world_kind in (*WORLD_FIELDS, "EmbeddingServer"):
+        for world_kind in WORLD_STATUS_KINDS:
             for entry in self.store.entries(world_kind, namespace):
                 if entry.model is not None and world_kind in WORLD_FIELDS:
                     objects.append(entry.model)
@@ -471,7 +464,7 @@ class Controller:
         """enforceServers: the images the namespace's enforcing registries list, read from their
         ConfigMap sources (GET: user ConfigMaps are not watched; nothing is read without an enforcing
         registry). A ConfigMap edit is seen at the server's next pass (resync, or any change)."""
-        registries = list(self.store.models("MCPRegistry", namespace))
+        registries = list(self.store.models(MCPRegistry.KIND, namespace))
         contents: dict[enforce.Read, bytes | str] = {}
         for registry, index, source in enforce.to_read(registries, local=False):
             assert source.config_map_ref is not None
@@ -512,9 +505,9 @@ class Controller:
             return
         model: Any = entry.model
         world = self.world(namespace)
-        if kind in ("MCPServer", "EmbeddingServer"):
+        if kind in ENFORCED:
             world = replace(world, registry_images=await self._registry_images(namespace))
-        if kind == "MCPServer":
+        if kind == MCPServer.KIND:
             world = replace(world, profile_documents=await self._profile_documents(namespace, model))
         plan = kinds.plan(model, world)
         rejected = None

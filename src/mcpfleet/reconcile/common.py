@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from mcpfleet.api.common import EnvVar, ResourceRequirements, SecretRef
+from mcpfleet.api.kinds import DESCRIPTORS
 from mcpfleet.api.meta import (
     LABEL_COMPONENT,
     LABEL_INSTANCE,
@@ -101,13 +102,7 @@ def group_condition(group_ref: str | None, world: World) -> tuple[tuple[str, Con
     return ((CONDITION_GROUP_REF, "False", "GroupNotFound", f"MCPGroup {group_ref} not found"),)
 
 
-CHILD_PREFIX = {
-    "MCPServer": "mcp",
-    "MCPRemoteProxy": "mcprp",
-    "VirtualMCPServer": "vmcp",
-    "MCPRegistry": "mcpreg",
-    "EmbeddingServer": "emb",
-}
+CHILD_PREFIX = {d.kind: d.child_prefix for d in DESCRIPTORS if d.child_prefix is not None}
 """Children are named PREFIX-NAME so a server and a gateway of the same name never collide."""
 DNS_LABEL_MAX = 63
 

@@ -3,12 +3,13 @@
 A platform hands over what it holds of one namespace — the validated models and each object's status —
 plus what only it can read (images, the OTLP endpoint, the enforcing registries' images, permission
 profile documents). `build_world` sorts the models into the World's fields through one table,
-`WORLD_FIELDS` (which field holds a kind, and whether by name or as a tuple), and derives the parts that
+`WORLD_FIELDS` (which field holds a kind, and whether by name or as a tuple: each kind's row in
+`reconcile.kinds.RULES`), and derives the parts that
 come from statuses: the backends' URLs and the Ready EmbeddingServers' URLs. `refresh` re-derives only
 those (the local runner calls it between kinds within a pass, so a server that just became Running gives
 its URL to the gateway at once).
 
-Adding a kind that rules need to see means a field on `World` and a row in `WORLD_FIELDS`.
+Adding a kind that rules need to see means a field on `World` and `world_field` in its `RULES` row.
 """
 
 from __future__ import annotations
@@ -17,29 +18,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mcpfleet.api.embeddingserver import EmbeddingServer
+from mcpfleet.api.kinds import MEMBER_KINDS
 from mcpfleet.api.resource import Resource
 from mcpfleet.reconcile.embeddingserver import embedding_urls
 from mcpfleet.reconcile.enforce import RegistryImages
+from mcpfleet.reconcile.kinds import RULES
 from mcpfleet.reconcile.model import Images, Platform, World
 
 WORLD_FIELDS: dict[str, tuple[str, bool]] = {
-    # kind: (World field, keyed by name (dict) or not (tuple))
-    "MCPGroup": ("groups", True),
-    "MCPServer": ("servers", False),
-    "MCPRemoteProxy": ("remote_proxies", False),
-    "VirtualMCPServer": ("virtual_servers", False),
-    "MCPServerEntry": ("server_entries", False),
-    "MCPToolConfig": ("tool_configs", True),
-    "MCPExternalAuthConfig": ("external_auth_configs", True),
-    "MCPOIDCConfig": ("oidc_configs", True),
-    "MCPTelemetryConfig": ("telemetry_configs", True),
-    "MCPAuthzConfig": ("authz_configs", True),
-    "MCPWebhookConfig": ("webhook_configs", True),
-    "VirtualMCPCompositeToolDefinition": ("composite_tool_definitions", True),
+    r.kind: (r.world_field, r.world_by_name) for r in RULES if r.world_field is not None
 }
-"""The kinds a rule may look at beyond its own object, and where they are in the World."""
+"""The kinds a rule may look at beyond its own object, and where they are in the World (kind:
+(World field, keyed by name (dict) or not (tuple))), from the kinds' rows in `reconcile.kinds.RULES`."""
 
-BACKEND_KINDS = ("MCPServer", "MCPRemoteProxy")
+BACKEND_KINDS = MEMBER_KINDS
 """Kinds whose `status.url` is a backend's URL (`World.backend_urls`)."""
 
 Statuses = Mapping[tuple[str, str], Mapping[str, Any]]
@@ -92,6 +85,6 @@ def refresh(world: World, statuses: Statuses) -> World:
             url = status.get("url")
             if isinstance(url, str) and url:
                 backend_urls[name] = url
-        elif kind == "EmbeddingServer":
+        elif kind == EmbeddingServer.KIND:
             embedding_objects.append({"metadata": {"name": name}, "status": status})
     return replace(world, backend_urls=backend_urls, embedding_urls=embedding_urls(embedding_objects))
