@@ -35,7 +35,7 @@ from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.kubernetes.render import Owner, render
 from mcpfleet.platform.local import rules
-from mcpfleet.platform.local.runner import restart_checksum
+from mcpfleet.platform.local.processbuild import restart_checksum
 from mcpfleet.reconcile.model import Platform, World
 
 ROOT = Path(__file__).resolve().parents[2]

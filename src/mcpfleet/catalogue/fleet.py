@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from mcpfleet.api.kindnames import MCP_GROUP
 from mcpfleet.catalogue.manifest import ENTRY_ANNOTATION, AddError, AddPlan
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.yamlread import ManifestLimits, ManifestTooLarge, load_documents, read_text
@@ -50,7 +51,7 @@ def defined_groups(directory: Path) -> set[str]:
         except (OSError, UnicodeDecodeError, yaml.YAMLError, ManifestTooLarge):
             continue
         for document in documents:
-            if isinstance(document, dict) and document.get("kind") == "MCPGroup":
+            if isinstance(document, dict) and document.get("kind") == MCP_GROUP:
                 name = (document.get("metadata") or {}).get("name")
                 if isinstance(name, str):
                     names.add(name)
@@ -60,7 +61,7 @@ def defined_groups(directory: Path) -> set[str]:
 def group_manifest(name: str) -> str:
     document = {
         "apiVersion": "mcpfleet.dev/v1alpha1",
-        "kind": "MCPGroup",
+        "kind": MCP_GROUP,
         "metadata": {"name": name},
         "spec": {"description": "Servers added with mcpfleet add --group."},
     }

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
+from mcpfleet.api.kindnames import MCP_REMOTE_PROXY, MCP_SERVER, MemberKind
 from mcpfleet.catalogue.entries import CatalogueEntry
 
 API_VERSION = "mcpfleet.dev/v1alpha1"
@@ -69,7 +70,7 @@ class AddPlan:
     """The manifest to write and the Secret values to store beside it (never in the manifest)."""
 
     name: str
-    kind: Literal["MCPServer", "MCPRemoteProxy"]
+    kind: MemberKind
     manifest: dict[str, Any]
     secret_name: str
     secrets: dict[str, str] = field(default_factory=dict)
@@ -357,7 +358,7 @@ def plan_add(
     Every value given must be used by the entry: a misspelt `--env` or `--arg` is refused rather
     than silently ignored. The manifest is validated with the same models as `mcpfleet up`."""
     how, index = choose(entry, remote)
-    kind: Literal["MCPServer", "MCPRemoteProxy"] = "MCPServer" if how == "package" else "MCPRemoteProxy"
+    kind: MemberKind = MCP_SERVER if how == "package" else MCP_REMOTE_PROXY
     plan = AddPlan(name=name, kind=kind, manifest={}, secret_name=f"{name}-secrets")
     resolver = _Resolver(inputs, plan)
     spec = _package_spec(resolver, entry, index) if how == "package" else _remote_spec(resolver, entry, index)

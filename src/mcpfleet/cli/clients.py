@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import typer
 
+from mcpfleet.api.kindnames import MEMBER_KINDS, VIRTUAL_MCP_SERVER
+
 HELP = "Configure AI clients (Claude, Cursor, VS Code, ...) to use the fleet's gateway."
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
@@ -77,7 +79,7 @@ def fleet_url(directory: Path | None, state_dir: Path | None, server: str | None
     state = _state_dir(directory, state_dir)
     if not (state / "state.db").is_file():
         raise NoUrl(f"no fleet state in {state}: the fleet has not run yet; {_start_hint(directory)}")
-    kinds = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer") if server else ("VirtualMCPServer",)
+    kinds = (*MEMBER_KINDS, VIRTUAL_MCP_SERVER) if server else (VIRTUAL_MCP_SERVER,)
     try:
         objects = [o for kind in kinds for o in snapshot.read_objects(state, kind)]
     except sqlite3.Error as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from mcpfleet.api.kindnames import VIRTUAL_MCP_SERVER
 from mcpfleet.cli import catalogue as catalogue_cli
 
 DIR_HELP = "A fleet's manifest folder instead of the user fleet ($MCPFLEET_HOME/fleet)."
@@ -94,7 +95,7 @@ def run(
         raise typer.Exit(1)
     typer.echo(f"{kind.lower()}/{object_name} is running: {found.status.get('url') if found else ''}")
     if is_user_fleet or group:
-        gateway = wait_for(state, "VirtualMCPServer", GATEWAY_NAME, 30.0) if is_user_fleet else None
+        gateway = wait_for(state, VIRTUAL_MCP_SERVER, GATEWAY_NAME, 30.0) if is_user_fleet else None
         if gateway is not None and gateway.status.get("url"):
             typer.echo(f"gateway (every server of the fleet): {gateway.status['url']}")
             typer.echo("connect an AI client: mcpfleet client setup")

@@ -28,6 +28,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
+from mcpfleet.api.kindnames import MCP_GROUP, MCP_REGISTRY, VIRTUAL_MCP_SERVER, WORKLOAD_KINDS
 from mcpfleet.catalogue.manifest import AddError
 from mcpfleet.console import auditlog, cataloguepage, fleetview, live, schemaform, timeline
 from mcpfleet.console.security import CSRF_FIELD, CsrfToken, Guard
@@ -35,7 +36,7 @@ from mcpfleet.console.source import FleetSource, LocalSource, SourceError
 
 POLL_SECONDS = 2
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-KINDS = {"MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer"}
+KINDS = set(WORKLOAD_KINDS)
 MAX_BACKENDS_LISTED = 50
 FIND_TOOL = "find_tool"
 FIND_FIELD = "tool_description"
@@ -79,7 +80,7 @@ class Console:
         return self.page("fragment_page.html", request, status, fragment=template, title=title, **values)
 
     async def target(self, kind: str, name: str) -> tuple[str, str] | PlainTextResponse:
-        if kind not in KINDS - {"MCPRegistry"}:
+        if kind not in KINDS - {MCP_REGISTRY}:
             return _bad("kind: expected MCPServer, MCPRemoteProxy or VirtualMCPServer")
         if (problem := _check_name(name)) is not None:
             return _bad(problem)
@@ -198,7 +199,7 @@ def _object_routes(app: FastAPI, console: Console) -> None:
         if obj is None:
             return _bad(f"{kind} {name!r} not found in this fleet", 404)
         row = fleetview.row_of(obj)
-        lists = await live.read_lists(row.url) if row.url and kind != "MCPRegistry" else None
+        lists = await live.read_lists(row.url) if row.url and kind != MCP_REGISTRY else None
         logs = await console.source.logs(name)
         events, events_problem = await _events(console.source, kind, name)
         try:

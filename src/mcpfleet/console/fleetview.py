@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from mcpfleet.api import kindnames
 from mcpfleet.platform.local.display import age
 from mcpfleet.platform.local.snapshot import (
     DB_FILENAME,
@@ -29,7 +30,7 @@ LOG_LINES = 200
 EVENT_LINES = 20
 MESSAGE_CHARS = 4000
 """A status message longer than this is cut (a crash's stderr can be long)."""
-WORKLOAD_KINDS = ("MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry", "EmbeddingServer")
+WORKLOAD_KINDS = kindnames.WORKLOAD_KINDS
 
 
 @dataclass(frozen=True)

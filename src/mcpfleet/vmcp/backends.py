@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcpfleet.api import kindnames
+
 log = logging.getLogger(__name__)
 
 API_GROUP = "mcpfleet.dev"
@@ -90,7 +92,7 @@ def backends_from_objects(objs: Iterable[dict[str, Any]], group: str) -> list[Ba
 class KubernetesBackendSource:
     """Follows a group's MCPServers / MCPRemoteProxies in one namespace via list + watch."""
 
-    PLURALS = ("mcpservers", "mcpremoteproxies")
+    PLURALS = tuple(kindnames.PLURALS[kind] for kind in kindnames.MEMBER_KINDS)
 
     def __init__(self, group: str, namespace: str, client: Any | None = None) -> None:
         self.group = group
@@ -101,8 +103,8 @@ class KubernetesBackendSource:
         from lightkube.generic_resource import create_namespaced_resource
 
         return [
-            create_namespaced_resource(API_GROUP, API_VERSION, "MCPServer", "mcpservers"),
-            create_namespaced_resource(API_GROUP, API_VERSION, "MCPRemoteProxy", "mcpremoteproxies"),
+            create_namespaced_resource(API_GROUP, API_VERSION, kind, kindnames.PLURALS[kind])
+            for kind in kindnames.MEMBER_KINDS
         ]
 
     async def _follow(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet import ratelimit
 from mcpfleet.api.duration import parse_duration
+from mcpfleet.api.kindnames import MEMBER_KINDS
 from mcpfleet.auth.oidc import (
     AuthConfigError,
     Authenticator,
@@ -137,7 +138,7 @@ def make_source(config: VMCPConfig, kube_client: Any | None = None) -> BackendSo
     return StaticBackendSource(static)
 
 
-_MEMBER_KINDS = ("MCPServer", "MCPRemoteProxy")
+_MEMBER_KINDS = MEMBER_KINDS
 
 
 def make_status_writer(

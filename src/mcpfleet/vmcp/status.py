@@ -17,6 +17,9 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from mcpfleet.api import kindnames
+from mcpfleet.api.kindnames import VIRTUAL_MCP_SERVER
+
 API_GROUP = "mcpfleet.dev"
 API_VERSION = "v1beta1"
 """The stored version (`mcpfleet.api.versions.STORAGE_VERSION`, not imported: the API models are
@@ -99,7 +102,9 @@ class KubernetesStatusWriter:
 
         if self._client is None:
             self._client = AsyncClient()
-        res = create_namespaced_resource(API_GROUP, API_VERSION, "VirtualMCPServer", "virtualmcpservers")
+        res = create_namespaced_resource(
+            API_GROUP, API_VERSION, VIRTUAL_MCP_SERVER, kindnames.PLURALS[VIRTUAL_MCP_SERVER]
+        )
         await self._client.patch(
             res.Status,
             self.name,

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.api.kinds import MEMBER_KINDS, PUBLISHED_KINDS
 from mcpfleet.api.meta import LABEL_REGISTRY
 from mcpfleet.platform.local.paths import file_signature
 from mcpfleet.platform.local.snapshot import DB_FILENAME, StoredObject
@@ -31,8 +32,10 @@ from mcpfleet.platform.local.state import State
 from mcpfleet.registry.sources.kubernetes import ANNOTATION_DESCRIPTION, Workload
 from mcpfleet.vmcp.backends import BackendSpec, backends_from_objects
 
-BACKEND_KINDS = ("MCPServer", "MCPRemoteProxy")
-REGISTRY_KINDS = ("MCPServer", "VirtualMCPServer", "MCPRemoteProxy")
+BACKEND_KINDS = MEMBER_KINDS
+"""The kinds a gateway's group lists as its backends."""
+REGISTRY_KINDS = PUBLISHED_KINDS
+"""The kinds an MCPRegistry's workload source lists."""
 CHANGE_POLL_SECONDS = 0.1
 """How often `state_changes` looks at the state file's size and modification time."""
 

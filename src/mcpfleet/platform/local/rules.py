@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcpfleet.api.kinds import Role, descriptor
 from mcpfleet.api.mcpgroup import MCPGroup, MCPGroupStatus
+from mcpfleet.api.mcpserverentry import MCPServerEntry, MCPServerEntryStatus
 from mcpfleet.api.meta import ConfigStatus
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer, VirtualMCPServerStatus
-from mcpfleet.reconcile import kinds, mcpgroup
+from mcpfleet.reconcile import kinds, mcpgroup, mcpserverentry
 from mcpfleet.reconcile.model import WorkloadObservation, WorkloadPlan, World
 
 
@@ -58,3 +60,16 @@ def group_status(previous: MCPGroupStatus, group: MCPGroup, world: World) -> MCP
 def config_status(previous: ConfigStatus, obj: Resource, world: World) -> ConfigStatus:
     # Locally a removed manifest is simply gone (no finalizer to hold it), so never "deleting".
     return kinds.config_status(previous, obj, world, deleting=False)
+
+
+def other_status(resource: Resource, previous: dict[str, Any], world: World) -> dict[str, Any] | None:
+    """The new status (wire form) of an object that runs nothing (a group, a configuration, an
+    entry), by its kind's role; None for a workload (`status`)."""
+    role = descriptor(resource.kind).role
+    if role is Role.GROUP and isinstance(resource, MCPGroup):
+        return group_status(MCPGroupStatus.model_validate(previous), resource, world).dump()
+    if role is Role.CONFIG:
+        return config_status(kinds.parse_config_status(previous), resource, world).dump()
+    if role is Role.ENTRY and isinstance(resource, MCPServerEntry):
+        return mcpserverentry.status(MCPServerEntryStatus.model_validate(previous), resource, world).dump()
+    return None

@@ -17,8 +17,6 @@ from typing import Any
 from mcpfleet.redact import redact_url
 
 DB_FILENAME = "state.db"
-WORKLOAD_KINDS = ("EmbeddingServer", "MCPServer", "MCPRemoteProxy", "VirtualMCPServer", "MCPRegistry")
-"""Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
 META_LOAD_ERRORS = "load_errors"
 """Meta key: the invalid manifests of the last load, as JSON (`up` writes, `get` reads)."""
 URL_FIELDS = ("remoteURL", "remoteUrl")

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from mcpfleet.api.kindnames import VIRTUAL_MCP_SERVER
 from mcpfleet.platform.local.errors import LocalPlatformError
 from mcpfleet.platform.local.paths import safe_join
 from mcpfleet.yamlread import ManifestLimits, ManifestTooLarge, load_documents, read_text
@@ -156,7 +157,7 @@ def set_gateway_auth(fleet: Fleet, oidc: dict[str, Any] | None) -> Path:
         documents = load_documents(read_text(path, limits), limits)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ManifestTooLarge) as exc:
         raise FleetEditError(f"{path}: {exc}") from None
-    gateways = [d for d in documents if isinstance(d, dict) and d.get("kind") == "VirtualMCPServer"]
+    gateways = [d for d in documents if isinstance(d, dict) and d.get("kind") == VIRTUAL_MCP_SERVER]
     if len(gateways) != 1 or not isinstance(gateways[0].get("spec"), dict):
         raise FleetEditError(f"{path}: expected one VirtualMCPServer (edit its incomingAuth by hand)")
     spec = gateways[0]["spec"]

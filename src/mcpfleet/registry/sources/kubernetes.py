@@ -25,6 +25,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import OnErrorAction, OnErrorResult
 
+from mcpfleet.api.kindnames import PLURALS, PUBLISHED_KINDS
 from mcpfleet.backoff import Backoff
 from mcpfleet.registry.entry import Entry, EntryError, ParseResult
 from mcpfleet.registry.formats.upstream import SERVER_SCHEMA_URL, validation_error
@@ -39,11 +40,7 @@ ENTRY_VERSION = "1.0.0"
 WATCH_RETRY = Backoff(initial=0.5, maximum=30.0)
 """A watch that failed is reopened after 1, 2, 4 ... 30 s (a kind without its CRD keeps failing)."""
 ANNOTATION_DESCRIPTION = f"{GROUP}/description"
-KINDS = (
-    ("MCPServer", "mcpservers"),
-    ("VirtualMCPServer", "virtualmcpservers"),
-    ("MCPRemoteProxy", "mcpremoteproxies"),
-)
+KINDS = tuple((kind, PLURALS[kind]) for kind in PUBLISHED_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
