@@ -26,6 +26,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from mcpfleet.api.kinds import MEMBER_KINDS
+from mcpfleet.api.mcpregistry import MCPRegistry
+from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import issuer
 from mcpfleet.platform.local.containers import find_runtime
 from mcpfleet.platform.local.display import SETTLED, failure_block, headline, progress_table
@@ -60,11 +63,7 @@ def _settled(objects: list[StoredObject]) -> bool:
     backend yet is Pending, not Ready: the VirtualMCPServer status rule, so `mcpfleet get` agrees.)
     """
     workloads = [o for o in objects if o.kind in WORKLOAD_ORDER]
-    failed = {
-        o.name
-        for o in workloads
-        if o.kind in ("MCPServer", "MCPRemoteProxy") and o.status.get("phase") == "Failed"
-    }
+    failed = {o.name for o in workloads if o.kind in MEMBER_KINDS and o.status.get("phase") == "Failed"}
     for obj in workloads:
         phase = obj.status.get("phase")
         if phase not in SETTLED or obj.status.get("observedGeneration") != obj.generation:
@@ -346,9 +345,9 @@ def _print_summary(
         f"\n{running}/{len(workloads)} workloads up in {seconds:.1f}s (state: {escape(str(state_dir))})"
     )
     for obj in workloads:
-        if obj.kind == "VirtualMCPServer" and obj.status.get("url"):
+        if obj.kind == VirtualMCPServer.KIND and obj.status.get("url"):
             console.print(f"[bold]vMCP {obj.name}:[/] {escape(str(obj.status['url']))}")
-        if obj.kind == "MCPRegistry" and obj.status.get("url"):
+        if obj.kind == MCPRegistry.KIND and obj.status.get("url"):
             console.print(f"[bold]registry {obj.name}:[/] {escape(str(obj.status['url']))}/v0.1/servers")
     if console_url:
         console.print(f"[bold]console:[/] {escape(console_url)}")
