@@ -57,7 +57,7 @@ def test_hidden_folders_are_skipped(tmp_path: Path) -> None:
 
 
 def test_only_manifest_changes_trigger_a_reload(tmp_path: Path) -> None:
-    from mcpfleet.platform.local.runner import is_manifest_path
+    from mcpfleet.platform.local.watching import is_manifest_path
 
     assert is_manifest_path(tmp_path, str(tmp_path / "servers.yaml"))
     assert is_manifest_path(tmp_path, str(tmp_path / "team" / "a.yml"))

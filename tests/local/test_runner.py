@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcpfleet.platform.local import runner as runner_module
+from mcpfleet.platform.local import watching
 from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
 from tests.local.conftest import gateway_fleet, manifest, pid_alive, reconcile_until
@@ -119,7 +120,7 @@ async def test_gateway_ready_once_its_report_lists_every_backend_without_waiting
     gateway's timeline (its log) shows when each backend was reported."""
     # No periodic pass (nor periodic manifest re-read): only an event can bring a pass.
     monkeypatch.setattr(runner_module, "RESYNC_SECONDS", 3600.0)
-    monkeypatch.setattr(runner_module, "RELOAD_SECONDS", 3600.0)
+    monkeypatch.setattr(watching, "RELOAD_SECONDS", 3600.0)
     backend = await Served(sdk_backend("alpha").streamable_http_app()).start()
     manifests = tmp_path / "m"
     manifests.mkdir()

@@ -47,8 +47,8 @@ from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.platform.local import containers, rules
 from mcpfleet.platform.local.kept import keep_running, mark_kept
 from mcpfleet.platform.local.launch import base_env, fleet_id
-from mcpfleet.platform.local.loader import YAML_SUFFIXES, Loaded, LoadError, load_dir
-from mcpfleet.platform.local.paths import PathEscapeError, file_signature, safe_join
+from mcpfleet.platform.local.loader import Loaded, LoadError, load_dir
+from mcpfleet.platform.local.paths import PathEscapeError, safe_join
 from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
 from mcpfleet.platform.local.processbuild import LOOPBACK, LocalRunError, ProcessBuilder, process_spec
 from mcpfleet.platform.local.reaper import end_containers, end_tagged
@@ -59,6 +59,7 @@ from mcpfleet.platform.local.snapshot import META_LOAD_ERRORS, StoredObject
 from mcpfleet.platform.local.state import State
 from mcpfleet.platform.local.supervisor import ProcessSpec, Supervisor
 from mcpfleet.platform.local.volumes import CLAIMS_DIR
+from mcpfleet.platform.local.watching import watch_manifests, watch_reports
 from mcpfleet.reconcile import enforce
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
@@ -75,10 +76,6 @@ log = logging.getLogger(__name__)
 WORKLOAD_ORDER = WORKLOAD_KINDS
 """Kinds that run something; in this order a pass gives the gateway and registry the freshest URLs."""
 RESYNC_SECONDS = 1.0
-REPORT_POLL_SECONDS = 0.1
-"""How often the gateways' report files are looked at (`_watch_reports`)."""
-RELOAD_SECONDS = 10.0
-"""Manifests are re-read at least this often even without a file event (events can be missed)."""
 
 Key = tuple[str, str, str]
 StatusCallback = Callable[[str, str, str, dict[str, Any]], None]
@@ -200,8 +197,13 @@ class Runner:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile until `stop` is set, re-running on manifest changes and process events."""
-        watcher = asyncio.create_task(self._watch(stop), name="watch manifests")
-        reports = asyncio.create_task(self._watch_reports(stop), name="watch gateway reports")
+        root = self.manifests if self.manifests.is_dir() else self.manifests.parent
+        watcher = asyncio.create_task(
+            watch_manifests(root, stop, self.manifests_changed), name="watch manifests"
+        )
+        reports = asyncio.create_task(
+            watch_reports(stop, self._report_files, self._dirty.set), name="watch gateway reports"
+        )
         try:
             while not stop.is_set():
                 self._dirty.clear()
@@ -222,49 +224,14 @@ class Runner:
                 with contextlib.suppress(asyncio.CancelledError):
                     await follower
 
-    async def _watch_reports(self, stop: asyncio.Event) -> None:
-        """A pass as soon as a gateway rewrote its report (seen within REPORT_POLL_SECONDS): the
-        report is how its backends' health reaches the status, and `up` counts a gateway ready
-        only once it has reported every backend. One `stat` per gateway and poll."""
-        seen: dict[Path, tuple[int, int, int] | None] = {}
-        paths: dict[Key, Path] = {}
-        while not stop.is_set():
-            for key in [k for k in self._loaded if k[0] == VirtualMCPServer.KIND]:
-                if key not in paths:
-                    try:
-                        paths[key] = self.build.status_file(key[1], key[2])
-                    except PathEscapeError:
-                        continue
-                path = paths[key]
-                signature = file_signature(path)
-                if path not in seen or seen[path] != signature:
-                    self._dirty.set()  # also at the first look: a report written since the last pass
-                seen[path] = signature
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), REPORT_POLL_SECONDS)
-
-    async def _watch(self, stop: asyncio.Event) -> None:
-        """File events trigger a reload at once; a slow periodic re-read covers missed events."""
-        from watchfiles import awatch
-
-        root = self.manifests if self.manifests.is_dir() else self.manifests.parent
-        while not stop.is_set():
-            try:
-                async for _changes in awatch(
-                    root,
-                    watch_filter=lambda _change, path: is_manifest_path(root, path),
-                    stop_event=stop,
-                    debounce=300,
-                    step=50,
-                    rust_timeout=int(RELOAD_SECONDS * 1000),
-                    yield_on_timeout=True,  # an empty batch every RELOAD_SECONDS: the periodic re-read
-                ):
-                    self.manifests_changed()
-            except Exception as exc:  # e.g. the folder was removed: keep the last state, retry
-                log.warning("watching %s failed (%s); retrying", root, exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), RELOAD_SECONDS)
-                self.manifests_changed()
+    def _report_files(self) -> list[Path]:
+        """The report file of each loaded gateway (one named outside the state dir is left out)."""
+        files = []
+        for kind, namespace, name in self._loaded:
+            if kind == VirtualMCPServer.KIND:
+                with contextlib.suppress(PathEscapeError):
+                    files.append(self.build.status_file(namespace, name))
+        return files
 
     async def shutdown(self) -> None:
         """Stop every process `up` started (children of children included), then mark the workloads."""
@@ -560,17 +527,6 @@ def backend_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         for b in after.get("discoveredBackends") or []
         if b.get("status") != old.get(b.get("name"))
     ]
-
-
-def is_manifest_path(root: Path, path: str) -> bool:
-    """Whether a file event under `root` can change the manifests (the state dir inside DIR cannot)."""
-    try:
-        relative = Path(path).relative_to(root)
-    except ValueError:
-        return False
-    if any(part.startswith(".") for part in relative.parts):
-        return False  # hidden: editor swap files, .git, a .mcpfleet state dir inside DIR
-    return relative.suffix in YAML_SUFFIXES or relative.suffix == ""  # a YAML file, or a folder
 
 
 def _statuses(namespace: str, stored: dict[Key, StoredObject]) -> dict[tuple[str, str], dict[str, Any]]:
