@@ -11,10 +11,19 @@ loudly when a port moved (`Runner.port_notices`).
 from __future__ import annotations
 
 import hashlib
+import logging
 import socket
 from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the console allocates ports without loading the models
+    from mcpfleet.reconcile.model import Container
+
+log = logging.getLogger(__name__)
 
 DEFAULT_RANGE = (20000, 29999)
+LOCAL_PORT_ANNOTATION = "mcpfleet.dev/local-port"
+"""Pins the port of a workload's serving process under `mcpfleet up` (ignored on Kubernetes)."""
 
 
 def preferred_port(key: str, low: int, high: int) -> int:
@@ -88,3 +97,46 @@ class PortAllocator:
 
     async def release(self, key: str) -> None:
         await self._release(key)
+
+
+class PortChooser:
+    """The port of each workload container: the one it binds itself, the one its object pins
+    (LOCAL_PORT_ANNOTATION), else the allocator's; a port off its preferred number is noticed."""
+
+    def __init__(self, allocator: PortAllocator, in_use: Callable[[], Collection[int]]) -> None:
+        self.allocator = allocator
+        self._in_use = in_use
+        self.notices: list[str] = []
+        """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
+        self._noticed: dict[str, str] = {}
+
+    async def choose(self, key: str, container: Container, pinned: str | None = None) -> int | None:
+        if container.port is None:
+            return None
+        if container.fixed_port and not any("{port}" in part for part in container.command):
+            return container.port  # the server binds it itself; nothing to choose
+        if pinned is not None:
+            if pinned.isdigit() and 1024 <= int(pinned) <= 65535:
+                return int(pinned)  # the user's choice: a busy port fails the process, with the bind error
+            self._notice(
+                key,
+                f"annotation {LOCAL_PORT_ANNOTATION}: expected a port 1024-65535, got {pinned!r}; ignored",
+            )
+        port = await self.allocator.allocate(key, self._in_use())
+        preferred = preferred_port(key, self.allocator.low, self.allocator.high)
+        if port != preferred:
+            self._notice(
+                key,
+                f"{key.rsplit('/', 2)[0]}: port {preferred} is taken by another program, so it listens on "
+                f"{port} this time (its URL changed). It goes back to {preferred} at the next `mcpfleet up` "
+                f"once that port is free; to pin a port, annotate the object with "
+                f'{LOCAL_PORT_ANNOTATION}: "{port}"',
+            )
+        return port
+
+    def _notice(self, key: str, text: str) -> None:
+        """A message for the `up` terminal, once per key and text."""
+        if self._noticed.get(key) != text:
+            self._noticed[key] = text
+            self.notices.append(text)
+            log.warning("%s", text)

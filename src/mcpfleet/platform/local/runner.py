@@ -49,7 +49,7 @@ from mcpfleet.platform.local.kept import keep_running, mark_kept
 from mcpfleet.platform.local.launch import base_env, fleet_id
 from mcpfleet.platform.local.loader import Loaded, LoadError, load_dir
 from mcpfleet.platform.local.paths import PathEscapeError, safe_join
-from mcpfleet.platform.local.ports import DEFAULT_RANGE, PortAllocator, preferred_port
+from mcpfleet.platform.local.ports import DEFAULT_RANGE, LOCAL_PORT_ANNOTATION, PortAllocator, PortChooser
 from mcpfleet.platform.local.processbuild import LOOPBACK, LocalRunError, ProcessBuilder, process_spec
 from mcpfleet.platform.local.reaper import end_containers, end_tagged
 from mcpfleet.platform.local.sandbox import (
@@ -63,7 +63,6 @@ from mcpfleet.platform.local.watching import watch_manifests, watch_reports
 from mcpfleet.reconcile import enforce
 from mcpfleet.reconcile.model import (
     LOCAL_SECRET_DIR,
-    Container,
     WorkloadObservation,
     WorkloadPlan,
     World,
@@ -115,9 +114,6 @@ class Runner:
         self.load_errors: list[LoadError] = []
         self.load_warnings: list[str] = []
         """Superseded fields the manifests set (`up` prints them)."""
-        self.port_notices: list[str] = []
-        """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
-        self._noticed: dict[str, str] = {}
         self.kept: dict[Key, str] = {}
         """Objects running their last valid manifest, with the error that keeps the new one out."""
         self._loaded: dict[Key, Loaded] = {}
@@ -125,12 +121,14 @@ class Runner:
         self.passes = 0
         """Completed passes: the progress display waits for the first one."""
         self._dirty = asyncio.Event()
-        self._ports = PortAllocator(
-            state.ports,
-            state.save_port,
-            state.release_port,
-            port_range=port_range or DEFAULT_RANGE,
+        self._ports = PortChooser(
+            PortAllocator(
+                state.ports, state.save_port, state.release_port, port_range=port_range or DEFAULT_RANGE
+            ),
+            lambda: self.supervisor.ports_in_use(),
         )
+        self.port_notices = self._ports.notices
+        """Ports that moved off their preferred number (and why), for the `up` terminal; append-only."""
         self.supervisor = Supervisor(
             safe_join(self.state_dir, "logs"), self._mark_dirty, self._on_spawn, self._on_exit
         )
@@ -288,7 +286,7 @@ class Runner:
                     log.exception("reconciling %s/%s failed", resource.kind, resource.name)
         for process in self.supervisor.keys() - wanted:
             await self.supervisor.stop(process)
-            await self._ports.release(process)
+            await self._ports.allocator.release(process)
         self.passes += 1
 
     @property
@@ -418,7 +416,7 @@ class Runner:
             for container in plan.containers:
                 key = f"{base}/{container.name}/{replica}"
                 serving = container.name == plan.serving_container
-                port = await self._port(key, container, pinned if serving and replica == 0 else None)
+                port = await self._ports.choose(key, container, pinned if serving and replica == 0 else None)
                 argv, env = self.build.launch(container, plan, port, config_dir, data_dir)
                 if serving and replica == 0 and port is not None:
                     desired.serving_port = port
@@ -426,37 +424,6 @@ class Runner:
                 await self.supervisor.ensure(spec)
                 keys.append(key)
             desired.keys[replica] = keys
-
-    async def _port(self, key: str, container: Container, pinned: str | None = None) -> int | None:
-        if container.port is None:
-            return None
-        if container.fixed_port and not any("{port}" in part for part in container.command):
-            return container.port  # the server binds it itself; nothing to choose
-        if pinned is not None:
-            if pinned.isdigit() and 1024 <= int(pinned) <= 65535:
-                return int(pinned)  # the user's choice: a busy port fails the process, with the bind error
-            self._notice(
-                key,
-                f"annotation {LOCAL_PORT_ANNOTATION}: expected a port 1024-65535, got {pinned!r}; ignored",
-            )
-        port = await self._ports.allocate(key, self.supervisor.ports_in_use())
-        preferred = preferred_port(key, self._ports.low, self._ports.high)
-        if port != preferred:
-            self._notice(
-                key,
-                f"{key.rsplit('/', 2)[0]}: port {preferred} is taken by another program, so it listens on "
-                f"{port} this time (its URL changed). It goes back to {preferred} at the next `mcpfleet up` "
-                f"once that port is free; to pin a port, annotate the object with "
-                f'{LOCAL_PORT_ANNOTATION}: "{port}"',
-            )
-        return port
-
-    def _notice(self, key: str, text: str) -> None:
-        """A message for the `up` terminal, once per key and text."""
-        if self._noticed.get(key) != text:
-            self._noticed[key] = text
-            self.port_notices.append(text)
-            log.warning("%s", text)
 
     def _observe(self, desired: Desired) -> WorkloadObservation:
         plan = desired.plan
@@ -500,8 +467,6 @@ class Runner:
 
 
 STOPPED_MESSAGE = "mcpfleet up is not running"
-LOCAL_PORT_ANNOTATION = "mcpfleet.dev/local-port"
-"""Pins the port of a workload's serving process under `mcpfleet up` (ignored on Kubernetes)."""
 
 
 def _stopped_conditions(conditions: Any) -> list[Any]:
