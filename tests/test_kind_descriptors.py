@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import importlib
 import pkgutil
+import re
 import typing
 from pathlib import Path
 
@@ -229,6 +230,23 @@ def test_kind_names_are_written_only_in_api_reconcile_and_their_render_module() 
     assert not offenders, (
         "kind names written outside api/, reconcile/ and their render module:\n" + "\n".join(offenders)
     )
+
+
+def test_templates_name_kinds_through_their_globals() -> None:
+    """The console's templates compare and link kinds through the globals the console sets
+    (`GATEWAY_KIND`, ...), never a quoted kind name or a `kind=` query value written out."""
+    names = "|".join(sorted((d.kind for d in DESCRIPTORS), key=len, reverse=True))
+    quoted = re.compile(rf"""(?<=['"=])({names})(?=['"&])""")
+    templates = sorted((SRC / "console" / "templates").rglob("*.html"))
+    assert templates
+    offenders = [
+        f"{path.relative_to(SRC)}: {match.group(0)}"
+        for path in templates
+        for match in quoted.finditer(path.read_text())
+    ]
+    assert not offenders, offenders
+    assert quoted.search("""{% if kind == 'MCPServer' %}""")
+    assert not quoted.search("in a VirtualMCPServer's spec")
 
 
 def test_the_literal_scan_finds_a_kind_name(tmp_path: Path) -> None:

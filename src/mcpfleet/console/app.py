@@ -28,7 +28,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
-from mcpfleet.api.kindnames import MCP_GROUP, MCP_REGISTRY, VIRTUAL_MCP_SERVER, WORKLOAD_KINDS
+from mcpfleet.api.kindnames import MCP_GROUP, MCP_REGISTRY, MCP_SERVER, VIRTUAL_MCP_SERVER, WORKLOAD_KINDS
 from mcpfleet.catalogue.manifest import AddError
 from mcpfleet.console import auditlog, cataloguepage, fleetview, live, schemaform, timeline
 from mcpfleet.console.security import CSRF_FIELD, CsrfToken, Guard
@@ -53,6 +53,9 @@ def templates() -> Environment:
         lstrip_blocks=True,
     )
     env.globals["POLL_SECONDS"] = POLL_SECONDS
+    # The templates name kinds through these, never as literals (the kinds' names live in `api`).
+    env.globals["GATEWAY_KIND"] = VIRTUAL_MCP_SERVER
+    env.globals["SERVER_KIND"] = MCP_SERVER
     return env
 
 
