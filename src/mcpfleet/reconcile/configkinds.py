@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from mcpfleet.api.kinds import descriptor
 from mcpfleet.api.mcpremoteproxy import MCPRemoteProxy
 from mcpfleet.api.mcpserver import MCPServer
 from mcpfleet.api.meta import (
@@ -20,6 +21,7 @@ from mcpfleet.api.meta import (
     WorkloadReference,
     set_condition,
 )
+from mcpfleet.api.references import names_at
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.virtualmcpserver import VirtualMCPServer
 from mcpfleet.reconcile.common import sha256_of
@@ -169,45 +171,26 @@ def needs_finalizer(refs: list[WorkloadReference]) -> bool:
 RefGetter = Callable[[Resource], Iterable[str]]
 
 
-RefPath = tuple[str, ...]
-"""Where a workload's spec (wire form) names a configuration object: keys down to an object holding
-`name`; `*` walks a list (e.g. ("config", "compositeToolRefs", "*"))."""
-
-
-def names_at(document: Any, path: RefPath) -> list[str]:
-    """The `name`s found at `path` in a wire-form document."""
-    if not path:
-        name = document.get("name") if isinstance(document, dict) else None
-        return [name] if isinstance(name, str) else []
-    head, rest = path[0], path[1:]
-    if head == "*":
-        return [n for item in document for n in names_at(item, rest)] if isinstance(document, list) else []
-    if not isinstance(document, dict) or head not in document:
-        return []
-    return names_at(document[head], rest)
-
-
-def referencing_by_paths(
-    name: str, world: World, member_paths: tuple[RefPath, ...], gateway_paths: tuple[RefPath, ...]
-) -> list[WorkloadReference]:
-    """Sorted references to the workloads whose spec names `name` at one of the paths: MCPServers and
-    MCPRemoteProxies (`member_paths`), VirtualMCPServers (`gateway_paths`).
+def referencing_by_marks(kind: str, name: str, world: World) -> list[WorkloadReference]:
+    """Sorted references to the workloads (servers, remote proxies, gateways) whose spec names
+    `name` at one of the fields their model marks as a reference to `kind` (`api.references`).
 
     The kinds ToolHive added are referenced by fields of the workloads' wire form (`oidcConfigRef`,
-    `authzConfigRef`, `telemetryConfigRef`, …), read here by path, so every API version of a workload
-    that carries the field counts."""
+    `incomingAuth.authzConfigRef`, `telemetryConfigRef`, ...): the paths come from the models, so a
+    new reference field counts once it is marked."""
     found: set[tuple[str, str]] = set()
-    members: tuple[MCPServer | MCPRemoteProxy, ...] = (*world.servers, *world.remote_proxies)
-    if member_paths:
-        for member in members:
-            spec = member.spec.dump()
-            if any(name in names_at(spec, path) for path in member_paths):
-                found.add((member.kind, member.name))
-    if gateway_paths:
-        for vmcp in world.virtual_servers:
-            spec = vmcp.spec.dump()
-            if any(name in names_at(spec, path) for path in gateway_paths):
-                found.add(("VirtualMCPServer", vmcp.name))
+    workloads: tuple[MCPServer | MCPRemoteProxy | VirtualMCPServer, ...] = (
+        *world.servers,
+        *world.remote_proxies,
+        *world.virtual_servers,
+    )
+    for workload in workloads:
+        paths = [ref.path for ref in descriptor(workload.kind).references if ref.kind == kind]
+        if not paths:
+            continue
+        spec = workload.spec.dump()
+        if any(name in names_at(spec, path) for path in paths):
+            found.add((workload.kind, workload.name))
     return [WorkloadReference(kind=k, name=n) for k, n in sorted(found)]
 
 

@@ -24,9 +24,6 @@ from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import ConfigMapFile, World
 from mcpfleet.reconcile.policy import PolicyPlan, authz_document, policy_plan
 
-MEMBER_PATHS: tuple[configkinds.RefPath, ...] = (("authzConfigRef",),)
-GATEWAY_PATHS: tuple[configkinds.RefPath, ...] = (("incomingAuth", "authzConfigRef"), ("authzConfigRef",))
-
 
 class AuthzRefError(LookupError):
     """An `authzConfigRef` naming no MCPAuthzConfig; the message names the field."""
@@ -34,7 +31,7 @@ class AuthzRefError(LookupError):
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     """Servers, remote proxies (`spec.authzConfigRef`) and gateways (`spec.incomingAuth.authzConfigRef`)."""
-    return configkinds.referencing_by_paths(name, world, MEMBER_PATHS, GATEWAY_PATHS)
+    return configkinds.referencing_by_marks("MCPAuthzConfig", name, world)
 
 
 status = configkinds.status_rule(referencing_workloads)

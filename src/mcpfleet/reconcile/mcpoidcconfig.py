@@ -25,15 +25,13 @@ from mcpfleet.reconcile.model import (
 )
 from mcpfleet.reconcile.oidc import IncomingAuthPlan, incoming_auth
 
-MEMBER_PATHS: tuple[configkinds.RefPath, ...] = (("oidcConfigRef",),)
-GATEWAY_PATHS: tuple[configkinds.RefPath, ...] = (("incomingAuth", "oidcConfigRef"),)
 CA_FILE = "oidc-ca.crt"
 """The mounted CA bundle of an inline provider (`inline.caBundleRef`), in `KUBERNETES_CONFIGMAP_DIR`."""
 
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     """Servers, remote proxies (`spec.oidcConfigRef`) and gateways (`spec.incomingAuth.oidcConfigRef`)."""
-    return configkinds.referencing_by_paths(name, world, MEMBER_PATHS, GATEWAY_PATHS)
+    return configkinds.referencing_by_marks("MCPOIDCConfig", name, world)
 
 
 status = configkinds.status_rule(referencing_workloads)

@@ -31,7 +31,6 @@ from mcpfleet.reconcile.model import (
 from mcpfleet.telemetry import SECRET_HEADERS_ENV
 
 CA_FILE = "otlp-ca.crt"
-PATHS: tuple[configkinds.RefPath, ...] = (("telemetryConfigRef",),)
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class TelemetryPlan:
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     """Servers, remote proxies and gateways whose `spec.telemetryConfigRef` names it."""
-    return configkinds.referencing_by_paths(name, world, PATHS, PATHS)
+    return configkinds.referencing_by_marks("MCPTelemetryConfig", name, world)
 
 
 status = configkinds.status_rule(referencing_workloads)

@@ -23,14 +23,13 @@ from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import ConfigFile, SecretFile, World, secret_file_path
 from mcpfleet.webhook.config import Endpoint, EndpointTLS, WebhookDocument, url_problems
 
-MEMBER_PATHS: tuple[configkinds.RefPath, ...] = (("webhookConfigRef",),)
 WEBHOOK_CONFIG = "webhooks.json"
 """The proxy's `webhookConfig` file (a ConfigFile)."""
 
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     """MCPServers and MCPRemoteProxies whose `spec.webhookConfigRef` names it."""
-    return configkinds.referencing_by_paths(name, world, MEMBER_PATHS, ())
+    return configkinds.referencing_by_marks("MCPWebhookConfig", name, world)
 
 
 status = configkinds.status_rule(referencing_workloads)

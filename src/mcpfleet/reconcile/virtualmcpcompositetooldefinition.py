@@ -17,8 +17,6 @@ from mcpfleet.api.virtualmcpserver import CompositeTool, VirtualMCPServer
 from mcpfleet.reconcile import configkinds
 from mcpfleet.reconcile.model import World
 
-GATEWAY_PATHS: tuple[configkinds.RefPath, ...] = (("config", "compositeToolRefs", "*"),)
-
 
 class CompositeRefError(LookupError):
     """A `compositeToolRefs` entry that cannot be used; the message names the field."""
@@ -26,7 +24,7 @@ class CompositeRefError(LookupError):
 
 def referencing_workloads(name: str, world: World) -> list[WorkloadReference]:
     """VirtualMCPServers whose `spec.config.compositeToolRefs` name it."""
-    return configkinds.referencing_by_paths(name, world, (), GATEWAY_PATHS)
+    return configkinds.referencing_by_marks("VirtualMCPCompositeToolDefinition", name, world)
 
 
 _config_status = configkinds.status_rule(referencing_workloads)
