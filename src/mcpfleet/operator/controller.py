@@ -113,9 +113,10 @@ def _relevant(entry: Entry | None) -> dict[str, Any]:
     }
 
 
+@functools.cache
 def _references(kind: object) -> tuple[Reference, ...]:
     """A kind's references with the paths of both forms an object may be held in (the storage
-    version the operator reads, and the hub)."""
+    version the operator reads, and the hub); worked out once per kind (called per object)."""
     found = DESCRIPTOR_BY_KIND.get(str(kind))
     if found is None:
         return ()
