@@ -34,6 +34,7 @@ from mcpfleet.api.meta import RefersTo
 from mcpfleet.api.references import names_at, references
 from mcpfleet.api.resource import Resource
 from mcpfleet.api.versions import STORAGE_API_VERSION
+from mcpfleet.operator.store import Entry
 from mcpfleet.platform.kubernetes.render import RENDERERS
 from mcpfleet.reconcile.kinds import RULES, RULES_BY_KIND
 from mcpfleet.reconcile.model import World
@@ -262,3 +263,44 @@ def test_the_literal_scan_finds_a_kind_name(tmp_path: Path) -> None:
     assert sorted(_kind_literals(sample)) == [(3, "MCPServer"), (4, "MCPRemoteProxy"), (4, "MCPRemoteProxy")]
     assert _render_module_of("platform/kubernetes/render/mcpserver.py") == kindnames.MCP_SERVER
     assert _render_module_of("platform/kubernetes/render/objects.py") is None
+
+
+def _entry(kind: str, spec: dict[str, object], api_version: str = STORAGE_API_VERSION) -> Entry:
+    raw = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": "ns"},
+        "spec": spec,
+    }
+    return Entry(raw, None, None)
+
+
+def test_the_operator_follows_the_derived_references_in_both_stored_forms() -> None:
+    """The operator's dependency tracking reads the references the models mark, over raw objects in
+    the storage version (ToolHive's `groupRef: {name}`) and in the hub shape alike."""
+    from mcpfleet.operator.controller import _group_ref, _refs
+
+    stored_gateway = _entry(
+        kindnames.VIRTUAL_MCP_SERVER,
+        {
+            "groupRef": {"name": "team"},
+            "incomingAuth": {"type": "oidc", "oidcConfigRef": {"name": "idp", "audience": "a"}},
+            "outgoingAuth": {"backends": {"b": {"externalAuthConfigRef": {"name": "tokens"}}}},
+            "embeddingServerRef": {"name": "emb"},
+        },
+    )
+    assert _group_ref(stored_gateway) == "team"
+    assert _refs(stored_gateway) == {
+        ("MCPOIDCConfig", "idp"),
+        ("MCPExternalAuthConfig", "tokens"),
+        (kindnames.EMBEDDING_SERVER, "emb"),
+    }
+    hub_gateway = _entry(
+        kindnames.VIRTUAL_MCP_SERVER, {"config": {"groupRef": "team"}}, "mcpfleet.dev/v1alpha1"
+    )
+    assert _group_ref(hub_gateway) == "team"
+    server = _entry(kindnames.MCP_SERVER, {"groupRef": "g", "authServerRef": {"name": "as"}})
+    assert _group_ref(server) == "g"
+    assert _refs(server) == {("MCPExternalAuthConfig", "as")}
+    assert _group_ref(_entry(kindnames.MCP_SERVER, {"groupRef": {"name": "g2"}})) == "g2"
+    assert _refs(_entry("NotAKind", {"toolConfigRef": {"name": "t"}})) == set()
