@@ -4,10 +4,12 @@ Level-triggered like the operator: every pass reads the whole desired state (the
 whole observed state (the supervisor), asks the shared rules in `mcpfleet.reconcile` what should run
 (`plan(obj, world)`), applies the difference (start, restart on change, stop) and writes each status
 through the same status rules as Kubernetes. A pass runs when a manifest changes (watchfiles), when a
-process changes state, when a vMCP gateway rewrote its report file (a `stat` every 0.1 s), and once a
-second anyway.
+process changes state, when a vMCP gateway rewrote its report file (a `stat` every 0.1 s: `watching`),
+and once a second anyway. Workloads are applied in the order of their kinds' descriptors
+(`api.kinds.WORKLOAD_KINDS`); the other kinds' statuses come from `rules.other_status` by role.
 
-How a plan becomes processes (what the platform, not the rule, decides):
+How a plan becomes processes (what the platform, not the rule, decides; `processbuild` builds each
+process's argv, environment and files, `ports.PortChooser` its port, `kept` the last valid manifests):
 * each container with a port gets one from `ports` per replica; `{port}` and `{config_dir}` are
   substituted; config files are written to `STATE/config/<kind>/<namespace>/<name>/`;
 * `--host 0.0.0.0` (all interfaces of a pod) becomes `--host 127.0.0.1`: nothing is exposed
