@@ -228,14 +228,14 @@ def _object_routes(app: FastAPI, console: Console) -> None:
     async def gateway(request: Request, name: str) -> Response:
         if (problem := _check_name(name)) is not None:
             return _bad(problem)
-        obj = await console.source.find("VirtualMCPServer", name)
+        obj = await console.source.find(VIRTUAL_MCP_SERVER, name)
         if obj is None:
             return _bad(f"VirtualMCPServer {name!r} not found in this fleet", 404)
         row = fleetview.row_of(obj)
         backends = [b for b in obj.status.get("discoveredBackends") or [] if isinstance(b, dict)]
         health, tools = await asyncio.gather(_gateway_status(row.url), _gateway_tools(row.url, backends))
         aggregation = ((obj.manifest.get("spec") or {}).get("config") or {}).get("aggregation") or {}
-        events, events_problem = await _events(console.source, "VirtualMCPServer", name)
+        events, events_problem = await _events(console.source, VIRTUAL_MCP_SERVER, name)
         return console.page(
             "gateway.html",
             request,
@@ -363,7 +363,7 @@ def _catalogue_routes(app: FastAPI, console: Console) -> None:
             entry=found,
             inputs=cataloguepage.inputs(found),
             server_text=json.dumps(found.server, indent=2, ensure_ascii=False),
-            groups=[o.name for o in await source.objects("MCPGroup")],
+            groups=[o.name for o in await source.objects(MCP_GROUP)],
             folder=await _manifests_folder(source),
             namespace=source.namespace,
         )
@@ -381,7 +381,7 @@ def _catalogue_routes(app: FastAPI, console: Console) -> None:
             return console.fragment(
                 "added.html", request, status=409, written="", problem="no running fleet to add to"
             )
-        groups = {o.name for o in await source.objects("MCPGroup")}
+        groups = {o.name for o in await source.objects(MCP_GROUP)}
         group = form.get("group") or None
         if group is not None and group not in groups:
             return console.fragment(

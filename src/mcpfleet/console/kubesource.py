@@ -26,6 +26,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event as KubeEvent
 from lightkube.resources.core_v1 import Pod
 
+from mcpfleet.api.kindnames import MCP_REGISTRY
 from mcpfleet.api.kinds import ALL_KINDS
 from mcpfleet.api.meta import GROUP, LABEL_INSTANCE
 from mcpfleet.api.versions import STORAGE_VERSION
@@ -221,5 +222,5 @@ class KubeSource:
         return [fleetview.pod_row(p) for p in found]
 
     async def registry_urls(self) -> list[str]:
-        urls = [str(o.status.get("url") or "") for o in await self.objects("MCPRegistry")]
+        urls = [str(o.status.get("url") or "") for o in await self.objects(MCP_REGISTRY)]
         return [u for u in urls if u.startswith(("http://", "https://"))]
