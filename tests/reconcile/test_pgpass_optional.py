@@ -17,7 +17,8 @@ from mcpfleet.api.mcpregistry import MCPRegistry
 from mcpfleet.api.versions import convert
 from mcpfleet.devcluster.handle import ClusterHandle
 from mcpfleet.platform.kubernetes.render import Owner, render
-from mcpfleet.platform.local.runner import LocalRunError, Runner
+from mcpfleet.platform.local.processbuild import LocalRunError
+from mcpfleet.platform.local.runner import Runner
 from mcpfleet.platform.local.state import State
 from mcpfleet.reconcile import mcpregistry
 from mcpfleet.reconcile.model import KUBERNETES_SECRET_DIR, LOCAL_SECRET_DIR, World
@@ -114,15 +115,15 @@ async def test_local_optional_secret_is_not_written_when_absent(tmp_path: Path) 
     config_dir = tmp_path / "config"
     config_dir.mkdir()
     optional = mcpregistry.plan(_registry(optional=True), world)
-    runner._write_secret_files(config_dir, optional)
+    runner.build.write_secret_files(config_dir, optional)
     assert not (config_dir / LOCAL_SECRET_DIR / PGPASS_FILE).exists()
     with pytest.raises(LocalRunError, match=r"my-registry-pgpass key \.pgpass: not found locally"):
-        runner._write_secret_files(config_dir, mcpregistry.plan(_registry(optional=False), world))
+        runner.build.write_secret_files(config_dir, mcpregistry.plan(_registry(optional=False), world))
     # Once the Secret exists, the optional file is written like any other.
     secret = tmp_path / "state" / "secrets" / "my-registry-pgpass" / ".pgpass"
     secret.parent.mkdir(parents=True)
     secret.write_text("postgres:5432:registry:db_app:pw\n")
-    runner._write_secret_files(config_dir, optional)
+    runner.build.write_secret_files(config_dir, optional)
     written = config_dir / LOCAL_SECRET_DIR / PGPASS_FILE
     assert written.read_text().startswith("postgres") and written.stat().st_mode & 0o777 == 0o600
 
