@@ -4,8 +4,9 @@ files it reads (config files, secret files, a container's env file), all inside 
 `ProcessBuilder` owns these translations for the local runner (`runner.py`, which decides what runs
 and when): `{port}` and friends substituted, `--host 0.0.0.0` narrowed to loopback, mcpfleet's own
 data-plane commands routed through `platform.local.dataplane`, the server wrapped in its sandbox or
-run in the machine's container runtime, and Secret keys read from the environment or
-`STATE/secrets/<name>/<key>`. Every path named from manifest values goes through `paths.safe_join`.
+run in the machine's container runtime, a proxy hosted from its rendered `proxy.json`
+(`proxy_config`), and Secret keys read from the environment or `STATE/secrets/<name>/<key>`. Every
+path named from manifest values goes through `paths.safe_join`.
 """
 
 from __future__ import annotations
