@@ -199,8 +199,8 @@ def test_optimizer_and_code_mode_through_the_in_cluster_gateway(
     hybrid = _status(k, ns, "virtualmcpserver", "hybrid")["url"]
 
     def blended() -> dict[str, Any] | None:
-        # Blended scores are in [0, 1] and the best is (1 - ratio) + ratio * cosine, above 0.5 when
-        # its cosine similarity is positive; keyword-only scores are raw BM25 (the top one is > 1).
+        # Blended scores are in [0, 1] and the best is (1 - ratio) + ratio * its cosine scaled by the
+        # best cosine, above 0.5 when that is positive; keyword-only scores are raw BM25 (the top > 1).
         try:
             res = client.session(hybrid, [("find_tool", TIME_QUERY), _find("add two numbers")])
         except AssertionError:
