@@ -301,7 +301,7 @@ def started(
     namespaces = {key: k.create_namespace(f"rn-{key}") for key in workloads.KEYS}
     started_at = time.monotonic()
     try:
-        for key, manifest in workloads.manifests(namespaces, echo_image, operator_installed).items():
+        for key, manifest in workloads.manifests(namespaces, echo_image).items():
             k.kubectl("-n", namespaces[key], "apply", "-f", "-", input=manifest)
         _progress(
             f"applied the tier's workloads in {time.monotonic() - started_at:.1f}s: {sorted(namespaces)}"

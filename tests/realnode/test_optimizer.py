@@ -6,21 +6,23 @@ What runs (workloads.OPTIMIZER_GROUP and `workloads.optimizer`, ToolHive's v1bet
 
 - `finder`: optimizer on (keyword ranking, no embedding service) and code mode on; the time server's
   `convert_time` hidden by the gateway's filter, everything's `get-sum` forbidden by a Cedar policy;
-- `hybrid`: `embeddingServerRef` to an EmbeddingServer that runs the image's own hashed-feature
-  embedding service (`python -m mcpfleet.vmcp.hashembed`: no model download, so it runs offline),
-  with `exposeAllTools`.
+- `hybrid`: `embeddingServerRef` to an EmbeddingServer with `image: mcpfleet://embeddings`: a pod of
+  the mcpfleet image running `mcpfleet embeddings serve` with the real WordLlama model from its PyPI
+  wheel (nothing downloaded, so it runs offline), with `exposeAllTools`.
 
 From the client pod, over the gateways' Service DNS names, in both protocol eras where it matters:
 `tools/list` holds the meta-tools as configured; `find_tool` ranks `time_get_current_time` first
 with its schema; `call_tool` routes to the time server and returns its real answer;
 `execute_tool_script` (found by `find_tool`, run through `call_tool`) calls one tool per backend in
 `parallel()` and returns both answers; the hidden and the forbidden tool are never found, and
-calling them fails (unknown tool; -32012, also from inside a script, naming the line). The hybrid
-gateway's scores are the blend of keyword and embedding scores, so its embeddings really came from
-the EmbeddingServer, and it finds the tool `finder` forbids.
+calling them fails (unknown tool; -32012, also from inside a script, naming the line). The
+EmbeddingServer pod names the model in TEI's /info; the hybrid gateway's /status shows its
+embeddings `ready` with that model's name, its scores are the blend of keyword and embedding
+scores, so its embeddings really came from the EmbeddingServer, and it finds the tool `finder`
+forbids.
 
 Printed: the time from the VirtualMCPServer's creation to its first full find_tool answer, find_tool
-and call_tool round trips as the client pod sees them, and the gateway pod's RSS.
+and call_tool round trips as the client pod sees them, the gateway pod's and the embedding pod's RSS.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pytest
 from tests.realnode.conftest import PodClient, wait_ready
 
 from mcpfleet.devcluster.handle import ClusterHandle
+from mcpfleet.vmcp.embedmodel import DEFAULT_MODEL
 
 FORBIDDEN = -32012
 TIME_QUERY = {"tool_description": "current time in a timezone"}
@@ -120,7 +123,7 @@ def test_optimizer_and_code_mode_through_the_in_cluster_gateway(
 ) -> None:
     k, ns = real_cluster, started["optimizer"]
     wait_ready(
-        k, ns, "mcpserver/time", "mcpserver/everything", "embeddingserver/hashembed",
+        k, ns, "mcpserver/time", "mcpserver/everything", "embeddingserver/wordllama",
         "virtualmcpserver/finder", "virtualmcpserver/hybrid", timeout=300,
     )  # fmt: skip
     finder = _status(k, ns, "virtualmcpserver", "finder")["url"]
@@ -188,14 +191,16 @@ def test_optimizer_and_code_mode_through_the_in_cluster_gateway(
     assert forbidden_script["text"].startswith("script line 3: tool everything_get-sum:"), forbidden_script
     assert "forbidden" in forbidden_script["text"], forbidden_script
 
-    # Hybrid ranking: the EmbeddingServer's vectors are blended in, and every tool is listed too.
-    embedding = _status(k, ns, "embeddingserver", "hashembed")
-    assert embedding["url"].startswith(f"http://emb-hashembed.{ns}.svc.cluster.local:8080"), embedding
+    # Hybrid ranking: the EmbeddingServer's real model, its vectors blended in, every tool listed too.
+    embedding = _status(k, ns, "embeddingserver", "wordllama")
+    assert embedding["url"].startswith(f"http://emb-wordllama.{ns}.svc.cluster.local:8080"), embedding
+    info = client.get(embedding["url"].rstrip("/") + "/info")["body"]
+    assert info["model_id"] == DEFAULT_MODEL, info
     hybrid = _status(k, ns, "virtualmcpserver", "hybrid")["url"]
 
     def blended() -> dict[str, Any] | None:
-        # Blended scores are in [0, 1] and the best is (1 - ratio) + ratio * cosine, above 0.5 when
-        # its cosine similarity is positive; keyword-only scores are raw BM25 (the top one is > 1).
+        # Blended scores are in [0, 1] and the best is (1 - ratio) + ratio * its cosine scaled by the
+        # best cosine, above 0.5 when that is positive; keyword-only scores are raw BM25 (the top > 1).
         try:
             res = client.session(hybrid, [("find_tool", TIME_QUERY), _find("add two numbers")])
         except AssertionError:
@@ -216,7 +221,10 @@ def test_optimizer_and_code_mode_through_the_in_cluster_gateway(
     assert tools[0]["name"] == "time_get_current_time", tools
     assert all(0.0 < t["score"] <= 1.0 for t in tools), tools
     status = client.get(hybrid.removesuffix("/mcp") + "/status")["body"]
-    assert status["optimizer"]["embeddings"]["state"] == "ready", status["optimizer"]
+    embeddings = status["optimizer"]["embeddings"]
+    assert embeddings["state"] == "ready" and embeddings["model"] == DEFAULT_MODEL, status["optimizer"]
+    assert embeddings["cause"] is None and embeddings["vectors"] > 0, embeddings
+    assert status["optimizer"]["ranking"] == "hybrid", status["optimizer"]
     print(f"optimizer: hybrid top score {tools[0]['score']}, /status optimizer {status['optimizer']}")
 
     # Resident memory of the finder gateway's pod (gateway + code mode's spare script process).
@@ -224,3 +232,7 @@ def test_optimizer_and_code_mode_through_the_in_cluster_gateway(
         "-n", ns, "exec", "deployment/vmcp-finder", "--", "/opt/mcpfleet/bin/python", "-c", RSS_KIB
     ).stdout  # fmt: skip
     print(f"optimizer: finder gateway pod RSS {int(rss.strip()) / 1024:.0f} MiB")
+    rss = k.kubectl(
+        "-n", ns, "exec", "deployment/emb-wordllama", "--", "/opt/mcpfleet/bin/python", "-c", RSS_KIB
+    ).stdout  # fmt: skip
+    print(f"optimizer: WordLlama EmbeddingServer pod RSS {int(rss.strip()) / 1024:.0f} MiB")

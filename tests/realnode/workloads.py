@@ -112,8 +112,9 @@ spec:
 # group named at the top, as in its vmcp_optimizer_*.yaml / vmcp_codemode.yaml examples): two real
 # servers in a group; `finder` ranks by keywords only, runs scripts, hides time's convert_time by its
 # filter and forbids everything's get-sum by policy; `hybrid` blends in embeddings from an
-# EmbeddingServer running the image's own hashed-feature service (no model to download), and
-# advertises every tool beside the meta-tools.
+# EmbeddingServer running mcpfleet's own embedding server (`image: mcpfleet://embeddings`: the real
+# WordLlama model from its PyPI wheel, in the mcpfleet image, nothing downloaded), and advertises
+# every tool beside the meta-tools.
 OPTIMIZER_GROUP = """
 apiVersion: mcpfleet.dev/v1beta1
 kind: MCPGroup
@@ -167,34 +168,27 @@ spec:
 """
 
 
-def optimizer(mcpfleet_image: str) -> str:
+def optimizer() -> str:
     return (
         OPTIMIZER_GROUP
-        + f"""---
+        + """---
 apiVersion: mcpfleet.dev/v1beta1
 kind: EmbeddingServer
-metadata: {{name: hashembed}}
+metadata: {name: wordllama}
 spec:
-  image: {mcpfleet_image}
-  model: hashed-features
-  podTemplateSpec:
-    spec:
-      containers:
-        - name: embedding
-          command: ["/opt/mcpfleet/bin/python", "-m", "mcpfleet.vmcp.hashembed"]
-          args: ["--host", "0.0.0.0", "--port", "8080"]
+  image: mcpfleet://embeddings
 ---
 apiVersion: mcpfleet.dev/v1beta1
 kind: VirtualMCPServer
-metadata: {{name: hybrid}}
+metadata: {name: hybrid}
 spec:
-  groupRef: {{name: tools}}
-  embeddingServerRef: {{name: hashembed}}
+  groupRef: {name: tools}
+  embeddingServerRef: {name: wordllama}
   config:
     optimizer:
       exposeAllTools: true
       hybridSearchSemanticRatio: "0.5"
-  incomingAuth: {{type: anonymous}}
+  incomingAuth: {type: anonymous}
 """
     )
 
@@ -208,7 +202,7 @@ spec:
 """
 
 
-def manifests(namespaces: dict[str, str], echo_image: str, mcpfleet_image: str) -> dict[str, str]:
+def manifests(namespaces: dict[str, str], echo_image: str) -> dict[str, str]:
     """key -> manifest, for the namespaces `started` created."""
     return {
         "http": HTTP,
@@ -216,7 +210,7 @@ def manifests(namespaces: dict[str, str], echo_image: str, mcpfleet_image: str) 
         "remote": remote(namespaces["remote"]),
         "lifecycle": LIFECYCLE,
         "missing": MISSING,
-        "optimizer": optimizer(mcpfleet_image),
+        "optimizer": optimizer(),
     }
 
 

@@ -11,6 +11,8 @@ Owns: the image's layout and its cache under `<cache>/image/`:
    of WARM_UVX and npm's cache (plus npx's install dir) every `npx://` package of WARM_NPX; the image
    sets UV_OFFLINE=1 and NPM_CONFIG_OFFLINE=true, so a server in the caches starts with no package
    registry and one that is not fails at once with the tool's "not in the cache / offline" error;
+   the bundled embedding model (`mcpfleet embeddings serve`, wordllama's wheel) is loaded and run
+   once as that user, offline, so an image without it fails here and not in an EmbeddingServer pod;
 4. umoci packs it (entrypoint `mcpfleet`, user 10001, like the Dockerfile) into an OCI archive named
    `localhost/mcpfleet:<content hash>`; `ctr images import` loads it into the real node.
 The content hash covers the base key, the project's sources, the Node/npm versions, the warmed
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -42,6 +45,12 @@ NPM_VERSION = "10.9.4"
 # Servers the example and test manifests use: their packages are in the image's offline caches.
 WARM_UVX: tuple[str, ...] = ("mcp-server-time",)
 WARM_NPX: tuple[str, ...] = ("@modelcontextprotocol/server-everything",)
+# What `mcpfleet embeddings serve` loads (`image: mcpfleet://embeddings`): its files are in a wheel.
+EMBEDDING_CHECK = (
+    "from mcpfleet.vmcp.embedmodel import load; "
+    "v = load().embed(['current time in a timezone']); "
+    "assert v.shape[0] == 1 and abs(float((v * v).sum()) - 1) < 1e-3, v"
+)
 IMAGE_NAME = "localhost/mcpfleet"
 BUILD_CA = "/tmp/build-ca.crt"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -328,6 +337,13 @@ def _warm_caches(rootfs: Path, progress: Progress) -> None:
             ]
         ),
         "offline check",
+        user=USER_ID,
+    )
+    progress("checking the bundled embedding model loads offline")
+    _chroot(
+        rootfs,
+        f"HF_HUB_OFFLINE=1 /opt/mcpfleet/bin/python -c {shlex.quote(EMBEDDING_CHECK)}",
+        "embedding model check",
         user=USER_ID,
     )
 

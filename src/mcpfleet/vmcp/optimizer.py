@@ -27,7 +27,7 @@ from mcpfleet.api.duration import parse_duration
 from mcpfleet.api.gatewayconfig import Optimizer
 from mcpfleet.vmcp import wire
 from mcpfleet.vmcp.embeddings import EmbeddingClient, EmbeddingError
-from mcpfleet.vmcp.toolindex import Tokenizer, ToolIndex, document, query_terms
+from mcpfleet.vmcp.toolindex import Tokenizer, ToolIndex, document, embedding_text, query_terms
 from mcpfleet.vmcp.wire import RPCError
 
 if TYPE_CHECKING:
@@ -261,7 +261,9 @@ class ToolFinder:
         try:
             for start in range(0, len(missing), EMBED_CHUNK):
                 chunk = missing[start : start + EMBED_CHUNK]
-                vectors = await self.embedder.embed([" ".join(document(docs[k])) for k in chunk])
+                vectors = await self.embedder.embed(
+                    [embedding_text(" ".join(document(docs[k]))) for k in chunk]
+                )
                 for k, v in zip(chunk, vectors, strict=True):
                     self._vectors[k] = v
             if self._vectors and len({v.shape for v in self._vectors.values()}) > 1:
@@ -312,7 +314,7 @@ class ToolFinder:
         if index is not None and len(index):
             query_vector = None
             if self.embedder is not None and index.vectors is not None and self.ratio > 0:
-                query_vector = await self._query_vector(" ".join([desc, *keywords]))
+                query_vector = await self._query_vector(embedding_text(" ".join([desc, *keywords])))
             hits = index.search(
                 query_terms(desc, keywords),
                 self.cfg.max_tools_to_return,
