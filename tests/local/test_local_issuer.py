@@ -219,6 +219,12 @@ def test_protected_gateway_in_three_commands(tmp_path: Path) -> None:
         while _status(gateway, None) != 401:  # the running up applies the edit like any other
             assert time.monotonic() < deadline, "the gateway never required a token"
             time.sleep(0.5)
+        # The issuer up serves follows the state folder: the signing key `auth enable` made reaches its
+        # JWKS within the follow interval, and a gateway refetches the JWKS for an unknown key at most
+        # once a second; until both happened the token is refused with "unknown signing key".
+        while _status(gateway, token) != 200:
+            assert time.monotonic() < deadline, "the gateway never accepted the token"
+            time.sleep(0.5)
         assert "UTC" in asyncio.run(_call(gateway, token))
         settings = issuer.read_settings(state)
         assert settings is not None

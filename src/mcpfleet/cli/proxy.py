@@ -10,6 +10,7 @@ after `--` replaces `command`. A flag not given leaves the file's field (or the 
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.cli import limit_options
@@ -242,11 +243,21 @@ def config_from(command: list[str], config: str | None, flags: dict[str, Any]) -
         raise _usage(exc, config, overrides) from None
 
 
+def _flag_of(field: str, message: str) -> str:
+    """The flag that sets `field`; for `limits`, the one limit the message names (`limits.maxJsonDepth`
+    is --max-json-depth, the limit flags being the kebab-case of their field)."""
+    if field == "limits":
+        for name in _LIMIT_FIELDS:
+            if f"limits.{name}" in message:
+                return "--" + re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+    return FIELD_FLAGS.get(field, field)
+
+
 def _usage(exc: ProxyConfigError, config: str | None, given: dict[str, Any]) -> Exception:
     """A ProxyConfigError as a usage error: the hint is the flag when one set the field, else --config."""
     field = exc.field
     if field is not None and (config is None or field in given):
-        return _bad(str(exc).removeprefix("options: "), param_hint=FIELD_FLAGS.get(field, field))
+        return _bad(str(exc).removeprefix("options: "), param_hint=_flag_of(field, str(exc)))
     return _bad(str(exc), param_hint="--config" if config is not None else None)
 
 
