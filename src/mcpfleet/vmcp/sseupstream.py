@@ -17,7 +17,6 @@ from urllib.parse import urljoin
 from mcpfleet import jsonrpc, sse
 from mcpfleet.vmcp import lazyhttp, wire
 from mcpfleet.vmcp.upstream import (
-    DEFAULT_CLIENT_INFO,
     GATEWAY_CLIENT_CAPS,
     BackendUnavailable,
     BaseUpstream,
@@ -51,15 +50,11 @@ class SSEUpstream(BaseUpstream):
         on_notification: NotificationCallback | None = None,
         client_info: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self.url = url
+        super().__init__(
+            name, url, time_limit=time_limit, on_notification=on_notification, client_info=client_info
+        )
         self._http = http
         self._auth = auth or NoAuth()
-        self.timeout = time_limit
-        self._on_notification = on_notification
-        self._client_info = dict(client_info or DEFAULT_CLIENT_INFO)
-        self.capabilities = {}
-        self.server_info = {}
         self._endpoint: asyncio.Future[str] | None = None
         self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None

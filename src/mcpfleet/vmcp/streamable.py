@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet.vmcp import httpclient, wire
 from mcpfleet.vmcp.upstream import (
-    DEFAULT_CLIENT_INFO,
     BackendUnavailable,
     BaseUpstream,
     CallOptions,
@@ -52,13 +51,10 @@ class Upstream(BaseUpstream):
         client_info: Mapping[str, Any] | None = None,
         fast: httpclient.Client | None = None,
     ) -> None:
-        self.name = name
-        self.url = url
-        self.timeout = time_limit
-        self._on_notification = on_notification
-        info = dict(client_info or DEFAULT_CLIENT_INFO)
-        self.capabilities = {}
-        self.server_info = {}
+        super().__init__(
+            name, url, time_limit=time_limit, on_notification=on_notification, client_info=client_info
+        )
+        info = self._client_info
         self._x = Exchange(name, url, http, fast, auth or NoAuth(), self._session_headers)
         self._legacy = LegacySession(self._x, time_limit, info, self._took_handshake)
         self._modern = ModernChannel(self._x, time_limit, info)

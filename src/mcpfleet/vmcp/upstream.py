@@ -120,6 +120,26 @@ class BaseUpstream:
     negotiated_version: str | None = None
     """The protocol version the backend's `initialize` answered (2025-era session)."""
 
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        time_limit: float,
+        on_notification: NotificationCallback | None,
+        client_info: Mapping[str, Any] | None,
+    ) -> None:
+        """What every transport keeps alike: the backend's name and URL, the per-request time limit,
+        where notifications go, the clientInfo it introduces itself with, and the (empty until the
+        handshake) capabilities and server info."""
+        self.name = name
+        self.url = url
+        self.timeout = time_limit
+        self._on_notification = on_notification
+        self._client_info = dict(client_info or DEFAULT_CLIENT_INFO)
+        self.capabilities = {}
+        self.server_info = {}
+
     @property
     def sse_responses(self) -> bool:
         """The backend answers 2025-era POSTs with SSE streams (the front mirrors that choice)."""
